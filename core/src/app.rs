@@ -1,0 +1,292 @@
+//! What an application is to the harness.
+//!
+//! An app knows nothing about transports, clocks or statistics. It provides
+//! three things:
+//! - an [`App`] (the factory the CLI registers): its name, its `--set` keys,
+//!   how to prepare its data, and how to build a server and a client;
+//! - a [`Server`], shared by all worker threads, which hands each worker
+//!   thread its own [`Worker`] (per-thread engine state such as a decoder or
+//!   a JVM attachment lives there, so `handle` never needs a lock of ours);
+//! - a [`Client`] that draws the next request from the app's input set. Its
+//!   sequence is fully determined by the seed, so the same seed gives the
+//!   same requests in every configuration.
+//!
+//! Requests and responses are opaque bytes: the same payload travels through
+//! the integrated configuration (a `Vec<u8>` handed over in memory) and
+//! through TCP (a frame), so an app is written once.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// Errors an app reports. Each message says what the user should change.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("unknown key `{key}` for app `{app}`; valid keys: {valid} (see `taillab apps`)")]
+    UnknownKey { app: String, key: String, valid: String },
+    #[error("bad value `{value}` for `{key}`: {expected}")]
+    BadParam { key: String, value: String, expected: String },
+    #[error("data for `{app}` is not ready: {why} (run `taillab data prepare {app}`)")]
+    DataMissing { app: String, why: String },
+    #[error("preparing data for `{app}` failed: {why}")]
+    Prepare { app: String, why: String },
+    #[error("request could not be handled: {0}")]
+    Request(String),
+    #[error("{engine} failed: {why}")]
+    Engine { engine: String, why: String },
+    #[error("i/o error on {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl AppError {
+    /// Shorthand for an I/O error that names the file it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        AppError::Io { path: path.into(), source }
+    }
+}
+
+/// One `--set` key an app accepts, shown by `taillab apps`.
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// The `--set key=value` pairs given for an app, checked against its keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Params(BTreeMap<String, String>);
+
+impl Params {
+    pub fn new() -> Self {
+        Params(BTreeMap::new())
+    }
+
+    /// Parses `key=value` strings (as given to `--set`).
+    pub fn parse<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<Self, AppError> {
+        let mut p = Params::new();
+        for s in pairs {
+            let Some((k, v)) = s.split_once('=') else {
+                return Err(AppError::BadParam {
+                    key: s.to_string(),
+                    value: String::new(),
+                    expected: "--set takes key=value, e.g. --set service=exp:200us".into(),
+                });
+            };
+            p.insert(k.trim(), v.trim());
+        }
+        Ok(p)
+    }
+
+    pub fn insert(&mut self, key: &str, value: &str) {
+        self.0.insert(key.to_string(), value.to_string());
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(|s| s.as_str())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Fails on a key the app does not declare, naming the valid ones.
+    pub fn check_keys(&self, app: &str, keys: &[KeySpec]) -> Result<(), AppError> {
+        for k in self.0.keys() {
+            if !keys.iter().any(|s| s.name == k) {
+                let valid: Vec<&str> = keys.iter().map(|s| s.name).collect();
+                return Err(AppError::UnknownKey {
+                    app: app.to_string(),
+                    key: k.clone(),
+                    valid: if valid.is_empty() { "(none)".into() } else { valid.join(", ") },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of `key` parsed as `T`, or the key's declared default.
+    /// `expected` describes the allowed values for the error message.
+    pub fn get_parsed<T: FromStr>(
+        &self,
+        key: &str,
+        default: T,
+        expected: &str,
+    ) -> Result<T, AppError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => v.parse::<T>().map_err(|_| AppError::BadParam {
+                key: key.to_string(),
+                value: v.to_string(),
+                expected: expected.to_string(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        write!(f, "{}", v.join(","))
+    }
+}
+
+/// Where an app keeps its prepared data (outside git).
+#[derive(Debug, Clone)]
+pub struct DataCtx {
+    /// Root of all apps' data: `$TAILLAB_DATA`, else `~/.local/share/taillab`.
+    pub root: PathBuf,
+}
+
+impl DataCtx {
+    pub fn from_env() -> Self {
+        let root = std::env::var_os("TAILLAB_DATA")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/taillab"))
+            })
+            .unwrap_or_else(|| PathBuf::from("taillab-data"));
+        DataCtx { root }
+    }
+
+    /// The finished data folder of `app` (may not exist yet).
+    pub fn app_dir(&self, app: &str) -> PathBuf {
+        self.root.join(app)
+    }
+
+    /// True when `app`'s data was completely prepared with format `version`.
+    /// A folder without the stamp (a half-written one) is never taken as ready.
+    pub fn is_prepared(&self, app: &str, version: &str) -> bool {
+        std::fs::read_to_string(self.app_dir(app).join(".prepared"))
+            .map(|s| s.trim() == version)
+            .unwrap_or(false)
+    }
+
+    /// Builds `app`'s data with `build` into a scratch folder and moves it into
+    /// place only when `build` succeeded, stamped with `version`. Idempotent:
+    /// returns at once when the data is already prepared.
+    pub fn prepare_atomically(
+        &self,
+        app: &str,
+        version: &str,
+        build: impl FnOnce(&Path) -> Result<(), AppError>,
+    ) -> Result<(), AppError> {
+        if self.is_prepared(app, version) {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.root).map_err(|e| AppError::io(&self.root, e))?;
+        let tmp = self.root.join(format!(".{app}.partial-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(|e| AppError::io(&tmp, e))?;
+        if let Err(e) = build(&tmp) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        let stamp = tmp.join(".prepared");
+        std::fs::write(&stamp, version).map_err(|e| AppError::io(&stamp, e))?;
+        let dst = self.app_dir(app);
+        let _ = std::fs::remove_dir_all(&dst);
+        std::fs::rename(&tmp, &dst).map_err(|e| AppError::io(&dst, e))?;
+        Ok(())
+    }
+}
+
+/// The app factory: one per application, registered by the CLI.
+pub trait App: Send + Sync {
+    /// Name used on the command line (`--app NAME`).
+    fn name(&self) -> &'static str;
+    /// One line for `taillab apps`.
+    fn about(&self) -> &'static str;
+    /// The `--set` keys this app accepts.
+    fn keys(&self) -> &'static [KeySpec];
+    /// Builds the app's input data if it is not there yet (idempotent).
+    fn prepare(&self, _data: &DataCtx, _params: &Params) -> Result<(), AppError> {
+        Ok(())
+    }
+    /// Builds the server side: loads data, starts engines. `threads` is the
+    /// number of workers that will call [`Server::worker`].
+    fn server(
+        &self,
+        data: &DataCtx,
+        params: &Params,
+        threads: usize,
+    ) -> Result<Arc<dyn Server>, AppError>;
+    /// Builds a client whose request sequence is determined by `seed`.
+    fn client(
+        &self,
+        data: &DataCtx,
+        params: &Params,
+        seed: u64,
+    ) -> Result<Box<dyn Client>, AppError>;
+}
+
+/// The server side of an app, shared by all worker threads.
+pub trait Server: Send + Sync {
+    /// Called once on each worker thread, on that thread, before the run
+    /// starts; the returned worker handles that thread's requests.
+    fn worker(&self, index: usize) -> Result<Box<dyn Worker>, AppError>;
+    /// Called once, from a worker thread, when the measured phase begins;
+    /// `at_ns` is its start on the harness clock ([`crate::clock::now_ns`]).
+    fn begin_measurement(&self, _at_ns: u64) {}
+    /// App statistics for `summary.json` (`app_stats`), read after the run.
+    fn report(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// One worker thread's handle on the app.
+pub trait Worker {
+    /// Handles one request, writing the response into `resp` (cleared by the caller).
+    fn handle(&mut self, req: &[u8], resp: &mut Vec<u8>) -> Result<(), AppError>;
+}
+
+/// The client side of an app: draws requests from its input set.
+pub trait Client: Send {
+    /// Writes the next request into `out` (cleared by the caller).
+    fn next_request(&mut self, out: &mut Vec<u8>);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYS: &[KeySpec] = &[KeySpec { name: "ops", default: "8", help: "ops per request" }];
+
+    #[test]
+    fn params_parse_and_check() {
+        let p = Params::parse(["ops=16"]).unwrap();
+        assert_eq!(p.get("ops"), Some("16"));
+        p.check_keys("kv", KEYS).unwrap();
+        assert_eq!(p.get_parsed::<u32>("ops", 8, "a count").unwrap(), 16);
+        let bad = Params::parse(["opz=1"]).unwrap();
+        let e = bad.check_keys("kv", KEYS).unwrap_err().to_string();
+        assert!(e.contains("opz") && e.contains("ops"), "{e}");
+        assert!(Params::parse(["noequals"]).is_err());
+        let p = Params::parse(["ops=x"]).unwrap();
+        assert!(p.get_parsed::<u32>("ops", 8, "a count").is_err());
+    }
+
+    #[test]
+    fn prepare_is_atomic_and_idempotent() {
+        let root = std::env::temp_dir().join(format!("taillab-prep-{}", std::process::id()));
+        let ctx = DataCtx { root: root.clone() };
+        assert!(ctx
+            .prepare_atomically("a", "v1", |_| Err(AppError::Request("boom".into())))
+            .is_err());
+        assert!(!ctx.is_prepared("a", "v1"));
+        let mut calls = 0;
+        for _ in 0..2 {
+            ctx.prepare_atomically("a", "v1", |d| {
+                calls += 1;
+                std::fs::write(d.join("x"), "1").map_err(|e| AppError::io(d, e))
+            })
+            .unwrap();
+        }
+        assert_eq!(calls, 1);
+        assert!(ctx.is_prepared("a", "v1"));
+        assert!(!ctx.is_prepared("a", "v2"));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
