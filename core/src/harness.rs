@@ -218,6 +218,11 @@ impl RunSpec {
         (n(self.warmup) + n(self.measure)).ceil() as u64
     }
 
+    /// Width of the saturation check's slices: 1/20 of the measured phase.
+    pub fn slice_ns(&self) -> u64 {
+        (self.expected_measure_ns() / 20).max(1_000_000)
+    }
+
     /// Expected length of the measured phase in ns.
     pub fn expected_measure_ns(&self) -> u64 {
         match self.measure {
@@ -228,7 +233,7 @@ impl RunSpec {
 
     /// Expected length of the whole schedule in ns, padded for Poisson
     /// variation (6 σ) so the drain deadline never cuts a healthy run.
-    fn expected_total_ns(&self) -> u64 {
+    pub fn expected_total_ns(&self) -> u64 {
         let secs = |b: Bound| match b {
             Bound::Requests(n) => {
                 let n = n as f64;
@@ -248,14 +253,14 @@ pub struct Records {
 }
 
 impl Records {
-    fn new(n: u64) -> Self {
+    pub fn new(n: u64) -> Self {
         let slots: Vec<[AtomicU64; 7]> = (0..n).map(|_| Default::default()).collect();
         // Written above, so the pages are resident before the run starts.
         Records { slots }
     }
 
     #[inline]
-    fn set(&self, i: u64, s: &Stamps, worker: usize, measured: bool) {
+    pub fn set(&self, i: u64, s: &Stamps, worker: usize, measured: bool) {
         if let Some(slot) = self.slots.get(i as usize) {
             let v = [s.intended, s.sent, s.enqueued, s.started, s.finished, s.completed];
             for (a, x) in slot.iter().zip(v) {
@@ -290,15 +295,17 @@ impl Records {
 
 /// One scheduled request as handed to whoever releases it.
 #[derive(Debug, Clone, Copy)]
-struct Item {
-    index: u64,
-    intended: u64,
-    measured: bool,
-    first_measured: bool,
+pub struct Item {
+    pub index: u64,
+    pub intended: u64,
+    pub measured: bool,
+    pub first_measured: bool,
 }
 
 /// The open-loop schedule: arrival times and request contents, in order.
-struct Schedule {
+/// Shared by every way of releasing requests (inline workers, the shaper
+/// thread, transport clients) so they all see the same sequence per seed.
+pub struct Schedule {
     arrival: Box<dyn crate::arrival::ArrivalProcess>,
     client: Box<dyn Client>,
     t0: u64,
@@ -316,7 +323,35 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn next(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
+    /// A schedule for `spec` (arrivals from `spec.arrival`, seeded) starting
+    /// at `t0` (set it later with [`Schedule::set_start`] if not known yet).
+    pub fn new(spec: &RunSpec, client: Box<dyn Client>, t0: u64) -> Self {
+        Schedule {
+            arrival: spec.arrival.build(spec.qps, derive_seed(spec.seed, 1)),
+            client,
+            t0,
+            next_index: 0,
+            warmup: spec.warmup,
+            measure: spec.measure,
+            measure_start: None,
+            generated_warmup: 0,
+            generated_measured: 0,
+            first_measured_intended: 0,
+            last_measured_intended: 0,
+            slice_ns: spec.slice_ns(),
+            arrivals_per_slice: Vec::new(),
+            done: false,
+        }
+    }
+
+    pub fn set_start(&mut self, t0: u64) {
+        self.t0 = t0;
+    }
+
+    /// The next request (payload written into `buf`), or `None` when the
+    /// measured phase is over. Sets `sink.measure_start` on the first
+    /// measured request.
+    pub fn next(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
         if self.done {
             return None;
         }
@@ -447,25 +482,10 @@ pub fn run_integrated(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<RunResult, RunError> {
     spec.validate()?;
-    let slice_ns = (spec.expected_measure_ns() / 20).max(1_000_000);
+    let slice_ns = spec.slice_ns();
     let records = spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity())));
     let shared = Arc::new(Shared {
-        sched: Mutex::new(Schedule {
-            arrival: spec.arrival.build(spec.qps, derive_seed(spec.seed, 1)),
-            client,
-            t0: 0,
-            next_index: 0,
-            warmup: spec.warmup,
-            measure: spec.measure,
-            measure_start: None,
-            generated_warmup: 0,
-            generated_measured: 0,
-            first_measured_intended: 0,
-            last_measured_intended: 0,
-            slice_ns,
-            arrivals_per_slice: Vec::new(),
-            done: false,
-        }),
+        sched: Mutex::new(Schedule::new(spec, client, 0)),
         sink: IntervalSink::new(spec.threads),
         records,
         abort: AtomicBool::new(false),
