@@ -5,6 +5,7 @@
 //! work. Every error is printed as one line that says what to fix.
 
 mod apps;
+mod experiment;
 mod model;
 mod run;
 
@@ -21,6 +22,9 @@ struct Cli {
 enum Cmd {
     /// One measurement of an app under open-loop load; writes OUT/summary.json.
     Run(Box<run::RunArgs>),
+    /// A grid of runs: loads × threads × configs × app settings, each point
+    /// optionally repeated to a CI target; resumable.
+    Sweep(Box<experiment::SweepArgs>),
     /// List the apps and their --set keys.
     Apps,
     /// The queueing-theory ideal for a load (exact FIFO replay + closed forms).
@@ -62,6 +66,7 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
     match cmd {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
+        Cmd::Sweep(a) => experiment::sweep(*a),
         Cmd::Apps => {
             for app in apps::all() {
                 println!("{:<12} {}", app.name(), app.about());

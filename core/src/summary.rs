@@ -247,6 +247,9 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         ),
     );
     checks.insert("saturation".to_string(), saturation_check(r));
+    checks.insert("interarrival".to_string(), interarrival_check(r, scheduled_qps));
+    checks.insert("independence".to_string(), independence_check(r));
+    checks.insert("stationarity".to_string(), stationarity_check(r));
     if r.errors > 0 {
         checks.insert(
             "errors".to_string(),
@@ -322,6 +325,119 @@ fn saturation_check(r: &RunResult) -> Check {
         verdict,
         json!({"backlog_growth_per_s": growth, "threshold_per_s": threshold, "final_backlog": final_backlog,
                "unfinished": unfinished, "aborted": r.aborted}),
+    )
+}
+
+/// Largest sample the sequence checks look at (the first N measured requests).
+const CHECK_SAMPLE: usize = 20_000;
+
+fn skipped(why: &str) -> Check {
+    Check::new(true, format!("skipped: {why}"), json!({"skipped": true}))
+}
+
+/// Measured requests' stamps in request (= intended) order, up to `limit`.
+fn measured_stamps(r: &RunResult, limit: usize) -> Option<Vec<crate::collector::Stamps>> {
+    let rec = r.records.as_ref()?;
+    Some(rec.iter().filter(|x| x.2).map(|x| x.3).take(limit).collect())
+}
+
+/// Inter-arrival fit: do the actual send gaps follow the intended process?
+/// Poisson: Kolmogorov–Smirnov against exponential with the schedule's rate
+/// (fails at p < 0.001). Fixed: gaps within ±5 % of their mean at p99.
+fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
+    let Some(st) = measured_stamps(r, CHECK_SAMPLE + 1) else {
+        return skipped("no per-request records (raise --max-record-mem)");
+    };
+    if st.len() < 50 {
+        return skipped("fewer than 50 measured requests");
+    }
+    let mut sent: Vec<u64> = st.iter().map(|s| s.sent).collect();
+    // Late requests keep their intended send time; sort so gaps are between
+    // consecutive releases, as a wire would see them.
+    sent.sort_unstable();
+    let gaps: Vec<f64> = sent.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let mean_gap = 1e9 / scheduled_qps;
+    match r.spec.arrival {
+        crate::arrival::ArrivalSpec::Poisson => {
+            let (d, p) = crate::arrival::ks_exponential(&gaps, mean_gap);
+            Check::new(
+                p >= 0.001,
+                format!("send gaps vs exponential: KS D={d:.4}, p={p:.3} over {} gaps", gaps.len()),
+                json!({"test": "ks_exponential", "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001}),
+            )
+        }
+        crate::arrival::ArrivalSpec::Fixed => {
+            let mut dev: Vec<f64> = gaps.iter().map(|g| (g / mean_gap - 1.0).abs()).collect();
+            dev.sort_by(|a, b| a.total_cmp(b));
+            let p99 = dev[((dev.len() as f64 * 0.99) as usize).min(dev.len() - 1)];
+            Check::new(
+                p99 <= 0.05,
+                format!("send gaps within {:.1}% of the fixed spacing at p99 (limit 5%)", p99 * 100.0),
+                json!({"test": "fixed_spacing", "p99_rel_dev": p99, "limit": 0.05}),
+            )
+        }
+    }
+}
+
+/// Independence (Lancet's check): the smallest lag at which consecutive
+/// sojourn times are no longer rank-correlated (|Spearman| < 0.05). Fails
+/// when they stay correlated beyond 5 % of the sample: the run then holds
+/// few independent observations and should be longer.
+fn independence_check(r: &RunResult) -> Check {
+    let Some(st) = measured_stamps(r, CHECK_SAMPLE) else {
+        return skipped("no per-request records (raise --max-record-mem)");
+    };
+    if st.len() < 200 {
+        return skipped("fewer than 200 measured requests");
+    }
+    let soj: Vec<f64> = st.iter().map(|s| s.durations()[0] as f64).collect();
+    let max_lag = soj.len() / 20;
+    let mut lag = 1;
+    let mut rho = crate::stats::spearman_lag(&soj, 1);
+    let rho1 = rho;
+    while rho.abs() >= 0.05 && lag < max_lag {
+        lag = (lag * 2).min(max_lag);
+        rho = crate::stats::spearman_lag(&soj, lag);
+    }
+    let ok = rho.abs() < 0.05;
+    Check::new(
+        ok,
+        if ok {
+            format!("sojourns independent beyond lag {lag} (Spearman {rho:+.3}; lag 1 {rho1:+.3})")
+        } else {
+            format!("sojourns still correlated at lag {lag} (Spearman {rho:+.3}): lengthen the run")
+        },
+        json!({"lag": lag, "spearman_at_lag": rho, "spearman_lag1": rho1, "threshold": 0.05, "sample": soj.len()}),
+    )
+}
+
+/// Stationarity: Mann–Kendall trend test on per-interval p99 sojourn; a
+/// significant trend (p < 0.01, ≥ 5 intervals) means the run was not in
+/// steady state (warmup too short, or the system drifting).
+fn stationarity_check(r: &RunResult) -> Check {
+    let p99s: Vec<f64> = r
+        .intervals
+        .iter()
+        .filter(|b| b.count >= 20)
+        .filter_map(|b| crate::collector::decode_hist(&b.hist_b64[0]))
+        .map(|h| h.value_at_quantile(0.99) as f64)
+        .collect();
+    if p99s.len() < 5 {
+        return skipped("fewer than 5 intervals with 20+ requests (lengthen the run or shorten --interval)");
+    }
+    let (z, p) = crate::stats::mann_kendall(&p99s);
+    let ok = p >= 0.01;
+    Check::new(
+        ok,
+        if ok {
+            format!("no trend in per-interval p99 over {} intervals (Mann–Kendall p={p:.3})", p99s.len())
+        } else {
+            format!(
+                "per-interval p99 trends {} (Mann–Kendall z={z:+.2}, p={p:.4}): not in steady state; lengthen the warmup",
+                if z > 0.0 { "up" } else { "down" }
+            )
+        },
+        json!({"test": "mann_kendall", "z": z, "p_value": p, "intervals": p99s.len(), "alpha": 0.01}),
     )
 }
 
@@ -442,7 +558,7 @@ pub fn human_table(s: &Summary) -> String {
         ));
     }
     for (name, c) in &s.checks {
-        o.push_str(&format!("check {:<11} {}  {}\n", name, if c.ok { "ok  " } else { "FAIL" }, c.verdict));
+        o.push_str(&format!("check {:<13} {}  {}\n", name, if c.ok { "ok  " } else { "FAIL" }, c.verdict));
     }
     o
 }
