@@ -4,12 +4,14 @@
 //! checks failed (with `--strict`), 2 bad input or an error that stopped the
 //! work. Every error is printed as one line that says what to fix.
 
+mod analysis;
 mod apps;
 mod experiment;
 mod model;
 mod run;
 
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(name = "taillab", version, about = "Measure, explain and predict tail latency", long_about = None)]
@@ -25,6 +27,21 @@ enum Cmd {
     /// A grid of runs: loads × threads × configs × app settings, each point
     /// optionally repeated to a CI target; resumable.
     Sweep(Box<experiment::SweepArgs>),
+    /// Write an HTML report (figures, tables, checks) for a results folder.
+    Report {
+        /// A run, experiment or sweep folder.
+        results: PathBuf,
+        /// Where to write index.html (default RESULTS/report).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Compare two results folders point by point, with significance.
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// List the apps and their --set keys.
     Apps,
     /// The queueing-theory ideal for a load (exact FIFO replay + closed forms).
@@ -67,6 +84,20 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
         Cmd::Sweep(a) => experiment::sweep(*a),
+        Cmd::Report { results, out } => {
+            let mut args = vec!["report".to_string(), results.display().to_string()];
+            if let Some(o) = out {
+                args.extend(["--out".to_string(), o.display().to_string()]);
+            }
+            analysis::run_python(&args)
+        }
+        Cmd::Compare { a, b, out } => {
+            let mut args = vec!["compare".to_string(), a.display().to_string(), b.display().to_string()];
+            if let Some(o) = out {
+                args.extend(["--out".to_string(), o.display().to_string()]);
+            }
+            analysis::run_python(&args)
+        }
         Cmd::Apps => {
             for app in apps::all() {
                 println!("{:<12} {}", app.name(), app.about());
