@@ -25,7 +25,7 @@ pub const CUSTOMERS: u32 = 3_000;
 pub const ORDERS: u32 = 3_000;
 pub const FIRST_UNDELIVERED: u32 = 2_101;
 /// The generator's seed: the initial database is the same on every machine.
-pub const GEN_SEED: u64 = 0x7_0CC_DA7A;
+pub const GEN_SEED: u64 = 0x70CC_DA7A;
 
 pub const SCHEMA: &str = "
 CREATE TABLE warehouse (

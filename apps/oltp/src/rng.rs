@@ -105,7 +105,7 @@ mod tests {
     fn c_constants_follow_the_rules() {
         let d = C_LAST_RUN.abs_diff(C_LAST_LOAD);
         assert!((65..=119).contains(&d) && d != 96 && d != 112, "delta {d}");
-        assert!(C_LAST_RUN <= 255 && C_LAST_LOAD <= 255 && C_ID <= 1023 && C_OL_I_ID <= 8191);
+        const { assert!(C_LAST_RUN <= 255 && C_LAST_LOAD <= 255 && C_ID <= 1023 && C_OL_I_ID <= 8191) };
     }
 
     #[test]

@@ -296,7 +296,8 @@ impl TpccServer {
         Ok(crate::check::consistency(&self.keeper.lock())?)
     }
 
-    /// Runs a read-only SQL query returning one integer, for tests.
+    /// Runs SQL that returns one integer on the shared connection (tests read
+    /// with it, and corrupt the database with `UPDATE ... RETURNING` to test the check).
     pub fn query_i64(&self, sql: &str) -> Result<i64, OltpError> {
         Ok(self.keeper.lock().query_row(sql, [], |r| r.get(0))?)
     }
