@@ -26,7 +26,7 @@ pub use txn::{Kind, Txn, TxnResult};
 
 /// Bump when the generated database changes, so old prepared data is rebuilt.
 pub const DATA_VERSION: &str = "tpcc-sqlite-1";
-/// Largest `warehouses` accepted: ~120 MB and ~10 s of loading per warehouse.
+/// Largest `warehouses` accepted: ~80 MB and ~5 s of loading per warehouse.
 pub const MAX_WAREHOUSES: u32 = 200;
 
 /// Both apps: `oltp-mem` and `oltp-disk`.
@@ -38,13 +38,13 @@ pub fn apps() -> Vec<Arc<dyn App>> {
 }
 
 const MEM_KEYS: &[KeySpec] = &[
-    KeySpec { name: "warehouses", default: "1", help: "TPC-C warehouses (scale); each adds ~120 MB and ~10 s to prepare" },
+    KeySpec { name: "warehouses", default: "1", help: "TPC-C warehouses (scale); each adds ~80 MB and ~5 s to prepare" },
     KeySpec { name: "mix", default: "45,43,4,4,4", help: "weights of New-Order,Payment,Order-Status,Delivery,Stock-Level" },
     KeySpec { name: "lock", default: "mutex", help: "mutex (one shared connection) | gate (connection per worker, writers queue on a mutex) | sqlite (connection per worker, SQLite busy_timeout)" },
 ];
 
 const DISK_KEYS: &[KeySpec] = &[
-    KeySpec { name: "warehouses", default: "1", help: "TPC-C warehouses (scale); each adds ~120 MB and ~10 s to prepare" },
+    KeySpec { name: "warehouses", default: "1", help: "TPC-C warehouses (scale); each adds ~80 MB and ~5 s to prepare" },
     KeySpec { name: "mix", default: "45,43,4,4,4", help: "weights of New-Order,Payment,Order-Status,Delivery,Stock-Level" },
     KeySpec { name: "lock", default: "gate", help: "gate (connection per worker, writers queue on a mutex) | sqlite (SQLite busy_timeout) | mutex (one shared connection)" },
     KeySpec { name: "cache_mb", default: "16", help: "SQLite page cache per connection, MiB (the rest is read through the OS page cache)" },

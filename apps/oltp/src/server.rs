@@ -167,6 +167,29 @@ fn setup(conn: &Connection, lock: LockMode) -> Result<(), OltpError> {
     Ok(())
 }
 
+/// The memdb VFS caps a database at 1 GiB (about 12 warehouses) unless told
+/// otherwise; lift the cap to 1 TiB so the machine's RAM is the only limit, as
+/// it is for `:memory:`.
+fn raise_memdb_limit(conn: &Connection, path: &Path) -> Result<(), OltpError> {
+    let mut limit: i64 = 1 << 40;
+    // SAFETY: the handle is valid while `conn` lives and is used on this thread
+    // only; SQLITE_FCNTL_SIZE_LIMIT takes a pointer to an sqlite3_int64, which
+    // outlives the call.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_SIZE_LIMIT,
+            (&mut limit as *mut i64).cast(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK || limit < 1 << 40 {
+        let why = format!("code {rc}, limit now {limit} bytes");
+        return Err(db_err("raising the in-memory size limit", path, why));
+    }
+    Ok(())
+}
+
 fn db_err(what: &str, path: &Path, e: impl std::fmt::Display) -> OltpError {
     OltpError::Io {
         path: path.to_path_buf(),
@@ -202,8 +225,8 @@ impl TpccServer {
                             | OpenFlags::SQLITE_OPEN_URI
                             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
                     )?;
-                    // The memdb VFS caps a database at 1 GiB unless told otherwise.
                     c.execute_batch("PRAGMA journal_mode=MEMORY;")?;
+                    raise_memdb_limit(&c, prepared)?;
                     (c, Some(opener))
                 };
                 keeper
