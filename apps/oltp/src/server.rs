@@ -101,6 +101,28 @@ impl Drop for Scratch {
     }
 }
 
+/// Removes scratch folders left by runs whose process is gone (one that
+/// exited without dropping its server), so copies do not pile up on disk.
+fn remove_stale_scratch(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("oltp-disk-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 static NEXT_DB: AtomicU64 = AtomicU64::new(0);
 
 pub struct TpccServer {
@@ -248,6 +270,7 @@ impl TpccServer {
                 scratch_root,
                 cache_mb,
             } => {
+                remove_stale_scratch(scratch_root);
                 let dir = scratch_root.join(format!(
                     "oltp-disk-{}-{}",
                     std::process::id(),

@@ -388,6 +388,12 @@ fn on_disk_wal_two_workers_then_scratch_is_removed() {
     assert!(dir.join("tpcc.sqlite").exists());
     drop(s);
     assert!(!dir.exists(), "scratch {dir:?} left behind");
+    // A folder left by a process that is gone is cleaned up by the next server.
+    let root = data_ctx().root.join(".scratch");
+    let stale = root.join("oltp-disk-4194305-0");
+    std::fs::create_dir_all(&stale).unwrap();
+    drop(server(&disk(), LockMode::Gate));
+    assert!(!stale.exists(), "stale scratch {stale:?} kept");
     // Each commit syncs the WAL, so keep this run short.
     multi_worker(disk(), LockMode::Gate, 2, 150);
 }
@@ -446,4 +452,114 @@ fn the_consistency_check_catches_each_broken_condition() {
         );
     }
     assert_eq!(v.len(), 4, "{v:#?}");
+}
+
+#[test]
+fn delivery_order_status_and_stock_level_answers_match_the_database() {
+    let s = server(&Storage::Memory, LockMode::Mutex);
+    let mut w = s.tpcc_worker().unwrap();
+    let q = |sql: &str| s.query_i64(sql).unwrap();
+    let oldest = q("SELECT MIN(no_o_id) FROM new_order WHERE no_d_id = 7");
+    let c = q(&format!(
+        "SELECT o_c_id FROM orders WHERE o_d_id = 7 AND o_id = {oldest}"
+    ));
+    let owed = q(&format!(
+        "SELECT SUM(ol_amount) FROM order_line WHERE ol_d_id = 7 AND ol_o_id = {oldest}"
+    ));
+    let bal = format!("SELECT c_balance FROM customer WHERE c_d_id = 7 AND c_id = {c}");
+    let before = q(&bal);
+    assert_eq!(
+        w.run(&Txn::Delivery { w: 1, carrier: 6 }).unwrap(),
+        TxnResult::Delivery { delivered: 10 }
+    );
+    assert_eq!(
+        q("SELECT MIN(no_o_id) FROM new_order WHERE no_d_id = 7"),
+        oldest + 1
+    );
+    assert_eq!(q("SELECT COUNT(*) FROM new_order"), 9_000 - 10);
+    assert_eq!(
+        q(&format!(
+            "SELECT o_carrier_id FROM orders WHERE o_d_id = 7 AND o_id = {oldest}"
+        )),
+        6
+    );
+    let undelivered = format!(
+        "SELECT COUNT(*) FROM order_line WHERE ol_d_id = 7 AND ol_o_id = {oldest} AND ol_delivery_d IS NULL"
+    );
+    assert_eq!(q(&undelivered), 0);
+    assert_eq!(q(&bal), before + owed);
+
+    // Order-Status: the customer's newest order and its line count.
+    let TxnResult::OrderStatus {
+        c_id,
+        o_id,
+        ol_cnt,
+        c_balance,
+    } = w
+        .run(&Txn::OrderStatus {
+            w: 1,
+            d: 7,
+            customer: CustomerRef::Id(c as u32),
+        })
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((i64::from(c_id), c_balance), (c, before + owed));
+    assert_eq!(
+        i64::from(o_id),
+        q(&format!(
+            "SELECT MAX(o_id) FROM orders WHERE o_d_id = 7 AND o_c_id = {c}"
+        ))
+    );
+    assert_eq!(
+        i64::from(ol_cnt),
+        q(&format!(
+            "SELECT o_ol_cnt FROM orders WHERE o_d_id = 7 AND o_id = {o_id}"
+        ))
+    );
+
+    // Stock-Level, against the same question asked another way.
+    for (d, t) in [(1, 10), (2, 15), (3, 20)] {
+        let TxnResult::StockLevel { low_stock } = w
+            .run(&Txn::StockLevel {
+                w: 1,
+                d,
+                threshold: t,
+            })
+            .unwrap()
+        else {
+            panic!()
+        };
+        let want = q(&format!(
+            "SELECT COUNT(*) FROM stock WHERE s_w_id = 1 AND s_quantity < {t} AND s_i_id IN
+               (SELECT ol_i_id FROM order_line, district
+                WHERE ol_d_id = {d} AND d_id = {d} AND ol_o_id BETWEEN d_next_o_id - 20 AND d_next_o_id - 1)"
+        ));
+        assert_eq!(i64::from(low_stock), want, "district {d} threshold {t}");
+    }
+}
+
+#[test]
+fn two_warehouses_remote_lines_and_payments_keep_consistency() {
+    let ctx = data_ctx();
+    let db = Oltp::prepared_db(&ctx, 2).expect("prepare two warehouses");
+    let s = TpccServer::open(&db, 2, &Storage::Memory, LockMode::Mutex).unwrap();
+    let mut w = s.tpcc_worker().unwrap();
+    let mut c = TpccClient::new(2, [10, 10, 1, 1, 1], 3);
+    for _ in 0..2000 {
+        w.run(&c.next_txn()).unwrap();
+    }
+    let q = |sql: &str| s.query_i64(sql).unwrap();
+    assert!(
+        q("SELECT SUM(s_remote_cnt) FROM stock") > 0,
+        "no remote order line was applied"
+    );
+    assert!(
+        q("SELECT COUNT(*) FROM history WHERE h_c_w_id != h_w_id") > 0,
+        "no remote payment"
+    );
+    assert!(q("SELECT COUNT(*) FROM orders WHERE o_all_local = 0") > 0);
+    let v = s.check_consistency().unwrap();
+    assert!(v.is_empty(), "{v:#?}");
 }
