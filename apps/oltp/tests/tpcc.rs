@@ -563,3 +563,16 @@ fn two_warehouses_remote_lines_and_payments_keep_consistency() {
     let v = s.check_consistency().unwrap();
     assert!(v.is_empty(), "{v:#?}");
 }
+
+#[test]
+fn same_seed_gives_the_same_answers_in_memory_and_on_disk() {
+    let answers = |storage: &Storage, lock: LockMode| -> Vec<TxnResult> {
+        let s = server(storage, lock);
+        let mut w = s.tpcc_worker().unwrap();
+        let mut c = TpccClient::new(1, STANDARD_MIX, 77);
+        (0..300).map(|_| w.run(&c.next_txn()).unwrap()).collect()
+    };
+    let mem = answers(&Storage::Memory, LockMode::Mutex);
+    assert_eq!(mem, answers(&Storage::Memory, LockMode::Gate));
+    assert_eq!(mem, answers(&disk(), LockMode::Gate));
+}
