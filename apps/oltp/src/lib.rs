@@ -48,7 +48,7 @@ const DISK_KEYS: &[KeySpec] = &[
     KeySpec { name: "mix", default: "45,43,4,4,4", help: "weights of New-Order,Payment,Order-Status,Delivery,Stock-Level" },
     KeySpec { name: "lock", default: "gate", help: "gate (connection per worker, writers queue on a mutex) | sqlite (SQLite busy_timeout) | mutex (one shared connection)" },
     KeySpec { name: "cache_mb", default: "16", help: "SQLite page cache per connection, MiB (the rest is read through the OS page cache)" },
-    KeySpec { name: "scratch", default: "", help: "folder for the run's copy of the database (default: DATA/.scratch); removed after the run" },
+    KeySpec { name: "scratch", default: "DATA/.scratch", help: "folder for the run's copy of the database (put it on the device to measure); removed after the run" },
 ];
 
 /// Parsed `--set` values.
