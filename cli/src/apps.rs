@@ -10,6 +10,8 @@ use taillab_core::App;
 pub fn all() -> Vec<Arc<dyn App>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
+    #[cfg(feature = "oltp")]
+    v.extend(taillab_oltp::apps());
     v
 }
 
