@@ -151,7 +151,7 @@ def _ci(values: list[float]) -> dict:
         "estimate": est,
         "ci_low": est - hw,
         "ci_high": est + hw,
-        "rel_half_width": hw / est,
+        "rel_half_width": hw / est if est else 0.0,
         "n": int(len(v)),
     }
 
