@@ -146,7 +146,7 @@ def _figures(res: Results, fig_dir: Path) -> list[tuple[str, str, str]]:
                 [srt.iloc[0]["point"]]
                 + [g.iloc[-1]["point"] for _, g in srt.groupby(["app", "config", "threads"])]
             )
-        )[:4]
+        )[:3]
     for pid in over:
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(pid))
         plans.append(
