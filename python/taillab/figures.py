@@ -74,6 +74,12 @@ def _new(w=6.4, h=4.2, nrows=1, ncols=1, **kw):
     return fig, axes
 
 
+def _plain_log_x(ax) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+
+
 def _plain_log_y(ax) -> None:
     """Log y axis labelled 200, 500, 1000 rather than 2x10^2: easier to read off a value.
 
@@ -81,8 +87,15 @@ def _plain_log_y(ax) -> None:
     the number of tick labels (the main cost of drawing) small.
     """
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+    ax.yaxis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+
+
+class _PlainLog(LogFormatter):
+    # Plain numbers ("0.2", "500", "2000") whatever the decade; matplotlib's default switches
+    # to "1e-01" outside [1, 10^4].
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:g}"
 
 
 def _group_label(keys, names) -> str:
@@ -111,7 +124,7 @@ def service_cdf(res: Results, out=None, metric: str = "service") -> Figure:
     for app, d in curves:
         x, y = d.cdf()
         ax.step(np.maximum(x, 1) / scale, y, where="post", label=f"{app} (n={d.total:,})")
-    ax.set_xscale("log")
+    _plain_log_x(ax)
     ax.set_ylim(0, 1.005)
     ax.set_xlabel(f"{metric} time ({unit}, log scale)")
     ax.set_ylabel("fraction of requests ≤ x")
@@ -172,7 +185,7 @@ def sojourn_ccdf(res: Results, out=None, metric: str = "sojourn", max_lines: int
     ax.set_yticklabels([names[t] for t in ticks])
     xs = np.concatenate([d.hi for _, d in curves]) / scale
     if xs.max() / max(xs.min(), 1e-12) > 300:
-        ax.set_xscale("log")
+        _plain_log_x(ax)
     ax.set_xlabel(f"{metric} time ({unit})")
     ax.set_ylabel("fraction of requests slower than x")
     ax.set_title(f"{metric.capitalize()} time CCDF")
@@ -369,9 +382,12 @@ def latency_over_time(
                 )
         _plain_log_y(ax)
         ax.set_ylabel(f"latency ({unit})")
-        ax.set_title(f"{k['point']} run {k['run']}", fontsize="medium")
+        title = (
+            "run" if res.kind == "run" and len(res.runs) == 1 else f"{k['point']} run {k['run']}"
+        )
+        ax.set_title(title, fontsize="medium")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="x-small", loc="upper right")
+        ax.legend(fontsize="x-small", loc="best")
     axes.flat[-1].set_xlabel("time into the measured phase (s)")
     fig.suptitle("Latency over time (per interval)")
     return save(fig, out)

@@ -217,36 +217,6 @@ def render(res: Results, out_dir: Path) -> str:
             + ". Their values merge the finished runs and carry no CI.</p>"
         )
 
-    parts.append("<h2>Run metadata</h2>")
-    meta = [["results", f"<code>{esc(res.root)}</code>"], ["kind", esc(res.kind)]]
-    for k, v in sorted(res.host.items()):
-        meta.append([f"host {esc(k)}", esc(v)])
-    if res.experiment:
-        meta.append(["taillab", esc(res.experiment.get("taillab"))])
-        for k, v in sorted((res.experiment.get("parameters") or {}).items()):
-            meta.append([f"parameter {esc(k)}", esc(v)])
-    r0 = res.runs.iloc[0] if len(res.runs) else None
-    if r0 is not None:
-        for k in ("arrival", "wait", "shaper", "duration_s", "interval_s", "started_at"):
-            if k in r0 and pd.notna(r0[k]):
-                meta.append([esc(k), esc(r0[k])])
-        for c in sorted(c for c in res.runs.columns if c.startswith("param_")):
-            vals = res.runs[c].dropna().astype(str).unique()
-            meta.append([f"app param {esc(c[6:])}", esc(", ".join(vals))])
-    parts.append(_table(["key", "value"], meta, left=2))
-
-    parts.append("<h2>Figures</h2>")
-    for name, caption, err in figs:
-        if err:
-            parts.append(f'<p class="muted">{esc(name)}: not drawn ({esc(err)})</p>')
-            continue
-        png, svg = f"figures/{name}.png", f"figures/{name}.svg"
-        parts.append(
-            f'<figure id="{esc(name)}"><a href="{svg}"><img src="{png}" '
-            f'alt="{esc(name)}"></a><figcaption>{caption} '
-            f'<a href="{png}">PNG</a> · <a href="{svg}">SVG</a></figcaption></figure>'
-        )
-
     parts.append(
         "<h2>Points</h2><p class=muted>Estimates of sojourn time with their 95% CI "
         "and relative half-width; n is the number of runs behind each estimate.</p>"
@@ -307,6 +277,20 @@ def render(res: Results, out_dir: Path) -> str:
         )
     )
 
+    parts.append("<h2>Figures</h2>")
+    for name, caption, err in figs:
+        if err:
+            parts.append(f'<p class="muted">{esc(name)}: not drawn ({esc(err)})</p>')
+            continue
+        png, svg = f"figures/{name}.png", f"figures/{name}.svg"
+        # Show at 100 px per figure inch (PNGs are 150 dpi): text stays the size of the page's.
+        width = int.from_bytes((fig_dir / f"{name}.png").read_bytes()[16:20], "big") * 2 // 3
+        parts.append(
+            f'<figure id="{esc(name)}"><a href="{svg}"><img src="{png}" width="{width}" '
+            f'alt="{esc(name)}"></a><figcaption>{caption} '
+            f'<a href="{png}">PNG</a> · <a href="{svg}">SVG</a></figcaption></figure>'
+        )
+
     parts.append("<h2>Runs</h2>")
     rows = []
     check_cols = sorted(c for c in res.runs.columns if c.startswith("check_"))
@@ -358,6 +342,24 @@ def render(res: Results, out_dir: Path) -> str:
             left=2,
         )
     )
+    parts.append("<h2>Run metadata</h2>")
+    meta = [["results", f"<code>{esc(res.root)}</code>"], ["kind", esc(res.kind)]]
+    for k, v in sorted(res.host.items()):
+        meta.append([f"host {esc(k)}", esc(v)])
+    if res.experiment:
+        meta.append(["taillab", esc(res.experiment.get("taillab"))])
+        for k, v in sorted((res.experiment.get("parameters") or {}).items()):
+            meta.append([f"parameter {esc(k)}", esc(v)])
+    r0 = res.runs.iloc[0] if len(res.runs) else None
+    if r0 is not None:
+        for k in ("arrival", "wait", "shaper", "duration_s", "interval_s", "started_at"):
+            if k in r0 and pd.notna(r0[k]):
+                meta.append([esc(k), esc(r0[k])])
+        for c in sorted(c for c in res.runs.columns if c.startswith("param_")):
+            vals = res.runs[c].dropna().astype(str).unique()
+            meta.append([f"app param {esc(c[6:])}", esc(", ".join(vals))])
+    parts.append(_table(["key", "value"], meta, left=2))
+
     parts.append(
         '<p class="muted">Written by the taillab Python package. Latencies are '
         "measured from each request's intended send time (no coordinated omission)."
