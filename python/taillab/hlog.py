@@ -148,7 +148,7 @@ class Dist:
 @dataclass(frozen=True)
 class Interval:
     tag: str | None
-    start_s: float  # seconds since the log's first interval began
+    start_s: float  # seconds since the log's BaseTime (else since its first interval)
     length_s: float
     dist: Dist
 
@@ -166,10 +166,14 @@ def read_hlog(path: str | Path) -> list[Interval]:
         ) from e
     out: list[Interval] = []
     first_start: float | None = None
+    has_base = False
     for lineno, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
-        # Comments (#[StartTime...], #[BaseTime...]) and the quoted CSV legend carry no data:
-        # timestamps are kept relative to the first interval, which is what plots need.
+        # With a BaseTime (taillab writes the start of the measured phase) timestamps are
+        # already relative to it; without one they may be absolute, so we make them relative
+        # to the first interval. Other comments and the quoted CSV legend carry no data.
+        if line.startswith("#[BaseTime:"):
+            has_base = True
         if not line or line.startswith("#") or line.startswith('"'):
             continue
         tag = None
@@ -190,7 +194,7 @@ def read_hlog(path: str | Path) -> list[Interval]:
                 "the file is truncated or not a V2 HdrHistogram log — re-run the measurement"
             ) from e
         if first_start is None:
-            first_start = start
+            first_start = 0.0 if has_base else start
         out.append(Interval(tag, start - first_start, length, Dist.from_hdr(h)))
     return out
 
@@ -199,6 +203,7 @@ def write_hlog(path: str | Path, intervals: list[tuple[float, float, HdrHistogra
     """Write an interval log in the layout the Rust ``hdrhistogram`` crate uses (for fixtures)."""
     lines = [
         "#[StartTime: 0.000 (seconds since epoch)]",
+        "#[BaseTime: 0.000 (seconds since epoch)]",
         '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"',
     ]
     for start, length, h in intervals:

@@ -301,8 +301,15 @@ def render(res: Results, out_dir: Path) -> str:
             links.append(f'<a href="{esc(_rel(hl, out_dir))}">{esc(hl.name)}</a>')
         if (rd / "requests.csv").exists():
             links.append(f'<a href="{esc(_rel(rd / "requests.csv", out_dir))}">requests.csv</a>')
+        # The harness's one-line verdict shows on hover and, for a failure, in the cell.
         chk = " ".join(
-            f'<span class="{"ok" if r[c] else "fail"}">{esc(c[6:])}</span>'
+            f'<span class="{"ok" if r[c] else "fail"}" title="{esc(r.get("verdict_" + c[6:]))}">'
+            f"{esc(c[6:])}</span>"
+            + (
+                ""
+                if r[c] or pd.isna(r.get("verdict_" + c[6:]))
+                else f' <span class="muted">({esc(r.get("verdict_" + c[6:]))})</span>'
+            )
             for c in check_cols
             if pd.notna(r[c])
         )

@@ -98,6 +98,14 @@ def run_row(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     reqs = doc.get("requests") or {}
     for key in ("warmup", "measured", "unfinished"):
         row[f"requests_{key}"] = reqs.get(key)
+    for key, v in reqs.items():
+        if f"requests_{key}" not in row and isinstance(v, (int, float)):
+            row[f"requests_{key}"] = v
+    # Other scalar settings the harness records (discipline, spin margin, ...) are kept as
+    # columns too, so new keys show up without a change here.
+    for key, v in doc.items():
+        if key not in row and key != "schema" and isinstance(v, (str, int, float, bool)):
+            row[key] = v
     lat = _require(doc, "latency_ns", path)
     if not isinstance(lat, dict):
         raise SchemaError(f'{path}: "latency_ns" must be an object of metric -> statistics')
@@ -112,6 +120,8 @@ def run_row(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     for name, verdict in sorted(checks.items()):
         ok = bool(verdict.get("ok")) if isinstance(verdict, dict) else bool(verdict)
         row[f"check_{name}"] = ok
+        if isinstance(verdict, dict) and isinstance(verdict.get("verdict"), str):
+            row[f"verdict_{name}"] = verdict["verdict"]
         if not ok:
             failed.append(name)
     row["checks_ok"] = not failed
@@ -125,7 +135,9 @@ def run_row(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     # of TailBench's load-latency figures when apps of different speeds share one plot.
     svc = row.get("service_mean", math.nan)
     thr = row["threads"]
-    if isinstance(thr, (int, float)) and thr > 0:
+    if isinstance(doc.get("utilization"), (int, float)):
+        row["utilization"] = float(doc["utilization"])  # the harness's own figure
+    elif isinstance(thr, (int, float)) and thr > 0:
         row["utilization"] = row["achieved_qps"] * svc * 1e-9 / thr
     else:
         row["utilization"] = math.nan
@@ -146,11 +158,13 @@ class Results:
         run: ``point``, ``run`` (the k of ``run-<k>``), ``path`` (the run folder), ``app``,
         ``config``, ``threads``, ``seed``, ``arrival``, ``wait``, ``shaper``,
         ``offered_qps``/``scheduled_qps``/``achieved_qps``, ``duration_s``,
-        ``requests_{warmup,measured,unfinished}``, ``<metric>_<stat>`` for every metric of
+        ``requests_{warmup,measured,unfinished,...}``, any other scalar key of summary.json,
+        ``<metric>_<stat>`` for every metric of
         ``latency_ns`` (sojourn, service, queue, send_lag, ...) and stat in count, mean,
         stdev, min, p50, p90, p95, p99, p999, max (ns), ``check_<name>`` (bool),
-        ``checks_ok``, ``failed_checks`` (comma-separated), ``host_*``, ``param_*``,
-        ``utilization`` (achieved_qps x mean service time / threads).
+        ``verdict_<name>`` (the check's one-line reason), ``checks_ok``, ``failed_checks``
+        (comma-separated), ``host_*``, ``param_*``, ``utilization`` (from summary.json, else
+        achieved_qps x mean service time / threads).
     ``points``
         load point: ``point``, ``qps``, ``threads``, ``config``, ``app``, ``param_*``,
         ``runs`` (run folders found), ``runs_failed`` (runs with a failed check), ``target``,
@@ -165,7 +179,8 @@ class Results:
         into the measured phase), ``length_s``, and ``count``, ``mean``, ``p50``, ``p90``,
         ``p99``, ``p999``, ``max`` (ns).
     ``requests`` (read on first use; empty when no run saved requests.csv)
-        request: ``point``, ``run``, the six stamps, and derived ``send_lag``, ``queue``,
+        request: ``point``, ``run``, ``id``, ``worker``, the six stamps, ``measured`` (0 for
+        warmup requests, when the file says), and derived ``send_lag``, ``queue``,
         ``service``, ``sojourn``, ``transport`` (ns).
     """
 
@@ -240,6 +255,8 @@ class Results:
         req = run_dir / "requests.csv"
         if req.exists():
             df = _read_requests(req)
+            if "measured" in df:
+                df = df[df["measured"] == 1]
             if metric in df:
                 return Dist.from_values(df[metric].to_numpy())
         return Dist.empty()

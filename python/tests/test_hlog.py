@@ -50,7 +50,7 @@ def test_interval_log_roundtrip(tmp_path):
     write_hlog(tmp_path / "x.hlog", ivs, "sojourn")
     got = read_hlog(tmp_path / "x.hlog")
     assert [iv.tag for iv in got] == ["sojourn", "sojourn"]
-    assert [iv.start_s for iv in got] == [0.0, 1.0]  # relative to the first interval
+    assert [iv.start_s for iv in got] == [10.0, 11.0]  # relative to BaseTime
     assert [iv.dist.total for iv in got] == [3, 7]
     assert got[1].dist.quantile(0.5) == pytest.approx(5000, rel=1e-3)
 
@@ -63,3 +63,19 @@ def test_corrupt_log_names_the_line(tmp_path):
     p.write_text("0.0,1.0\n")
     with pytest.raises(HlogError, match=r"bad.hlog:1: expected"):
         read_hlog(p)
+
+
+def test_log_times_relative_to_base_time(tmp_path):
+    # taillab writes BaseTime = start of the measured phase and interval starts relative to
+    # it; a log whose first interval is not at 0 must keep its offset.
+    h = _hist([1000]).encode().decode()
+    p = tmp_path / "b.hlog"
+    p.write_text(
+        "#[StartTime: 1700000000.000 (seconds since epoch)]\n"
+        "#[BaseTime: 1700000000.000 (seconds since epoch)]\n"
+        f"Tag=sojourn,2.000,1.000,0.001,{h}\nTag=sojourn,3.000,1.000,0.001,{h}\n"
+    )
+    assert [iv.start_s for iv in read_hlog(p)] == [2.0, 3.0]
+    # Without a BaseTime, absolute timestamps become offsets from the first interval.
+    p.write_text(f"1700000002.000,1.000,0.001,{h}\n1700000003.000,1.000,0.001,{h}\n")
+    assert [iv.start_s for iv in read_hlog(p)] == [0.0, 1.0]
