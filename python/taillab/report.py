@@ -180,6 +180,10 @@ def _rel(target: str | Path, out_dir: Path) -> str:
 
 def render(res: Results, out_dir: Path) -> str:
     fig_dir = out_dir / "figures"
+    # Figures of an earlier report in the same folder would linger as orphans (e.g. a point
+    # that is no longer among those drawn); the folder is ours, so clear our own file kinds.
+    for old in list(fig_dir.glob("*.png")) + list(fig_dir.glob("*.svg")):
+        old.unlink()
     figs = _figures(res, fig_dir)
     parts = [
         f"<!doctype html><html lang=en><head><meta charset=utf-8>"
