@@ -193,7 +193,9 @@ class Results:
         points: pd.DataFrame,
     ):
         self.root = root
-        self.kind = kind  # "run" (one folder), or the experiment's kind ("run" | "sweep")
+        # "run" (one run folder), "collection" (a folder of run folders), or the
+        # experiment's kind ("run" | "sweep")
+        self.kind = kind
         self.experiment = experiment
         self.runs = runs
         self.points = points
@@ -510,8 +512,73 @@ def _empty_runs() -> pd.DataFrame:
     )
 
 
+def _find_run_dirs(root: Path, depth: int = 2) -> list[Path]:
+    """Run folders (holding summary.json) up to ``depth`` levels below ``root``."""
+    out: list[Path] = []
+    level = [root]
+    for _ in range(depth):
+        nxt = []
+        for d in level:
+            for c in sorted(d.iterdir()) if d.is_dir() else []:
+                if not c.is_dir() or c.name in ("report", "compare"):
+                    continue
+                if (c / "summary.json").exists():
+                    out.append(c)
+                else:
+                    nxt.append(c)
+        level = nxt
+    return out
+
+
+def _load_collection(root: Path, dirs: list[Path]) -> Results:
+    """A plain folder of run folders (e.g. a shell loop of `taillab run --out DIR/qps-N`).
+
+    Runs with the same app, config, threads, offered QPS and params form one point; a point
+    of several runs gets merged-histogram estimates and no CI (only the harness's
+    experiments decide when a point has enough runs).
+    """
+    rows = []
+    for d in dirs:
+        row = {"point": "", "run": 0, "path": str(d)}
+        row.update(run_row(d, read_json(d / "summary.json", RUN_SCHEMA)))
+        rows.append(row)
+    runs = pd.DataFrame(rows)
+    pcols = sorted(c for c in runs.columns if c.startswith("param_"))
+    key_cols = ["app", "config", "threads", "offered_qps", *pcols]
+    keys = runs[key_cols].astype(str).agg("|".join, axis=1)
+    point_rows = []
+    for _, idx in runs.groupby(keys, sort=False).groups.items():
+        first = runs.loc[idx[0]]
+        # A point is named after its (first) folder, relative to the root: what the user typed.
+        pid = Path(first["path"]).relative_to(root).as_posix()
+        runs.loc[idx, "point"] = pid
+        runs.loc[idx, "run"] = range(len(idx))
+        sub = runs.loc[idx]
+        meta = {
+            "qps": first["offered_qps"],
+            **{k: first[k] for k in ("threads", "config", "app")},
+            "params": {c[6:]: first[c] for c in pcols},
+        }
+        row = _point_from_runs(pid, meta, sub)
+        row.update({"target": math.nan, "target_met": False, "aggregated": False})
+        if len(sub) == 1:
+            row.update(_run_estimates(sub.iloc[0]))
+        point_rows.append(row)
+    points = pd.DataFrame(point_rows).sort_values(
+        ["app", "config", "threads", "qps"], kind="stable", ignore_index=True
+    )
+    runs["run"] = runs["run"].astype(int)
+    res = Results(root, "collection", None, runs, points)
+    _fill_unaggregated(res)
+    return res
+
+
 def load(path: str | Path) -> Results:
-    """Load a results folder (single run, experiment or sweep); see :class:`Results`."""
+    """Load a results folder (single run, experiment or sweep); see :class:`Results`.
+
+    A folder holding neither experiment.json nor summary.json is read as a collection of the
+    run folders up to two levels below it (kind "collection").
+    """
     p = Path(path)
     if p.is_file() and p.name in ("summary.json", "experiment.json"):
         p = p.parent
@@ -521,9 +588,12 @@ def load(path: str | Path) -> Results:
         return _load_experiment(p.resolve())
     if (p / "summary.json").exists():
         return _load_single_run(p.resolve())
+    found = _find_run_dirs(p)
+    if found:
+        return _load_collection(p.resolve(), [d.resolve() for d in found])
     raise ResultsNotFound(
-        f"{p} holds neither experiment.json nor summary.json; give the folder that "
-        "`taillab run` or `taillab sweep` wrote (it contains one of them)"
+        f"{p} holds no experiment.json or summary.json, nor run folders below it; give the "
+        "folder that `taillab run` or `taillab sweep` wrote (it contains one of them)"
     )
 
 

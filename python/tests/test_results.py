@@ -105,7 +105,7 @@ def test_missing_required_key(run_dir, tmp_path):
 
 
 def test_not_a_results_folder(tmp_path):
-    with pytest.raises(ResultsNotFound, match="neither experiment.json nor summary.json"):
+    with pytest.raises(ResultsNotFound, match="no experiment.json or summary.json"):
         taillab.load(tmp_path)
     with pytest.raises(ResultsNotFound, match="does not exist"):
         taillab.load(tmp_path / "nope")
@@ -149,3 +149,20 @@ def test_unknown_experiment_schema(sweep_dir, tmp_path):
     (d / "experiment.json").write_text(json.dumps(doc))
     with pytest.raises(SchemaError, match="experiment/9"):
         taillab.load(d)
+
+
+def test_collection_of_run_folders(tmp_path):
+    # What a shell loop of `taillab run --out DIR/qps-N` leaves: no experiment.json.
+    for q in (300, 900):
+        fixtures.make_run(tmp_path / f"qps-{q}", qps=q, duration_s=1.0, seed=q)
+    fixtures.make_run(tmp_path / "again" / "qps-900", qps=900, duration_s=1.0, seed=5)
+    res = taillab.load(tmp_path)
+    assert res.kind == "collection" and len(res.runs) == 3
+    assert list(res.points["point"]) == ["qps-300", "qps-900"]
+    p900 = res.points.iloc[1]
+    assert p900["runs"] == 2 and p900["qps"] == 900
+    assert p900["sojourn_p99"] == res.histogram("sojourn", point="qps-900").quantile(0.99)
+    assert (
+        res.points.iloc[0]["sojourn_p99"]
+        == res.runs.set_index("point").loc["qps-300", "sojourn_p99"]
+    )
