@@ -1,0 +1,73 @@
+"""Loaders against results folders written by the real binary (tests/data, see regen.sh).
+
+These pin the contract between the Rust writer and the Python reader: the interval logs
+decode, merge back to the counts and percentiles summary.json reports, and requests.csv
+agrees with both.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import golden
+
+import taillab
+from taillab import figures as F
+from taillab.report import write_report
+
+
+def test_run_intervals_merge_to_summary():
+    d = golden("run-synth")
+    res = taillab.load(d)
+    summary = json.loads((d / "summary.json").read_text())
+    assert res.kind == "run" and res.runs.iloc[0]["app"] == "synth"
+    for metric, st in summary["latency_ns"].items():
+        h = res.histogram(metric)
+        assert h.total == st["count"], metric
+        # Same HDR histogram on both sides: percentiles agree to the bucket (3 digits).
+        for q, key in ((0.5, "p50"), (0.99, "p99"), (0.999, "p999")):
+            assert h.quantile(q) == pytest.approx(st[key], rel=2e-3, abs=2), (metric, key)
+        assert h.max == pytest.approx(st["max"], rel=2e-3, abs=2)
+
+
+def test_run_requests_agree_with_summary():
+    d = golden("run-synth")
+    res = taillab.load(d)
+    req = res.requests
+    r = res.runs.iloc[0]
+    m = req[req["measured"] == 1]
+    assert len(m) == r["requests_measured"]
+    # One monotonic clock: every request passes its stamps in order.
+    s = m[["intended", "sent", "enqueued", "started", "finished", "completed"]].to_numpy()
+    assert (np.diff(s, axis=1) >= 0).all()
+    assert np.percentile(m["sojourn"], 99) == pytest.approx(r["sojourn_p99"], rel=0.02)
+    assert m["service"].mean() == pytest.approx(r["service_mean"], rel=0.01)
+
+
+def test_stall_shows_in_latency_over_time():
+    d = golden("run-stall")
+    res = taillab.load(d)
+    iv = res.intervals
+    soj = iv[iv["metric"] == "sojourn"].sort_values("t_s")
+    worst = soj.loc[soj["max"].idxmax()]
+    # The 300 ms stall starts 1 s into the measured phase: the worst interval is the one
+    # holding it, and its max is about the stall's length (requests waited through it).
+    assert 0.5 <= worst["t_s"] <= 1.5
+    assert worst["max"] > 200e6
+    quiet = soj[(soj["t_s"] < 0.5) | (soj["t_s"] > 2.0)]
+    assert (quiet["p99"] < worst["p99"] / 10).any()
+    fig = F.latency_over_time(res)
+    assert len(fig.axes[0].get_lines()) == 3
+
+
+def test_collection_latency_grows_with_load(tmp_path):
+    d = golden("loads")
+    res = taillab.load(d)
+    assert res.kind == "collection" and list(res.points["qps"]) == [500, 1500, 2500]
+    p99 = res.points["sojourn_p99"].to_numpy()
+    mean = res.points["sojourn_mean"].to_numpy()
+    # M/M/1: mean 1/(mu - lambda) grows 1.8x from rho 0.1 to 0.5; noise is far smaller.
+    assert mean[2] > 1.3 * mean[0] and p99[2] > p99[0]
+    page = write_report(res, tmp_path / "rep")
+    html = page.read_text()
+    assert 'id="latency_vs_load"' in html and 'id="latency_vs_utilization"' in html
