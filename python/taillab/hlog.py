@@ -7,10 +7,12 @@ tagged with the metric name (values in ns). We decode each payload with the PyPI
 seconds per sweep instead of milliseconds.
 
 A decoded histogram becomes a :class:`Dist`: only its non-empty buckets, each with the lowest
-and highest value it stands for. Percentiles follow HdrHistogram's convention (the highest
-equivalent value of the bucket holding the target count), so they match what the Rust side
-wrote into ``summary.json``. Merging adds counts bucket by bucket; percentiles of a merge are
-computed from the merged counts, never averaged.
+and highest value it stands for. Percentiles follow the Rust ``hdrhistogram`` crate that writes
+``summary.json``: nearest rank (the ceil(q*n)-th smallest sample), reported as the highest
+value equivalent to its bucket. (Java's and Python ``hdrh``'s rank is round(q*n), one sample
+lower at some n, which at the tail of a short run can be a different value altogether.)
+Merging adds counts bucket by bucket; percentiles of a merge are computed from the merged
+counts, never averaged.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class Dist:
         return int(self.count.sum())
 
     def quantile(self, q: float | np.ndarray) -> float | np.ndarray:
-        """Value at quantile(s) q in [0, 1], HdrHistogram-style; NaN when empty."""
+        """Value at quantile(s) q in [0, 1] (nearest rank, bucket's highest value); NaN if empty."""
         qa = np.atleast_1d(np.asarray(q, dtype=float))
         if np.any((qa < 0) | (qa > 1)):
             raise ValueError(f"quantiles must be in [0, 1], got {q!r}")
@@ -91,7 +93,9 @@ class Dist:
         if total == 0:
             out = np.full(qa.shape, np.nan)
         else:
-            target = np.maximum(1, np.floor(qa * total + 0.5).astype(np.int64))
+            # Nearest rank, as the Rust crate computes it: the ceil(q*n)-th smallest sample.
+            # Rounding first keeps 0.99 * 100 = 99.00000000000001 at rank 99, not 100.
+            target = np.maximum(1, np.ceil(np.round(qa * total, 9)).astype(np.int64))
             cum = np.cumsum(self.count)
             i = np.minimum(np.searchsorted(cum, target), len(cum) - 1)
             out = np.where(qa == 0, self.lo[0], self.hi[i]).astype(float)
