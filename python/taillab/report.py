@@ -213,7 +213,7 @@ def render(res: Results, out_dir: Path) -> str:
             + ". Their numbers are included below; read them with care.</p>"
         )
     pend = res.points[(res.points["runs"] > 0) & ~res.points["aggregated"].astype(bool)]
-    if res.kind != "run" and len(pend):
+    if res.experiment is not None and len(pend):
         parts.append(
             '<p class="note">Points without aggregate.json (still running or '
             "interrupted): "
@@ -253,7 +253,11 @@ def render(res: Results, out_dir: Path) -> str:
                 _est_cell(p, "sojourn_mean"),
                 _est_cell(p, "sojourn_p95"),
                 _est_cell(p, "sojourn_p99"),
-                fmt_ns(p.get("merged_sojourn_p999")),
+                fmt_ns(
+                    p.get("merged_sojourn_p999")
+                    if pd.notna(p.get("merged_sojourn_p999", math.nan))
+                    else p.get("sojourn_p999")
+                ),
                 target,
                 checks,
             ]
@@ -272,7 +276,7 @@ def render(res: Results, out_dir: Path) -> str:
                 "mean",
                 "p95",
                 "p99",
-                "merged p99.9",
+                "p99.9 (merged)",
                 "CI target",
                 "checks",
             ],
