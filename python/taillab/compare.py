@@ -74,7 +74,7 @@ def _side(res: Results, pid: str, col: str) -> tuple[float, float, float, np.nda
 
 def compare(a: Results, b: Results, stats=DEFAULT_STATS) -> pd.DataFrame:
     """One row per (matched point, statistic): A, B, their CIs, B - A, relative change, test,
-    p-value and whether the change is significant at 5%."""
+    p-value, whether the change is significant at 5%, and runs with a failed check per side."""
     pairs, _, _ = match_points(a, b)
     if not pairs:
         raise TaillabError(
@@ -84,6 +84,9 @@ def compare(a: Results, b: Results, stats=DEFAULT_STATS) -> pd.DataFrame:
     rows = []
     for pa, pb in pairs:
         meta = a.points[a.points["point"] == pa].iloc[0]
+        # A failed self-check on either side makes the difference suspect: say so per row.
+        fa = int(a.points.loc[a.points["point"] == pa, "runs_failed"].iloc[0])
+        fb = int(b.points.loc[b.points["point"] == pb, "runs_failed"].iloc[0])
         for col in stats:
             ea, la, ha, va = _side(a, pa, col)
             eb, lb, hb, vb = _side(b, pb, col)
@@ -127,6 +130,8 @@ def compare(a: Results, b: Results, stats=DEFAULT_STATS) -> pd.DataFrame:
                     "p_value": pval,
                     "significant": sig,
                     "verdict": verdict,
+                    "failed_runs_a": fa,
+                    "failed_runs_b": fb,
                 }
             )
     return pd.DataFrame(rows)
@@ -189,11 +194,28 @@ def write_compare(
                 esc(r["test"]),
                 fmt_num(r["p_value"], 2),
                 f'<span class="{cls}">{esc(r["verdict"])}</span>',
+                (
+                    f'<span class="fail">{r["failed_runs_a"]}/{r["failed_runs_b"]}</span>'
+                    if r["failed_runs_a"] or r["failed_runs_b"]
+                    else '<span class="ok">ok</span>'
+                ),
             ]
         )
     parts.append(
         _table(
-            ["point", "statistic", "A", "B", "B − A", "change", "runs A/B", "test", "p", "verdict"],
+            [
+                "point",
+                "statistic",
+                "A",
+                "B",
+                "B − A",
+                "change",
+                "runs A/B",
+                "test",
+                "p",
+                "verdict",
+                "failed runs A/B",
+            ],
             rows,
             left=2,
         )

@@ -65,6 +65,9 @@ def test_compare_detects_regression(sweep_dir, sweep_slow, tmp_path, capsys):
     assert len(df) == 8 * 3 and set(df["test"]) == {"welch"}
     mean = df[df["stat"] == "sojourn_mean"]
     assert (mean["rel_diff"] > 0.3).all()  # 50% slower service
+    # The fixture sweep's first loopback-t1-q1200 run failed its send-lag check.
+    flagged = df[df["failed_runs_a"] > 0]
+    assert set(flagged["point_a"]) == {"loopback-t1-q1200"} and (df["failed_runs_b"] == 0).all()
     assert mean["significant"].mean() >= 0.75 and set(mean["verdict"]) <= {
         "slower",
         "no significant change",
@@ -77,6 +80,21 @@ def test_compare_detects_regression(sweep_dir, sweep_slow, tmp_path, capsys):
     page = tmp_path / "cmp" / "index.html"
     for r in _refs(page):
         assert (page.parent / r).exists(), r
+
+
+def test_report_without_interval_logs(run_dir, tmp_path):
+    # A run copied without hist/ (or from a tool that writes none) still gets a report: the
+    # figures that need the logs say why they are missing, the rest is drawn.
+    import shutil
+
+    from taillab.report import write_report
+
+    d = tmp_path / "r"
+    shutil.copytree(run_dir, d, ignore=shutil.ignore_patterns("hist", "requests.csv"))
+    html = write_report(d, tmp_path / "out").read_text()
+    assert "sojourn_ccdf: not drawn (no sojourn samples" in html
+    assert 'id="checks_panel"' in html
+    assert '.hlog"' not in html  # no link to a file that is not there
 
 
 def test_compare_identical_is_not_significant(sweep_dir):
