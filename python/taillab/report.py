@@ -234,6 +234,8 @@ def render(res: Results, out_dir: Path) -> str:
             else ('<span class="ok">met</span>' if tm else '<span class="fail">not met</span>')
             + f" ({fmt_num(100 * float(p.get('target', math.nan)), 3)}%)"
         )
+        if isinstance(p.get("stopped"), str) and p.get("stopped"):
+            target += f'<br><span class="muted">{esc(p["stopped"])}</span>'
         rf = int(p.get("runs_failed", 0) or 0)
         checks = (
             '<span class="ok">all ok</span>'

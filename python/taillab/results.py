@@ -168,10 +168,12 @@ class Results:
     ``points``
         load point: ``point``, ``qps``, ``threads``, ``config``, ``app``, ``param_*``,
         ``runs`` (run folders found), ``runs_failed`` (runs with a failed check), ``target``,
-        ``target_met``, ``aggregated`` (whether aggregate.json exists), ``achieved_qps`` and
+        ``target_met``, ``stopped`` (the harness's reason), ``aggregated`` (whether
+        aggregate.json exists), ``achieved_qps`` and
         ``utilization`` (mean over runs), and for each aggregate metric such as
         ``sojourn.p99``: ``sojourn_p99`` (estimate, ns), ``sojourn_p99_ci_low``,
-        ``sojourn_p99_ci_high``, ``sojourn_p99_rel_half_width``, ``sojourn_p99_n``; merged
+        ``sojourn_p99_ci_high``, ``sojourn_p99_rel_half_width``, ``sojourn_p99_n`` (and
+        ``_bootstrap_low``/``_bootstrap_high``/``_met`` when aggregate.json gives them); merged
         histograms' stats as ``merged_<metric>_<stat>``. A single run folder gives one point
         whose estimates are the run's own values and whose CIs are NaN.
     ``intervals`` (read on first use)
@@ -445,13 +447,24 @@ def _load_experiment(root: Path) -> Results:
         if agg is not None:
             row["target"] = agg.get("target", math.nan)
             row["target_met"] = bool(agg.get("target_met", False))
+            # Why the point stopped (target met / run cap): the report must say which.
+            row["stopped"] = agg.get("stopped")
             for key, est in sorted((agg.get("metrics") or {}).items()):
                 if not isinstance(est, dict):
                     continue
                 c = _metric_key(key)
                 row[c] = est.get("estimate", math.nan)
-                for f in ("ci_low", "ci_high", "rel_half_width", "n"):
-                    row[f"{c}_{f}"] = est.get(f, math.nan)
+                for f in (
+                    "ci_low",
+                    "ci_high",
+                    "rel_half_width",
+                    "n",
+                    "bootstrap_low",
+                    "bootstrap_high",
+                    "met",
+                ):
+                    if f in est or f in ("ci_low", "ci_high", "rel_half_width", "n"):
+                        row[f"{c}_{f}"] = est.get(f, math.nan)
             for m, stats in sorted((agg.get("merged") or {}).items()):
                 if isinstance(stats, dict):
                     for stat in STATS:

@@ -239,6 +239,7 @@ def make_sweep(
                     "target_met": all(v["rel_half_width"] <= 0.01 for v in metrics.values()),
                     "metrics": metrics,
                     "merged": {m: sums[0]["latency_ns"][m] for m in METRICS},
+                    "stopped": "run cap 2 reached before the ±1.00% target",
                 }
                 (root / "points" / pid / "aggregate.json").write_text(json.dumps(agg, indent=1))
     exp = {

@@ -120,6 +120,7 @@ def test_sweep(sweep_dir):
     assert p["sojourn_p99"] == agg["metrics"]["sojourn.p99"]["estimate"]
     assert p["sojourn_p99_ci_low"] == agg["metrics"]["sojourn.p99"]["ci_low"]
     assert p["aggregated"] and p["runs"] == 2
+    assert p["stopped"].startswith("run cap")
     failed = res.points.set_index("point")["runs_failed"]
     assert failed["loopback-t1-q1200"] == 1 and failed.drop("loopback-t1-q1200").sum() == 0
     bad = res.runs[~res.runs["checks_ok"]]
