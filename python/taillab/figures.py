@@ -221,7 +221,11 @@ def _errbar(ax, pts: pd.DataFrame, x: np.ndarray, col: str, scale: float, **kw):
     y = numeric(pts, col)
     lo, hi = numeric(pts, f"{col}_ci_low"), numeric(pts, f"{col}_ci_high")
     # Missing CIs (a lone run) draw no bar rather than a zero-width one pretending certainty.
-    yerr = np.vstack([np.where(np.isfinite(lo), y - lo, 0), np.where(np.isfinite(hi), hi - y, 0)])
+    # A t-interval from few runs can reach below zero; a log axis cannot draw that, so the
+    # bar stops at y/20 (still unmistakably long: the tables give the true bounds).
+    lo = np.where(np.isfinite(lo), np.maximum(lo, y / 20), y)
+    hi = np.where(np.isfinite(hi), hi, y)
+    yerr = np.vstack([y - lo, hi - y])
     order = np.argsort(x)
     return ax.errorbar(
         x[order], y[order] / scale, yerr=yerr[:, order] / scale, capsize=3, marker="o", ms=4, **kw

@@ -70,7 +70,8 @@ def _est_cell(p: pd.Series, col: str) -> str:
     if lo is not None and isinstance(lo, (int, float)) and math.isfinite(lo):
         s += f'<br><span class="muted">[{fmt_ns(lo)}, {fmt_ns(hi)}]'
         if isinstance(rel, (int, float)) and math.isfinite(rel):
-            s += f" ±{100 * rel:.2g}%"
+            pct = 100 * rel
+            s += f" ±{pct:.0f}%" if pct >= 10 else f" ±{pct:.2g}%"
         s += "</span>"
     return s
 

@@ -68,6 +68,38 @@ def test_collection_latency_grows_with_load(tmp_path):
     mean = res.points["sojourn_mean"].to_numpy()
     # M/M/1: mean 1/(mu - lambda) grows 1.8x from rho 0.1 to 0.5; noise is far smaller.
     assert mean[2] > 1.3 * mean[0] and p99[2] > p99[0]
-    page = write_report(res, tmp_path / "rep")
+
+
+def test_sweep_aggregates_agree_with_runs():
+    d = golden("sweep")
+    res = taillab.load(d)
+    assert res.kind == "sweep" and len(res.points) == 4 and len(res.runs) == 8
+    assert sorted(res.points["threads"].unique()) == [1, 2]
+    for _, p in res.points.iterrows():
+        runs = res.runs[res.runs["point"] == p["point"]]
+        assert p["aggregated"] and p["runs"] == len(runs) == 2
+        # The CI is a t-interval over per-run values, centred on their mean.
+        assert p["sojourn_p99"] == pytest.approx(runs["sojourn_p99"].mean(), rel=1e-12)
+        assert p["sojourn_p99_ci_low"] < p["sojourn_p99"] < p["sojourn_p99_ci_high"]
+        # merged = the runs' interval logs added up: our merge must give the same numbers.
+        h = res.histogram("sojourn", point=p["point"])
+        assert h.total == p["merged_sojourn_count"] == runs["sojourn_count"].sum()
+        assert h.quantile(0.99) == p["merged_sojourn_p99"]
+        assert h.quantile(0.999) == p["merged_sojourn_p999"]
+        assert isinstance(p["stopped"], str) and p["stopped"]
+
+
+def test_sweep_report(tmp_path):
+    page = write_report(golden("sweep"), tmp_path / "rep")
     html = page.read_text()
-    assert 'id="latency_vs_load"' in html and 'id="latency_vs_utilization"' in html
+    for fig in ("latency_vs_load", "latency_vs_utilization", "thread_scaling", "checks_panel"):
+        assert f'id="{fig}"' in html, fig
+    assert "config_comparison" not in html  # one configuration: nothing to compare
+
+
+def test_repeated_run_is_one_point():
+    res = taillab.load(golden("repeat"))
+    assert res.kind == "run" and len(res.points) == 1 and len(res.runs) == 3
+    p = res.points.iloc[0]
+    assert p["runs"] == 3 and p["sojourn_p99_n"] == 3
+    assert len(set(res.runs["seed"])) == 3  # fresh seed per run
