@@ -54,7 +54,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "warehouses",
         default: "2",
-        help: "warehouses in the company (1..64, ~25 MB each)",
+        help: "warehouses in the company (1..64); the client spreads requests over all",
     },
 ];
 
