@@ -10,6 +10,10 @@ use taillab_core::App;
 pub fn all() -> Vec<Arc<dyn App>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
+    #[cfg(feature = "speech")]
+    v.push(taillab_speech::app());
+    #[cfg(feature = "middleware")]
+    v.push(taillab_middleware::app());
     v
 }
 
