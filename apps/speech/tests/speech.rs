@@ -75,6 +75,33 @@ fn recorded_set_decodes_within_wer_bound() {
     assert!(wer <= LM_WER_BOUND, "LM WER {wer:.3} above {LM_WER_BOUND}");
 }
 
+/// The whole recorded set (LibriVox sentences are long: minutes under load).
+#[test]
+#[ignore]
+fn whole_recorded_set_wer() {
+    let ids: Vec<String> = data::load(&data::dir(prepared()), "recorded")
+        .unwrap()
+        .into_iter()
+        .map(|u| u.id)
+        .collect();
+    let ids: Vec<&str> = ids.iter().map(|s| s.as_str()).collect();
+    let (mut e_lm, mut n_lm) = (0, 0);
+    for (u, hyp) in decode_all(&ids, "recorded") {
+        let (e, n) = data::wer(&u.transcript, &hyp);
+        if u.search == data::Search::Lm {
+            (e_lm, n_lm) = (e_lm + e, n_lm + n);
+        } else {
+            assert_eq!(hyp, u.transcript, "{}", u.id);
+        }
+    }
+    let wer = e_lm as f64 / n_lm as f64;
+    println!(
+        "LM WER over the recorded set: {:.1} % ({e_lm}/{n_lm})",
+        100.0 * wer
+    );
+    assert!(wer <= 0.35, "LM WER {wer:.3}");
+}
+
 /// Synthesized AN4-style speech is a poor match for the acoustic model (the
 /// README reports its WER), but it must decode to words of the grammar.
 #[test]
