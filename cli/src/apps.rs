@@ -12,6 +12,10 @@ pub fn all() -> Vec<Arc<dyn App>> {
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
     #[cfg(feature = "oltp")]
     v.extend(taillab_oltp::apps());
+    #[cfg(feature = "speech")]
+    v.push(taillab_speech::app());
+    #[cfg(feature = "middleware")]
+    v.push(taillab_middleware::app());
     v
 }
 

@@ -1,0 +1,132 @@
+//! Smoke tests: the real binary runs the speech and middleware apps end to
+//! end in the integrated configuration and summary.json carries their
+//! answers' evidence (decoding takes milliseconds, the JVM reports the
+//! collector that was asked for).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("taillab-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn run(args: &[&str], out: &Path) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_taillab"))
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "taillab run failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+#[cfg(feature = "middleware")]
+#[test]
+fn middleware_runs_and_reports_its_collector() {
+    let out = tmp("middleware");
+    let s = run(
+        &[
+            "--app",
+            "middleware",
+            "--qps",
+            "300",
+            "--warmup-requests",
+            "300",
+            "--requests",
+            "600",
+        ],
+        &out,
+    );
+    // The default run must use G1; asking for another GC is a new process.
+    assert_eq!(s["app_stats"]["gc"], "g1", "{}", s["app_stats"]);
+    let s2 = run(
+        &[
+            "--app",
+            "middleware",
+            "--qps",
+            "300",
+            "--warmup-requests",
+            "300",
+            "--requests",
+            "600",
+            "--set",
+            "gc=serial",
+            "--set",
+            "heap=256m",
+            "--set",
+            "warehouses=1",
+        ],
+        &out,
+    );
+    let stats = &s2["app_stats"];
+    assert_eq!(stats["gc"], "serial", "{stats}");
+    let names: Vec<&str> = stats["collectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"Copy"), "{names:?}");
+    assert_eq!(s2["requests"]["errors"], 0, "{}", s2["first_error"]);
+    assert_eq!(s2["latency_ns"]["service"]["count"], 600);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[cfg(feature = "middleware")]
+#[test]
+fn middleware_bad_gc_is_a_usage_error() {
+    let o = Command::new(env!("CARGO_BIN_EXE_taillab"))
+        .args([
+            "run",
+            "--app",
+            "middleware",
+            "--qps",
+            "10",
+            "--requests",
+            "5",
+            "--set",
+            "gc=cms",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("gc") && err.contains("shenandoah"), "{err}");
+}
+
+#[cfg(feature = "speech")]
+#[test]
+fn speech_runs_end_to_end() {
+    let out = tmp("speech");
+    let s = run(
+        &[
+            "--app",
+            "speech",
+            "--set",
+            "set=an4",
+            "--qps",
+            "2",
+            "--warmup-requests",
+            "1",
+            "--requests",
+            "4",
+        ],
+        &out,
+    );
+    assert_eq!(s["requests"]["errors"], 0, "{}", s["first_error"]);
+    let service = &s["latency_ns"]["service"];
+    assert_eq!(service["count"], 4);
+    // A real decode of 0.5-5 s of audio takes milliseconds at least.
+    assert!(service["p50"].as_f64().unwrap() > 1e6, "{service}");
+    let _ = std::fs::remove_dir_all(&out);
+}
