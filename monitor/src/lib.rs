@@ -42,8 +42,8 @@ pub mod system;
 
 pub use error::MonitorError;
 pub use sampler::{
-    register_worker_thread, unregister_worker_thread, ForeignProcess, IntervalEnv, MonitorReport, Phase, Sample,
-    Sampler, SamplerConfig, SamplerCost,
+    register_worker_thread, unregister_worker_thread, ForeignProcess, IntervalEnv, MonitorReport,
+    Phase, Sample, Sampler, SamplerConfig, SamplerCost,
 };
 pub use summary::{CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds};
 pub use system::{default_state_path, OpState, SystemReport, Tuner};

@@ -27,7 +27,10 @@ pub struct ParseError {
 }
 
 fn perr(file: &'static str, what: impl Into<String>) -> ParseError {
-    ParseError { file, what: what.into() }
+    ParseError {
+        file,
+        what: what.into(),
+    }
 }
 
 /// The difference between two readings of a monotonically increasing kernel
@@ -108,14 +111,20 @@ fn parse_cpu_fields<'a>(mut it: impl Iterator<Item = &'a str>) -> Result<CpuTime
     let mut v = [0u64; 8];
     let mut n = 0;
     for (i, tok) in it.by_ref().take(8).enumerate() {
-        v[i] = tok
-            .parse()
-            .map_err(|_| perr("/proc/stat", format!("cpu field {} is `{tok}`, not a number", i + 1)))?;
+        v[i] = tok.parse().map_err(|_| {
+            perr(
+                "/proc/stat",
+                format!("cpu field {} is `{tok}`, not a number", i + 1),
+            )
+        })?;
         n = i + 1;
     }
     // Kernels before 2.6 printed only four fields; later fields default to 0.
     if n < 4 {
-        return Err(perr("/proc/stat", format!("cpu line has {n} fields, need at least 4")));
+        return Err(perr(
+            "/proc/stat",
+            format!("cpu line has {n} fields, need at least 4"),
+        ));
     }
     Ok(CpuTimes {
         user: v[0],
@@ -145,7 +154,9 @@ pub fn parse_stat(text: &str) -> Result<HostStat, ParseError> {
                 saw_cpu = true;
             }
             k if k.starts_with("cpu") => {
-                let Ok(n) = k[3..].parse::<usize>() else { continue };
+                let Ok(n) = k[3..].parse::<usize>() else {
+                    continue;
+                };
                 out.per_cpu.push((n, parse_cpu_fields(it)?));
             }
             "ctxt" => out.ctxt = first_num(&mut it),
@@ -178,15 +189,24 @@ pub fn parse_loadavg(text: &str) -> Result<LoadAvg, ParseError> {
     const F: &str = "/proc/loadavg";
     let mut it = text.split_ascii_whitespace();
     let mut num = |name: &str| -> Result<f64, ParseError> {
-        let t = it.next().ok_or_else(|| perr(F, format!("missing {name}")))?;
-        t.parse().map_err(|_| perr(F, format!("{name} is `{t}`, not a number")))
+        let t = it
+            .next()
+            .ok_or_else(|| perr(F, format!("missing {name}")))?;
+        t.parse()
+            .map_err(|_| perr(F, format!("{name} is `{t}`, not a number")))
     };
     let (load1, load5, load15) = (num("load1")?, num("load5")?, num("load15")?);
     let (running, total) = match it.next().and_then(|t| t.split_once('/')) {
         Some((r, t)) => (r.parse().unwrap_or(0), t.parse().unwrap_or(0)),
         None => (0, 0),
     };
-    Ok(LoadAvg { load1, load5, load15, running, total })
+    Ok(LoadAvg {
+        load1,
+        load5,
+        load15,
+        running,
+        total,
+    })
 }
 
 /// The fields of `/proc/[pid]/stat` (or `/proc/[pid]/task/[tid]/stat`) the
@@ -228,20 +248,33 @@ impl PidStat {
 /// fields only start after the final parenthesis.
 pub fn parse_pid_stat(text: &str) -> Result<PidStat, ParseError> {
     const F: &str = "/proc/[pid]/stat";
-    let open = text.find('(').ok_or_else(|| perr(F, "no `(` before the process name"))?;
-    let close = text.rfind(')').ok_or_else(|| perr(F, "no `)` after the process name"))?;
+    let open = text
+        .find('(')
+        .ok_or_else(|| perr(F, "no `(` before the process name"))?;
+    let close = text
+        .rfind(')')
+        .ok_or_else(|| perr(F, "no `)` after the process name"))?;
     if close < open {
         return Err(perr(F, "`)` before `(`"));
     }
-    let pid = text[..open].trim().parse().map_err(|_| perr(F, "pid is not a number"))?;
+    let pid = text[..open]
+        .trim()
+        .parse()
+        .map_err(|_| perr(F, "pid is not a number"))?;
     let comm = text[open + 1..close].to_string();
     // Fields after the name, numbered as in proc(5): index 0 here is field 3.
     let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
     let field = |n: usize| -> Result<u64, ParseError> {
-        let t = rest.get(n - 3).ok_or_else(|| perr(F, format!("field {n} is missing")))?;
-        t.parse().map_err(|_| perr(F, format!("field {n} is `{t}`, not a number")))
+        let t = rest
+            .get(n - 3)
+            .ok_or_else(|| perr(F, format!("field {n} is missing")))?;
+        t.parse()
+            .map_err(|_| perr(F, format!("field {n} is `{t}`, not a number")))
     };
-    let state = rest.first().and_then(|s| s.chars().next()).ok_or_else(|| perr(F, "state is missing"))?;
+    let state = rest
+        .first()
+        .and_then(|s| s.chars().next())
+        .ok_or_else(|| perr(F, "state is missing"))?;
     let ppid = rest
         .get(1)
         .and_then(|t| t.parse::<i32>().ok())
@@ -280,9 +313,15 @@ pub struct PidStatus {
 pub fn parse_pid_status(text: &str) -> PidStatus {
     let mut out = PidStatus::default();
     for line in text.lines() {
-        let Some((k, v)) = line.split_once(':') else { continue };
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
         let v = v.trim();
-        let num = || v.split_ascii_whitespace().next().and_then(|t| t.parse().ok());
+        let num = || {
+            v.split_ascii_whitespace()
+                .next()
+                .and_then(|t| t.parse().ok())
+        };
         match k {
             "Name" => out.name = Some(v.to_string()),
             "VmRSS" => out.vm_rss_kb = num(),
@@ -309,11 +348,18 @@ pub struct SchedStat {
 /// Parses a `schedstat` file (`112199878 7933760 420`).
 pub fn parse_schedstat(text: &str) -> Result<SchedStat, ParseError> {
     const F: &str = "/proc/[pid]/schedstat";
-    let v: Vec<u64> = text.split_ascii_whitespace().map_while(|t| t.parse().ok()).collect();
+    let v: Vec<u64> = text
+        .split_ascii_whitespace()
+        .map_while(|t| t.parse().ok())
+        .collect();
     if v.len() < 2 {
         return Err(perr(F, format!("need 2–3 numbers, got `{}`", text.trim())));
     }
-    Ok(SchedStat { run_ns: v[0], wait_ns: v[1], timeslices: v.get(2).copied().unwrap_or(0) })
+    Ok(SchedStat {
+        run_ns: v[0],
+        wait_ns: v[1],
+        timeslices: v.get(2).copied().unwrap_or(0),
+    })
 }
 
 /// Reads a small `/proc` file into `buf` (cleared first), reusing its
@@ -371,7 +417,10 @@ pub fn thread_cpu_ns() -> u64 {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

@@ -134,11 +134,17 @@ impl SamplerConfig {
         if self.scan_period < self.period {
             return Err(MonitorError::BadConfig {
                 key: "scan_period",
-                why: format!("{:?} is shorter than period {:?}; use a multiple of period", self.scan_period, self.period),
+                why: format!(
+                    "{:?} is shorter than period {:?}; use a multiple of period",
+                    self.scan_period, self.period
+                ),
             });
         }
         if !(-20..=19).contains(&self.nice) {
-            return Err(MonitorError::BadConfig { key: "nice", why: format!("{} is outside -20 ..= 19", self.nice) });
+            return Err(MonitorError::BadConfig {
+                key: "nice",
+                why: format!("{} is outside -20 ..= 19", self.nice),
+            });
         }
         Ok(())
     }
@@ -183,7 +189,9 @@ pub struct ProcSample {
     pub alive: bool,
 }
 
-/// One thread of the harness over one interval.
+/// One thread of the harness over one interval. CPU and run-queue wait are
+/// read for every thread; context switches, faults and the CPU it ran on
+/// only for worker threads (0 / `None` for the others), to keep samples cheap.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ThreadSample {
     pub tid: i32,
@@ -287,14 +295,20 @@ static WORKERS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 /// Thread ids that no longer exist are forgotten by the next sampler start.
 pub fn register_worker_thread() -> i32 {
     let tid = procfs::gettid();
-    WORKERS.lock().unwrap_or_else(|e| e.into_inner()).insert(tid);
+    WORKERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(tid);
     tid
 }
 
 /// Removes the calling thread from the worker registry.
 pub fn unregister_worker_thread() {
     let tid = procfs::gettid();
-    WORKERS.lock().unwrap_or_else(|e| e.into_inner()).remove(&tid);
+    WORKERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&tid);
 }
 
 fn registered_workers() -> BTreeSet<i32> {
@@ -356,7 +370,10 @@ impl Sampler {
             .spawn(move || run_thread(config, sh, ready_tx))
             .map_err(MonitorError::Spawn)?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Sampler { shared, handle: Some(handle) }),
+            Ok(Ok(())) => Ok(Sampler {
+                shared,
+                handle: Some(handle),
+            }),
             Ok(Err(e)) => {
                 let _ = handle.join();
                 Err(e)
@@ -395,7 +412,12 @@ impl Sampler {
     /// Adds a worker thread id (e.g. reported by a worker thread after it
     /// started). Takes effect from the next sample.
     pub fn add_worker_tid(&self, tid: i32) {
-        self.shared.ctl.lock().unwrap_or_else(|e| e.into_inner()).worker_tids.insert(tid);
+        self.shared
+            .ctl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .worker_tids
+            .insert(tid);
     }
 
     /// Adds a process that belongs to the experiment (e.g. a server started
@@ -411,7 +433,10 @@ impl Sampler {
     /// Takes a last sample, stops the thread and returns the report.
     pub fn stop(mut self) -> Result<MonitorReport, MonitorError> {
         self.signal_stop();
-        let handle = self.handle.take().expect("handle present until stop or drop");
+        let handle = self
+            .handle
+            .take()
+            .expect("handle present until stop or drop");
         match handle.join() {
             Ok(r) => r,
             Err(p) => Err(MonitorError::SamplerPanicked(panic_text(&p))),
@@ -444,7 +469,9 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 fn join_error(h: JoinHandle<Result<MonitorReport, MonitorError>>) -> MonitorError {
     match h.join() {
         Ok(Err(e)) => e,
-        Ok(Ok(_)) => MonitorError::SamplerPanicked("sampler thread ended before its baseline".into()),
+        Ok(Ok(_)) => {
+            MonitorError::SamplerPanicked("sampler thread ended before its baseline".into())
+        }
         Err(p) => MonitorError::SamplerPanicked(panic_text(&p)),
     }
 }
@@ -483,6 +510,8 @@ struct SelfReading {
 
 #[derive(Clone, Copy, Default)]
 struct ThreadReading {
+    /// status and stat were read (workers): the counts below are valid.
+    detail: bool,
     run_ns: u64,
     wait_ns: u64,
     vol: u64,
@@ -538,7 +567,8 @@ struct State {
 }
 
 fn read_host(st: &mut State) -> Result<HostStat, MonitorError> {
-    procfs::read_into("/proc/stat".as_ref(), &mut st.buf).map_err(|e| MonitorError::io("/proc/stat", e))?;
+    procfs::read_into("/proc/stat".as_ref(), &mut st.buf)
+        .map_err(|e| MonitorError::io("/proc/stat", e))?;
     Ok(procfs::parse_stat(&st.buf)?)
 }
 
@@ -549,7 +579,12 @@ fn read_self(st: &mut State) -> SelfReading {
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     let rss_pages = procfs::read_into("/proc/self/statm".as_ref(), &mut st.buf)
         .ok()
-        .and_then(|_| st.buf.split_ascii_whitespace().nth(1).and_then(|t| t.parse::<u64>().ok()))
+        .and_then(|_| {
+            st.buf
+                .split_ascii_whitespace()
+                .nth(1)
+                .and_then(|t| t.parse::<u64>().ok())
+        })
         .unwrap_or(0);
     SelfReading {
         cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
@@ -561,13 +596,20 @@ fn read_self(st: &mut State) -> SelfReading {
     }
 }
 
-/// Reads every thread of this process. Returns readings and names of threads
-/// seen for the first time.
-fn read_threads(st: &mut State) -> HashMap<i32, ThreadReading> {
+/// Reads every thread of this process: `schedstat` (CPU and run-queue wait)
+/// for all, `status` and `stat` (context switches, faults, CPU) only for
+/// workers and, once, for a new thread's name. Per-thread `status` is the
+/// costliest file (~1.5 kB of text), and the process-wide switch counts come
+/// from `getrusage` anyway.
+fn read_threads(st: &mut State, workers: &BTreeSet<i32>) -> HashMap<i32, ThreadReading> {
     let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return out };
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
     for ent in dir.flatten() {
-        let Some(tid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(tid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         let base = PathBuf::from(format!("/proc/self/task/{tid}"));
         let mut r = ThreadReading::default();
         if procfs::read_into(&base.join("schedstat"), &mut st.buf).is_ok() {
@@ -576,7 +618,13 @@ fn read_threads(st: &mut State) -> HashMap<i32, ThreadReading> {
                 r.wait_ns = s.wait_ns;
             }
         }
-        if procfs::read_into(&base.join("status"), &mut st.buf).is_ok() {
+        let worker = workers.contains(&tid);
+        if !worker && st.thread_names.contains_key(&tid) {
+            out.insert(tid, r);
+            continue;
+        }
+        if worker && procfs::read_into(&base.join("status"), &mut st.buf).is_ok() {
+            r.detail = true;
             let s = procfs::parse_pid_status(&st.buf);
             r.vol = s.voluntary_ctxt_switches.unwrap_or(0);
             r.invol = s.nonvoluntary_ctxt_switches.unwrap_or(0);
@@ -629,16 +677,22 @@ fn scan_processes(st: &mut State, weights: &[(Phase, f64)], ours: &[i32]) {
     let tick_ns = 1e9 / st.ticks_per_s;
     let last_scan_tick = (st.last_scan_boot_ns as f64 / tick_ns) as u64;
     let mut next: HashMap<i32, ScanEntry> = HashMap::with_capacity(st.scan.len() + 16);
-    let Ok(dir) = std::fs::read_dir("/proc") else { return };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
     for ent in dir.flatten() {
-        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         if pid == st.self_pid || ours.contains(&pid) {
             continue;
         }
         if procfs::read_into(format!("/proc/{pid}/stat").as_ref(), &mut st.buf).is_err() {
             continue;
         }
-        let Ok(s) = procfs::parse_pid_stat(&st.buf) else { continue };
+        let Ok(s) = procfs::parse_pid_stat(&st.buf) else {
+            continue;
+        };
         next.insert(
             pid,
             ScanEntry {
@@ -655,7 +709,7 @@ fn scan_processes(st: &mut State, weights: &[(Phase, f64)], ours: &[i32]) {
         // from the parent's cutime growth so that it is not counted twice.
         let mut gone_by_parent: HashMap<i32, u64> = HashMap::new();
         for (pid, e) in &st.scan {
-            if next.get(pid).map_or(true, |n| n.starttime != e.starttime) {
+            if !matches!(next.get(pid), Some(n) if n.starttime == e.starttime) {
                 // On reap the parent's cutime grows by the child's own time
                 // *and* the child's cutime (its reaped descendants).
                 *gone_by_parent.entry(e.ppid).or_default() += e.ticks + e.child_ticks;
@@ -778,8 +832,11 @@ fn run_thread(
     let baseline = (|| -> Result<(), MonitorError> {
         st.host = read_host(&mut st)?;
         st.self_r = read_self(&mut st);
-        st.threads = read_threads(&mut st);
-        let extra = shared.ctl.lock().unwrap_or_else(|e| e.into_inner()).extra_pids.clone();
+        let (extra, workers) = {
+            let c = shared.ctl.lock().unwrap_or_else(|e| e.into_inner());
+            (c.extra_pids.clone(), c.worker_tids.clone())
+        };
+        st.threads = read_threads(&mut st, &workers);
         for pid in extra {
             if let Some(r) = read_proc(&mut st, pid) {
                 st.procs.insert(pid, r);
@@ -792,7 +849,9 @@ fn run_thread(
     let ok = baseline.is_ok();
     let _ = ready.send(baseline);
     if !ok {
-        return Err(MonitorError::SamplerPanicked("baseline failed (reported to the caller)".into()));
+        return Err(MonitorError::SamplerPanicked(
+            "baseline failed (reported to the caller)".into(),
+        ));
     }
 
     let period_ns = st.cfg.period.as_nanos() as u64;
@@ -807,7 +866,7 @@ fn run_thread(
 
     loop {
         // Wait for the deadline, a phase mark or stop.
-        let (stop, transition, extra) = {
+        let (stop, transition, extra, workers) = {
             let mut c = shared.ctl.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 if c.stop || !c.transitions.is_empty() {
@@ -825,7 +884,7 @@ fn run_thread(
             }
             // Take every pending mark: the interval is split at each of them.
             let tr: Vec<(Phase, u64)> = c.transitions.drain(..).collect();
-            (c.stop, tr, c.extra_pids.clone())
+            (c.stop, tr, c.extra_pids.clone(), c.worker_tids.clone())
         };
         let now_before = procfs::mono_ns();
         if transition.is_empty() && !stop && now_before > next_deadline + period_ns {
@@ -836,7 +895,7 @@ fn run_thread(
         // --- one sample over [last_mono, now] -------------------------------
         let host = read_host(&mut st)?;
         let self_r = read_self(&mut st);
-        let threads = read_threads(&mut st);
+        let threads = read_threads(&mut st, &workers);
         let mut extra_now = HashMap::new();
         for &pid in &extra {
             if let Some(r) = read_proc(&mut st, pid) {
@@ -876,8 +935,17 @@ fn run_thread(
                     alive: true,
                 },
                 // Added since the last sample: no baseline yet.
-                (None, Some(n)) => ProcSample { pid, rss_bytes: n.rss_bytes, alive: true, ..Default::default() },
-                _ => ProcSample { pid, alive: false, ..Default::default() },
+                (None, Some(n)) => ProcSample {
+                    pid,
+                    rss_bytes: n.rss_bytes,
+                    alive: true,
+                    ..Default::default()
+                },
+                _ => ProcSample {
+                    pid,
+                    alive: false,
+                    ..Default::default()
+                },
             };
             extra_samples.push(s);
         }
@@ -888,16 +956,27 @@ fn run_thread(
             if *tid == st.sampler_tid {
                 continue;
             }
-            let Some(o) = st.threads.get(tid) else { continue };
+            let Some(o) = st.threads.get(tid) else {
+                continue;
+            };
+            // Counts only when both readings had them (a thread that just
+            // became a worker has no baseline yet).
+            let d = |f: fn(&ThreadReading) -> u64| {
+                if o.detail && n.detail {
+                    counter_delta(f(o), f(n))
+                } else {
+                    0
+                }
+            };
             thread_samples.push(ThreadSample {
                 tid: *tid,
                 cpu_pct: 100.0 * counter_delta(o.run_ns, n.run_ns) as f64 / 1e9 / dt_s,
                 runq_wait_pct: 100.0 * counter_delta(o.wait_ns, n.wait_ns) as f64 / 1e9 / dt_s,
-                vol_cs: counter_delta(o.vol, n.vol),
-                invol_cs: counter_delta(o.invol, n.invol),
-                minflt: counter_delta(o.minflt, n.minflt),
-                majflt: counter_delta(o.majflt, n.majflt),
-                cpu: n.cpu,
+                vol_cs: d(|r| r.vol),
+                invol_cs: d(|r| r.invol),
+                minflt: d(|r| r.minflt),
+                majflt: d(|r| r.majflt),
+                cpu: if n.detail { n.cpu } else { None },
             });
         }
         thread_samples.sort_by_key(|t| t.tid);
@@ -926,10 +1005,13 @@ fn run_thread(
         let pieces = split_sample(sample, st.last_mono, &cuts);
         let mut weights: Vec<(Phase, f64)> = Vec::new();
         for piece in &pieces {
-            *phase_durations.entry(piece.phase.unwrap_or(Phase::Warmup)).or_default() += piece.dt_s;
+            *phase_durations
+                .entry(piece.phase.unwrap_or(Phase::Warmup))
+                .or_default() += piece.dt_s;
             weights.push((piece.phase.unwrap_or(Phase::Warmup), piece.dt_s / dt_s));
             if let Some(&(_, t)) = transition.iter().find(|&&(p, _)| Some(p) == piece.phase) {
-                cost.max_mark_delay_ms = cost.max_mark_delay_ms.max((now - t.min(now)) as f64 / 1e6);
+                cost.max_mark_delay_ms =
+                    cost.max_mark_delay_ms.max((now - t.min(now)) as f64 / 1e6);
             }
         }
         st.host = host;
@@ -963,20 +1045,40 @@ fn run_thread(
     let stop_mono = procfs::mono_ns();
     let cpu_total = procfs::thread_cpu_ns() - cpu_at_start;
     cost.cpu_ms = cpu_total as f64 / 1e6;
-    cost.us_per_sample = if n_plain > 0 { cpu_plain_ns as f64 / n_plain as f64 / 1e3 } else { 0.0 };
-    cost.us_per_scan = if cost.scans > 0 { cpu_scan_ns as f64 / cost.scans as f64 / 1e3 } else { 0.0 };
+    cost.us_per_sample = if n_plain > 0 {
+        cpu_plain_ns as f64 / n_plain as f64 / 1e3
+    } else {
+        0.0
+    };
+    cost.us_per_scan = if cost.scans > 0 {
+        cpu_scan_ns as f64 / cost.scans as f64 / 1e3
+    } else {
+        0.0
+    };
     let run_s = (stop_mono - start_mono) as f64 / 1e9;
-    cost.cpu_pct = if run_s > 0.0 { 100.0 * cpu_total as f64 / 1e9 / run_s } else { 0.0 };
+    cost.cpu_pct = if run_s > 0.0 {
+        100.0 * cpu_total as f64 / 1e9 / run_s
+    } else {
+        0.0
+    };
 
     let (workers, ms, me) = {
         let c = shared.ctl.lock().unwrap_or_else(|e| e.into_inner());
-        (c.worker_tids.clone(), c.measured_start_ns, c.measured_end_ns)
+        (
+            c.worker_tids.clone(),
+            c.measured_start_ns,
+            c.measured_end_ns,
+        )
     };
     let threads: Vec<ThreadInfo> = st
         .thread_names
         .iter()
         .filter(|(tid, _)| **tid != st.sampler_tid)
-        .map(|(tid, name)| ThreadInfo { tid: *tid, name: name.clone(), worker: workers.contains(tid) })
+        .map(|(tid, name)| ThreadInfo {
+            tid: *tid,
+            name: name.clone(),
+            worker: workers.contains(tid),
+        })
         .collect();
     let mut foreign: BTreeMap<Phase, Vec<ForeignProcess>> = BTreeMap::new();
     for (phase, acc) in &st.foreign {
@@ -985,7 +1087,11 @@ fn run_thread(
             .iter()
             .map(|(name, a)| ForeignProcess {
                 name: name.clone(),
-                cpu_pct: if secs > 0.0 { 100.0 * a.ticks / st.ticks_per_s / secs } else { 0.0 },
+                cpu_pct: if secs > 0.0 {
+                    100.0 * a.ticks / st.ticks_per_s / secs
+                } else {
+                    0.0
+                },
                 pids: {
                     let mut v: Vec<(i32, f64)> = a.pids.iter().map(|(p, t)| (*p, *t)).collect();
                     v.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
@@ -998,8 +1104,11 @@ fn run_thread(
         foreign.insert(*phase, v);
     }
     // Unmarked runs are one long warmup phase: summarise all of it.
-    let (summary_phase, foreign_key) =
-        if ms.is_some() { (Some(Phase::Measured), Phase::Measured) } else { (None, Phase::Warmup) };
+    let (summary_phase, foreign_key) = if ms.is_some() {
+        (Some(Phase::Measured), Phase::Measured)
+    } else {
+        (None, Phase::Warmup)
+    };
     let no_foreign = Vec::new();
     let mut summary = EnvSummary::from_samples(
         &samples,
@@ -1013,7 +1122,12 @@ fn run_thread(
     for f in &mut summary.top_foreign {
         if let Some(pid) = f.pids.first() {
             if let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-                let s: String = String::from_utf8_lossy(&raw).replace('\0', " ").trim().chars().take(200).collect();
+                let s: String = String::from_utf8_lossy(&raw)
+                    .replace('\0', " ")
+                    .trim()
+                    .chars()
+                    .take(200)
+                    .collect();
                 if !s.is_empty() {
                     f.cmdline = Some(s);
                 }
@@ -1032,7 +1146,11 @@ fn run_thread(
         threads,
         foreign,
         cost,
-        samples: if st.cfg.keep_series { samples } else { Vec::new() },
+        samples: if st.cfg.keep_series {
+            samples
+        } else {
+            Vec::new()
+        },
         summary,
     })
 }
@@ -1041,7 +1159,11 @@ fn run_thread(
 /// `(end, phase)`, dropping empty pieces. Rates are kept; counts are shared
 /// by duration (rounded, the last piece takes the remainder).
 fn split_sample(sample: Sample, start: u64, cuts: &[(u64, Phase)]) -> Vec<Sample> {
-    let total_ns = cuts.last().map(|c| c.0).unwrap_or(start).saturating_sub(start);
+    let total_ns = cuts
+        .last()
+        .map(|c| c.0)
+        .unwrap_or(start)
+        .saturating_sub(start);
     if cuts.len() == 1 || total_ns == 0 {
         let mut s = sample;
         s.phase = cuts.last().map(|c| c.1);
@@ -1059,7 +1181,11 @@ fn split_sample(sample: Sample, start: u64, cuts: &[(u64, Phase)]) -> Vec<Sample
         let f = (to - from) as f64 / total_ns as f64;
         let last = i + 1 == cuts.len();
         let share = |n: u64, rest: &mut u64| {
-            let v = if last { *rest } else { ((n as f64 * f).round() as u64).min(*rest) };
+            let v = if last {
+                *rest
+            } else {
+                ((n as f64 * f).round() as u64).min(*rest)
+            };
             *rest -= v;
             v
         };
@@ -1118,7 +1244,12 @@ impl MonitorReport {
     /// histograms), so environment and latency can be plotted on one axis.
     /// A sample is assigned to the interval holding its midpoint.
     pub fn intervals(&self, origin_ns: u64, width_ns: u64) -> Vec<IntervalEnv> {
-        let workers: BTreeSet<i32> = self.threads.iter().filter(|t| t.worker).map(|t| t.tid).collect();
+        let workers: BTreeSet<i32> = self
+            .threads
+            .iter()
+            .filter(|t| t.worker)
+            .map(|t| t.tid)
+            .collect();
         let mut out: Vec<IntervalEnv> = Vec::new();
         if width_ns == 0 {
             return out;
@@ -1131,7 +1262,10 @@ impl MonitorReport {
             let k = ((mid - origin_ns) / width_ns) as usize;
             while out.len() <= k {
                 let start = origin_ns + out.len() as u64 * width_ns;
-                out.push(IntervalEnv { start_mono_ns: start, ..Default::default() });
+                out.push(IntervalEnv {
+                    start_mono_ns: start,
+                    ..Default::default()
+                });
             }
             let iv = &mut out[k];
             let w = s.dt_s;
@@ -1140,10 +1274,15 @@ impl MonitorReport {
             iv.foreign_cpu_pct += s.foreign_cpu_pct * w;
             iv.host_busy_pct += s.host.busy_pct * w;
             iv.harness_cpu_pct += s.harness.cpu_pct * w;
-            let ws: Vec<&ThreadSample> = s.threads.iter().filter(|t| workers.contains(&t.tid)).collect();
+            let ws: Vec<&ThreadSample> = s
+                .threads
+                .iter()
+                .filter(|t| workers.contains(&t.tid))
+                .collect();
             iv.worker_invol_cs += ws.iter().map(|t| t.invol_cs).sum::<u64>();
             if !ws.is_empty() {
-                iv.worker_runq_wait_pct += ws.iter().map(|t| t.runq_wait_pct).sum::<f64>() / ws.len() as f64 * w;
+                iv.worker_runq_wait_pct +=
+                    ws.iter().map(|t| t.runq_wait_pct).sum::<f64>() / ws.len() as f64 * w;
             }
         }
         for iv in &mut out {

@@ -194,7 +194,10 @@ fn wmean(samples: &[&Sample], f: impl Fn(&Sample) -> f64) -> f64 {
 }
 
 fn max_window(samples: &[&Sample], f: impl Fn(&Sample) -> f64 + Copy) -> f64 {
-    windows(samples, 1.0).into_iter().map(|r| wmean(&samples[r], f)).fold(0.0, f64::max)
+    windows(samples, 1.0)
+        .into_iter()
+        .map(|r| wmean(&samples[r], f))
+        .fold(0.0, f64::max)
 }
 
 impl EnvSummary {
@@ -208,12 +211,21 @@ impl EnvSummary {
         top_n: usize,
         cost: &SamplerCost,
     ) -> EnvSummary {
-        let s: Vec<&Sample> = all.iter().filter(|x| phase.is_none() || x.phase == phase).collect();
+        let s: Vec<&Sample> = all
+            .iter()
+            .filter(|x| phase.is_none() || x.phase == phase)
+            .collect();
         let measured_s: f64 = s.iter().map(|x| x.dt_s).sum();
-        let ncpu = s.iter().map(|x| x.host.per_cpu_steal_pct.len()).max().unwrap_or(0);
+        let ncpu = s
+            .iter()
+            .map(|x| x.host.per_cpu_steal_pct.len())
+            .max()
+            .unwrap_or(0);
         let mut steal_per_cpu = vec![0.0; ncpu];
         for (c, v) in steal_per_cpu.iter_mut().enumerate() {
-            *v = wmean(&s, |x| x.host.per_cpu_steal_pct.get(c).copied().unwrap_or(0.0));
+            *v = wmean(&s, |x| {
+                x.host.per_cpu_steal_pct.get(c).copied().unwrap_or(0.0)
+            });
         }
         let sum = |f: &dyn Fn(&Sample) -> u64| s.iter().map(|x| f(x)).sum::<u64>();
         let harness = ProcTotals {
@@ -229,7 +241,10 @@ impl EnvSummary {
         let mut extra: BTreeMap<i32, ProcTotals> = BTreeMap::new();
         for x in &s {
             for p in &x.extra {
-                let e = extra.entry(p.pid).or_insert_with(|| ProcTotals { pid: p.pid, ..Default::default() });
+                let e = extra.entry(p.pid).or_insert_with(|| ProcTotals {
+                    pid: p.pid,
+                    ..Default::default()
+                });
                 e.cpu_pct += p.cpu_pct * x.dt_s;
                 e.rss_max_bytes = e.rss_max_bytes.max(p.rss_bytes);
                 e.minflt += p.minflt;
@@ -243,12 +258,21 @@ impl EnvSummary {
                 e.cpu_pct /= measured_s;
             }
             e.cpu_max_1s_pct = max_window(&s, |x| {
-                x.extra.iter().find(|p| p.pid == *pid).map(|p| p.cpu_pct).unwrap_or(0.0)
+                x.extra
+                    .iter()
+                    .find(|p| p.pid == *pid)
+                    .map(|p| p.cpu_pct)
+                    .unwrap_or(0.0)
             });
         }
         let (mut workers, mut other_threads) = (Vec::new(), Vec::new());
         for t in threads {
-            let mut tt = ThreadTotals { tid: t.tid, name: t.name.clone(), worker: t.worker, ..Default::default() };
+            let mut tt = ThreadTotals {
+                tid: t.tid,
+                name: t.name.clone(),
+                worker: t.worker,
+                ..Default::default()
+            };
             let mut seen = false;
             for x in &s {
                 if let Some(ts) = x.threads.iter().find(|q| q.tid == t.tid) {
@@ -398,13 +422,19 @@ impl EnvSummary {
                 th.max_foreign_pct,
                 self.foreign_names(),
                 if self.foreign_unattributed_pct >= 1.0 {
-                    format!("; {:.1} % could not be attributed (short-lived processes)", self.foreign_unattributed_pct)
+                    format!(
+                        "; {:.1} % could not be attributed (short-lived processes)",
+                        self.foreign_unattributed_pct
+                    )
                 } else {
                     String::new()
                 }
             ));
         }
-        let worst_invol = self.workers.iter().max_by(|a, b| a.invol_per_s.total_cmp(&b.invol_per_s));
+        let worst_invol = self
+            .workers
+            .iter()
+            .max_by(|a, b| a.invol_per_s.total_cmp(&b.invol_per_s));
         let v = worst_invol.map(|w| w.invol_per_s).unwrap_or(0.0);
         items.push(CheckItem {
             name: "worker_invol_cs".into(),
@@ -413,7 +443,11 @@ impl EnvSummary {
             unit: "per second".into(),
             ok: v <= th.max_worker_invol_per_s,
         });
-        for w in self.workers.iter().filter(|w| w.invol_per_s > th.max_worker_invol_per_s) {
+        for w in self
+            .workers
+            .iter()
+            .filter(|w| w.invol_per_s > th.max_worker_invol_per_s)
+        {
             reasons.push(format!(
                 "worker thread {} ({}) was preempted {:.0} times per second (limit {}, worst second {:.0}): something else ran on its CPU{}",
                 w.tid,
@@ -424,7 +458,11 @@ impl EnvSummary {
                 if self.top_foreign.is_empty() { String::new() } else { format!(" ({})", self.foreign_names()) }
             ));
         }
-        let worst_wait = self.workers.iter().map(|w| w.runq_wait_pct).fold(0.0, f64::max);
+        let worst_wait = self
+            .workers
+            .iter()
+            .map(|w| w.runq_wait_pct)
+            .fold(0.0, f64::max);
         items.push(CheckItem {
             name: "worker_runq_wait".into(),
             value: worst_wait,
@@ -432,13 +470,22 @@ impl EnvSummary {
             unit: "% of the phase".into(),
             ok: worst_wait <= th.max_worker_runq_wait_pct,
         });
-        for w in self.workers.iter().filter(|w| w.runq_wait_pct > th.max_worker_runq_wait_pct) {
+        for w in self
+            .workers
+            .iter()
+            .filter(|w| w.runq_wait_pct > th.max_worker_runq_wait_pct)
+        {
             reasons.push(format!(
                 "worker thread {} ({}) waited for a CPU {:.1} % of the measured phase (limit {} %)",
                 w.tid, w.name, w.runq_wait_pct, th.max_worker_runq_wait_pct
             ));
         }
-        EnvCheck { ok: reasons.is_empty(), reasons, items, thresholds: th.clone() }
+        EnvCheck {
+            ok: reasons.is_empty(),
+            reasons,
+            items,
+            thresholds: th.clone(),
+        }
     }
 }
 
@@ -496,7 +543,10 @@ mod tests {
 
     #[test]
     fn windows_cover_and_keep_remainder() {
-        let mk = |dt| Sample { dt_s: dt, ..Default::default() };
+        let mk = |dt| Sample {
+            dt_s: dt,
+            ..Default::default()
+        };
         let v: Vec<Sample> = (0..25).map(|_| mk(0.1)).collect();
         let r: Vec<&Sample> = v.iter().collect();
         let w = windows(&r, 1.0);
@@ -509,7 +559,11 @@ mod tests {
 
     #[test]
     fn check_passes_quiet_and_fails_each_limit() {
-        let quiet = EnvSummary { samples: 10, measured_s: 1.0, ..Default::default() };
+        let quiet = EnvSummary {
+            samples: 10,
+            measured_s: 1.0,
+            ..Default::default()
+        };
         assert!(quiet.check(&Thresholds::default()).ok);
         let mut stolen = quiet.clone();
         stolen.steal_pct = 3.0;
@@ -517,14 +571,30 @@ mod tests {
         assert!(!c.ok && c.reasons[0].contains("steal"));
         let mut busy = quiet.clone();
         busy.foreign_cpu_pct = 60.0;
-        busy.top_foreign =
-            vec![ForeignProcess { name: "cc1plus".into(), cpu_pct: 55.0, pids: vec![7], cmdline: None }];
+        busy.top_foreign = vec![ForeignProcess {
+            name: "cc1plus".into(),
+            cpu_pct: 55.0,
+            pids: vec![7],
+            cmdline: None,
+        }];
         let c = busy.check(&Thresholds::default());
-        assert!(!c.ok && c.reasons[0].contains("cc1plus 55.0 % (pid 7)"), "{c:?}");
+        assert!(
+            !c.ok && c.reasons[0].contains("cc1plus 55.0 % (pid 7)"),
+            "{c:?}"
+        );
         let mut pre = quiet.clone();
-        pre.workers = vec![ThreadTotals { tid: 9, name: "w0".into(), worker: true, invol_per_s: 300.0, ..Default::default() }];
+        pre.workers = vec![ThreadTotals {
+            tid: 9,
+            name: "w0".into(),
+            worker: true,
+            invol_per_s: 300.0,
+            ..Default::default()
+        }];
         let c = pre.check(&Thresholds::default());
-        assert!(!c.ok && c.reasons[0].contains("worker thread 9 (w0)"), "{c:?}");
+        assert!(
+            !c.ok && c.reasons[0].contains("worker thread 9 (w0)"),
+            "{c:?}"
+        );
         let empty = EnvSummary::default();
         assert!(!empty.check(&Thresholds::default()).ok);
     }

@@ -72,7 +72,9 @@ pub struct SystemReport {
 }
 
 fn read_trim(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Parses a CPU list such as `0-3,8,10-11` into CPU numbers.
@@ -121,9 +123,14 @@ impl SystemReport {
             .find(|l| l.starts_with("flags"))
             .is_some_and(|l| l.split_ascii_whitespace().any(|f| f == "hypervisor"));
         let cpus_online = read_trim(&p("sys/devices/system/cpu/online"));
-        let online: Vec<usize> = cpus_online.as_deref().and_then(parse_cpu_list).unwrap_or_default();
+        let online: Vec<usize> = cpus_online
+            .as_deref()
+            .and_then(parse_cpu_list)
+            .unwrap_or_default();
         let cores_online = if online.is_empty() {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
         } else {
             online.len()
         };
@@ -161,7 +168,9 @@ impl SystemReport {
             sched_rt_period_us: num("proc/sys/kernel/sched_rt_period_us"),
             // SAFETY: PR_GET_TIMERSLACK has no pointer arguments.
             timer_slack_ns: unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) as i64 },
-            clocksource: read_trim(&p("sys/devices/system/clocksource/clocksource0/current_clocksource")),
+            clocksource: read_trim(&p(
+                "sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )),
             transparent_hugepage: read_trim(&p("sys/kernel/mm/transparent_hugepage/enabled"))
                 .map(|v| bracketed(&v).unwrap_or(v)),
             numa_balancing: num("proc/sys/kernel/numa_balancing"),
@@ -191,9 +200,14 @@ impl SystemReport {
             report.window_s = s.measured_s;
             report.steal_pct = s.steal_pct;
             report.foreign_cpu_pct = s.foreign_cpu_pct;
-            report.busy_processes = s.top_foreign.into_iter().filter(|f| f.cpu_pct >= 1.0).collect();
-            report.irqbalance_running = r.foreign.values().flatten().any(|f| f.name == "irqbalance")
-                || process_running("irqbalance");
+            report.busy_processes = s
+                .top_foreign
+                .into_iter()
+                .filter(|f| f.cpu_pct >= 1.0)
+                .collect();
+            report.irqbalance_running =
+                r.foreign.values().flatten().any(|f| f.name == "irqbalance")
+                    || process_running("irqbalance");
         }
         Ok(report)
     }
@@ -213,7 +227,14 @@ impl SystemReport {
                 .busy_processes
                 .iter()
                 .take(5)
-                .map(|f| format!("{} {:.0} % (pid {})", f.name, f.cpu_pct, f.pids.first().copied().unwrap_or(0)))
+                .map(|f| {
+                    format!(
+                        "{} {:.0} % (pid {})",
+                        f.name,
+                        f.cpu_pct,
+                        f.pids.first().copied().unwrap_or(0)
+                    )
+                })
                 .collect();
             w.push(format!(
                 "other processes use {:.0} % of a CPU (limit {} %){}: stop them or expect disturbed runs",
@@ -223,7 +244,9 @@ impl SystemReport {
             ));
         }
         if self.cores_online < 2 {
-            w.push("only one CPU is online: the load generator and the workers will share it".into());
+            w.push(
+                "only one CPU is online: the load generator and the workers will share it".into(),
+            );
         }
         if self.load1 > self.cores_online as f64 * 0.5 {
             w.push(format!(
@@ -231,7 +254,11 @@ impl SystemReport {
                 self.load1, self.cores_online
             ));
         }
-        let non_perf: Vec<&String> = self.governors.keys().filter(|g| *g != "performance").collect();
+        let non_perf: Vec<&String> = self
+            .governors
+            .keys()
+            .filter(|g| *g != "performance")
+            .collect();
         if !non_perf.is_empty() {
             w.push(format!(
                 "CPU frequency governor is {} rather than performance: service times change with the clock (`taillab system tune`)",
@@ -253,23 +280,32 @@ impl SystemReport {
         }
         if let Some(cs) = &self.clocksource {
             if cs != "tsc" {
-                w.push(format!("clock source is {cs}, not tsc: every timestamp costs more and may jitter"));
+                w.push(format!(
+                    "clock source is {cs}, not tsc: every timestamp costs more and may jitter"
+                ));
             }
         }
         if self.numa_balancing.unwrap_or(0) > 0 {
             w.push("automatic NUMA balancing is on: it unmaps pages to sample them, causing minor faults in workers (`taillab system tune` turns it off)".into());
         }
         if self.irqbalance_running {
-            w.push("irqbalance is running: it may move interrupts onto the workers' CPUs during a run".into());
+            w.push(
+                "irqbalance is running: it may move interrupts onto the workers' CPUs during a run"
+                    .into(),
+            );
         }
         w
     }
 }
 
 fn process_running(name: &str) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
     dir.flatten().any(|e| {
-        e.file_name().to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        e.file_name()
+            .to_str()
+            .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
             && read_trim(&e.path().join("comm")).as_deref() == Some(name)
     })
 }
@@ -277,8 +313,22 @@ fn process_running(name: &str) -> bool {
 impl fmt::Display for SystemReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "(not readable)".into());
-        writeln!(f, "CPU:                  {}{}", opt(&self.cpu_model), if self.virtualized { " (virtual machine)" } else { "" })?;
-        writeln!(f, "CPUs online:          {} ({})", self.cores_online, opt(&self.cpus_online))?;
+        writeln!(
+            f,
+            "CPU:                  {}{}",
+            opt(&self.cpu_model),
+            if self.virtualized {
+                " (virtual machine)"
+            } else {
+                ""
+            }
+        )?;
+        writeln!(
+            f,
+            "CPUs online:          {} ({})",
+            self.cores_online,
+            opt(&self.cpus_online)
+        )?;
         writeln!(
             f,
             "SMT:                  {}{}",
@@ -291,10 +341,22 @@ impl fmt::Display for SystemReport {
         )?;
         writeln!(f, "kernel:               {}", opt(&self.kernel))?;
         if self.governors.is_empty() {
-            writeln!(f, "governor:             (no cpufreq: frequency is up to the hypervisor)")?;
+            writeln!(
+                f,
+                "governor:             (no cpufreq: frequency is up to the hypervisor)"
+            )?;
         } else {
-            let g: Vec<String> = self.governors.iter().map(|(g, c)| format!("{g} on CPUs {c:?}")).collect();
-            writeln!(f, "governor:             {} (driver {})", g.join(", "), opt(&self.cpufreq_driver))?;
+            let g: Vec<String> = self
+                .governors
+                .iter()
+                .map(|(g, c)| format!("{g} on CPUs {c:?}"))
+                .collect();
+            writeln!(
+                f,
+                "governor:             {} (driver {})",
+                g.join(", "),
+                opt(&self.cpufreq_driver)
+            )?;
         }
         writeln!(
             f,
@@ -305,22 +367,52 @@ impl fmt::Display for SystemReport {
                 None => "(not readable)",
             }
         )?;
-        let num = |o: Option<i64>| o.map(|v| v.to_string()).unwrap_or_else(|| "(not readable)".into());
+        let num = |o: Option<i64>| {
+            o.map(|v| v.to_string())
+                .unwrap_or_else(|| "(not readable)".into())
+        };
         writeln!(
             f,
             "sched_rt_runtime_us:  {} (period {})",
             num(self.sched_rt_runtime_us),
             num(self.sched_rt_period_us)
         )?;
-        writeln!(f, "timer slack:          {} ns (this process)", self.timer_slack_ns)?;
+        writeln!(
+            f,
+            "timer slack:          {} ns (this process)",
+            self.timer_slack_ns
+        )?;
         writeln!(f, "clock source:         {}", opt(&self.clocksource))?;
-        writeln!(f, "transparent hugepage: {}", opt(&self.transparent_hugepage))?;
+        writeln!(
+            f,
+            "transparent hugepage: {}",
+            opt(&self.transparent_hugepage)
+        )?;
         writeln!(f, "NUMA balancing:       {}", num(self.numa_balancing))?;
-        writeln!(f, "isolated CPUs:        {}", self.isolated_cpus.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "none".into()))?;
-        writeln!(f, "load average:         {:.2} {:.2} {:.2}", self.load1, self.load5, self.load15)?;
+        writeln!(
+            f,
+            "isolated CPUs:        {}",
+            self.isolated_cpus
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "none".into())
+        )?;
+        writeln!(
+            f,
+            "load average:         {:.2} {:.2} {:.2}",
+            self.load1, self.load5, self.load15
+        )?;
         if self.window_s > 0.0 {
-            writeln!(f, "steal (over {:.1} s):    {:.2} % of a CPU", self.window_s, self.steal_pct)?;
-            writeln!(f, "foreign CPU:          {:.1} % of a CPU", self.foreign_cpu_pct)?;
+            writeln!(
+                f,
+                "steal (over {:.1} s):    {:.2} % of a CPU",
+                self.window_s, self.steal_pct
+            )?;
+            writeln!(
+                f,
+                "foreign CPU:          {:.1} % of a CPU",
+                self.foreign_cpu_pct
+            )?;
             for p in &self.busy_processes {
                 writeln!(
                     f,
@@ -328,7 +420,10 @@ impl fmt::Display for SystemReport {
                     p.cpu_pct,
                     p.name,
                     p.pids.first().copied().unwrap_or(0),
-                    p.cmdline.as_ref().map(|c| format!(": {c}")).unwrap_or_default()
+                    p.cmdline
+                        .as_ref()
+                        .map(|c| format!(": {c}"))
+                        .unwrap_or_default()
                 )?;
             }
         }
@@ -383,7 +478,11 @@ pub struct OpState {
 
 impl fmt::Display for OpState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:<22} {:<12} want {:<12}", self.name, self.status, self.desired)?;
+        write!(
+            f,
+            "{:<22} {:<12} want {:<12}",
+            self.name, self.status, self.desired
+        )?;
         if !self.message.is_empty() {
             write!(f, " {}", self.message)?;
         }
@@ -431,7 +530,9 @@ fn read_value(path: &Path, form: Form) -> Option<String> {
 fn write_error_text(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => "permission denied (run as root)".into(),
-        Some(libc::EROFS) => "read-only on this machine (a container or VM that does not allow it)".into(),
+        Some(libc::EROFS) => {
+            "read-only on this machine (a container or VM that does not allow it)".into()
+        }
         Some(libc::EINVAL) => "the kernel rejected the value".into(),
         Some(libc::EIO) => "the kernel cannot change it here".into(),
         _ => e.to_string(),
@@ -451,7 +552,11 @@ impl Tuner {
         let online: Vec<usize> = read_trim(&p("sys/devices/system/cpu/online"))
             .and_then(|s| parse_cpu_list(&s))
             .unwrap_or_default();
-        let plain = |path: PathBuf, v: &str| FileSetting { path, desired: v.into(), form: Form::Plain };
+        let plain = |path: PathBuf, v: &str| FileSetting {
+            path,
+            desired: v.into(),
+            form: Form::Plain,
+        };
         let mut ops = vec![
             Operation {
                 name: "cpu_governor",
@@ -509,13 +614,23 @@ impl Tuner {
             },
         ];
         if let Some(cpus) = worker_cpus {
-            let keep: Vec<usize> = online.iter().copied().filter(|c| !cpus.contains(c)).collect();
-            let list = keep.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+            let keep: Vec<usize> = online
+                .iter()
+                .copied()
+                .filter(|c| !cpus.contains(c))
+                .collect();
+            let list = keep
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
             let mut files = Vec::new();
             if !keep.is_empty() {
                 if let Ok(dir) = std::fs::read_dir(p("proc/irq")) {
-                    let mut irqs: Vec<u32> =
-                        dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok())).collect();
+                    let mut irqs: Vec<u32> = dir
+                        .flatten()
+                        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                        .collect();
                     irqs.sort_unstable();
                     for irq in irqs {
                         let f = p(&format!("proc/irq/{irq}/smp_affinity_list"));
@@ -532,7 +647,11 @@ impl Tuner {
                 unavailable: "no movable IRQs, or every online CPU is a worker CPU",
             });
         }
-        Tuner { root: root.to_path_buf(), state_path, ops }
+        Tuner {
+            root: root.to_path_buf(),
+            state_path,
+            ops,
+        }
     }
 
     /// The operations this tuner knows.
@@ -545,13 +664,26 @@ impl Tuner {
             .files
             .iter()
             .map(|f| {
-                let rel = f.path.strip_prefix(&self.root).unwrap_or(&f.path).display().to_string();
-                format!("/{} = {}", rel.trim_start_matches('/'), read_value(&f.path, f.form).unwrap_or_else(|| "?".into()))
+                let rel = f
+                    .path
+                    .strip_prefix(&self.root)
+                    .unwrap_or(&f.path)
+                    .display()
+                    .to_string();
+                format!(
+                    "/{} = {}",
+                    rel.trim_start_matches('/'),
+                    read_value(&f.path, f.form).unwrap_or_else(|| "?".into())
+                )
             })
             .collect();
         let status = if op.files.is_empty() {
             "unavailable"
-        } else if op.files.iter().all(|f| read_value(&f.path, f.form).as_deref() == Some(f.desired.as_str())) {
+        } else if op
+            .files
+            .iter()
+            .all(|f| read_value(&f.path, f.form).as_deref() == Some(f.desired.as_str()))
+        {
             "tuned"
         } else {
             "not tuned"
@@ -561,8 +693,16 @@ impl Tuner {
             why: op.why.into(),
             status: status.into(),
             current,
-            desired: op.files.first().map(|f| f.desired.clone()).unwrap_or_default(),
-            message: if op.files.is_empty() { format!("skipped: {}", op.unavailable) } else { String::new() },
+            desired: op
+                .files
+                .first()
+                .map(|f| f.desired.clone())
+                .unwrap_or_default(),
+            message: if op.files.is_empty() {
+                format!("skipped: {}", op.unavailable)
+            } else {
+                String::new()
+            },
         }
     }
 
@@ -578,10 +718,15 @@ impl Tuner {
                 path: self.state_path.clone(),
                 why: e.to_string(),
             }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(StateFile { schema: STATE_SCHEMA.into(), saved: BTreeMap::new() })
-            }
-            Err(e) => Err(MonitorError::State { action: "read", path: self.state_path.clone(), why: e.to_string() }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(StateFile {
+                schema: STATE_SCHEMA.into(),
+                saved: BTreeMap::new(),
+            }),
+            Err(e) => Err(MonitorError::State {
+                action: "read",
+                path: self.state_path.clone(),
+                why: e.to_string(),
+            }),
         }
     }
 
@@ -607,18 +752,28 @@ impl Tuner {
     pub fn apply(&self, only: &[String]) -> Result<Vec<OpState>, MonitorError> {
         let mut state = self.load_state()?;
         let mut out = Vec::new();
-        for op in self.ops.iter().filter(|o| only.is_empty() || only.iter().any(|n| n == o.name)) {
+        for op in self
+            .ops
+            .iter()
+            .filter(|o| only.is_empty() || only.iter().any(|n| n == o.name))
+        {
             let before = self.state_of(op);
             if before.status != "not tuned" {
                 out.push(OpState {
-                    message: if before.status == "tuned" { "already set".into() } else { before.message.clone() },
+                    message: if before.status == "tuned" {
+                        "already set".into()
+                    } else {
+                        before.message.clone()
+                    },
                     ..before
                 });
                 continue;
             }
             let (mut changed, mut failed) = (0, Vec::new());
             for f in &op.files {
-                let Some(old) = read_value(&f.path, f.form) else { continue };
+                let Some(old) = read_value(&f.path, f.form) else {
+                    continue;
+                };
                 if old == f.desired {
                     continue;
                 }
@@ -642,7 +797,10 @@ impl Tuner {
             after.message = if failed.is_empty() {
                 format!("applied ({changed} file(s))")
             } else {
-                format!("skipped what cannot be changed on this machine: {}", failed.join("; "))
+                format!(
+                    "skipped what cannot be changed on this machine: {}",
+                    failed.join("; ")
+                )
             };
             out.push(after);
         }
@@ -655,7 +813,10 @@ impl Tuner {
         let mut state = self.load_state()?;
         let mut msgs = Vec::new();
         if state.saved.is_empty() {
-            msgs.push(format!("nothing to reset: no saved values in {}", self.state_path.display()));
+            msgs.push(format!(
+                "nothing to reset: no saved values in {}",
+                self.state_path.display()
+            ));
             return Ok(msgs);
         }
         let mut left = BTreeMap::new();
@@ -663,7 +824,10 @@ impl Tuner {
             match std::fs::write(&path, &value) {
                 Ok(()) => msgs.push(format!("restored {path} = {value}")),
                 Err(e) => {
-                    msgs.push(format!("could not restore {path} = {value}: {}", write_error_text(&e)));
+                    msgs.push(format!(
+                        "could not restore {path} = {value}: {}",
+                        write_error_text(&e)
+                    ));
                     left.insert(path, value);
                 }
             }
@@ -688,11 +852,17 @@ mod tests {
 
     #[test]
     fn cpu_lists_and_selectors() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpu_list("0"), Some(vec![0]));
         assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(bracketed("always [madvise] never").as_deref(), Some("madvise"));
+        assert_eq!(
+            bracketed("always [madvise] never").as_deref(),
+            Some("madvise")
+        );
         assert_eq!(bracketed("none"), None);
     }
 }

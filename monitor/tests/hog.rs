@@ -86,11 +86,21 @@ fn hog_on_the_workers_cpu_is_named_and_fails_the_check() {
 
     let s = &report.summary;
     assert!(s.phase_marked);
-    assert!((s.measured_s - measured).abs() < 0.2, "measured {} vs {measured}", s.measured_s);
+    assert!(
+        (s.measured_s - measured).abs() < 0.2,
+        "measured {} vs {measured}",
+        s.measured_s
+    );
     // Samples exist for all three phases and are in time order.
-    assert!(report.samples.iter().any(|x| x.phase == Some(Phase::Warmup)));
+    assert!(report
+        .samples
+        .iter()
+        .any(|x| x.phase == Some(Phase::Warmup)));
     assert!(report.samples.iter().any(|x| x.phase == Some(Phase::After)));
-    assert!(report.samples.windows(2).all(|w| w[0].t_mono_ns < w[1].t_mono_ns));
+    assert!(report
+        .samples
+        .windows(2)
+        .all(|w| w[0].t_mono_ns < w[1].t_mono_ns));
 
     // The hog shares CPU 0 with the worker at the same priority, so it gets
     // a share comparable to the worker's (absolute shares depend on how busy
@@ -99,22 +109,45 @@ fn hog_on_the_workers_cpu_is_named_and_fails_the_check() {
         .top_foreign
         .iter()
         .find(|f| f.pids.contains(&hog_pid))
-        .unwrap_or_else(|| panic!("hog pid {hog_pid} not among top foreign: {:?}", s.top_foreign));
-    let w = s.workers.iter().find(|w| w.tid == worker_tid).expect("worker in summary");
-    assert!(hog_entry.cpu_pct > 0.3 * w.cpu_pct && hog_entry.cpu_pct > 5.0, "{hog_entry:?} vs {w:?}");
-    assert!(s.foreign_cpu_pct >= 0.8 * hog_entry.cpu_pct, "foreign {}", s.foreign_cpu_pct);
+        .unwrap_or_else(|| {
+            panic!(
+                "hog pid {hog_pid} not among top foreign: {:?}",
+                s.top_foreign
+            )
+        });
+    let w = s
+        .workers
+        .iter()
+        .find(|w| w.tid == worker_tid)
+        .expect("worker in summary");
+    assert!(
+        hog_entry.cpu_pct > 0.3 * w.cpu_pct && hog_entry.cpu_pct > 5.0,
+        "{hog_entry:?} vs {w:?}"
+    );
+    assert!(
+        s.foreign_cpu_pct >= 0.8 * hog_entry.cpu_pct,
+        "foreign {}",
+        s.foreign_cpu_pct
+    );
     // The worker was kept waiting by it.
     assert_eq!(w.name, "worker-0");
     assert!(w.runq_wait_pct > 5.0, "{w:?}");
     assert!(w.cpus == vec![cpu as u32], "{w:?}");
     // The harness's own CPU includes the spinning worker.
-    assert!(s.harness.cpu_pct >= 0.8 * w.cpu_pct, "{:?} vs {w:?}", s.harness);
+    assert!(
+        s.harness.cpu_pct >= 0.8 * w.cpu_pct,
+        "{:?} vs {w:?}",
+        s.harness
+    );
 
     let check = s.check(&Thresholds::default());
     assert!(!check.ok);
     let text = check.reasons.join("\n");
     // Named, with its pid (a busy host may run other `sh` processes too).
-    assert!(text.contains(&format!("{} ", hog_entry.name)) && text.contains(&hog_pid.to_string()), "{text}");
+    assert!(
+        text.contains(&format!("{} ", hog_entry.name)) && text.contains(&hog_pid.to_string()),
+        "{text}"
+    );
     assert!(text.contains("worker thread"), "{text}");
 
     // The series can be re-bucketed to 1 s intervals from the measured start.
@@ -136,22 +169,37 @@ fn extra_pid_is_not_foreign() {
             .expect("spawn sh"),
     );
     let pid = hog.0.id() as i32;
-    let sampler = Sampler::start(SamplerConfig { extra_pids: vec![pid], ..Default::default() }).unwrap();
+    let sampler = Sampler::start(SamplerConfig {
+        extra_pids: vec![pid],
+        ..Default::default()
+    })
+    .unwrap();
     sampler.mark_measured_start();
     std::thread::sleep(Duration::from_millis(1000));
     sampler.mark_measured_end();
     let r = sampler.stop().unwrap();
     drop(hog);
     let s = &r.summary;
-    assert!(!s.top_foreign.iter().any(|f| f.pids.contains(&pid)), "{:?}", s.top_foreign);
-    let e = s.extra.iter().find(|e| e.pid == pid).expect("extra pid reported");
+    assert!(
+        !s.top_foreign.iter().any(|f| f.pids.contains(&pid)),
+        "{:?}",
+        s.top_foreign
+    );
+    let e = s
+        .extra
+        .iter()
+        .find(|e| e.pid == pid)
+        .expect("extra pid reported");
     assert!(e.cpu_pct > 5.0, "{e:?}");
 }
 
 #[test]
 fn bad_config_names_the_key() {
-    let e = Sampler::start(SamplerConfig { period: Duration::from_millis(1), ..Default::default() })
-        .err()
-        .unwrap();
+    let e = Sampler::start(SamplerConfig {
+        period: Duration::from_millis(1),
+        ..Default::default()
+    })
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("`period`"), "{e}");
 }

@@ -3,11 +3,15 @@
 
 use std::path::PathBuf;
 
-use taillab_monitor::procfs::{parse_loadavg, parse_pid_stat, parse_pid_status, parse_schedstat, parse_stat};
+use taillab_monitor::procfs::{
+    parse_loadavg, parse_pid_stat, parse_pid_status, parse_schedstat, parse_stat,
+};
 use taillab_monitor::sampler::HostSample;
 
 fn data(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("fixture {}: {e}", p.display()))
 }
 
@@ -20,8 +24,16 @@ fn real_proc_stat() {
     // rounding each value from ns to ticks separately (1 tick per CPU).
     let sum_user: u64 = s.per_cpu.iter().map(|(_, c)| c.user).sum();
     let sum_steal: u64 = s.per_cpu.iter().map(|(_, c)| c.steal).sum();
-    assert!(s.cpu.user.abs_diff(sum_user) <= 2, "{} vs {sum_user}", s.cpu.user);
-    assert!(s.cpu.steal.abs_diff(sum_steal) <= 2, "{} vs {sum_steal}", s.cpu.steal);
+    assert!(
+        s.cpu.user.abs_diff(sum_user) <= 2,
+        "{} vs {sum_user}",
+        s.cpu.user
+    );
+    assert!(
+        s.cpu.steal.abs_diff(sum_steal) <= 2,
+        "{} vs {sum_steal}",
+        s.cpu.steal
+    );
     assert!(s.ctxt.unwrap() > 0 && s.intr.unwrap() > 0);
     assert!(s.procs_running.unwrap() >= 1);
 }
@@ -29,7 +41,10 @@ fn real_proc_stat() {
 #[test]
 fn old_kernel_stat_with_four_fields() {
     let s = parse_stat(&data("stat_old_kernel.txt")).unwrap();
-    assert_eq!((s.cpu.user, s.cpu.system, s.cpu.idle, s.cpu.steal), (100, 50, 1000, 0));
+    assert_eq!(
+        (s.cpu.user, s.cpu.system, s.cpu.idle, s.cpu.steal),
+        (100, 50, 1000, 0)
+    );
     assert_eq!(s.ctxt, None);
     assert_eq!(s.intr, Some(5));
 }
@@ -48,7 +63,11 @@ fn counters_wrapping_at_32_bits() {
     let b = parse_stat(&data("stat_wrap_after.txt")).unwrap();
     let h = HostSample::between(&a, &b, 1.0);
     // user 6+10, system 10, idle 296+300, steal 1+5 ticks: total 628.
-    assert!((h.steal_pct - 100.0 * 6.0 / 628.0).abs() < 1e-9, "{}", h.steal_pct);
+    assert!(
+        (h.steal_pct - 100.0 * 6.0 / 628.0).abs() < 1e-9,
+        "{}",
+        h.steal_pct
+    );
     assert!((h.user_pct - 100.0 * 16.0 / 628.0).abs() < 1e-9);
     assert!((h.ctxt_per_s - 16.0).abs() < 1e-9);
     assert!((h.intr_per_s - 196.0).abs() < 1e-9);
@@ -99,7 +118,10 @@ fn process_names_with_spaces_and_parentheses() {
     // Hand-made: a name that ends in `)`.
     let q = parse_pid_stat(&data("pid_stat_close_paren.txt")).unwrap();
     assert_eq!(q.comm, "evil)name");
-    assert_eq!((q.utime, q.stime, q.minflt, q.majflt, q.num_threads), (300, 40, 20, 2, 3));
+    assert_eq!(
+        (q.utime, q.stime, q.minflt, q.majflt, q.num_threads),
+        (300, 40, 20, 2, 3)
+    );
 }
 
 #[test]
@@ -120,7 +142,10 @@ fn real_and_partial_status() {
     assert_eq!(k.vm_rss_kb, None);
     assert!(k.voluntary_ctxt_switches.is_some());
     let m = parse_pid_status(&data("pid_status_missing.txt"));
-    assert_eq!((m.name.as_deref(), m.voluntary_ctxt_switches), (Some("kworker"), None));
+    assert_eq!(
+        (m.name.as_deref(), m.voluntary_ctxt_switches),
+        (Some("kworker"), None)
+    );
 }
 
 #[test]
