@@ -44,11 +44,15 @@
 //! ([`MonitorReport::intervals`]).
 //!
 //! # Phases
-//! The harness calls [`Sampler::mark_measured_start`] and
-//! [`Sampler::mark_measured_end`]; each wakes the sampler, which closes the
-//! current interval at once (and rescans processes), so no interval straddles
-//! a phase boundary by more than the sampler's wake-up delay. The summary is
-//! taken over the measured phase only.
+//! The summary covers the measured phase only. The harness either calls
+//! [`Sampler::mark_measured_start`] and [`Sampler::mark_measured_end`] (each
+//! wakes the sampler, which takes a sample and rescans processes at once),
+//! or, if it learns the window only afterwards, passes it to
+//! [`Sampler::stop_measured`]. Either way phases are assigned *by time* when
+//! the sampler stops: a sample that straddles an edge of the window is split
+//! there (rates shared, counts divided by duration), so the measured
+//! duration is exact however late the nice-19 thread woke, and each process
+//! scan's charges are shared by how much of its interval fell in each phase.
 //!
 //! # Cost
 //! The thread runs at nice 19, so when it wakes it does not preempt a worker;
@@ -102,6 +106,9 @@ pub struct SamplerConfig {
     pub top_n: usize,
     /// Keep per-sample records (the time series); off keeps only the summary.
     pub keep_series: bool,
+    /// Threads whose name starts with this are workers too (the harness
+    /// names its workers `taillab-worker-N`; the kernel keeps 15 bytes).
+    pub worker_name_prefix: Option<String>,
 }
 
 impl Default for SamplerConfig {
@@ -115,6 +122,7 @@ impl Default for SamplerConfig {
             pin_cpu: None,
             top_n: 5,
             keep_series: true,
+            worker_name_prefix: None,
         }
     }
 }
@@ -324,6 +332,8 @@ struct Ctl {
     extra_pids: Vec<i32>,
     measured_start_ns: Option<u64>,
     measured_end_ns: Option<u64>,
+    /// Measured window given to `stop_measured`, overriding the marks.
+    window: Option<(u64, u64)>,
 }
 
 struct Shared {
@@ -359,6 +369,7 @@ impl Sampler {
                 extra_pids: config.extra_pids.clone(),
                 measured_start_ns: None,
                 measured_end_ns: None,
+                window: None,
             }),
             cv: Condvar::new(),
         });
@@ -441,6 +452,30 @@ impl Sampler {
             Ok(r) => r,
             Err(p) => Err(MonitorError::SamplerPanicked(panic_text(&p))),
         }
+    }
+
+    /// Stops like [`stop`](Self::stop), with the measured phase given as
+    /// `[start_mono_ns, end_mono_ns)` on `CLOCK_MONOTONIC` instead of by
+    /// marks: for a harness that knows the window only afterwards (e.g. the
+    /// intended time of the first measured request). Samples straddling the
+    /// window's edges are split at them.
+    pub fn stop_measured(
+        self,
+        start_mono_ns: u64,
+        end_mono_ns: u64,
+    ) -> Result<MonitorReport, MonitorError> {
+        if end_mono_ns <= start_mono_ns {
+            return Err(MonitorError::BadConfig {
+                key: "measured window",
+                why: format!("end {end_mono_ns} is not after start {start_mono_ns}"),
+            });
+        }
+        self.shared
+            .ctl
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .window = Some((start_mono_ns, end_mono_ns));
+        self.stop()
     }
 
     fn signal_stop(&self) {
@@ -562,8 +597,18 @@ struct State {
     scan: HashMap<i32, ScanEntry>,
     last_scan_boot_ns: u64,
     last_scan_mono_ns: u64,
-    foreign: BTreeMap<Phase, HashMap<String, ForeignAcc>>,
+    /// What each process scan charged, with the interval it covers.
+    scans: Vec<ScanRecord>,
+    auto_workers: BTreeSet<i32>,
     last_mono: u64,
+}
+
+/// Foreign CPU charged by one scan over `[from, to]` (monotonic ns):
+/// (name, pid, ticks).
+struct ScanRecord {
+    from: u64,
+    to: u64,
+    charges: Vec<(String, i32, u64)>,
 }
 
 fn read_host(st: &mut State) -> Result<HostStat, MonitorError> {
@@ -611,6 +656,24 @@ fn read_threads(st: &mut State, workers: &BTreeSet<i32>) -> HashMap<i32, ThreadR
             continue;
         };
         let base = PathBuf::from(format!("/proc/self/task/{tid}"));
+        if !st.thread_names.contains_key(&tid) {
+            // New thread: its name, and whether the name makes it a worker.
+            if procfs::read_into(&base.join("stat"), &mut st.buf).is_err() {
+                continue; // ended between listing and reading
+            }
+            let Ok(s) = procfs::parse_pid_stat(&st.buf) else {
+                continue;
+            };
+            if st
+                .cfg
+                .worker_name_prefix
+                .as_deref()
+                .is_some_and(|p| s.comm.starts_with(p))
+            {
+                st.auto_workers.insert(tid);
+            }
+            st.thread_names.insert(tid, s.comm);
+        }
         let mut r = ThreadReading::default();
         if procfs::read_into(&base.join("schedstat"), &mut st.buf).is_ok() {
             if let Ok(s) = procfs::parse_schedstat(&st.buf) {
@@ -618,27 +681,21 @@ fn read_threads(st: &mut State, workers: &BTreeSet<i32>) -> HashMap<i32, ThreadR
                 r.wait_ns = s.wait_ns;
             }
         }
-        let worker = workers.contains(&tid);
-        if !worker && st.thread_names.contains_key(&tid) {
-            out.insert(tid, r);
-            continue;
-        }
-        if worker && procfs::read_into(&base.join("status"), &mut st.buf).is_ok() {
-            r.detail = true;
-            let s = procfs::parse_pid_status(&st.buf);
-            r.vol = s.voluntary_ctxt_switches.unwrap_or(0);
-            r.invol = s.nonvoluntary_ctxt_switches.unwrap_or(0);
-        }
-        if procfs::read_into(&base.join("stat"), &mut st.buf).is_ok() {
-            if let Ok(s) = procfs::parse_pid_stat(&st.buf) {
-                r.minflt = s.minflt;
-                r.majflt = s.majflt;
-                r.cpu = s.processor;
-                st.thread_names.entry(tid).or_insert(s.comm);
+        let worker = workers.contains(&tid) || st.auto_workers.contains(&tid);
+        if worker {
+            if procfs::read_into(&base.join("status"), &mut st.buf).is_ok() {
+                let s = procfs::parse_pid_status(&st.buf);
+                r.vol = s.voluntary_ctxt_switches.unwrap_or(0);
+                r.invol = s.nonvoluntary_ctxt_switches.unwrap_or(0);
+                r.detail = true;
             }
-        } else {
-            // The thread ended between listing and reading.
-            continue;
+            if procfs::read_into(&base.join("stat"), &mut st.buf).is_ok() {
+                if let Ok(s) = procfs::parse_pid_stat(&st.buf) {
+                    r.minflt = s.minflt;
+                    r.majflt = s.majflt;
+                    r.cpu = s.processor;
+                }
+            }
         }
         out.insert(tid, r);
     }
@@ -670,9 +727,8 @@ fn read_proc(st: &mut State, pid: i32) -> Option<ProcReading> {
 }
 
 /// Scans all processes and charges their CPU since the last scan to `phase`.
-/// The CPU since the last scan is shared among phases by `weights` (the
-/// share of the interval each phase had).
-fn scan_processes(st: &mut State, weights: &[(Phase, f64)], ours: &[i32]) {
+/// Scans all processes and records what each used since the last scan.
+fn scan_processes(st: &mut State, ours: &[i32]) {
     let boot_now = procfs::boot_ns();
     let tick_ns = 1e9 / st.ticks_per_s;
     let last_scan_tick = (st.last_scan_boot_ns as f64 / tick_ns) as u64;
@@ -735,14 +791,11 @@ fn scan_processes(st: &mut State, weights: &[(Phase, f64)], ours: &[i32]) {
                 charged.push((format!("{} (children)", n.comm), *pid, children));
             }
         }
-        for &(phase, w) in weights {
-            let acc = st.foreign.entry(phase).or_default();
-            for (name, pid, ticks) in &charged {
-                let a = acc.entry(name.clone()).or_default();
-                a.ticks += *ticks as f64 * w;
-                *a.pids.entry(*pid).or_default() += *ticks as f64 * w;
-            }
-        }
+        st.scans.push(ScanRecord {
+            from: st.last_scan_mono_ns,
+            to: procfs::mono_ns(),
+            charges: charged,
+        });
     }
     st.scan = next;
     st.last_scan_boot_ns = boot_now;
@@ -823,7 +876,8 @@ fn run_thread(
         scan: HashMap::new(),
         last_scan_boot_ns: 0,
         last_scan_mono_ns: 0,
-        foreign: BTreeMap::new(),
+        scans: Vec::new(),
+        auto_workers: BTreeSet::new(),
         last_mono: 0,
         cfg,
     };
@@ -842,7 +896,7 @@ fn run_thread(
                 st.procs.insert(pid, r);
             }
         }
-        scan_processes(&mut st, &[], &[]);
+        scan_processes(&mut st, &[]);
         Ok(())
     })();
     st.last_mono = procfs::mono_ns();
@@ -857,12 +911,10 @@ fn run_thread(
     let period_ns = st.cfg.period.as_nanos() as u64;
     let scan_ns = st.cfg.scan_period.as_nanos() as u64;
     let mut samples: Vec<Sample> = Vec::new();
-    let mut interval_phase = Phase::Warmup;
     let mut next_deadline = st.last_mono + period_ns;
     let mut cost = SamplerCost::default();
     let (mut cpu_plain_ns, mut cpu_scan_ns, mut n_plain) = (0u64, 0u64, 0u64);
     let cpu_at_start = procfs::thread_cpu_ns();
-    let mut phase_durations: BTreeMap<Phase, f64> = BTreeMap::new();
 
     loop {
         // Wait for the deadline, a phase mark or stop.
@@ -985,55 +1037,39 @@ fn run_thread(
             t_mono_ns: now,
             t_wall_ns: wall,
             dt_s,
-            phase: Some(interval_phase),
+            phase: None,
             host: hs,
             foreign_cpu_pct: foreign,
             harness,
             extra: extra_samples,
             threads: thread_samples,
         };
-        // A mark that came while this interval ran splits it at the mark's
-        // time: durations per phase stay exact even when this low-priority
-        // thread woke late; rates over the split interval are shared.
-        let mut cuts: Vec<(u64, Phase)> = Vec::new();
-        let mut ph = interval_phase;
-        for &(p, t) in &transition {
-            cuts.push((t.clamp(st.last_mono, now), ph));
-            ph = p;
-        }
-        cuts.push((now, ph));
-        let pieces = split_sample(sample, st.last_mono, &cuts);
-        let mut weights: Vec<(Phase, f64)> = Vec::new();
-        for piece in &pieces {
-            *phase_durations
-                .entry(piece.phase.unwrap_or(Phase::Warmup))
-                .or_default() += piece.dt_s;
-            weights.push((piece.phase.unwrap_or(Phase::Warmup), piece.dt_s / dt_s));
-            if let Some(&(_, t)) = transition.iter().find(|&&(p, _)| Some(p) == piece.phase) {
-                cost.max_mark_delay_ms =
-                    cost.max_mark_delay_ms.max((now - t.min(now)) as f64 / 1e6);
-            }
+        // Phases are assigned after the run, by time (see `rephase`); here
+        // only note how late this thread picked up a mark.
+        for &(_, t) in &transition {
+            cost.max_mark_delay_ms = cost
+                .max_mark_delay_ms
+                .max(now.saturating_sub(t) as f64 / 1e6);
         }
         st.host = host;
         st.self_r = self_r;
         st.threads = threads;
         st.procs = extra_now;
         st.last_mono = now;
-        samples.extend(pieces);
+        samples.push(sample);
         cost.samples += 1;
         let cpu1 = procfs::thread_cpu_ns();
 
         // Rescan processes at boundaries and every scan period.
         let scanned = !transition.is_empty() || stop || now >= st.last_scan_mono_ns + scan_ns;
         if scanned {
-            scan_processes(&mut st, &weights, &extra);
+            scan_processes(&mut st, &extra);
             cost.scans += 1;
             cpu_scan_ns += procfs::thread_cpu_ns() - cpu1;
         } else {
             n_plain += 1;
             cpu_plain_ns += cpu1 - cpu0;
         }
-        interval_phase = ph;
         if stop {
             break;
         }
@@ -1062,14 +1098,16 @@ fn run_thread(
         0.0
     };
 
-    let (workers, ms, me) = {
+    let (mut workers, ms, me, window) = {
         let c = shared.ctl.lock().unwrap_or_else(|e| e.into_inner());
         (
             c.worker_tids.clone(),
             c.measured_start_ns,
             c.measured_end_ns,
+            c.window,
         )
     };
+    workers.extend(st.auto_workers.iter().copied());
     let threads: Vec<ThreadInfo> = st
         .thread_names
         .iter()
@@ -1080,31 +1118,27 @@ fn run_thread(
             worker: workers.contains(tid),
         })
         .collect();
-    let mut foreign: BTreeMap<Phase, Vec<ForeignProcess>> = BTreeMap::new();
-    for (phase, acc) in &st.foreign {
-        let secs = phase_durations.get(phase).copied().unwrap_or(0.0);
-        let mut v: Vec<ForeignProcess> = acc
-            .iter()
-            .map(|(name, a)| ForeignProcess {
-                name: name.clone(),
-                cpu_pct: if secs > 0.0 {
-                    100.0 * a.ticks / st.ticks_per_s / secs
-                } else {
-                    0.0
-                },
-                pids: {
-                    let mut v: Vec<(i32, f64)> = a.pids.iter().map(|(p, t)| (*p, *t)).collect();
-                    v.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-                    v.into_iter().take(8).map(|(p, _)| p).collect()
-                },
-                cmdline: None,
+    // The measured window: given to stop_measured, else from the marks.
+    let window = window.or(ms.map(|s| (s, me.unwrap_or(stop_mono))));
+    let samples = match window {
+        Some((ws, we)) => rephase(samples, ws, we),
+        // Unmarked runs are one long warmup phase.
+        None => samples
+            .into_iter()
+            .map(|x| Sample {
+                phase: Some(Phase::Warmup),
+                ..x
             })
-            .collect();
-        v.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct).then(a.name.cmp(&b.name)));
-        foreign.insert(*phase, v);
+            .collect(),
+    };
+    let mut phase_secs: BTreeMap<Phase, f64> = BTreeMap::new();
+    for x in &samples {
+        *phase_secs
+            .entry(x.phase.unwrap_or(Phase::Warmup))
+            .or_default() += x.dt_s;
     }
-    // Unmarked runs are one long warmup phase: summarise all of it.
-    let (summary_phase, foreign_key) = if ms.is_some() {
+    let foreign = foreign_by_phase(&st.scans, window, &phase_secs, st.ticks_per_s);
+    let (summary_phase, foreign_key) = if window.is_some() {
         (Some(Phase::Measured), Phase::Measured)
     } else {
         (None, Phase::Warmup)
@@ -1141,8 +1175,8 @@ fn run_thread(
         start_mono_ns: start_mono,
         start_wall_ns: start_wall,
         stop_mono_ns: stop_mono,
-        measured_start_mono_ns: ms,
-        measured_end_mono_ns: me,
+        measured_start_mono_ns: window.map(|w| w.0),
+        measured_end_mono_ns: window.map(|w| w.1),
         threads,
         foreign,
         cost,
@@ -1153,6 +1187,96 @@ fn run_thread(
         },
         summary,
     })
+}
+
+fn phase_at(t: u64, ws: u64, we: u64) -> Phase {
+    if t < ws {
+        Phase::Warmup
+    } else if t < we {
+        Phase::Measured
+    } else {
+        Phase::After
+    }
+}
+
+/// Assigns each sample its phase by time, splitting the samples that
+/// straddle the window's start or end at that instant: per-phase durations
+/// are then exact however late the sampler woke, and only the rates of the
+/// two straddling samples are shared between phases.
+fn rephase(samples: Vec<Sample>, ws: u64, we: u64) -> Vec<Sample> {
+    let mut out = Vec::with_capacity(samples.len() + 2);
+    for x in samples {
+        let end = x.t_mono_ns;
+        let start = end.saturating_sub((x.dt_s * 1e9).round() as u64);
+        let mut cuts: Vec<(u64, Phase)> = Vec::new();
+        for b in [ws, we] {
+            if b > start && b < end && !matches!(cuts.last(), Some(c) if c.0 >= b) {
+                cuts.push((b, phase_at(b.saturating_sub(1), ws, we)));
+            }
+        }
+        cuts.push((end, phase_at(end.saturating_sub(1), ws, we)));
+        out.extend(split_sample(x, start, &cuts));
+    }
+    out
+}
+
+/// Foreign CPU per phase and name: each scan's charges are shared among the
+/// phases by how much of the scan's interval each phase covers.
+fn foreign_by_phase(
+    scans: &[ScanRecord],
+    window: Option<(u64, u64)>,
+    phase_secs: &BTreeMap<Phase, f64>,
+    ticks_per_s: f64,
+) -> BTreeMap<Phase, Vec<ForeignProcess>> {
+    let mut acc: BTreeMap<Phase, HashMap<String, ForeignAcc>> = BTreeMap::new();
+    for r in scans {
+        let len = r.to.saturating_sub(r.from).max(1) as f64;
+        let shares: Vec<(Phase, f64)> = match window {
+            None => vec![(Phase::Warmup, 1.0)],
+            Some((ws, we)) => {
+                let overlap =
+                    |a: u64, b: u64| r.to.min(b).saturating_sub(r.from.max(a)) as f64 / len;
+                vec![
+                    (Phase::Warmup, overlap(0, ws)),
+                    (Phase::Measured, overlap(ws, we)),
+                    (Phase::After, overlap(we, u64::MAX)),
+                ]
+            }
+        };
+        for (phase, w) in shares.into_iter().filter(|s| s.1 > 0.0) {
+            let a = acc.entry(phase).or_default();
+            for (name, pid, ticks) in &r.charges {
+                let e = a.entry(name.clone()).or_default();
+                e.ticks += *ticks as f64 * w;
+                *e.pids.entry(*pid).or_default() += *ticks as f64 * w;
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (phase, a) in acc {
+        let secs = phase_secs.get(&phase).copied().unwrap_or(0.0);
+        let mut v: Vec<ForeignProcess> = a
+            .into_iter()
+            .map(|(name, a)| {
+                let mut pids: Vec<(i32, f64)> = a.pids.into_iter().collect();
+                pids.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+                ForeignProcess {
+                    name,
+                    cpu_pct: if secs > 0.0 {
+                        100.0 * a.ticks / ticks_per_s / secs
+                    } else {
+                        0.0
+                    },
+                    pids: pids.into_iter().take(8).map(|(p, _)| p).collect(),
+                    cmdline: None,
+                }
+            })
+            .filter(|f| f.cpu_pct > 0.0)
+            .collect();
+        v.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct).then(a.name.cmp(&b.name)));
+        out.insert(phase, v);
+    }
+    out
 }
 
 /// Splits a sample over `[start, cuts.last]` into one piece per cut
@@ -1296,5 +1420,79 @@ impl MonitorReport {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(end_ms: u64, dt_ms: u64, invol: u64) -> Sample {
+        Sample {
+            t_mono_ns: end_ms * 1_000_000,
+            t_wall_ns: 1_000_000_000_000 + end_ms * 1_000_000,
+            dt_s: dt_ms as f64 / 1e3,
+            harness: ProcSample {
+                invol_cs: invol,
+                cpu_pct: 50.0,
+                ..Default::default()
+            },
+            threads: vec![ThreadSample {
+                tid: 1,
+                invol_cs: invol,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rephase_splits_at_both_edges_and_shares_counts() {
+        // One 100 ms sample ending at 200 ms; window 130..170 ms.
+        let out = rephase(vec![sample(200, 100, 10)], 130_000_000, 170_000_000);
+        let phases: Vec<_> = out.iter().map(|x| x.phase.unwrap()).collect();
+        assert_eq!(phases, [Phase::Warmup, Phase::Measured, Phase::After]);
+        let dts: Vec<f64> = out.iter().map(|x| (x.dt_s * 1e3).round()).collect();
+        assert_eq!(dts, [30.0, 40.0, 30.0]);
+        assert_eq!(out.iter().map(|x| x.harness.invol_cs).sum::<u64>(), 10);
+        assert_eq!(out.iter().map(|x| x.threads[0].invol_cs).sum::<u64>(), 10);
+        assert_eq!(out[1].harness.invol_cs, 4);
+        assert!(out.iter().all(|x| x.harness.cpu_pct == 50.0));
+        assert_eq!(out[1].t_mono_ns, 170_000_000);
+        assert_eq!(
+            out[0].t_wall_ns + 70_000_000,
+            1_000_000_000_000 + 200_000_000
+        );
+    }
+
+    #[test]
+    fn rephase_keeps_whole_samples_inside_and_outside() {
+        let v = vec![
+            sample(100, 100, 1),
+            sample(200, 100, 1),
+            sample(300, 100, 1),
+        ];
+        let out = rephase(v, 100_000_000, 200_000_000);
+        let phases: Vec<_> = out.iter().map(|x| x.phase.unwrap()).collect();
+        assert_eq!(phases, [Phase::Warmup, Phase::Measured, Phase::After]);
+    }
+
+    #[test]
+    fn foreign_charges_are_shared_by_overlap() {
+        let scans = vec![ScanRecord {
+            from: 0,
+            to: 1_000_000_000,
+            charges: vec![("hog".into(), 7, 100)],
+        }];
+        let secs: BTreeMap<Phase, f64> = [
+            (Phase::Warmup, 0.25),
+            (Phase::Measured, 0.5),
+            (Phase::After, 0.25),
+        ]
+        .into();
+        let f = foreign_by_phase(&scans, Some((250_000_000, 750_000_000)), &secs, 100.0);
+        // 50 ticks (0.5 s of CPU) over a 0.5 s phase: one full CPU.
+        assert!((f[&Phase::Measured][0].cpu_pct - 100.0).abs() < 1e-9);
+        assert_eq!(f[&Phase::Measured][0].pids, vec![7]);
     }
 }
