@@ -478,11 +478,17 @@ pub struct OpState {
 
 impl fmt::Display for OpState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:<22} {:<12} want {:<12}",
-            self.name, self.status, self.desired
-        )?;
+        // One value, or the distinct values of a multi-file setting.
+        let mut now: Vec<&str> = self
+            .current
+            .iter()
+            .filter_map(|c| c.rsplit_once(" = ").map(|(_, v)| v))
+            .collect();
+        now.dedup();
+        write!(f, "{:<22} {:<11}", self.name, self.status)?;
+        if !now.is_empty() {
+            write!(f, " now {:<10} want {:<10}", now.join("/"), self.desired)?;
+        }
         if !self.message.is_empty() {
             write!(f, " {}", self.message)?;
         }
