@@ -2,13 +2,14 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use taillab_core::arrival::ArrivalSpec;
 use taillab_core::clock::WaitMode;
 use taillab_core::dist::{fmt_ns, parse_duration_ns, Dist};
 use taillab_core::harness::{Progress, DEFAULT_SPIN_MARGIN_NS};
 use taillab_core::queue::Discipline;
-use taillab_core::{Bound, DataCtx, Params, RunSpec, ShaperMode};
+use taillab_core::{App, Bound, DataCtx, Params, RunSpec, ShaperMode, Summary};
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -93,13 +94,29 @@ pub struct RunArgs {
     /// Exit with status 1 when a check failed.
     #[arg(long)]
     pub strict: bool,
+    /// Repeat with fresh seeds until the 95 % CI half-width of each target
+    /// metric is within this fraction of its estimate (e.g. 0.01).
+    #[arg(long)]
+    pub ci: Option<f64>,
+    /// Fewest runs per point with --ci.
+    #[arg(long, default_value_t = 3)]
+    pub min_runs: usize,
+    /// Most runs per point with --ci (the report says when the target was not met).
+    #[arg(long, default_value_t = 20)]
+    pub max_runs: usize,
+    /// Metrics the CI target applies to (default sojourn.mean,sojourn.p95,sojourn.p99).
+    #[arg(long, value_delimiter = ',')]
+    pub ci_metrics: Vec<String>,
+    /// Continue an interrupted experiment in --out, skipping finished runs.
+    #[arg(long)]
+    pub resume: bool,
 }
 
-fn parse_ns(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_ns(s: &str) -> Result<u64, String> {
     parse_duration_ns(s).map(|v| v as u64)
 }
 
-fn parse_secs(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_secs(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         Ok(v) => Err(format!("{v} is not a valid time")),
@@ -107,7 +124,10 @@ fn parse_secs(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_enum<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> anyhow::Result<T> {
+pub(crate) fn parse_enum<T: std::str::FromStr<Err = String>>(
+    flag: &str,
+    v: &str,
+) -> anyhow::Result<T> {
     v.parse::<T>().map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
 }
 
@@ -126,9 +146,12 @@ impl RunArgs {
         };
         let net_delay = match &self.net_delay {
             None => None,
-            Some(s) => Some(s.parse::<Dist>().map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?),
+            Some(s) => Some(
+                s.parse::<Dist>()
+                    .map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?,
+            ),
         };
-        Ok(RunSpec {
+        let spec = RunSpec {
             qps: self.qps,
             threads: self.threads,
             arrival: parse_enum::<ArrivalSpec>("arrival", &self.arrival)?,
@@ -139,7 +162,9 @@ impl RunArgs {
             spin_margin_ns: self.spin_margin.unwrap_or(DEFAULT_SPIN_MARGIN_NS),
             shaper: parse_enum::<ShaperMode>("shaper", &self.shaper)?,
             discipline: parse_enum::<Discipline>("discipline", &self.discipline)?,
-            keep_records: self.save_requests,
+            // Kept in memory whenever they fit (the sequence checks use them);
+            // written out only with --save-requests.
+            keep_records: true,
             record_mem_cap: self.max_record_mem << 20,
             interval_ns: self.interval,
             drain_timeout_ns: self.drain_timeout,
@@ -147,48 +172,62 @@ impl RunArgs {
             rt_priority: self.rt_priority,
             cpus: self.cpus.clone(),
             net_delay,
-        })
+        };
+        Ok(
+            if !self.save_requests
+                && spec.record_capacity() * taillab_core::harness::RECORD_BYTES
+                    > spec.record_mem_cap
+            {
+                eprintln!(
+                "note: {} requests exceed --max-record-mem {} MB for per-request records; keeping histograms only (sequence checks skipped)",
+                spec.record_capacity(),
+                self.max_record_mem
+            );
+                RunSpec {
+                    keep_records: false,
+                    ..spec
+                }
+            } else {
+                spec
+            },
+        )
     }
 }
 
-fn default_out(app: &str) -> PathBuf {
+pub fn default_out(app: &str) -> PathBuf {
     let t = taillab_core::summary::rfc3339(std::time::SystemTime::now()).replace([':', '.'], "-");
     PathBuf::from("results").join(format!("{app}-{t}"))
 }
 
-pub fn run(a: RunArgs) -> anyhow::Result<i32> {
-    let app = crate::apps::find(&a.app)?;
-    if a.config != "integrated" {
-        if ["loopback", "networked"].contains(&a.config.as_str()) {
-            bail!("--config {} is not available in this build yet; use --config integrated", a.config);
+/// One run of `app` into `out`: prepares data, builds server and client,
+/// measures, writes the run folder, returns the summary.
+pub fn run_once(
+    app: &Arc<dyn App>,
+    params: &Params,
+    spec: &RunSpec,
+    config: &str,
+    out: &Path,
+    save_requests: bool,
+    show_progress: bool,
+) -> anyhow::Result<Summary> {
+    if config != "integrated" {
+        if ["loopback", "networked"].contains(&config) {
+            bail!("--config {config} is not available in this build yet; use --config integrated");
         }
-        bail!("unknown --config `{}`; use integrated", a.config);
+        bail!("unknown --config `{config}`; use integrated");
     }
-    let spec = a.spec()?;
     spec.validate()?;
-    let params = Params::parse(a.set.iter().map(|s| s.as_str()))?;
-    params.check_keys(app.name(), app.keys())?;
-    let out = a.out.clone().unwrap_or_else(|| default_out(app.name()));
-    taillab_core::summary::ensure_writable(&out)?;
-
-    if let Some(svc) = app.expected_service_ns(&params) {
-        let rho = spec.qps * svc / 1e9 / spec.threads as f64;
-        if rho >= 1.0 {
-            eprintln!(
-                "warning: mean service {} × {} qps over {} thread(s) is utilization {:.2} ≥ 1: the run will saturate (running it anyway)",
-                fmt_ns(svc),
-                spec.qps,
-                spec.threads,
-                rho
-            );
-        }
-    }
+    taillab_core::summary::ensure_writable(out)?;
     let ctx = DataCtx::from_env();
-    app.prepare(&ctx, &params).with_context(|| format!("preparing data for {}", app.name()))?;
-    let server = app.server(&ctx, &params, spec.threads)?;
-    let client = app.client(&ctx, &params, taillab_core::arrival::derive_seed(spec.seed, 2))?;
-
-    let bar = progress_bar(&spec, a.quiet || a.json);
+    app.prepare(&ctx, params)
+        .with_context(|| format!("preparing data for {}", app.name()))?;
+    let server = app.server(&ctx, params, spec.threads)?;
+    let client = app.client(
+        &ctx,
+        params,
+        taillab_core::arrival::derive_seed(spec.seed, 2),
+    )?;
+    let bar = progress_bar(spec, !show_progress);
     let mut on_progress = |p: Progress| {
         if let Some(b) = &bar {
             b.set_length(p.expected_ns / 1_000_000);
@@ -196,12 +235,58 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             b.set_message(format!("{} requests", p.completed));
         }
     };
-    let result = taillab_core::run_integrated(&spec, server, client, &mut on_progress)?;
+    let result = taillab_core::run_integrated(spec, server, client, &mut on_progress)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let summary = taillab_core::summarize(&result, app.name(), &params, &a.config);
-    taillab_core::write_run(&out, &summary, &result, a.save_requests)?;
+    let summary = taillab_core::summarize(&result, app.name(), params, config);
+    taillab_core::write_run(out, &summary, &result, save_requests)?;
+    Ok(summary)
+}
+
+/// Warns before a run whose offered load already exceeds what the threads can serve.
+pub fn warn_if_saturating(app: &Arc<dyn App>, params: &Params, qps: f64, threads: usize) {
+    if let Some(svc) = app.expected_service_ns(params) {
+        let rho = qps * svc / 1e9 / threads as f64;
+        if rho >= 1.0 {
+            eprintln!(
+                "warning: mean service {} × {} qps over {} thread(s) is utilization {:.2} ≥ 1: the run will saturate (running it anyway)",
+                fmt_ns(svc),
+                qps,
+                threads,
+                rho
+            );
+        }
+    }
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let app = crate::apps::find(&a.app)?;
+    if !["integrated", "loopback", "networked"].contains(&a.config.as_str()) {
+        bail!(
+            "unknown --config `{}`; use integrated, loopback or networked",
+            a.config
+        );
+    }
+    let spec = a.spec()?;
+    spec.validate()?;
+    let params = Params::parse(a.set.iter().map(|s| s.as_str()))?;
+    params.check_keys(app.name(), app.keys())?;
+    let out = a.out.clone().unwrap_or_else(|| default_out(app.name()));
+    taillab_core::summary::ensure_writable(&out)?;
+    warn_if_saturating(&app, &params, spec.qps, spec.threads);
+    if let Some(target) = a.ci {
+        return crate::experiment::run_repeated(&a, &app, &params, &spec, target, &out);
+    }
+    let summary = run_once(
+        &app,
+        &params,
+        &spec,
+        &a.config,
+        &out,
+        a.save_requests,
+        !(a.quiet || a.json),
+    )?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -220,8 +305,10 @@ fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
     }
     let b = indicatif::ProgressBar::new(0);
     b.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}")
-            .expect("valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
+        )
+        .expect("valid template"),
     );
     Some(b)
 }

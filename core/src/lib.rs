@@ -11,9 +11,11 @@ pub mod arrival;
 pub mod clock;
 pub mod collector;
 pub mod dist;
+pub mod experiment;
 pub mod harness;
 pub mod model;
 pub mod queue;
+pub mod stats;
 pub mod summary;
 
 pub use app::{App, AppError, Client, DataCtx, KeySpec, Params, Server, Worker};
