@@ -455,7 +455,12 @@ impl EnvSummary {
                 w.invol_per_s,
                 th.max_worker_invol_per_s,
                 w.invol_max_1s_per_s,
-                if self.top_foreign.is_empty() { String::new() } else { format!(" ({})", self.foreign_names()) }
+                // Name the candidates unless the foreign reason above already did.
+                if self.top_foreign.is_empty() || !foreign_ok {
+                    String::new()
+                } else {
+                    format!(" ({})", self.foreign_names())
+                }
             ));
         }
         let worst_wait = self
