@@ -197,7 +197,8 @@ pub struct ProcSample {
     pub alive: bool,
 }
 
-/// One thread of the harness over one interval. CPU and run-queue wait are
+/// One thread of the harness over one interval (idle non-worker threads,
+/// under 0.1 % CPU and wait, are omitted). CPU and run-queue wait are
 /// read for every thread; context switches, faults and the CPU it ran on
 /// only for worker threads (0 / `None` for the others), to keep samples cheap.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -1020,10 +1021,17 @@ fn run_thread(
                     0
                 }
             };
+            let cpu_pct = 100.0 * counter_delta(o.run_ns, n.run_ns) as f64 / 1e9 / dt_s;
+            let runq_wait_pct = 100.0 * counter_delta(o.wait_ns, n.wait_ns) as f64 / 1e9 / dt_s;
+            // Idle non-worker threads are left out of the series: a long run
+            // would otherwise store thousands of rows of zeros.
+            if !n.detail && cpu_pct < 0.1 && runq_wait_pct < 0.1 {
+                continue;
+            }
             thread_samples.push(ThreadSample {
                 tid: *tid,
-                cpu_pct: 100.0 * counter_delta(o.run_ns, n.run_ns) as f64 / 1e9 / dt_s,
-                runq_wait_pct: 100.0 * counter_delta(o.wait_ns, n.wait_ns) as f64 / 1e9 / dt_s,
+                cpu_pct,
+                runq_wait_pct,
                 vol_cs: d(|r| r.vol),
                 invol_cs: d(|r| r.invol),
                 minflt: d(|r| r.minflt),
