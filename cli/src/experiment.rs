@@ -128,7 +128,9 @@ pub fn run_repeated(
                 seed,
                 ..spec.clone()
             };
-            run_once(app, params, &s, &a.config, run_dir, a.save_requests, false)
+            run_redoing_disturbed(a.redo_disturbed, run_dir, |dir| {
+                run_once(app, params, &s, &a.config, dir, a.save_requests, false)
+            })
         },
         &mut |k, agg| {
             if let Some(b) = &bar {
@@ -143,6 +145,48 @@ pub fn run_repeated(
     print!("{}", table(&[agg]));
     println!("results: {}", out.display());
     Ok(0)
+}
+
+/// Runs `once` into `run_dir`; while its environment check fails and the
+/// budget allows, moves the disturbed run aside (`run-K.disturbed-N`, kept
+/// for inspection) and runs again with the same seed. The final summary
+/// records every discarded attempt under `environment_redo`, so a redo is
+/// never silent.
+fn run_redoing_disturbed(
+    budget: usize,
+    run_dir: &Path,
+    mut once: impl FnMut(&Path) -> anyhow::Result<Summary>,
+) -> anyhow::Result<Summary> {
+    let mut discarded = Vec::new();
+    loop {
+        let mut s = once(run_dir)?;
+        if discarded.len() < budget && crate::run::env_disturbed(&s) {
+            let name = run_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let aside = run_dir.with_file_name(format!("{name}.disturbed-{}", discarded.len() + 1));
+            let _ = std::fs::remove_dir_all(&aside);
+            std::fs::rename(run_dir, &aside)
+                .with_context(|| format!("moving disturbed run {} aside", run_dir.display()))?;
+            let why = s
+                .checks
+                .get("environment")
+                .map(|c| c.verdict.clone())
+                .unwrap_or_default();
+            eprintln!("run {name} disturbed ({why}); redoing it with the same seed");
+            discarded.push(json!({ "moved_to": aside.display().to_string(), "reason": why }));
+            continue;
+        }
+        if !discarded.is_empty() {
+            s.extra.insert(
+                "environment_redo".to_string(),
+                json!({ "redone": discarded.len(), "budget": budget, "discarded": discarded }),
+            );
+            taillab_core::summary::write_json_atomic(&run_dir.join("summary.json"), &s)?;
+        }
+        return Ok(s);
+    }
 }
 
 /// The per-point table printed after experiments and sweeps.

@@ -9,6 +9,7 @@ mod apps;
 mod experiment;
 mod model;
 mod run;
+mod system;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -46,6 +47,11 @@ enum Cmd {
     Apps,
     /// The queueing-theory ideal for a load (exact FIFO replay + closed forms).
     Model(model::ModelArgs),
+    /// Is this host fit for tail measurements now? Show, tune or reset its settings.
+    System {
+        #[command(subcommand)]
+        cmd: system::SystemCmd,
+    },
     /// Prepare or locate app input data.
     Data {
         #[command(subcommand)]
@@ -83,6 +89,7 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
     match cmd {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
+        Cmd::System { cmd } => system::run(cmd),
         Cmd::Sweep(a) => experiment::sweep(*a),
         Cmd::Report { results, out } => {
             let mut args = vec!["report".to_string(), results.display().to_string()];

@@ -110,6 +110,159 @@ pub struct RunArgs {
     /// Continue an interrupted experiment in --out, skipping finished runs.
     #[arg(long)]
     pub resume: bool,
+    /// Do not sample the environment (steal, foreign CPU, own resource use) during runs.
+    #[arg(long)]
+    pub no_monitor: bool,
+    /// Sampling period of the environment monitor (10ms..60s).
+    #[arg(long, value_parser = parse_ns, default_value = "100ms")]
+    pub monitor_period: u64,
+    /// Mean hypervisor steal over the measured phase (% of one CPU) above which a run is disturbed [default 1].
+    #[arg(long)]
+    pub max_steal: Option<f64>,
+    /// Mean CPU use of other processes (% of one CPU) above which a run is disturbed [default 5].
+    #[arg(long)]
+    pub max_foreign: Option<f64>,
+    /// With --ci: discard a run whose environment check failed and redo it
+    /// with the same seed, at most N times per run (recorded in its summary).
+    #[arg(long, default_value_t = 0)]
+    pub redo_disturbed: usize,
+}
+
+/// How runs sample their environment: set once from the command's flags
+/// (every run of a process shares them; unset means monitor on, defaults).
+#[derive(Debug, Clone)]
+pub struct EnvOptions {
+    pub enabled: bool,
+    pub period_ns: u64,
+    pub thresholds: taillab_monitor::Thresholds,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        EnvOptions {
+            enabled: true,
+            period_ns: 100_000_000,
+            thresholds: Default::default(),
+        }
+    }
+}
+
+static ENV_OPTIONS: std::sync::OnceLock<EnvOptions> = std::sync::OnceLock::new();
+
+/// Sets the environment options for this process (first call wins).
+pub fn set_env_options(a: &RunArgs) -> anyhow::Result<()> {
+    let mut th = taillab_monitor::Thresholds::default();
+    for (flag, v, slot) in [
+        ("max-steal", a.max_steal, &mut th.max_steal_pct),
+        ("max-foreign", a.max_foreign, &mut th.max_foreign_pct),
+    ] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("--{flag} must be a percentage of one CPU ≥ 0, got {v}");
+            }
+            *slot = v;
+        }
+    }
+    if !(10_000_000..=60_000_000_000).contains(&a.monitor_period) {
+        bail!("--monitor-period must be within 10ms..60s");
+    }
+    let _ = ENV_OPTIONS.set(EnvOptions {
+        enabled: !a.no_monitor,
+        period_ns: a.monitor_period,
+        thresholds: th,
+    });
+    Ok(())
+}
+
+fn env_options() -> EnvOptions {
+    ENV_OPTIONS.get().cloned().unwrap_or_default()
+}
+
+/// Starts the environment sampler for a run. Worker threads are found by
+/// their name; when workers are pinned, the sampler goes to a CPU they do not
+/// use (if there is one), so it never competes with them.
+fn start_monitor(spec: &RunSpec, period_ns: u64) -> anyhow::Result<taillab_monitor::Sampler> {
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let pin_cpu = if spec.cpus.is_empty() {
+        None
+    } else {
+        (0..ncpu).find(|c| !spec.cpus.contains(c))
+    };
+    let period = std::time::Duration::from_nanos(period_ns);
+    let cfg = taillab_monitor::SamplerConfig {
+        period,
+        scan_period: period.max(std::time::Duration::from_secs(1)),
+        pin_cpu,
+        worker_name_prefix: Some("taillab-worker".into()),
+        ..Default::default()
+    };
+    taillab_monitor::Sampler::start(cfg).map_err(|e| anyhow::anyhow!("environment monitor: {e}"))
+}
+
+/// Stops the sampler with the run's measured window, adds `environment` and
+/// `checks.environment` to the summary and writes `environment.json` (the
+/// time series, also re-bucketed to the interval histograms' intervals).
+fn attach_environment(
+    sampler: taillab_monitor::Sampler,
+    r: &taillab_core::RunResult,
+    summary: &mut Summary,
+    th: &taillab_monitor::Thresholds,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let start = r.measure_start;
+    // The measured phase lasts until its last request completed.
+    let end = if r.totals.last_completed > start {
+        r.totals.last_completed
+    } else {
+        start + (summary.duration_s * 1e9) as u64
+    };
+    let report = sampler.stop_measured(start, end.max(start + 1))?;
+    let check = report.summary.check(th);
+    let s = &report.summary;
+    let verdict = if check.ok {
+        format!(
+            "steal {:.2} %, other processes {:.1} % of a CPU",
+            s.steal_pct, s.foreign_cpu_pct
+        )
+    } else {
+        check.reasons.join("; ")
+    };
+    summary.checks.insert(
+        "environment".to_string(),
+        taillab_core::summary::Check::new(
+            check.ok,
+            verdict,
+            serde_json::json!({ "reasons": check.reasons, "items": check.items, "thresholds": check.thresholds }),
+        ),
+    );
+    summary
+        .extra
+        .insert("environment".to_string(), serde_json::to_value(s)?);
+    let series = serde_json::json!({
+        "schema": "taillab.environment/1",
+        "intervals": report.intervals(start, r.spec.interval_ns),
+        "report": report,
+    });
+    let path = out.join("environment.json");
+    std::fs::write(&path, serde_json::to_string(&series)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Whether a run's environment check failed.
+pub fn env_disturbed(s: &Summary) -> bool {
+    s.checks.get("environment").is_some_and(|c| !c.ok)
+}
+
+/// The environment lines of the human table, if the run was monitored.
+pub fn env_lines(s: &Summary) -> String {
+    s.extra
+        .get("environment")
+        .and_then(|v| serde_json::from_value::<taillab_monitor::EnvSummary>(v.clone()).ok())
+        .map(|e| e.to_string())
+        .unwrap_or_default()
 }
 
 pub(crate) fn parse_ns(s: &str) -> Result<u64, String> {
@@ -227,6 +380,13 @@ pub fn run_once(
         params,
         taillab_core::arrival::derive_seed(spec.seed, 2),
     )?;
+    let env = env_options();
+    // Started last, just before the run, so preparing data is not sampled.
+    let sampler = if env.enabled {
+        Some(start_monitor(spec, env.period_ns)?)
+    } else {
+        None
+    };
     let bar = progress_bar(spec, !show_progress);
     let mut on_progress = |p: Progress| {
         if let Some(b) = &bar {
@@ -239,7 +399,10 @@ pub fn run_once(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let summary = taillab_core::summarize(&result, app.name(), params, config);
+    let mut summary = taillab_core::summarize(&result, app.name(), params, config);
+    if let Some(s) = sampler {
+        attach_environment(s, &result, &mut summary, &env.thresholds, out)?;
+    }
     taillab_core::write_run(out, &summary, &result, save_requests)?;
     Ok(summary)
 }
@@ -275,6 +438,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let out = a.out.clone().unwrap_or_else(|| default_out(app.name()));
     taillab_core::summary::ensure_writable(&out)?;
     warn_if_saturating(&app, &params, spec.qps, spec.threads);
+    set_env_options(&a)?;
+    if a.redo_disturbed > 0 && a.ci.is_none() {
+        bail!("--redo-disturbed applies to repeated runs: add --ci TARGET (or drop it)");
+    }
     if let Some(target) = a.ci {
         return crate::experiment::run_repeated(&a, &app, &params, &spec, target, &out);
     }
@@ -291,6 +458,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", taillab_core::summary::human_table(&summary));
+        print!("{}", env_lines(&summary));
         println!("results: {}", out.display());
     }
     Ok(if a.strict && !summary.ok() { 1 } else { 0 })

@@ -1,0 +1,245 @@
+//! The environment monitor in real runs (issue 8): a CPU hog pinned to the
+//! workers' CPU makes `checks.environment` fail and names the hog; repeated
+//! runs can redo disturbed runs and record it; `taillab system` works.
+
+use serde_json::Value;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_taillab")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("taillab-envtest-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A shell busy loop pinned to `cpu`; killed on drop.
+struct Hog(std::process::Child);
+
+impl Hog {
+    fn pinned(cpu: usize) -> Hog {
+        // SAFETY: pre_exec runs in the forked child before exec; it only
+        // calls sched_setaffinity on plain data.
+        let child = unsafe {
+            Command::new("sh")
+                .arg("-c")
+                .arg("while :; do :; done")
+                .stdout(Stdio::null())
+                .pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                    Ok(())
+                })
+                .spawn()
+                .expect("spawn sh")
+        };
+        Hog(child)
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
+#[rustfmt::skip]
+const RUN: &[&str] = &[
+    "--app", "synth", "--qps", "1000", "--warmup-requests", "200", "--requests", "2000",
+    "--set", "service=fixed:50us", "--cpus", "0", "-q",
+];
+
+#[test]
+fn hog_on_the_workers_cpu_fails_the_environment_check_and_is_named() {
+    let _s = serial();
+    let out = tmp("hog");
+    let hog = Hog::pinned(0);
+    let o = Command::new(bin())
+        .arg("run")
+        .args(RUN)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let pid = hog.pid();
+    drop(hog);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = read_json(&out.join("summary.json"));
+    let check = &s["checks"]["environment"];
+    assert_eq!(check["ok"], false, "{check}");
+    let verdict = check["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains(&pid.to_string()),
+        "hog pid {pid} not named: {verdict}"
+    );
+    let env = &s["environment"];
+    assert!(env["phase_marked"].as_bool().unwrap());
+    assert!(env["measured_s"].as_f64().unwrap() > 1.0, "{env}");
+    let hog_entry = env["top_foreign"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            f["pids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p.as_u64() == Some(pid as u64))
+        })
+        .unwrap_or_else(|| panic!("hog not among top foreign: {}", env["top_foreign"]));
+    assert_eq!(hog_entry["name"], "sh");
+    // The pinned worker was found by name and shared CPU 0 with the hog.
+    let w = &env["workers"][0];
+    assert!(
+        w["name"].as_str().unwrap().starts_with("taillab-worker"),
+        "{w}"
+    );
+    assert_eq!(w["cpus"], serde_json::json!([0]));
+    assert!(w["runq_wait_pct"].as_f64().unwrap() > 1.0, "{w}");
+    // The human table shows the check; the series is written and aligned.
+    let series = read_json(&out.join("environment.json"));
+    assert_eq!(series["schema"], "taillab.environment/1");
+    assert!(!series["intervals"].as_array().unwrap().is_empty());
+    assert!(!series["report"]["samples"].as_array().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn no_monitor_leaves_the_summary_without_environment() {
+    let _s = serial();
+    let out = tmp("nomon");
+    let o = Command::new(bin())
+        .arg("run")
+        .args(RUN)
+        .arg("--no-monitor")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = read_json(&out.join("summary.json"));
+    assert!(s.get("environment").is_none() && s["checks"].get("environment").is_none());
+    assert!(!out.join("environment.json").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn repeated_runs_redo_disturbed_runs_and_say_so() {
+    let _s = serial();
+    let out = tmp("redo");
+    let hog = Hog::pinned(0);
+    let o = Command::new(bin())
+        .arg("run")
+        .args(RUN)
+        .args([
+            "--ci",
+            "0.5",
+            "--min-runs",
+            "2",
+            "--max-runs",
+            "2",
+            "--redo-disturbed",
+            "1",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    drop(hog);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let points: Vec<PathBuf> = std::fs::read_dir(out.join("points"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(points.len(), 1);
+    let runs: Vec<String> = std::fs::read_dir(&points[0])
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    // Every run was disturbed by the hog: each was redone once and the
+    // discarded attempt kept beside it.
+    let redone: Vec<&String> = runs.iter().filter(|r| r.contains(".disturbed-1")).collect();
+    assert!(!redone.is_empty(), "{runs:?}");
+    for r in redone {
+        let kept = points[0].join(r.trim_end_matches(".disturbed-1"));
+        let s = read_json(&kept.join("summary.json"));
+        assert_eq!(
+            s["environment_redo"]["redone"], 1,
+            "{}",
+            s["environment_redo"]
+        );
+        assert!(s["environment_redo"]["discarded"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("other processes"));
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn redo_disturbed_needs_ci() {
+    let o = Command::new(bin())
+        .arg("run")
+        .args(RUN)
+        .args(["--redo-disturbed", "2", "--out", "/tmp/x-never"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--redo-disturbed") && err.contains("--ci"),
+        "{err}"
+    );
+}
+
+#[test]
+fn system_show_json_and_reset_without_state() {
+    let _s = serial();
+    let o = Command::new(bin())
+        .args(["system", "show", "--json", "--window", "300ms"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["system"]["cores_online"].as_u64().unwrap() >= 1);
+    assert!(v["system"]["window_s"].as_f64().unwrap() > 0.2);
+    assert!(v["warnings"].is_array() && v["tuning"].is_array());
+    let state = tmp("state").join("s.json");
+    let o = Command::new(bin())
+        .args(["system", "reset", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to reset"));
+    let o = Command::new(bin())
+        .args(["system", "tune", "--only", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown operation"));
+}

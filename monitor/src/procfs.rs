@@ -1,0 +1,463 @@
+//! Parsers for the `/proc` files the monitor reads, and cheap readers for them.
+//!
+//! Every parser takes the file's text and returns a typed value or a
+//! [`ParseError`] that names the file and the field, so a kernel that prints
+//! something unexpected gives one clear message rather than a wrong number.
+//! They are pure functions so that the tests can feed them captured files
+//! (`tests/data`) from this machine and hand-made edge cases.
+//!
+//! Counters are kept raw (clock ticks, counts); rates are computed by the
+//! sampler from two readings with [`counter_delta`], which is where the
+//! awkward cases live: a `/proc/stat` `iowait` value that goes *backwards*
+//! (documented kernel behaviour on tickless kernels) and 32-bit counters that
+//! wrap on 32-bit kernels.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// A `/proc` file did not have the shape we expect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot parse {file}: {what} (is this a Linux /proc? please report the file's contents)")]
+pub struct ParseError {
+    /// Which file (e.g. `/proc/stat`).
+    pub file: &'static str,
+    /// What was missing or malformed.
+    pub what: String,
+}
+
+fn perr(file: &'static str, what: impl Into<String>) -> ParseError {
+    ParseError {
+        file,
+        what: what.into(),
+    }
+}
+
+/// The difference between two readings of a monotonically increasing kernel
+/// counter.
+///
+/// - `new >= old`: the plain difference.
+/// - `new < old` where `old` was in the top half of the 32-bit range and
+///   `new` in the bottom half: a 32-bit counter wrapped (`unsigned long` on a
+///   32-bit kernel); the difference is taken modulo 2^32.
+/// - any other decrease (the kernel documents that `iowait` in `/proc/stat`
+///   may go backwards; a CPU going offline removes its ticks): no progress, 0.
+///   Counting such a decrease as a wrap would invent billions of ticks.
+pub fn counter_delta(old: u64, new: u64) -> u64 {
+    const HALF32: u64 = 1 << 31;
+    if new >= old {
+        new - old
+    } else if (HALF32..=u32::MAX as u64).contains(&old) && new < HALF32 {
+        new + (1u64 << 32) - old
+    } else {
+        0
+    }
+}
+
+/// One `cpu` line of `/proc/stat`, in clock ticks (`USER_HZ`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CpuTimes {
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    /// Ticks spent running something on this CPU (guest time is already
+    /// included in `user`/`nice` by the kernel, so it is not added again).
+    pub fn busy(&self) -> u64 {
+        self.user + self.nice + self.system + self.irq + self.softirq
+    }
+    /// All ticks, steal included: the wall time the CPU existed for.
+    pub fn total(&self) -> u64 {
+        self.busy() + self.idle + self.iowait + self.steal
+    }
+    /// Field-wise [`counter_delta`].
+    pub fn delta(&self, new: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: counter_delta(self.user, new.user),
+            nice: counter_delta(self.nice, new.nice),
+            system: counter_delta(self.system, new.system),
+            idle: counter_delta(self.idle, new.idle),
+            iowait: counter_delta(self.iowait, new.iowait),
+            irq: counter_delta(self.irq, new.irq),
+            softirq: counter_delta(self.softirq, new.softirq),
+            steal: counter_delta(self.steal, new.steal),
+        }
+    }
+}
+
+/// The parts of `/proc/stat` the monitor uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostStat {
+    /// The aggregate `cpu` line.
+    pub cpu: CpuTimes,
+    /// `cpuN` lines as (N, times), in file order (offline CPUs are absent).
+    pub per_cpu: Vec<(usize, CpuTimes)>,
+    /// Context switches since boot (`ctxt`), if printed.
+    pub ctxt: Option<u64>,
+    /// Interrupts since boot (first number of `intr`), if printed.
+    pub intr: Option<u64>,
+    pub procs_running: Option<u64>,
+    pub procs_blocked: Option<u64>,
+}
+
+fn parse_cpu_fields<'a>(mut it: impl Iterator<Item = &'a str>) -> Result<CpuTimes, ParseError> {
+    let mut v = [0u64; 8];
+    let mut n = 0;
+    for (i, tok) in it.by_ref().take(8).enumerate() {
+        v[i] = tok.parse().map_err(|_| {
+            perr(
+                "/proc/stat",
+                format!("cpu field {} is `{tok}`, not a number", i + 1),
+            )
+        })?;
+        n = i + 1;
+    }
+    // Kernels before 2.6 printed only four fields; later fields default to 0.
+    if n < 4 {
+        return Err(perr(
+            "/proc/stat",
+            format!("cpu line has {n} fields, need at least 4"),
+        ));
+    }
+    Ok(CpuTimes {
+        user: v[0],
+        nice: v[1],
+        system: v[2],
+        idle: v[3],
+        iowait: v[4],
+        irq: v[5],
+        softirq: v[6],
+        steal: v[7],
+    })
+}
+
+/// Parses `/proc/stat`.
+pub fn parse_stat(text: &str) -> Result<HostStat, ParseError> {
+    let mut out = HostStat::default();
+    let mut saw_cpu = false;
+    for line in text.lines() {
+        let mut it = line.split_ascii_whitespace();
+        let Some(key) = it.next() else { continue };
+        let first_num = |it: &mut std::str::SplitAsciiWhitespace| -> Option<u64> {
+            it.next().and_then(|t| t.parse().ok())
+        };
+        match key {
+            "cpu" => {
+                out.cpu = parse_cpu_fields(it)?;
+                saw_cpu = true;
+            }
+            k if k.starts_with("cpu") => {
+                let Ok(n) = k[3..].parse::<usize>() else {
+                    continue;
+                };
+                out.per_cpu.push((n, parse_cpu_fields(it)?));
+            }
+            "ctxt" => out.ctxt = first_num(&mut it),
+            "intr" => out.intr = first_num(&mut it),
+            "procs_running" => out.procs_running = first_num(&mut it),
+            "procs_blocked" => out.procs_blocked = first_num(&mut it),
+            _ => {}
+        }
+    }
+    if !saw_cpu {
+        return Err(perr("/proc/stat", "no aggregate `cpu` line"));
+    }
+    Ok(out)
+}
+
+/// `/proc/loadavg`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct LoadAvg {
+    pub load1: f64,
+    pub load5: f64,
+    pub load15: f64,
+    /// Runnable scheduling entities right now.
+    pub running: u64,
+    /// Scheduling entities (threads) that exist.
+    pub total: u64,
+}
+
+/// Parses `/proc/loadavg` (`1.96 0.69 0.28 9/144 8194`).
+pub fn parse_loadavg(text: &str) -> Result<LoadAvg, ParseError> {
+    const F: &str = "/proc/loadavg";
+    let mut it = text.split_ascii_whitespace();
+    let mut num = |name: &str| -> Result<f64, ParseError> {
+        let t = it
+            .next()
+            .ok_or_else(|| perr(F, format!("missing {name}")))?;
+        t.parse()
+            .map_err(|_| perr(F, format!("{name} is `{t}`, not a number")))
+    };
+    let (load1, load5, load15) = (num("load1")?, num("load5")?, num("load15")?);
+    let (running, total) = match it.next().and_then(|t| t.split_once('/')) {
+        Some((r, t)) => (r.parse().unwrap_or(0), t.parse().unwrap_or(0)),
+        None => (0, 0),
+    };
+    Ok(LoadAvg {
+        load1,
+        load5,
+        load15,
+        running,
+        total,
+    })
+}
+
+/// The fields of `/proc/[pid]/stat` (or `/proc/[pid]/task/[tid]/stat`) the
+/// monitor uses. Times are in clock ticks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PidStat {
+    pub pid: i32,
+    /// `comm`: the name, at most 15 bytes, which may contain spaces and
+    /// parentheses.
+    pub comm: String,
+    pub state: char,
+    pub ppid: i32,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub utime: u64,
+    pub stime: u64,
+    /// CPU time of children that have exited and been waited for.
+    pub cutime: u64,
+    pub cstime: u64,
+    pub num_threads: u64,
+    /// Start time in ticks after boot; with `pid` it identifies a process
+    /// across pid reuse.
+    pub starttime: u64,
+    /// Resident set in pages.
+    pub rss_pages: u64,
+    /// CPU it last ran on (field 39), if the kernel printed it.
+    pub processor: Option<u32>,
+}
+
+impl PidStat {
+    /// CPU time of this task itself (not of reaped children), in ticks.
+    pub fn cpu_ticks(&self) -> u64 {
+        self.utime + self.stime
+    }
+}
+
+/// Parses `/proc/[pid]/stat`. The name is taken between the first `(` and the
+/// *last* `)`, because a process may call itself `a) b (c` and the numeric
+/// fields only start after the final parenthesis.
+pub fn parse_pid_stat(text: &str) -> Result<PidStat, ParseError> {
+    const F: &str = "/proc/[pid]/stat";
+    let open = text
+        .find('(')
+        .ok_or_else(|| perr(F, "no `(` before the process name"))?;
+    let close = text
+        .rfind(')')
+        .ok_or_else(|| perr(F, "no `)` after the process name"))?;
+    if close < open {
+        return Err(perr(F, "`)` before `(`"));
+    }
+    let pid = text[..open]
+        .trim()
+        .parse()
+        .map_err(|_| perr(F, "pid is not a number"))?;
+    let comm = text[open + 1..close].to_string();
+    // Fields after the name, numbered as in proc(5): index 0 here is field 3.
+    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    let field = |n: usize| -> Result<u64, ParseError> {
+        let t = rest
+            .get(n - 3)
+            .ok_or_else(|| perr(F, format!("field {n} is missing")))?;
+        t.parse()
+            .map_err(|_| perr(F, format!("field {n} is `{t}`, not a number")))
+    };
+    let state = rest
+        .first()
+        .and_then(|s| s.chars().next())
+        .ok_or_else(|| perr(F, "state is missing"))?;
+    let ppid = rest
+        .get(1)
+        .and_then(|t| t.parse::<i32>().ok())
+        .ok_or_else(|| perr(F, "field 4 (ppid) is missing or not a number"))?;
+    Ok(PidStat {
+        pid,
+        comm,
+        state,
+        ppid,
+        minflt: field(10)?,
+        majflt: field(12)?,
+        utime: field(14)?,
+        stime: field(15)?,
+        // cutime/cstime are signed in the kernel's format; never negative in practice.
+        cutime: field(16).unwrap_or(0),
+        cstime: field(17).unwrap_or(0),
+        num_threads: field(20).unwrap_or(1),
+        starttime: field(22)?,
+        rss_pages: field(24)?,
+        processor: field(39).ok().map(|v| v as u32),
+    })
+}
+
+/// The fields of `/proc/[pid]/status` the monitor uses (all optional: a
+/// kernel thread has no `VmRSS`, old kernels lack the context-switch lines).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PidStatus {
+    pub name: Option<String>,
+    pub vm_rss_kb: Option<u64>,
+    pub vm_hwm_kb: Option<u64>,
+    pub voluntary_ctxt_switches: Option<u64>,
+    pub nonvoluntary_ctxt_switches: Option<u64>,
+}
+
+/// Parses `/proc/[pid]/status`.
+pub fn parse_pid_status(text: &str) -> PidStatus {
+    let mut out = PidStatus::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        let num = || {
+            v.split_ascii_whitespace()
+                .next()
+                .and_then(|t| t.parse().ok())
+        };
+        match k {
+            "Name" => out.name = Some(v.to_string()),
+            "VmRSS" => out.vm_rss_kb = num(),
+            "VmHWM" => out.vm_hwm_kb = num(),
+            "voluntary_ctxt_switches" => out.voluntary_ctxt_switches = num(),
+            "nonvoluntary_ctxt_switches" => out.nonvoluntary_ctxt_switches = num(),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `/proc/[pid]/task/[tid]/schedstat`: nanoseconds on the CPU, nanoseconds
+/// *runnable but waiting* for a CPU (run-queue delay), and timeslices.
+/// The wait time is the most direct evidence that something else took a
+/// worker's CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedStat {
+    pub run_ns: u64,
+    pub wait_ns: u64,
+    pub timeslices: u64,
+}
+
+/// Parses a `schedstat` file (`112199878 7933760 420`).
+pub fn parse_schedstat(text: &str) -> Result<SchedStat, ParseError> {
+    const F: &str = "/proc/[pid]/schedstat";
+    let v: Vec<u64> = text
+        .split_ascii_whitespace()
+        .map_while(|t| t.parse().ok())
+        .collect();
+    if v.len() < 2 {
+        return Err(perr(F, format!("need 2–3 numbers, got `{}`", text.trim())));
+    }
+    Ok(SchedStat {
+        run_ns: v[0],
+        wait_ns: v[1],
+        timeslices: v.get(2).copied().unwrap_or(0),
+    })
+}
+
+/// Reads a small `/proc` file into `buf` (cleared first), reusing its
+/// allocation: the sampler reads hundreds of these per second and should not
+/// allocate for each.
+pub fn read_into(path: &Path, buf: &mut String) -> std::io::Result<()> {
+    buf.clear();
+    File::open(path)?.read_to_string(buf)?;
+    Ok(())
+}
+
+/// Kernel clock ticks per second (`USER_HZ`), the unit of `/proc` CPU times.
+pub fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no memory side effects.
+    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if v > 0 {
+        v as f64
+    } else {
+        100.0
+    }
+}
+
+/// Page size in bytes, the unit of `rss` in `/proc/[pid]/stat`.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no memory side effects.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 {
+        v as u64
+    } else {
+        4096
+    }
+}
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Nanoseconds on `CLOCK_MONOTONIC`, the clock every harness stamp uses, so
+/// samples line up with request stamps and interval histograms.
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Nanoseconds on `CLOCK_BOOTTIME`, the clock `starttime` in
+/// `/proc/[pid]/stat` counts on.
+pub fn boot_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+/// CPU time consumed by the calling thread, in ns.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Nanoseconds since the Unix epoch (wall clock), for lining samples up with
+/// logs written by other tools.
+pub fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_plain_wrap_and_backwards() {
+        assert_eq!(counter_delta(10, 25), 15);
+        // 32-bit wrap: from 2^32 - 5 to 3 is 8 ticks.
+        assert_eq!(counter_delta(u32::MAX as u64 - 4, 3), 8);
+        // A small decrease (iowait going backwards) is no progress, not a wrap.
+        assert_eq!(counter_delta(1000, 990), 0);
+        // A decrease of a 64-bit counter is not a 32-bit wrap either.
+        assert_eq!(counter_delta(1 << 40, 5), 0);
+    }
+
+    #[test]
+    fn pid_stat_name_with_parens_and_spaces() {
+        let s = "42 (a) b (c) S 1 42 42 0 -1 4194304 7 0 3 0 11 12 13 14 20 0 2 0 999 3133440 388 1 2 3 4 5 6 7 8 9 0 0 0 0 17 1 0";
+        let p = parse_pid_stat(s).unwrap();
+        assert_eq!(p.comm, "a) b (c");
+        assert_eq!((p.pid, p.state, p.ppid), (42, 'S', 1));
+        assert_eq!((p.minflt, p.majflt, p.utime, p.stime), (7, 3, 11, 12));
+        assert_eq!((p.num_threads, p.starttime, p.rss_pages), (2, 999, 388));
+        assert_eq!(p.processor, Some(1));
+    }
+}

@@ -1,0 +1,606 @@
+//! The environment of one run, summarised over its measured phase, and the
+//! check that says whether the run was disturbed.
+//!
+//! # Why these checks, and why these limits
+//! A latency sample is only about the server if the server's CPUs were ours.
+//! Three things take them away, and each has a direct measurement:
+//! - **steal**: the hypervisor runs another guest on our vCPU. On the 2-vCPU
+//!   VMs we develop on, steal swings from 0 % to 78 % of a CPU within
+//!   minutes, and 0.7 % steal moved an M/D/1 run's p99 by +7 % (FINDINGS.md),
+//!   several times the ±1–2 % sampling noise of p99 at 150 k requests.
+//!   Default limit: **1 % of a CPU** averaged over the measured phase. The
+//!   same evidence would justify an even lower limit, but steal of a few
+//!   tenths of a percent is nearly always present on shared VMs and a check
+//!   that fails every run is ignored.
+//! - **foreign CPU use**: user+system time of processes that are not part of
+//!   the experiment. When a foreign thread holds a worker's CPU, requests
+//!   arriving meanwhile wait for it; with foreign use `u` (in CPUs) spread
+//!   over `n` CPUs, about `u/n` of the requests can be hit, so to keep p99
+//!   clean `u/n` must stay well below 1 %. Default limit: **5 % of a CPU**
+//!   (2.5 % of requests at risk on 2 CPUs, so p99 is suspect and p95 is
+//!   not); an idle Debian VM's daemons and kernel threads use well under 1 %.
+//!   Lower it for p99.9 studies.
+//! - **involuntary context switches of worker threads**: the scheduler took
+//!   a runnable worker off its CPU for someone else. A worker alone on its
+//!   CPU has nearly none (it blocks voluntarily or spins), so a rate above a
+//!   few per second means sharing. Default limit: **20 per second** per
+//!   worker over the measured phase (a CPU hog sharing the core causes
+//!   hundreds per second), and **run-queue wait above 1 %** of the phase
+//!   (time a worker was runnable but not running) — the direct measure of
+//!   what the involuntary switches cost.
+//!
+//! Every figure that a limit is applied to is a mean over the whole measured
+//! phase; the 1-second maxima are reported next to them so a short burst is
+//! visible without failing a long run on its own.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sampler::{ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
+
+/// Totals of a process over the measured phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcTotals {
+    pub pid: i32,
+    /// Mean CPU, % of one CPU.
+    pub cpu_pct: f64,
+    pub cpu_max_1s_pct: f64,
+    pub rss_max_bytes: u64,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub vol_cs: u64,
+    pub invol_cs: u64,
+}
+
+/// Totals of one thread of the harness over the measured phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadTotals {
+    pub tid: i32,
+    pub name: String,
+    pub worker: bool,
+    pub cpu_pct: f64,
+    /// Time runnable but waiting for a CPU, % of the phase.
+    pub runq_wait_pct: f64,
+    pub vol_cs: u64,
+    pub invol_cs: u64,
+    pub invol_per_s: f64,
+    /// Highest involuntary switch rate over any ~1 s window.
+    pub invol_max_1s_per_s: f64,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// CPUs it was seen on.
+    pub cpus: Vec<u32>,
+}
+
+/// What the sampler cost, in the summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SamplerCostSummary {
+    pub us_per_sample: f64,
+    pub us_per_scan: f64,
+    pub cpu_pct: f64,
+    pub late_samples: u64,
+    pub max_mark_delay_ms: f64,
+}
+
+/// The `environment` section of `summary.json`: totals and maxima over the
+/// measured phase. CPU figures are % of one CPU.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct EnvSummary {
+    /// False when the harness never marked the measured phase; the figures
+    /// then cover the whole time the sampler ran.
+    pub phase_marked: bool,
+    pub measured_s: f64,
+    pub samples: usize,
+    pub ncpu: usize,
+    pub steal_pct: f64,
+    pub steal_max_1s_pct: f64,
+    pub steal_per_cpu_pct: Vec<f64>,
+    pub host_busy_pct: f64,
+    pub host_user_pct: f64,
+    pub host_system_pct: f64,
+    pub host_iowait_pct: f64,
+    pub host_irq_pct: f64,
+    pub host_softirq_pct: f64,
+    pub ctxt_per_s: f64,
+    pub ctxt_max_1s_per_s: f64,
+    pub intr_per_s: f64,
+    pub load1_max: f64,
+    /// Host user+nice+system not used by the harness or its extra processes.
+    pub foreign_cpu_pct: f64,
+    pub foreign_cpu_max_1s_pct: f64,
+    /// The biggest foreign consumers by name.
+    pub top_foreign: Vec<ForeignProcess>,
+    /// Foreign CPU that the process scans could not put a name on.
+    pub foreign_unattributed_pct: f64,
+    pub harness: ProcTotals,
+    pub extra: Vec<ProcTotals>,
+    pub workers: Vec<ThreadTotals>,
+    pub other_threads: Vec<ThreadTotals>,
+    pub sampler: SamplerCostSummary,
+}
+
+/// Limits for [`EnvSummary::check`]; see the module docs for the defaults.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Thresholds {
+    /// Mean steal over the measured phase, % of one CPU.
+    pub max_steal_pct: f64,
+    /// Mean foreign CPU use over the measured phase, % of one CPU.
+    pub max_foreign_pct: f64,
+    /// Involuntary context switches per second of any worker thread.
+    pub max_worker_invol_per_s: f64,
+    /// Run-queue wait of any worker thread, % of the phase.
+    pub max_worker_runq_wait_pct: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            max_steal_pct: 1.0,
+            max_foreign_pct: 5.0,
+            max_worker_invol_per_s: 20.0,
+            max_worker_runq_wait_pct: 1.0,
+        }
+    }
+}
+
+/// One line of the verdict.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckItem {
+    pub name: String,
+    pub value: f64,
+    pub limit: f64,
+    pub unit: String,
+    pub ok: bool,
+}
+
+/// `checks.environment` in `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EnvCheck {
+    pub ok: bool,
+    /// Why the run is marked disturbed, one sentence each (empty when ok).
+    pub reasons: Vec<String>,
+    pub items: Vec<CheckItem>,
+    pub thresholds: Thresholds,
+}
+
+/// Index ranges of consecutive samples adding up to at least `min_s`
+/// seconds; a final short remainder is kept if it is at least half as long
+/// (or if it is all there is).
+fn windows(samples: &[&Sample], min_s: f64) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut acc) = (0, 0.0);
+    for (i, s) in samples.iter().enumerate() {
+        acc += s.dt_s;
+        if acc >= min_s {
+            out.push(start..i + 1);
+            start = i + 1;
+            acc = 0.0;
+        }
+    }
+    if start < samples.len() && (acc >= min_s / 2.0 || out.is_empty()) {
+        out.push(start..samples.len());
+    }
+    out
+}
+
+fn wmean(samples: &[&Sample], f: impl Fn(&Sample) -> f64) -> f64 {
+    let t: f64 = samples.iter().map(|s| s.dt_s).sum();
+    if t <= 0.0 {
+        return 0.0;
+    }
+    samples.iter().map(|s| f(s) * s.dt_s).sum::<f64>() / t
+}
+
+fn max_window(samples: &[&Sample], f: impl Fn(&Sample) -> f64 + Copy) -> f64 {
+    windows(samples, 1.0)
+        .into_iter()
+        .map(|r| wmean(&samples[r], f))
+        .fold(0.0, f64::max)
+}
+
+impl EnvSummary {
+    /// Builds the summary from the samples of `phase` (all samples when
+    /// `None`) and the foreign processes charged to that phase.
+    pub fn from_samples(
+        all: &[Sample],
+        phase: Option<Phase>,
+        threads: &[ThreadInfo],
+        foreign: &[ForeignProcess],
+        top_n: usize,
+        cost: &SamplerCost,
+    ) -> EnvSummary {
+        let s: Vec<&Sample> = all
+            .iter()
+            .filter(|x| phase.is_none() || x.phase == phase)
+            .collect();
+        let measured_s: f64 = s.iter().map(|x| x.dt_s).sum();
+        let ncpu = s
+            .iter()
+            .map(|x| x.host.per_cpu_steal_pct.len())
+            .max()
+            .unwrap_or(0);
+        let mut steal_per_cpu = vec![0.0; ncpu];
+        for (c, v) in steal_per_cpu.iter_mut().enumerate() {
+            *v = wmean(&s, |x| {
+                x.host.per_cpu_steal_pct.get(c).copied().unwrap_or(0.0)
+            });
+        }
+        let sum = |f: &dyn Fn(&Sample) -> u64| s.iter().map(|x| f(x)).sum::<u64>();
+        let harness = ProcTotals {
+            pid: s.first().map(|x| x.harness.pid).unwrap_or(0),
+            cpu_pct: wmean(&s, |x| x.harness.cpu_pct),
+            cpu_max_1s_pct: max_window(&s, |x| x.harness.cpu_pct),
+            rss_max_bytes: s.iter().map(|x| x.harness.rss_bytes).max().unwrap_or(0),
+            minflt: sum(&|x| x.harness.minflt),
+            majflt: sum(&|x| x.harness.majflt),
+            vol_cs: sum(&|x| x.harness.vol_cs),
+            invol_cs: sum(&|x| x.harness.invol_cs),
+        };
+        let mut extra: BTreeMap<i32, ProcTotals> = BTreeMap::new();
+        for x in &s {
+            for p in &x.extra {
+                let e = extra.entry(p.pid).or_insert_with(|| ProcTotals {
+                    pid: p.pid,
+                    ..Default::default()
+                });
+                e.cpu_pct += p.cpu_pct * x.dt_s;
+                e.rss_max_bytes = e.rss_max_bytes.max(p.rss_bytes);
+                e.minflt += p.minflt;
+                e.majflt += p.majflt;
+                e.vol_cs += p.vol_cs;
+                e.invol_cs += p.invol_cs;
+            }
+        }
+        for (pid, e) in extra.iter_mut() {
+            if measured_s > 0.0 {
+                e.cpu_pct /= measured_s;
+            }
+            e.cpu_max_1s_pct = max_window(&s, |x| {
+                x.extra
+                    .iter()
+                    .find(|p| p.pid == *pid)
+                    .map(|p| p.cpu_pct)
+                    .unwrap_or(0.0)
+            });
+        }
+        let (mut workers, mut other_threads) = (Vec::new(), Vec::new());
+        for t in threads {
+            let mut tt = ThreadTotals {
+                tid: t.tid,
+                name: t.name.clone(),
+                worker: t.worker,
+                ..Default::default()
+            };
+            let mut seen = false;
+            for x in &s {
+                if let Some(ts) = x.threads.iter().find(|q| q.tid == t.tid) {
+                    seen = true;
+                    tt.cpu_pct += ts.cpu_pct * x.dt_s;
+                    tt.runq_wait_pct += ts.runq_wait_pct * x.dt_s;
+                    tt.vol_cs += ts.vol_cs;
+                    tt.invol_cs += ts.invol_cs;
+                    tt.minflt += ts.minflt;
+                    tt.majflt += ts.majflt;
+                    if let Some(c) = ts.cpu {
+                        if !tt.cpus.contains(&c) {
+                            tt.cpus.push(c);
+                        }
+                    }
+                }
+            }
+            if !seen {
+                continue;
+            }
+            if measured_s > 0.0 {
+                tt.cpu_pct /= measured_s;
+                tt.runq_wait_pct /= measured_s;
+                tt.invol_per_s = tt.invol_cs as f64 / measured_s;
+            }
+            tt.invol_max_1s_per_s = windows(&s, 1.0)
+                .into_iter()
+                .map(|r| {
+                    let w = &s[r];
+                    let secs: f64 = w.iter().map(|x| x.dt_s).sum();
+                    let n: u64 = w
+                        .iter()
+                        .filter_map(|x| x.threads.iter().find(|q| q.tid == t.tid))
+                        .map(|q| q.invol_cs)
+                        .sum();
+                    if secs > 0.0 {
+                        n as f64 / secs
+                    } else {
+                        0.0
+                    }
+                })
+                .fold(0.0, f64::max);
+            tt.cpus.sort_unstable();
+            if t.worker {
+                workers.push(tt)
+            } else {
+                other_threads.push(tt)
+            }
+        }
+        let foreign_cpu_pct = wmean(&s, |x| x.foreign_cpu_pct);
+        let named: f64 = foreign.iter().map(|f| f.cpu_pct).sum();
+        EnvSummary {
+            phase_marked: phase.is_some(),
+            measured_s,
+            samples: s.len(),
+            ncpu,
+            steal_pct: wmean(&s, |x| x.host.steal_pct),
+            steal_max_1s_pct: max_window(&s, |x| x.host.steal_pct),
+            steal_per_cpu_pct: steal_per_cpu,
+            host_busy_pct: wmean(&s, |x| x.host.busy_pct),
+            host_user_pct: wmean(&s, |x| x.host.user_pct + x.host.nice_pct),
+            host_system_pct: wmean(&s, |x| x.host.system_pct),
+            host_iowait_pct: wmean(&s, |x| x.host.iowait_pct),
+            host_irq_pct: wmean(&s, |x| x.host.irq_pct),
+            host_softirq_pct: wmean(&s, |x| x.host.softirq_pct),
+            ctxt_per_s: wmean(&s, |x| x.host.ctxt_per_s),
+            ctxt_max_1s_per_s: max_window(&s, |x| x.host.ctxt_per_s),
+            intr_per_s: wmean(&s, |x| x.host.intr_per_s),
+            load1_max: s.iter().map(|x| x.host.load1).fold(0.0, f64::max),
+            foreign_cpu_pct,
+            foreign_cpu_max_1s_pct: max_window(&s, |x| x.foreign_cpu_pct),
+            top_foreign: foreign.iter().take(top_n).cloned().collect(),
+            foreign_unattributed_pct: (foreign_cpu_pct - named).max(0.0),
+            harness,
+            extra: extra.into_values().collect(),
+            workers,
+            other_threads,
+            sampler: SamplerCostSummary {
+                us_per_sample: cost.us_per_sample,
+                us_per_scan: cost.us_per_scan,
+                cpu_pct: cost.cpu_pct,
+                late_samples: cost.late_samples,
+                max_mark_delay_ms: cost.max_mark_delay_ms,
+            },
+        }
+    }
+
+    /// The top foreign consumers as `name 12.3 % (pid 42)` or
+    /// `name 20.0 % (pids 42, 43)` (heaviest pids first).
+    pub fn foreign_names(&self) -> String {
+        let v: Vec<String> = self
+            .top_foreign
+            .iter()
+            .filter(|f| f.cpu_pct >= 0.05)
+            .map(|f| match f.pids.len() {
+                0 => format!("{} {:.1} %", f.name, f.cpu_pct),
+                1 => format!("{} {:.1} % (pid {})", f.name, f.cpu_pct, f.pids[0]),
+                _ => {
+                    let p: Vec<String> = f.pids.iter().take(3).map(|p| p.to_string()).collect();
+                    format!("{} {:.1} % (pids {})", f.name, f.cpu_pct, p.join(", "))
+                }
+            })
+            .collect();
+        if v.is_empty() {
+            "no process could be named".into()
+        } else {
+            v.join(", ")
+        }
+    }
+
+    /// Applies the limits. Fails (never panics) on an empty summary.
+    pub fn check(&self, th: &Thresholds) -> EnvCheck {
+        let mut items = Vec::new();
+        let mut reasons = Vec::new();
+        if self.samples == 0 || self.measured_s <= 0.0 {
+            reasons.push(
+                "the environment was not sampled during the measured phase (was the sampler started before the run?)"
+                    .to_string(),
+            );
+        }
+        let steal_ok = self.steal_pct <= th.max_steal_pct;
+        items.push(CheckItem {
+            name: "steal".into(),
+            value: self.steal_pct,
+            limit: th.max_steal_pct,
+            unit: "% of a CPU".into(),
+            ok: steal_ok,
+        });
+        if !steal_ok {
+            reasons.push(format!(
+                "hypervisor steal averaged {:.2} % of a CPU over the measured phase (limit {} %, worst second {:.1} %): other guests ran on our vCPUs; rerun when `taillab system show` reports low steal",
+                self.steal_pct, th.max_steal_pct, self.steal_max_1s_pct
+            ));
+        }
+        let foreign_ok = self.foreign_cpu_pct <= th.max_foreign_pct;
+        items.push(CheckItem {
+            name: "foreign_cpu".into(),
+            value: self.foreign_cpu_pct,
+            limit: th.max_foreign_pct,
+            unit: "% of a CPU".into(),
+            ok: foreign_ok,
+        });
+        if !foreign_ok {
+            reasons.push(format!(
+                "other processes used {:.1} % of a CPU over the measured phase (limit {} %): {}{}",
+                self.foreign_cpu_pct,
+                th.max_foreign_pct,
+                self.foreign_names(),
+                if self.foreign_unattributed_pct >= 1.0 {
+                    format!(
+                        "; {:.1} % could not be attributed (short-lived processes)",
+                        self.foreign_unattributed_pct
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        let worst_invol = self
+            .workers
+            .iter()
+            .max_by(|a, b| a.invol_per_s.total_cmp(&b.invol_per_s));
+        let v = worst_invol.map(|w| w.invol_per_s).unwrap_or(0.0);
+        items.push(CheckItem {
+            name: "worker_invol_cs".into(),
+            value: v,
+            limit: th.max_worker_invol_per_s,
+            unit: "per second".into(),
+            ok: v <= th.max_worker_invol_per_s,
+        });
+        for w in self
+            .workers
+            .iter()
+            .filter(|w| w.invol_per_s > th.max_worker_invol_per_s)
+        {
+            reasons.push(format!(
+                "worker thread {} ({}) was preempted {:.0} times per second (limit {}, worst second {:.0}): something else ran on its CPU{}",
+                w.tid,
+                w.name,
+                w.invol_per_s,
+                th.max_worker_invol_per_s,
+                w.invol_max_1s_per_s,
+                // Name the candidates unless the foreign reason above already did.
+                if self.top_foreign.is_empty() || !foreign_ok {
+                    String::new()
+                } else {
+                    format!(" ({})", self.foreign_names())
+                }
+            ));
+        }
+        let worst_wait = self
+            .workers
+            .iter()
+            .map(|w| w.runq_wait_pct)
+            .fold(0.0, f64::max);
+        items.push(CheckItem {
+            name: "worker_runq_wait".into(),
+            value: worst_wait,
+            limit: th.max_worker_runq_wait_pct,
+            unit: "% of the phase".into(),
+            ok: worst_wait <= th.max_worker_runq_wait_pct,
+        });
+        for w in self
+            .workers
+            .iter()
+            .filter(|w| w.runq_wait_pct > th.max_worker_runq_wait_pct)
+        {
+            reasons.push(format!(
+                "worker thread {} ({}) waited for a CPU {:.1} % of the measured phase (limit {} %)",
+                w.tid, w.name, w.runq_wait_pct, th.max_worker_runq_wait_pct
+            ));
+        }
+        EnvCheck {
+            ok: reasons.is_empty(),
+            reasons,
+            items,
+            thresholds: th.clone(),
+        }
+    }
+}
+
+impl fmt::Display for EnvSummary {
+    /// A few lines for the human run table.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "environment over {:.1} s{}: steal {:.2} % (max 1 s {:.1} %), foreign CPU {:.1} % (max 1 s {:.1} %), host busy {:.0} % of {} CPUs",
+            self.measured_s,
+            if self.phase_marked { "" } else { " (whole run, phase not marked)" },
+            self.steal_pct,
+            self.steal_max_1s_pct,
+            self.foreign_cpu_pct,
+            self.foreign_cpu_max_1s_pct,
+            self.host_busy_pct,
+            self.ncpu
+        )?;
+        if self.foreign_cpu_pct >= 0.5 {
+            writeln!(f, "  foreign: {}", self.foreign_names())?;
+        }
+        writeln!(
+            f,
+            "  harness: CPU {:.0} %, RSS max {:.1} MiB, faults {} minor / {} major, ctx switches {} vol / {} invol",
+            self.harness.cpu_pct,
+            self.harness.rss_max_bytes as f64 / (1 << 20) as f64,
+            self.harness.minflt,
+            self.harness.majflt,
+            self.harness.vol_cs,
+            self.harness.invol_cs
+        )?;
+        for w in &self.workers {
+            writeln!(
+                f,
+                "  worker {} ({}): CPU {:.0} %, run-queue wait {:.2} %, invol {:.1}/s, vol {}, CPUs {:?}",
+                w.tid, w.name, w.cpu_pct, w.runq_wait_pct, w.invol_per_s, w.vol_cs, w.cpus
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for EnvCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ok {
+            return write!(f, "environment ok");
+        }
+        write!(f, "environment DISTURBED: {}", self.reasons.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_cover_and_keep_remainder() {
+        let mk = |dt| Sample {
+            dt_s: dt,
+            ..Default::default()
+        };
+        let v: Vec<Sample> = (0..25).map(|_| mk(0.1)).collect();
+        let r: Vec<&Sample> = v.iter().collect();
+        let w = windows(&r, 1.0);
+        // 0.1 s steps accumulate to >= 1 s after 10 or 11 samples (float sums).
+        assert!(w.len() == 2 || w.len() == 3, "{w:?}");
+        assert_eq!(w[0].start, 0);
+        let one: Vec<&Sample> = r[..3].to_vec();
+        assert_eq!(windows(&one, 1.0), vec![0..3]);
+    }
+
+    #[test]
+    fn check_passes_quiet_and_fails_each_limit() {
+        let quiet = EnvSummary {
+            samples: 10,
+            measured_s: 1.0,
+            ..Default::default()
+        };
+        assert!(quiet.check(&Thresholds::default()).ok);
+        let mut stolen = quiet.clone();
+        stolen.steal_pct = 3.0;
+        let c = stolen.check(&Thresholds::default());
+        assert!(!c.ok && c.reasons[0].contains("steal"));
+        let mut busy = quiet.clone();
+        busy.foreign_cpu_pct = 60.0;
+        busy.top_foreign = vec![ForeignProcess {
+            name: "cc1plus".into(),
+            cpu_pct: 55.0,
+            pids: vec![7],
+            cmdline: None,
+        }];
+        let c = busy.check(&Thresholds::default());
+        assert!(
+            !c.ok && c.reasons[0].contains("cc1plus 55.0 % (pid 7)"),
+            "{c:?}"
+        );
+        let mut pre = quiet.clone();
+        pre.workers = vec![ThreadTotals {
+            tid: 9,
+            name: "w0".into(),
+            worker: true,
+            invol_per_s: 300.0,
+            ..Default::default()
+        }];
+        let c = pre.check(&Thresholds::default());
+        assert!(
+            !c.ok && c.reasons[0].contains("worker thread 9 (w0)"),
+            "{c:?}"
+        );
+        let empty = EnvSummary::default();
+        assert!(!empty.check(&Thresholds::default()).ok);
+    }
+}
