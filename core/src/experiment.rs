@@ -1,0 +1,346 @@
+//! Experiments: repeated runs of one point until the confidence target is
+//! met, and the results tree they write.
+//!
+//! ```text
+//! OUT/experiment.json                      parameters, points, seeds, host (taillab.experiment/1)
+//! OUT/points/<point-id>/run-<k>/           one run: summary.json, hist/*.hlog
+//! OUT/points/<point-id>/aggregate.json     merged histograms' stats + per-metric CI (taillab.aggregate/1)
+//! ```
+//!
+//! Each run gets a fresh seed derived from the base seed (arrival times and
+//! request contents both change, against performance hysteresis). After
+//! every run, the 95 % Student-t interval over per-run estimates (see
+//! [`crate::stats`]) is computed for each target metric; the point stops
+//! when every half-width is within the target relative to its estimate, or
+//! at the run cap — and `aggregate.json` says which.
+//!
+//! Files are written as soon as they are final (runs by `write_run`, the
+//! aggregate atomically when the point ends), so a killed experiment keeps
+//! everything it finished, and a resumed one skips finished runs and points
+//! without rewriting them.
+//!
+//! Schema history: `taillab.experiment/1`, `taillab.aggregate/1` — first versions.
+
+use crate::arrival::derive_seed;
+use crate::collector::{decode_hist, MetricStats, METRICS};
+use crate::stats::{bootstrap_interval, t_interval};
+use crate::summary::{write_json_atomic, Host, ResultError, Summary};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const EXPERIMENT_SCHEMA: &str = "taillab.experiment/1";
+pub const AGGREGATE_SCHEMA: &str = "taillab.aggregate/1";
+
+/// The stopping rule of a point.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CiTarget {
+    /// Relative half-width target, e.g. 0.01 for ±1 %.
+    pub target: f64,
+    pub min_runs: usize,
+    pub max_runs: usize,
+    /// `metric.stat`, e.g. `sojourn.mean`, `sojourn.p99`.
+    pub metrics: Vec<String>,
+}
+
+impl CiTarget {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.target > 0.0 && self.target < 1.0) {
+            return Err(format!("--ci must be in (0, 1), e.g. 0.01 for ±1 %; got {}", self.target));
+        }
+        if self.min_runs < 2 {
+            return Err(format!("--min-runs must be ≥ 2 (a CI needs two runs); got {}", self.min_runs));
+        }
+        if self.max_runs < self.min_runs {
+            return Err(format!("--max-runs {} is below --min-runs {}", self.max_runs, self.min_runs));
+        }
+        for m in &self.metrics {
+            let ok = m.split_once('.').is_some_and(|(a, b)| {
+                METRICS.contains(&a) && MetricStats::default().get(b).is_some()
+            });
+            if !ok {
+                return Err(format!(
+                    "--ci-metrics `{m}` is not METRIC.STAT with METRIC one of {} and STAT one of mean, p50, p90, p95, p99, p999, max",
+                    METRICS.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn default_metrics() -> Vec<String> {
+        vec!["sojourn.mean".into(), "sojourn.p95".into(), "sojourn.p99".into()]
+    }
+}
+
+/// One metric's interval across runs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MetricCi {
+    pub estimate: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub rel_half_width: f64,
+    pub n: usize,
+    pub bootstrap_low: f64,
+    pub bootstrap_high: f64,
+    pub per_run: Vec<f64>,
+    pub met: bool,
+}
+
+/// `aggregate.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Aggregate {
+    pub schema: String,
+    pub point: Value,
+    pub runs: usize,
+    pub seeds: Vec<u64>,
+    pub target: f64,
+    pub target_met: bool,
+    pub stopped: String,
+    pub metrics: BTreeMap<String, MetricCi>,
+    /// Statistics of the histograms of all runs added together.
+    pub merged: BTreeMap<String, MetricStats>,
+    /// How many runs failed each check (a failed run is kept, never dropped).
+    pub checks_failed: BTreeMap<String, usize>,
+    pub achieved_qps: f64,
+}
+
+impl Aggregate {
+    pub fn read(path: &Path) -> Result<Self, ResultError> {
+        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
+        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
+        let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("(none)").to_string();
+        if found != AGGREGATE_SCHEMA {
+            return Err(ResultError::Schema { path: path.into(), found, want: AGGREGATE_SCHEMA.into() });
+        }
+        serde_json::from_value(v).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })
+    }
+}
+
+/// Seed of run `k` of a point (recorded in the aggregate).
+pub fn run_seed(base: u64, k: usize) -> u64 {
+    derive_seed(base, 1000 + k as u64)
+}
+
+/// Adds up the interval logs of `run_dir` for `metric`.
+pub fn read_hlog_total(run_dir: &Path, metric: &str) -> Result<Histogram<u64>, ResultError> {
+    let path = run_dir.join("hist").join(format!("{metric}.hlog"));
+    let txt = std::fs::read_to_string(&path).map_err(|e| ResultError::Read { path: path.clone(), why: e.to_string() })?;
+    let mut total = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+    for line in txt.lines().filter(|l| !l.starts_with('#') && !l.starts_with('"') && !l.is_empty()) {
+        let b64 = line.rsplit(',').next().unwrap_or("");
+        let h = decode_hist(b64).ok_or_else(|| ResultError::Read { path: path.clone(), why: format!("bad histogram line `{}`", &line[..line.len().min(40)]) })?;
+        total.add(&h).map_err(|e| ResultError::Read { path: path.clone(), why: format!("{e:?}") })?;
+    }
+    Ok(total)
+}
+
+/// Runs (or resumes) one point into `dir`. `run_once(seed, run_dir)` performs
+/// and writes one run and returns its summary. `on_run` is told after each run.
+pub fn run_point<E>(
+    dir: &Path,
+    point: &Value,
+    base_seed: u64,
+    ci: &CiTarget,
+    resume: bool,
+    run_once: &mut dyn FnMut(u64, &Path) -> Result<Summary, E>,
+    on_run: &mut dyn FnMut(usize, &Aggregate),
+) -> Result<Aggregate, E>
+where
+    E: From<ResultError>,
+{
+    let agg_path = dir.join("aggregate.json");
+    if resume && agg_path.exists() {
+        return Ok(Aggregate::read(&agg_path)?);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| ResultError::Write { path: dir.into(), source: e })?;
+    let mut summaries: Vec<(PathBuf, u64, Summary)> = Vec::new();
+    let mut agg;
+    let mut k = 0;
+    loop {
+        let seed = run_seed(base_seed, k);
+        let run_dir = dir.join(format!("run-{k}"));
+        let done = run_dir.join("summary.json");
+        let s = if resume && done.exists() {
+            Summary::read(&done)?
+        } else {
+            run_once(seed, &run_dir)?
+        };
+        summaries.push((run_dir, seed, s));
+        k += 1;
+        agg = aggregate(point, ci, &summaries)?;
+        on_run(k, &agg);
+        if (k >= ci.min_runs && agg.target_met) || k >= ci.max_runs {
+            break;
+        }
+    }
+    agg.stopped = if agg.target_met {
+        format!("target ±{:.2}% met after {k} runs", ci.target * 100.0)
+    } else {
+        format!("run cap {} reached before the ±{:.2}% target", ci.max_runs, ci.target * 100.0)
+    };
+    write_json_atomic(&agg_path, &agg)?;
+    Ok(agg)
+}
+
+fn aggregate(point: &Value, ci: &CiTarget, runs: &[(PathBuf, u64, Summary)]) -> Result<Aggregate, ResultError> {
+    let mut metrics = BTreeMap::new();
+    let mut all_met = true;
+    for m in &ci.metrics {
+        let (metric, stat) = m.split_once('.').expect("validated");
+        let xs: Vec<f64> = runs
+            .iter()
+            .map(|(_, _, s)| s.latency_ns.get(metric).and_then(|x| x.get(stat)).unwrap_or(f64::NAN))
+            .collect();
+        let t = t_interval(&xs);
+        let (bl, bh) = bootstrap_interval(&xs, 2000, 17);
+        let met = t.rel_half_width <= ci.target;
+        all_met &= met;
+        metrics.insert(
+            m.clone(),
+            MetricCi {
+                estimate: t.estimate,
+                ci_low: t.ci_low,
+                ci_high: t.ci_high,
+                rel_half_width: t.rel_half_width,
+                n: t.n,
+                bootstrap_low: bl,
+                bootstrap_high: bh,
+                per_run: xs,
+                met,
+            },
+        );
+    }
+    let mut merged = BTreeMap::new();
+    for metric in METRICS {
+        let mut total = Histogram::<u64>::new(3).expect("valid");
+        let mut sum = 0.0;
+        for (dir, _, s) in runs {
+            total.add(read_hlog_total(dir, metric)?).map_err(|e| ResultError::Read { path: dir.clone(), why: format!("{e:?}") })?;
+            if let Some(x) = s.latency_ns.get(metric) {
+                sum += x.mean * x.count as f64;
+            }
+        }
+        let mut st = MetricStats::from_hist(&total, None);
+        if st.count > 0 {
+            st.mean = sum / st.count as f64; // exact: from the runs' exact sums
+        }
+        merged.insert(metric.to_string(), st);
+    }
+    let mut checks_failed = BTreeMap::new();
+    for (_, _, s) in runs {
+        for (name, c) in &s.checks {
+            *checks_failed.entry(name.clone()).or_insert(0) += usize::from(!c.ok);
+        }
+    }
+    let achieved = runs.iter().map(|r| r.2.achieved_qps).sum::<f64>() / runs.len() as f64;
+    Ok(Aggregate {
+        schema: AGGREGATE_SCHEMA.into(),
+        point: point.clone(),
+        runs: runs.len(),
+        seeds: runs.iter().map(|r| r.1).collect(),
+        target: ci.target,
+        target_met: all_met,
+        stopped: String::new(),
+        metrics,
+        merged,
+        checks_failed,
+        achieved_qps: achieved,
+    })
+}
+
+/// `experiment.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExperimentMeta {
+    pub schema: String,
+    /// `run` (one point with repeats) or `sweep`.
+    pub kind: String,
+    /// Everything that defines the experiment, as given (after defaults).
+    pub parameters: Value,
+    pub base_seed: u64,
+    pub points: Vec<Value>,
+    pub ci: CiTarget,
+    pub host: Host,
+    pub taillab: String,
+    pub started_at: String,
+}
+
+/// Starts an experiment in `out`: writes `experiment.json`, or — when
+/// resuming — checks that the stored one describes the same experiment on
+/// the same kind of host, so runs made differently are never mixed.
+pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Result<(), String> {
+    let path = out.join("experiment.json");
+    if path.exists() {
+        if !resume {
+            return Err(format!(
+                "{} already holds an experiment; add --resume to continue it, or pick a new --out",
+                out.display()
+            ));
+        }
+        let txt = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let old: Value = serde_json::from_str(&txt).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
+        if old.get("schema").and_then(|s| s.as_str()) != Some(EXPERIMENT_SCHEMA) {
+            return Err(format!("{} is not a {EXPERIMENT_SCHEMA} file", path.display()));
+        }
+        let old: ExperimentMeta = serde_json::from_value(old).map_err(|e| format!("{}: {e}", path.display()))?;
+        if old.parameters != meta.parameters || old.base_seed != meta.base_seed || old.ci != meta.ci {
+            let diff = diff_keys(&old.parameters, &meta.parameters);
+            return Err(format!(
+                "cannot resume {}: it was started with different parameters ({}); use the same flags/file or a new --out",
+                out.display(),
+                if diff.is_empty() { "seed or CI settings".to_string() } else { diff.join(", ") }
+            ));
+        }
+        let (a, b) = (&old.host, &meta.host);
+        if a.cpu != b.cpu || a.cores != b.cores || a.kernel != b.kernel {
+            return Err(format!(
+                "cannot resume {}: it was measured on another host ({} × {}, kernel {}) than this one ({} × {}, kernel {}); results would be mixed",
+                out.display(), a.cores, a.cpu, a.kernel, b.cores, b.cpu, b.kernel
+            ));
+        }
+        return Ok(());
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e} (pick a writable --out)", out.display()))?;
+    write_json_atomic(&path, meta).map_err(|e| e.to_string())
+}
+
+fn diff_keys(a: &Value, b: &Value) -> Vec<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter().filter(|k| x.get(*k) != y.get(*k)).map(|k| k.to_string()).collect()
+        }
+        _ => vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_target_validation_names_the_flag() {
+        let ok = CiTarget { target: 0.01, min_runs: 3, max_runs: 20, metrics: CiTarget::default_metrics() };
+        ok.validate().unwrap();
+        for (bad, needle) in [
+            (CiTarget { target: 0.0, ..ok.clone() }, "--ci"),
+            (CiTarget { min_runs: 1, ..ok.clone() }, "--min-runs"),
+            (CiTarget { max_runs: 2, ..ok.clone() }, "--max-runs"),
+            (CiTarget { metrics: vec!["latency.p99".into()], ..ok.clone() }, "--ci-metrics"),
+            (CiTarget { metrics: vec!["sojourn.p98".into()], ..ok.clone() }, "--ci-metrics"),
+        ] {
+            assert!(bad.validate().unwrap_err().contains(needle));
+        }
+    }
+
+    #[test]
+    fn diff_names_changed_keys() {
+        let a = serde_json::json!({"qps": [1, 2], "app": "synth"});
+        let b = serde_json::json!({"qps": [1, 3], "app": "synth", "threads": 2});
+        assert_eq!(diff_keys(&a, &b), vec!["qps".to_string(), "threads".to_string()]);
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job: the integrated load sweep of configs/demo.toml (synth, M/M/1
+# with a 200 µs mean service time, five loads, repeated to a CI target), its
+# table, and the queueing-theory value beside each point.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-results/demo}
+rm -rf "$out"
+target/release/taillab sweep --file configs/demo.toml --out "$out"
+echo
+echo "M/M/1 theory for the same loads (mean and p99 sojourn):"
+for qps in $(python3 -c "import tomllib;print(' '.join(str(q) for q in tomllib.load(open('configs/demo.toml','rb'))['qps']))"); do
+  target/release/taillab model --qps "$qps" --service exp:200us --requests 200000 | sed -n 2p | sed "s/^/  $qps qps: /"
+done
+if [ -x "${TAILLAB_PYTHON:-.venv/bin/python}" ] && "${TAILLAB_PYTHON:-.venv/bin/python}" -c "import taillab" 2>/dev/null; then
+  target/release/taillab report "$out" --out "$out/report" && echo "report: $out/report/index.html"
+fi
