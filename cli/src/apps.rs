@@ -10,6 +10,10 @@ use taillab_core::App;
 pub fn all() -> Vec<Arc<dyn App>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
+    #[cfg(feature = "kv")]
+    v.push(taillab_kv::app());
+    #[cfg(feature = "search")]
+    v.push(taillab_search::app());
     v
 }
 
@@ -20,5 +24,10 @@ pub fn find(name: &str) -> anyhow::Result<Arc<dyn App>> {
     apps.iter()
         .find(|a| a.name() == name)
         .cloned()
-        .ok_or_else(|| anyhow::anyhow!("unknown app `{name}`; available: {} (see `taillab apps`)", names.join(", ")))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown app `{name}`; available: {} (see `taillab apps`)",
+                names.join(", ")
+            )
+        })
 }

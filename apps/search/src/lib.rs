@@ -69,7 +69,7 @@ const KEYS: &[KeySpec] = &[
     },
     KeySpec {
         name: "max_hits",
-        default: "100000",
+        default: "10000",
         help: "draw only terms in at most this many documents",
     },
     KeySpec {
@@ -233,7 +233,7 @@ impl QueryConfig {
             _ => return Err(bad(p, "popularity", "zipf or uniform")),
         };
         let min_hits = p.get_parsed("min_hits", 10u64, "a document count")?;
-        let max_hits = p.get_parsed("max_hits", 100_000u64, "a document count")?;
+        let max_hits = p.get_parsed("max_hits", 10_000u64, "a document count")?;
         if max_hits < min_hits.max(1) {
             return Err(bad(p, "max_hits", "a document count >= min_hits and >= 1"));
         }
