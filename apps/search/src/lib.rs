@@ -356,7 +356,7 @@ fn build(dir: &Path, cc: &CorpusConfig) -> Result<(), AppError> {
             failed = Some(e);
         }
         *n += 1;
-        if *n % 5000 == 0 {
+        if n.is_multiple_of(5000) {
             bar.set_message(format!("indexing {} ({n} documents)", d.source));
         }
     };
@@ -553,7 +553,7 @@ pub struct SearchWorker {
 }
 
 impl SearchWorker {
-    fn text<'a>(doc: &'a TantivyDocument, f: Field) -> &'a str {
+    fn text(doc: &TantivyDocument, f: Field) -> &str {
         doc.get_first(f).and_then(|v| v.as_str()).unwrap_or("")
     }
 }

@@ -308,8 +308,7 @@ fn bad_input_gives_clear_errors() {
     ] {
         let e = app
             .prepare(&data, &params(&[set]))
-            .err()
-            .expect(set)
+            .expect_err(set)
             .to_string();
         assert!(e.contains(needle), "{set}: {e}");
     }
