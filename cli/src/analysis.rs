@@ -33,6 +33,10 @@ pub fn run_python(args: &[String]) -> anyhow::Result<i32> {
         ),
         Ok(_) => {}
     }
-    let status = Command::new(&py).arg("-m").arg("taillab").args(args).status()?;
+    let status = Command::new(&py)
+        .arg("-m")
+        .arg("taillab")
+        .args(args)
+        .status()?;
     Ok(status.code().unwrap_or(2))
 }

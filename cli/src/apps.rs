@@ -14,6 +14,8 @@ pub fn all() -> Vec<Arc<dyn App>> {
     v.push(taillab_kv::app());
     #[cfg(feature = "search")]
     v.push(taillab_search::app());
+    #[cfg(feature = "oltp")]
+    v.extend(taillab_oltp::apps());
     v
 }
 
@@ -24,5 +26,10 @@ pub fn find(name: &str) -> anyhow::Result<Arc<dyn App>> {
     apps.iter()
         .find(|a| a.name() == name)
         .cloned()
-        .ok_or_else(|| anyhow::anyhow!("unknown app `{name}`; available: {} (see `taillab apps`)", names.join(", ")))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown app `{name}`; available: {} (see `taillab apps`)",
+                names.join(", ")
+            )
+        })
 }

@@ -13,29 +13,55 @@ use std::sync::Arc;
 use taillab_core::arrival::ArrivalSpec;
 use taillab_core::clock::WaitMode;
 use taillab_core::dist::{fmt_ns, parse_duration_ns};
-use taillab_core::experiment::{open_experiment, run_point, Aggregate, CiTarget, ExperimentMeta, EXPERIMENT_SCHEMA};
+use taillab_core::experiment::{
+    open_experiment, run_point, Aggregate, CiTarget, ExperimentMeta, EXPERIMENT_SCHEMA,
+};
 use taillab_core::harness::DEFAULT_SPIN_MARGIN_NS;
 use taillab_core::queue::Discipline;
 use taillab_core::summary::{rfc3339, write_json_atomic, Host};
 use taillab_core::{App, Bound, Params, RunSpec, ShaperMode, Summary};
 
-fn ci_target(target: f64, min_runs: usize, max_runs: usize, metrics: &[String]) -> anyhow::Result<CiTarget> {
+fn ci_target(
+    target: f64,
+    min_runs: usize,
+    max_runs: usize,
+    metrics: &[String],
+) -> anyhow::Result<CiTarget> {
     let ci = CiTarget {
         target,
         min_runs,
         max_runs,
-        metrics: if metrics.is_empty() { CiTarget::default_metrics() } else { metrics.to_vec() },
+        metrics: if metrics.is_empty() {
+            CiTarget::default_metrics()
+        } else {
+            metrics.to_vec()
+        },
     };
     ci.validate().map_err(anyhow::Error::msg)?;
     Ok(ci)
 }
 
-fn point_value(app: &str, config: &str, qps: f64, threads: usize, params: &Params, id: &str) -> Value {
+fn point_value(
+    app: &str,
+    config: &str,
+    qps: f64,
+    threads: usize,
+    params: &Params,
+    id: &str,
+) -> Value {
     json!({"id": id, "app": app, "config": config, "qps": qps, "threads": threads, "params": params})
 }
 
 fn sanitize(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn point_id(config: &str, threads: usize, qps: f64, grid: &[(String, String)]) -> String {
@@ -49,8 +75,10 @@ fn point_id(config: &str, threads: usize, qps: f64, grid: &[(String, String)]) -
 fn point_bar(total: u64) -> indicatif::ProgressBar {
     let b = indicatif::ProgressBar::new(total);
     b.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs eta {eta} {msg}")
-            .expect("valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs eta {eta} {msg}",
+        )
+        .expect("valid template"),
     );
     b
 }
@@ -96,7 +124,10 @@ pub fn run_repeated(
         &ci,
         a.resume,
         &mut |seed, run_dir| -> anyhow::Result<Summary> {
-            let s = RunSpec { seed, ..spec.clone() };
+            let s = RunSpec {
+                seed,
+                ..spec.clone()
+            };
             run_once(app, params, &s, &a.config, run_dir, a.save_requests, false)
         },
         &mut |k, agg| {
@@ -127,8 +158,12 @@ pub fn table(aggs: &[Aggregate]) -> String {
                 .map(|c| format!("{} ±{:.1}%", fmt_ns(c.estimate), c.rel_half_width * 100.0))
                 .unwrap_or_else(|| "-".into())
         };
-        let failed: Vec<String> =
-            a.checks_failed.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}×{n}")).collect();
+        let failed: Vec<String> = a
+            .checks_failed
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k}×{n}"))
+            .collect();
         o.push_str(&format!(
             "{:<34}{:>5} {:<6}{:>18}{:>18}{:>18}  {}\n",
             a.point["id"].as_str().unwrap_or("?"),
@@ -137,7 +172,11 @@ pub fn table(aggs: &[Aggregate]) -> String {
             cell("sojourn.mean"),
             cell("sojourn.p95"),
             cell("sojourn.p99"),
-            if failed.is_empty() { "none".into() } else { failed.join(" ") }
+            if failed.is_empty() {
+                "none".into()
+            } else {
+                failed.join(" ")
+            }
         ));
     }
     o
@@ -176,8 +215,10 @@ pub struct ExperimentFile {
 
 impl ExperimentFile {
     pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let txt = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        toml::from_str(&txt).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim()))
+        let txt =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&txt)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim()))
     }
 }
 
@@ -257,16 +298,29 @@ pub struct SweepArgs {
 
 /// Parses `a:b:step` or `x,y,z` into values; `what` names the key for errors.
 pub fn parse_values(s: &str, what: &str) -> anyhow::Result<Vec<f64>> {
-    let bad = || anyhow::anyhow!("{what} `{s}`: write a list like 1000,2000 or a range FROM:TO:STEP like 0.1:0.9:0.1");
+    let bad = || {
+        anyhow::anyhow!(
+            "{what} `{s}`: write a list like 1000,2000 or a range FROM:TO:STEP like 0.1:0.9:0.1"
+        )
+    };
     let v: Vec<f64> = if s.contains(':') {
-        let p: Vec<f64> = s.split(':').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
-        if p.len() != 3 || !(p[2] > 0.0) || p[1] < p[0] {
+        let p: Vec<f64> = s
+            .split(':')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        if p.len() != 3 || p[2].is_nan() || p[2] <= 0.0 || p[1] < p[0] {
             return Err(bad());
         }
         let n = ((p[1] - p[0]) / p[2] + 1e-9).floor() as usize;
-        (0..=n).map(|i| ((p[0] + i as f64 * p[2]) * 1e9).round() / 1e9).collect()
+        (0..=n)
+            .map(|i| ((p[0] + i as f64 * p[2]) * 1e9).round() / 1e9)
+            .collect()
     } else {
-        s.split(',').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?
+        s.split(',')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?
     };
     if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
         bail!("{what} `{s}`: every value must be a positive number");
@@ -329,14 +383,18 @@ impl RunSpecTemplate {
 
 /// Parses `p99<=2ms` / `service.p95<=1ms` into (metric, stat, bound ns).
 pub fn parse_slo(s: &str) -> anyhow::Result<(String, String, f64)> {
-    let bad = || anyhow::anyhow!("--slo `{s}`: write it as STAT<=TIME, e.g. p99<=2ms or service.p95<=500us");
+    let bad = || {
+        anyhow::anyhow!("--slo `{s}`: write it as STAT<=TIME, e.g. p99<=2ms or service.p95<=500us")
+    };
     let (lhs, rhs) = s.split_once("<=").ok_or_else(bad)?;
     let (metric, stat) = match lhs.trim().split_once('.') {
         Some((m, st)) => (m.to_string(), st.to_string()),
         None => ("sojourn".to_string(), lhs.trim().to_string()),
     };
     if !taillab_core::collector::METRICS.contains(&metric.as_str())
-        || taillab_core::collector::MetricStats::default().get(&stat).is_none()
+        || taillab_core::collector::MetricStats::default()
+            .get(&stat)
+            .is_none()
     {
         return Err(bad());
     }
@@ -351,14 +409,25 @@ impl SweepArgs {
             Some(p) => ExperimentFile::read(p)?,
             None => ExperimentFile::default(),
         };
-        let app = self.app.clone().or(f.app).ok_or_else(|| anyhow::anyhow!("say which app: --app NAME or `app = ...` in the file"))?;
-        let configs = if self.configs.is_empty() { f.configs.unwrap_or_else(|| vec!["integrated".into()]) } else { self.configs.clone() };
-        let threads = if self.threads.is_empty() { f.threads.unwrap_or_else(|| vec![1]) } else { self.threads.clone() };
+        let app = self.app.clone().or(f.app).ok_or_else(|| {
+            anyhow::anyhow!("say which app: --app NAME or `app = ...` in the file")
+        })?;
+        let configs = if self.configs.is_empty() {
+            f.configs.unwrap_or_else(|| vec!["integrated".into()])
+        } else {
+            self.configs.clone()
+        };
+        let threads = if self.threads.is_empty() {
+            f.threads.unwrap_or_else(|| vec![1])
+        } else {
+            self.threads.clone()
+        };
         if threads.iter().any(|t| *t == 0 || *t > 1024) {
             bail!("threads: every count must be in 1..=1024, got {threads:?}");
         }
         let of_saturation = self.of_saturation || f.of_saturation.unwrap_or(false);
-        let using_load = self.load.is_some() || (self.qps.is_none() && f.load.is_some() && f.qps.is_none());
+        let using_load =
+            self.load.is_some() || (self.qps.is_none() && f.load.is_some() && f.qps.is_none());
         let qps = match (&self.qps, &self.load) {
             (Some(q), _) => parse_values(q, "--qps")?,
             (None, Some(l)) => parse_values(l, "--load")?,
@@ -370,7 +439,9 @@ impl SweepArgs {
                     q
                 }
                 (None, Some(l)) => parse_values(&l, "load")?,
-                (None, None) => bail!("say which loads: --qps LIST|RANGE, or --load RANGE --of-saturation"),
+                (None, None) => {
+                    bail!("say which loads: --qps LIST|RANGE, or --load RANGE --of-saturation")
+                }
             },
         };
         if using_load && !of_saturation {
@@ -379,13 +450,23 @@ impl SweepArgs {
         if of_saturation && qps.iter().any(|x| *x > 1.5) {
             bail!("--load with --of-saturation takes fractions of the saturation rate (e.g. 0.1:0.9:0.1), got {qps:?}");
         }
-        let measure = match (self.requests.or(f.requests), self.duration.clone().or(f.duration)) {
+        let measure = match (
+            self.requests.or(f.requests),
+            self.duration.clone().or(f.duration),
+        ) {
             (Some(n), None) => Bound::Requests(n),
-            (None, Some(d)) => Bound::Seconds(parse_secs(&d).map_err(|e| anyhow::anyhow!("duration: {e}"))?),
+            (None, Some(d)) => {
+                Bound::Seconds(parse_secs(&d).map_err(|e| anyhow::anyhow!("duration: {e}"))?)
+            }
             (Some(_), Some(_)) => bail!("give either requests or duration, not both"),
-            (None, None) => bail!("say how long each run measures: --requests N or --duration TIME"),
+            (None, None) => {
+                bail!("say how long each run measures: --requests N or --duration TIME")
+            }
         };
-        let warmup = match (self.warmup_requests.or(f.warmup_requests), self.warmup_seconds.or(f.warmup_seconds)) {
+        let warmup = match (
+            self.warmup_requests.or(f.warmup_requests),
+            self.warmup_seconds.or(f.warmup_seconds),
+        ) {
             (Some(n), None) => Bound::Requests(n),
             (None, Some(s)) => Bound::Seconds(s),
             (None, None) => Bound::Requests(0),
@@ -408,8 +489,13 @@ impl SweepArgs {
         }
         let mut grid: BTreeMap<String, Vec<String>> = f.grid.unwrap_or_default();
         for g in &self.grid {
-            let (k, vs) = g.split_once('=').ok_or_else(|| anyhow::anyhow!("--grid `{g}`: write KEY=V1|V2"))?;
-            grid.insert(k.trim().into(), vs.split('|').map(|v| v.trim().to_string()).collect());
+            let (k, vs) = g
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("--grid `{g}`: write KEY=V1|V2"))?;
+            grid.insert(
+                k.trim().into(),
+                vs.split('|').map(|v| v.trim().to_string()).collect(),
+            );
         }
         if grid.values().any(|v| v.is_empty()) {
             bail!("grid: every key needs at least one value");
@@ -420,7 +506,11 @@ impl SweepArgs {
                 t,
                 self.min_runs.or(f.min_runs).unwrap_or(3),
                 self.max_runs.or(f.max_runs).unwrap_or(20),
-                &if self.ci_metrics.is_empty() { f.ci_metrics.unwrap_or_default() } else { self.ci_metrics.clone() },
+                &if self.ci_metrics.is_empty() {
+                    f.ci_metrics.unwrap_or_default()
+                } else {
+                    self.ci_metrics.clone()
+                },
             )?),
         };
         let slo = match self.slo.clone().or(f.slo) {
@@ -432,14 +522,30 @@ impl SweepArgs {
             bail!("probe_seconds must be in (0, 600], got {probe_seconds}");
         }
         let template = RunSpecTemplate {
-            arrival: self.arrival.clone().or(f.arrival).unwrap_or_else(|| "poisson".into()),
+            arrival: self
+                .arrival
+                .clone()
+                .or(f.arrival)
+                .unwrap_or_else(|| "poisson".into()),
             seed: self.seed.or(f.seed).unwrap_or(1),
             warmup,
             measure,
-            wait: self.wait.clone().or(f.wait).unwrap_or_else(|| "hybrid".into()),
+            wait: self
+                .wait
+                .clone()
+                .or(f.wait)
+                .unwrap_or_else(|| "hybrid".into()),
             spin_margin_ns,
-            shaper: self.shaper.clone().or(f.shaper).unwrap_or_else(|| "inline".into()),
-            discipline: self.discipline.clone().or(f.discipline).unwrap_or_else(|| "fifo".into()),
+            shaper: self
+                .shaper
+                .clone()
+                .or(f.shaper)
+                .unwrap_or_else(|| "inline".into()),
+            discipline: self
+                .discipline
+                .clone()
+                .or(f.discipline)
+                .unwrap_or_else(|| "fifo".into()),
             interval_ns,
         };
         // Validate the template through a real spec (names the bad key).
@@ -471,11 +577,13 @@ fn grid_combos(grid: &[(String, Vec<String>)]) -> Vec<Vec<(String, String)>> {
     for (k, vs) in grid {
         combos = combos
             .into_iter()
-            .flat_map(|c| vs.iter().map(move |v| {
-                let mut c2: Vec<(String, String)> = c.clone();
-                c2.push((k.clone(), v.clone()));
-                c2
-            }))
+            .flat_map(|c| {
+                vs.iter().map(move |v| {
+                    let mut c2: Vec<(String, String)> = c.clone();
+                    c2.push((k.clone(), v.clone()));
+                    c2
+                })
+            })
             .collect();
     }
     combos
@@ -484,7 +592,10 @@ fn grid_combos(grid: &[(String, Vec<String>)]) -> Vec<Vec<(String, String)>> {
 pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     let plan = a.plan()?;
     let app = crate::apps::find(&plan.app)?;
-    let out = a.out.clone().unwrap_or_else(|| crate::run::default_out(&format!("sweep-{}", plan.app)));
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::run::default_out(&format!("sweep-{}", plan.app)));
     let combos = grid_combos(&plan.grid);
     for combo in &combos {
         let mut p = plan.fixed.clone();
@@ -494,7 +605,12 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         p.check_keys(app.name(), app.keys())?;
     }
     // One run per point unless a CI target was asked for.
-    let ci = plan.ci.clone().unwrap_or(CiTarget { target: 1.0, min_runs: 1, max_runs: 1, metrics: CiTarget::default_metrics() });
+    let ci = plan.ci.clone().unwrap_or(CiTarget {
+        target: 1.0,
+        min_runs: 1,
+        max_runs: 1,
+        metrics: CiTarget::default_metrics(),
+    });
     let parameters = serde_json::to_value(&plan)?;
     let mut meta = ExperimentMeta {
         schema: EXPERIMENT_SCHEMA.into(),
@@ -519,7 +635,9 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
                     params.insert(k, v);
                 }
                 let scale = if plan.of_saturation {
-                    let sat = find_saturation(&app, &params, config, threads, &plan, &out, a.resume, a.quiet)?;
+                    let sat = find_saturation(
+                        &app, &params, config, threads, &plan, &out, a.resume, a.quiet,
+                    )?;
                     eprintln!("saturation of {config} t{threads} {params}: {:.0} qps", sat);
                     sat
                 } else {
@@ -527,12 +645,21 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
                 };
                 for &q in &plan.qps {
                     let qps = (q * scale * 100.0).round() / 100.0;
-                    points.push((config.clone(), qps, threads, params.clone(), point_id(config, threads, qps, combo)));
+                    points.push((
+                        config.clone(),
+                        qps,
+                        threads,
+                        params.clone(),
+                        point_id(config, threads, qps, combo),
+                    ));
                 }
             }
         }
     }
-    meta.points = points.iter().map(|(c, q, t, p, id)| point_value(app.name(), c, *q, *t, p, id)).collect();
+    meta.points = points
+        .iter()
+        .map(|(c, q, t, p, id)| point_value(app.name(), c, *q, *t, p, id))
+        .collect();
     // Rewrite with the point list (first start) — on resume the parameters matched, so the list is the same.
     if !a.resume || !out.join("points").exists() {
         write_json_atomic(&out.join("experiment.json"), &meta)?;
@@ -552,13 +679,21 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
             &ci,
             a.resume,
             &mut |seed, run_dir| -> anyhow::Result<Summary> {
-                let s = RunSpec { seed, ..spec.clone() };
+                let s = RunSpec {
+                    seed,
+                    ..spec.clone()
+                };
                 run_once(&app, params, &s, config, run_dir, false, false)
             },
             &mut |k, agg| {
                 if let Some(b) = &bar {
                     b.set_position(base + k as u64);
-                    b.set_message(format!("point {}/{} {id} {}", i + 1, points.len(), describe(agg)));
+                    b.set_message(format!(
+                        "point {}/{} {id} {}",
+                        i + 1,
+                        points.len(),
+                        describe(agg)
+                    ));
                 }
             },
         )?;
@@ -576,7 +711,9 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         for config in &plan.configs {
             for &threads in &plan.threads {
                 let params = plan.fixed.clone();
-                slo_search(&app, &params, config, threads, &plan, slo, &out, a.resume, a.quiet)?;
+                slo_search(
+                    &app, &params, config, threads, &plan, slo, &out, a.resume, a.quiet,
+                )?;
             }
         }
     }
@@ -584,6 +721,7 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+#[allow(clippy::too_many_arguments)]
 /// A short probe run at `qps`; true when it kept up (achieved ≥ 99 % of the
 /// schedule, backlog not growing, nothing unfinished).
 fn probe(
@@ -624,18 +762,37 @@ fn find_saturation(
     resume: bool,
     quiet: bool,
 ) -> anyhow::Result<f64> {
-    let tag = point_id(config, threads, 0.0, &params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>());
+    let tag = point_id(
+        config,
+        threads,
+        0.0,
+        &params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>(),
+    );
     let dir = out.join("saturation").join(&tag);
     let result = dir.join("saturation.json");
     if resume && result.exists() {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&result)?)?;
-        return v["qps"].as_f64().ok_or_else(|| anyhow::anyhow!("{} lacks qps", result.display()));
+        return v["qps"]
+            .as_f64()
+            .ok_or_else(|| anyhow::anyhow!("{} lacks qps", result.display()));
     }
     let mut guess = match app.expected_service_ns(params) {
         Some(svc) if svc > 0.0 => threads as f64 * 1e9 / svc,
         _ => {
             // Measure the service time at a light load first.
-            let s = probe(app, params, config, threads, 200.0, plan, &dir.join("calibrate"), resume)?;
+            let s = probe(
+                app,
+                params,
+                config,
+                threads,
+                200.0,
+                plan,
+                &dir.join("calibrate"),
+                resume,
+            )?;
             threads as f64 * 1e9 / s.latency_ns["service"].mean.max(1.0)
         }
     };
@@ -644,10 +801,23 @@ fn find_saturation(
     let mut probes = Vec::new();
     let mut qps = guess * 0.8;
     for i in 0..14 {
-        let s = probe(app, params, config, threads, qps, plan, &dir.join(format!("probe-{i}")), resume)?;
+        let s = probe(
+            app,
+            params,
+            config,
+            threads,
+            qps,
+            plan,
+            &dir.join(format!("probe-{i}")),
+            resume,
+        )?;
         let ok = sustainable(&s);
         if !quiet {
-            eprintln!("  saturation probe {i}: {qps:.0} qps → achieved {:.0} {}", s.achieved_qps, if ok { "ok" } else { "saturated" });
+            eprintln!(
+                "  saturation probe {i}: {qps:.0} qps → achieved {:.0} {}",
+                s.achieved_qps,
+                if ok { "ok" } else { "saturated" }
+            );
         }
         probes.push(json!({"qps": qps, "achieved_qps": s.achieved_qps, "sustainable": ok}));
         if ok {
@@ -668,7 +838,10 @@ fn find_saturation(
     if lo == 0.0 {
         bail!("no probe load down to {qps:.1} qps was sustainable for {} ({config}, {threads} threads)", app.name());
     }
-    write_json_atomic(&result, &json!({"qps": lo, "upper": hi, "probes": probes, "rule": "achieved >= 99% of scheduled and backlog steady"}))?;
+    write_json_atomic(
+        &result,
+        &json!({"qps": lo, "upper": hi, "probes": probes, "rule": "achieved >= 99% of scheduled and backlog steady"}),
+    )?;
     Ok(lo)
 }
 
@@ -689,15 +862,39 @@ fn slo_search(
     let (metric, stat, bound) = slo;
     let sat = find_saturation(app, params, config, threads, plan, out, resume, quiet)?;
     let dir = out.join("slo").join(format!("{config}-t{threads}"));
-    let meets = |s: &Summary| s.latency_ns.get(metric).and_then(|m| m.get(stat)).is_some_and(|v| v <= *bound) && sustainable(s);
+    let meets = |s: &Summary| {
+        s.latency_ns
+            .get(metric)
+            .and_then(|m| m.get(stat))
+            .is_some_and(|v| v <= *bound)
+            && sustainable(s)
+    };
     let (mut lo, mut hi) = (0.0, sat);
-    let top = probe(app, params, config, threads, sat, plan, &dir.join("probe-top"), resume)?;
+    let top = probe(
+        app,
+        params,
+        config,
+        threads,
+        sat,
+        plan,
+        &dir.join("probe-top"),
+        resume,
+    )?;
     if meets(&top) {
         lo = sat;
     } else {
         for i in 0..10 {
             let q = (lo + hi) / 2.0;
-            let s = probe(app, params, config, threads, q, plan, &dir.join(format!("probe-{i}")), resume)?;
+            let s = probe(
+                app,
+                params,
+                config,
+                threads,
+                q,
+                plan,
+                &dir.join(format!("probe-{i}")),
+                resume,
+            )?;
             if meets(&s) {
                 lo = q;
             } else {
@@ -712,8 +909,16 @@ fn slo_search(
         json!({"slo": format!("{metric}.{stat}<={}", fmt_ns(*bound)), "qps": null, "saturation_qps": sat,
                "verdict": "no load met the SLO"})
     } else {
-        let ci = plan.ci.clone().unwrap_or(CiTarget { target: 0.05, min_runs: 3, max_runs: 5, metrics: vec![] });
-        let ci = CiTarget { metrics: vec![format!("{metric}.{stat}")], ..ci };
+        let ci = plan.ci.clone().unwrap_or(CiTarget {
+            target: 0.05,
+            min_runs: 3,
+            max_runs: 5,
+            metrics: vec![],
+        });
+        let ci = CiTarget {
+            metrics: vec![format!("{metric}.{stat}")],
+            ..ci
+        };
         let spec = plan.template.spec(lo, threads, plan.template.seed)?;
         let point = point_value(app.name(), config, lo, threads, params, "slo");
         let agg = run_point(
@@ -722,7 +927,20 @@ fn slo_search(
             plan.template.seed,
             &ci,
             resume,
-            &mut |seed, run_dir| -> anyhow::Result<Summary> { run_once(app, params, &RunSpec { seed, ..spec.clone() }, config, run_dir, false, false) },
+            &mut |seed, run_dir| -> anyhow::Result<Summary> {
+                run_once(
+                    app,
+                    params,
+                    &RunSpec {
+                        seed,
+                        ..spec.clone()
+                    },
+                    config,
+                    run_dir,
+                    false,
+                    false,
+                )
+            },
             &mut |_, _| {},
         )?;
         let m = &agg.metrics[&format!("{metric}.{stat}")];
@@ -730,7 +948,10 @@ fn slo_search(
                "estimate_ns": m.estimate, "ci_low_ns": m.ci_low, "ci_high_ns": m.ci_high, "runs": agg.runs,
                "verdict": format!("highest load meeting the SLO: {lo:.0} qps ({metric}.{stat} {} ±{:.1}%)", fmt_ns(m.estimate), m.rel_half_width * 100.0)})
     };
-    println!("slo {config} t{threads}: {}", report["verdict"].as_str().unwrap_or(""));
+    println!(
+        "slo {config} t{threads}: {}",
+        report["verdict"].as_str().unwrap_or("")
+    );
     write_json_atomic(&dir.join("slo.json"), &report)?;
     Ok(())
 }
@@ -741,19 +962,34 @@ mod tests {
 
     #[test]
     fn values_and_ranges() {
-        assert_eq!(parse_values("0.1:0.5:0.1", "x").unwrap(), vec![0.1, 0.2, 0.3, 0.4, 0.5]);
-        assert_eq!(parse_values("1000,2500", "x").unwrap(), vec![1000.0, 2500.0]);
+        assert_eq!(
+            parse_values("0.1:0.5:0.1", "x").unwrap(),
+            vec![0.1, 0.2, 0.3, 0.4, 0.5]
+        );
+        assert_eq!(
+            parse_values("1000,2500", "x").unwrap(),
+            vec![1000.0, 2500.0]
+        );
         for bad in ["", "a,b", "1:0:0.1", "0.1:0.5", "0.1:0.5:0", "0,1", "-1"] {
             assert!(parse_values(bad, "--qps").is_err(), "{bad}");
         }
-        assert_eq!(parse_slo("p99<=2ms").unwrap(), ("sojourn".into(), "p99".into(), 2e6));
-        assert_eq!(parse_slo("service.p95<=500us").unwrap(), ("service".into(), "p95".into(), 5e5));
+        assert_eq!(
+            parse_slo("p99<=2ms").unwrap(),
+            ("sojourn".into(), "p99".into(), 2e6)
+        );
+        assert_eq!(
+            parse_slo("service.p95<=500us").unwrap(),
+            ("service".into(), "p95".into(), 5e5)
+        );
         assert!(parse_slo("p98<=1ms").is_err() && parse_slo("p99<2ms").is_err());
     }
 
     #[test]
     fn grid_expands_all_combinations() {
-        let g = vec![("a".to_string(), vec!["1".to_string(), "2".to_string()]), ("b".to_string(), vec!["x".to_string()])];
+        let g = vec![
+            ("a".to_string(), vec!["1".to_string(), "2".to_string()]),
+            ("b".to_string(), vec!["x".to_string()]),
+        ];
         assert_eq!(grid_combos(&g).len(), 2);
         assert_eq!(grid_combos(&[]).len(), 1);
     }
@@ -763,14 +999,44 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("taillab-toml-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("x.toml");
-        std::fs::write(&f, "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nthreds = [2]\n").unwrap();
-        let e = SweepArgs { file: Some(f.clone()), ..Default::default() }.plan().unwrap_err().to_string();
+        std::fs::write(
+            &f,
+            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nthreds = [2]\n",
+        )
+        .unwrap();
+        let e = SweepArgs {
+            file: Some(f.clone()),
+            ..Default::default()
+        }
+        .plan()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("threds"), "{e}");
-        std::fs::write(&f, "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nthreads = [2]\n").unwrap();
-        let p = SweepArgs { file: Some(f.clone()), threads: vec![1], ..Default::default() }.plan().unwrap();
+        std::fs::write(
+            &f,
+            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nthreads = [2]\n",
+        )
+        .unwrap();
+        let p = SweepArgs {
+            file: Some(f.clone()),
+            threads: vec![1],
+            ..Default::default()
+        }
+        .plan()
+        .unwrap();
         assert_eq!(p.threads, vec![1]);
-        std::fs::write(&f, "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nci = 2.0\n").unwrap();
-        let e = SweepArgs { file: Some(f.clone()), ..Default::default() }.plan().unwrap_err().to_string();
+        std::fs::write(
+            &f,
+            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nci = 2.0\n",
+        )
+        .unwrap();
+        let e = SweepArgs {
+            file: Some(f.clone()),
+            ..Default::default()
+        }
+        .plan()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--ci must be in (0, 1)"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -124,7 +124,10 @@ pub(crate) fn parse_secs(s: &str) -> Result<f64, String> {
     }
 }
 
-pub(crate) fn parse_enum<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> anyhow::Result<T> {
+pub(crate) fn parse_enum<T: std::str::FromStr<Err = String>>(
+    flag: &str,
+    v: &str,
+) -> anyhow::Result<T> {
     v.parse::<T>().map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
 }
 
@@ -143,7 +146,10 @@ impl RunArgs {
         };
         let net_delay = match &self.net_delay {
             None => None,
-            Some(s) => Some(s.parse::<Dist>().map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?),
+            Some(s) => Some(
+                s.parse::<Dist>()
+                    .map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?,
+            ),
         };
         let spec = RunSpec {
             qps: self.qps,
@@ -167,18 +173,24 @@ impl RunArgs {
             cpus: self.cpus.clone(),
             net_delay,
         };
-        Ok(if !self.save_requests
-            && spec.record_capacity() * taillab_core::harness::RECORD_BYTES > spec.record_mem_cap
-        {
-            eprintln!(
+        Ok(
+            if !self.save_requests
+                && spec.record_capacity() * taillab_core::harness::RECORD_BYTES
+                    > spec.record_mem_cap
+            {
+                eprintln!(
                 "note: {} requests exceed --max-record-mem {} MB for per-request records; keeping histograms only (sequence checks skipped)",
                 spec.record_capacity(),
                 self.max_record_mem
             );
-            RunSpec { keep_records: false, ..spec }
-        } else {
-            spec
-        })
+                RunSpec {
+                    keep_records: false,
+                    ..spec
+                }
+            } else {
+                spec
+            },
+        )
     }
 }
 
@@ -207,9 +219,14 @@ pub fn run_once(
     spec.validate()?;
     taillab_core::summary::ensure_writable(out)?;
     let ctx = DataCtx::from_env();
-    app.prepare(&ctx, params).with_context(|| format!("preparing data for {}", app.name()))?;
+    app.prepare(&ctx, params)
+        .with_context(|| format!("preparing data for {}", app.name()))?;
     let server = app.server(&ctx, params, spec.threads)?;
-    let client = app.client(&ctx, params, taillab_core::arrival::derive_seed(spec.seed, 2))?;
+    let client = app.client(
+        &ctx,
+        params,
+        taillab_core::arrival::derive_seed(spec.seed, 2),
+    )?;
     let bar = progress_bar(spec, !show_progress);
     let mut on_progress = |p: Progress| {
         if let Some(b) = &bar {
@@ -246,7 +263,10 @@ pub fn warn_if_saturating(app: &Arc<dyn App>, params: &Params, qps: f64, threads
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let app = crate::apps::find(&a.app)?;
     if !["integrated", "loopback", "networked"].contains(&a.config.as_str()) {
-        bail!("unknown --config `{}`; use integrated, loopback or networked", a.config);
+        bail!(
+            "unknown --config `{}`; use integrated, loopback or networked",
+            a.config
+        );
     }
     let spec = a.spec()?;
     spec.validate()?;
@@ -258,7 +278,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(target) = a.ci {
         return crate::experiment::run_repeated(&a, &app, &params, &spec, target, &out);
     }
-    let summary = run_once(&app, &params, &spec, &a.config, &out, a.save_requests, !(a.quiet || a.json))?;
+    let summary = run_once(
+        &app,
+        &params,
+        &spec,
+        &a.config,
+        &out,
+        a.save_requests,
+        !(a.quiet || a.json),
+    )?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -277,8 +305,10 @@ fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
     }
     let b = indicatif::ProgressBar::new(0);
     b.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}")
-            .expect("valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
+        )
+        .expect("valid template"),
     );
     Some(b)
 }

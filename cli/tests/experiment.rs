@@ -23,7 +23,10 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
 }
 
 fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
@@ -41,19 +44,43 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 }
 
 const SWEEP: &[&str] = &[
-    "sweep", "--app", "synth", "--qps", "300,600,900", "--duration", "0.6s", "--set", "service=exp:100us",
-    "--ci", "0.5", "--min-runs", "2", "--max-runs", "2", "--seed", "3", "-q",
+    "sweep",
+    "--app",
+    "synth",
+    "--qps",
+    "300,600,900",
+    "--duration",
+    "0.6s",
+    "--set",
+    "service=exp:100us",
+    "--ci",
+    "0.5",
+    "--min-runs",
+    "2",
+    "--max-runs",
+    "2",
+    "--seed",
+    "3",
+    "-q",
 ];
 
 #[test]
 fn sweep_survives_kill_and_resume_without_rewriting() {
     let _s = serial();
     let out = tmp("resume");
-    let mut child = Command::new(bin()).args(SWEEP).arg("--out").arg(&out).spawn().unwrap();
+    let mut child = Command::new(bin())
+        .args(SWEEP)
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .unwrap();
     let first = out.join("points/integrated-t1-q300/aggregate.json");
     let t = Instant::now();
     while !first.exists() {
-        assert!(t.elapsed() < Duration::from_secs(60), "first point never finished");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "first point never finished"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap();
@@ -61,20 +88,48 @@ fn sweep_survives_kill_and_resume_without_rewriting() {
     let before = files_under(&out.join("points/integrated-t1-q300"));
     let exp_before = std::fs::read(out.join("experiment.json")).unwrap();
     // Without --resume the folder is refused, so nothing is overwritten by accident.
-    let o = Command::new(bin()).args(SWEEP).arg("--out").arg(&out).output().unwrap();
+    let o = Command::new(bin())
+        .args(SWEEP)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--resume"));
     // Resuming with other parameters is refused too.
     let mut other: Vec<&str> = SWEEP.to_vec();
     other[4] = "300,600,1200";
-    let o = Command::new(bin()).args(&other).arg("--resume").arg("--out").arg(&out).output().unwrap();
+    let o = Command::new(bin())
+        .args(&other)
+        .arg("--resume")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("different parameters"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("different parameters"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
-    let o = Command::new(bin()).args(SWEEP).arg("--resume").arg("--out").arg(&out).output().unwrap();
+    let o = Command::new(bin())
+        .args(SWEEP)
+        .arg("--resume")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(files_under(&out.join("points/integrated-t1-q300")), before, "a finished point was rewritten");
-    assert_eq!(std::fs::read(out.join("experiment.json")).unwrap(), exp_before);
+    assert_eq!(
+        files_under(&out.join("points/integrated-t1-q300")),
+        before,
+        "a finished point was rewritten"
+    );
+    assert_eq!(
+        std::fs::read(out.join("experiment.json")).unwrap(),
+        exp_before
+    );
     let exp = json(&out.join("experiment.json"));
     assert_eq!(exp["schema"], "taillab.experiment/1");
     assert_eq!(exp["points"].as_array().unwrap().len(), 3);
@@ -83,10 +138,18 @@ fn sweep_survives_kill_and_resume_without_rewriting() {
         assert_eq!(agg["schema"], "taillab.aggregate/1");
         assert_eq!(agg["runs"], 2);
         assert_eq!(agg["seeds"].as_array().unwrap().len(), 2);
-        assert_ne!(agg["seeds"][0], agg["seeds"][1], "runs must use fresh seeds");
+        assert_ne!(
+            agg["seeds"][0], agg["seeds"][1],
+            "runs must use fresh seeds"
+        );
         // Merged = histograms added: its count is the sum of the runs' counts.
         let counts: u64 = (0..2)
-            .map(|k| json(&out.join(format!("points/integrated-t1-q{q}/run-{k}/summary.json")))["requests"]["measured"].as_u64().unwrap())
+            .map(|k| {
+                json(&out.join(format!("points/integrated-t1-q{q}/run-{k}/summary.json")))
+                    ["requests"]["measured"]
+                    .as_u64()
+                    .unwrap()
+            })
             .sum();
         assert_eq!(agg["merged"]["sojourn"]["count"].as_u64().unwrap(), counts);
         for m in ["sojourn.mean", "sojourn.p95", "sojourn.p99"] {
@@ -103,8 +166,27 @@ fn run_with_ci_stops_at_target_or_cap_and_says_which() {
     let _s = serial();
     let out = tmp("ci");
     let o = Command::new(bin())
-        .args(["run", "--app", "synth", "--qps", "500", "--duration", "0.5s", "--set", "service=fixed:100us",
-               "--ci", "0.3", "--min-runs", "3", "--max-runs", "6", "--ci-metrics", "service.p50", "-q", "--out"])
+        .args([
+            "run",
+            "--app",
+            "synth",
+            "--qps",
+            "500",
+            "--duration",
+            "0.5s",
+            "--set",
+            "service=fixed:100us",
+            "--ci",
+            "0.3",
+            "--min-runs",
+            "3",
+            "--max-runs",
+            "6",
+            "--ci-metrics",
+            "service.p50",
+            "-q",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -113,10 +195,30 @@ fn run_with_ci_stops_at_target_or_cap_and_says_which() {
     // A fixed 100 µs service has a p50 that varies far less than ±30 %: met at the minimum.
     assert_eq!(agg["target_met"], true, "{}", agg["stopped"]);
     assert_eq!(agg["runs"], 3);
-    assert!(agg["stopped"].as_str().unwrap().contains("met after 3 runs"));
+    assert!(agg["stopped"]
+        .as_str()
+        .unwrap()
+        .contains("met after 3 runs"));
     let o = Command::new(bin())
-        .args(["run", "--app", "synth", "--qps", "500", "--duration", "0.3s", "--set", "service=exp:100us",
-               "--ci", "0.0001", "--min-runs", "2", "--max-runs", "2", "-q", "--out"])
+        .args([
+            "run",
+            "--app",
+            "synth",
+            "--qps",
+            "500",
+            "--duration",
+            "0.3s",
+            "--set",
+            "service=exp:100us",
+            "--ci",
+            "0.0001",
+            "--min-runs",
+            "2",
+            "--max-runs",
+            "2",
+            "-q",
+            "--out",
+        ])
         .arg(out.join("cap"))
         .output()
         .unwrap();
@@ -134,24 +236,52 @@ fn experiment_files_are_validated_with_the_key_named() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("bad.toml");
     for (body, needle) in [
-        ("app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nthreds = [1]\n", "threds"),
+        (
+            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nthreds = [1]\n",
+            "threds",
+        ),
         ("app = \"synth\"\nqps = [0.0]\nduration = \"1s\"\n", "qps"),
-        ("app = \"synth\"\nqps = [100.0]\n", "requests N or --duration"),
-        ("app = \"synth\"\nload = \"0.1:0.5:0.1\"\nduration = \"1s\"\n", "--of-saturation"),
-        ("app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\n[set]\ncolour = \"red\"\n", "colour"),
-        ("app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nslo = \"p99 < 1ms\"\n", "--slo"),
+        (
+            "app = \"synth\"\nqps = [100.0]\n",
+            "requests N or --duration",
+        ),
+        (
+            "app = \"synth\"\nload = \"0.1:0.5:0.1\"\nduration = \"1s\"\n",
+            "--of-saturation",
+        ),
+        (
+            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\n[set]\ncolour = \"red\"\n",
+            "colour",
+        ),
+        (
+            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nslo = \"p99 < 1ms\"\n",
+            "--slo",
+        ),
     ] {
         std::fs::write(&f, body).unwrap();
-        let o = Command::new(bin()).args(["sweep", "--file"]).arg(&f).args(["--out"]).arg(dir.join("o")).output().unwrap();
+        let o = Command::new(bin())
+            .args(["sweep", "--file"])
+            .arg(&f)
+            .args(["--out"])
+            .arg(dir.join("o"))
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{body}: {err}");
         assert!(err.contains(needle), "{body}: `{err}` lacks `{needle}`");
     }
     // The shipped files parse and validate.
     for cfg in ["demo.toml", "synth.toml"] {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs").join(cfg);
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../configs")
+            .join(cfg);
         let txt = std::fs::read_to_string(&p).unwrap();
-        assert!(txt.lines().filter(|l| l.contains(" = ")).all(|l| l.contains('#')), "{cfg}: every key needs a comment");
+        assert!(
+            txt.lines()
+                .filter(|l| l.contains(" = "))
+                .all(|l| l.contains('#')),
+            "{cfg}: every key needs a comment"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -162,8 +292,22 @@ fn saturation_finder_brackets_the_service_rate() {
     let out = tmp("sat");
     // fixed 400 µs on one worker saturates at 2500/s; loads of 0.5 and 0.8 of the found rate.
     let o = Command::new(bin())
-        .args(["sweep", "--app", "synth", "--load", "0.5,0.8", "--of-saturation", "--probe-seconds", "0.7",
-               "--duration", "0.5s", "--set", "service=fixed:400us", "-q", "--out"])
+        .args([
+            "sweep",
+            "--app",
+            "synth",
+            "--load",
+            "0.5,0.8",
+            "--of-saturation",
+            "--probe-seconds",
+            "0.7",
+            "--duration",
+            "0.5s",
+            "--set",
+            "service=fixed:400us",
+            "-q",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -173,7 +317,15 @@ fn saturation_finder_brackets_the_service_rate() {
     // A noisy VM steals some capacity; it can never exceed the service rate.
     assert!((1000.0..=2550.0).contains(&q), "saturation rate {q}");
     let exp = json(&out.join("experiment.json"));
-    let pts: Vec<f64> = exp["points"].as_array().unwrap().iter().map(|p| p["qps"].as_f64().unwrap()).collect();
-    assert!((pts[0] / q - 0.5).abs() < 0.01 && (pts[1] / q - 0.8).abs() < 0.01, "{pts:?} vs {q}");
+    let pts: Vec<f64> = exp["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["qps"].as_f64().unwrap())
+        .collect();
+    assert!(
+        (pts[0] / q - 0.5).abs() < 0.01 && (pts[1] / q - 0.8).abs() < 0.01,
+        "{pts:?} vs {q}"
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }

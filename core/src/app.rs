@@ -25,9 +25,17 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error("unknown key `{key}` for app `{app}`; valid keys: {valid} (see `taillab apps`)")]
-    UnknownKey { app: String, key: String, valid: String },
+    UnknownKey {
+        app: String,
+        key: String,
+        valid: String,
+    },
     #[error("bad value `{value}` for `{key}`: {expected}")]
-    BadParam { key: String, value: String, expected: String },
+    BadParam {
+        key: String,
+        value: String,
+        expected: String,
+    },
     #[error("data for `{app}` is not ready: {why} (run `taillab data prepare {app}`)")]
     DataMissing { app: String, why: String },
     #[error("preparing data for `{app}` failed: {why}")]
@@ -37,13 +45,19 @@ pub enum AppError {
     #[error("{engine} failed: {why}")]
     Engine { engine: String, why: String },
     #[error("i/o error on {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl AppError {
     /// Shorthand for an I/O error that names the file it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        AppError::Io { path: path.into(), source }
+        AppError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 
@@ -100,7 +114,11 @@ impl Params {
                 return Err(AppError::UnknownKey {
                     app: app.to_string(),
                     key: k.clone(),
-                    valid: if valid.is_empty() { "(none)".into() } else { valid.join(", ") },
+                    valid: if valid.is_empty() {
+                        "(none)".into()
+                    } else {
+                        valid.join(", ")
+                    },
                 });
             }
         }
@@ -177,7 +195,9 @@ impl DataCtx {
             return Ok(());
         }
         std::fs::create_dir_all(&self.root).map_err(|e| AppError::io(&self.root, e))?;
-        let tmp = self.root.join(format!(".{app}.partial-{}", std::process::id()));
+        let tmp = self
+            .root
+            .join(format!(".{app}.partial-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(|e| AppError::io(&tmp, e))?;
         if let Err(e) = build(&tmp) {
@@ -258,7 +278,11 @@ pub trait Client: Send {
 mod tests {
     use super::*;
 
-    const KEYS: &[KeySpec] = &[KeySpec { name: "ops", default: "8", help: "ops per request" }];
+    const KEYS: &[KeySpec] = &[KeySpec {
+        name: "ops",
+        default: "8",
+        help: "ops per request",
+    }];
 
     #[test]
     fn params_parse_and_check() {

@@ -108,7 +108,9 @@ impl std::str::FromStr for ArrivalSpec {
         match s {
             "poisson" => Ok(ArrivalSpec::Poisson),
             "fixed" => Ok(ArrivalSpec::Fixed),
-            _ => Err(format!("unknown arrival process `{s}`; use poisson or fixed")),
+            _ => Err(format!(
+                "unknown arrival process `{s}`; use poisson or fixed"
+            )),
         }
     }
 }
@@ -141,7 +143,9 @@ pub fn ks_exponential(xs: &[f64], mean: f64) -> (f64, f64) {
     let mut d: f64 = 0.0;
     for (i, x) in v.iter().enumerate() {
         let f = 1.0 - (-x / mean).exp();
-        d = d.max((f - i as f64 / n).abs()).max(((i + 1) as f64 / n - f).abs());
+        d = d
+            .max((f - i as f64 / n).abs())
+            .max(((i + 1) as f64 / n - f).abs());
     }
     (d, ks_pvalue(d, v.len()))
 }
@@ -214,8 +218,14 @@ mod tests {
 
     #[test]
     fn seeds_are_reproducible_and_streams_independent() {
-        let a: Vec<u64> = (0..5).map(|_| 0).scan(Poisson::new(1e4, 9), |p, _| Some(p.next_offset_ns())).collect();
-        let b: Vec<u64> = (0..5).map(|_| 0).scan(Poisson::new(1e4, 9), |p, _| Some(p.next_offset_ns())).collect();
+        let a: Vec<u64> = (0..5)
+            .map(|_| 0)
+            .scan(Poisson::new(1e4, 9), |p, _| Some(p.next_offset_ns()))
+            .collect();
+        let b: Vec<u64> = (0..5)
+            .map(|_| 0)
+            .scan(Poisson::new(1e4, 9), |p, _| Some(p.next_offset_ns()))
+            .collect();
         assert_eq!(a, b);
         assert_ne!(derive_seed(7, 0), derive_seed(7, 1));
         assert_ne!(derive_seed(7, 0), derive_seed(8, 0));

@@ -13,7 +13,10 @@
 /// Nanoseconds on `CLOCK_MONOTONIC`.
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -41,7 +44,12 @@ pub fn sleep_until(t_ns: u64) {
     loop {
         // SAFETY: absolute sleep on CLOCK_MONOTONIC; `ts` outlives the call.
         let r = unsafe {
-            libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
         };
         if r != libc::EINTR {
             return;
@@ -80,7 +88,9 @@ impl std::str::FromStr for WaitMode {
             "spin" => Ok(WaitMode::Spin),
             "block" => Ok(WaitMode::Block),
             "hybrid" => Ok(WaitMode::Hybrid),
-            _ => Err(format!("unknown wait mode `{s}`; use spin, block or hybrid")),
+            _ => Err(format!(
+                "unknown wait mode `{s}`; use spin, block or hybrid"
+            )),
         }
     }
 }

@@ -107,13 +107,17 @@ impl Hists {
 /// (the payload of one interval-log line).
 pub fn encode_hist(h: &Histogram<u64>) -> String {
     let mut buf = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut buf).expect("serializing to memory cannot fail");
+    V2DeflateSerializer::new()
+        .serialize(h, &mut buf)
+        .expect("serializing to memory cannot fail");
     base64::engine::general_purpose::STANDARD.encode(buf)
 }
 
 /// Decodes what [`encode_hist`] wrote (used by tests and by merging tools).
 pub fn decode_hist(b64: &str) -> Option<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()?;
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut std::io::Cursor::new(bytes))
         .ok()
@@ -132,6 +136,8 @@ pub struct IntervalBlob {
 /// Where workers drop full interval histograms; drained by the main thread.
 pub struct IntervalSink {
     inbox: Mutex<Vec<(u32, usize, Box<Hists>)>>,
+    // Boxed so a swap moves a pointer, not four histogram headers.
+    #[allow(clippy::vec_box)]
     spares: Vec<Mutex<Vec<Box<Hists>>>>,
     worker_interval: Vec<AtomicU32>,
     merged: Mutex<BTreeMap<u32, Hists>>,
@@ -145,7 +151,9 @@ impl IntervalSink {
     pub fn new(workers: usize) -> Self {
         IntervalSink {
             inbox: Mutex::new(Vec::new()),
-            spares: (0..workers).map(|_| Mutex::new(vec![Box::new(Hists::new())])).collect(),
+            spares: (0..workers)
+                .map(|_| Mutex::new(vec![Box::new(Hists::new())]))
+                .collect(),
             worker_interval: (0..workers).map(|_| AtomicU32::new(0)).collect(),
             merged: Mutex::new(BTreeMap::new()),
             done: Mutex::new(Vec::new()),
@@ -155,7 +163,10 @@ impl IntervalSink {
 
     fn take_spare(&self, worker: usize) -> Box<Hists> {
         // A missing spare (main thread behind) costs an allocation, never a wait.
-        self.spares[worker].lock().pop().unwrap_or_else(|| Box::new(Hists::new()))
+        self.spares[worker]
+            .lock()
+            .pop()
+            .unwrap_or_else(|| Box::new(Hists::new()))
     }
 
     /// Main thread: merge what workers handed in, compress intervals that
@@ -168,7 +179,12 @@ impl IntervalSink {
             h.reset();
             self.spares[w].lock().push(h);
         }
-        let low = self.worker_interval.iter().map(|a| a.load(Ordering::Acquire)).min().unwrap_or(0);
+        let low = self
+            .worker_interval
+            .iter()
+            .map(|a| a.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(0);
         let finished: Vec<u32> = merged.range(..low).map(|(k, _)| *k).collect();
         let mut done = self.done.lock();
         for k in finished {
@@ -328,7 +344,9 @@ impl MetricStats {
         let q = |x: f64| h.value_at_quantile(x);
         MetricStats {
             count: h.len(),
-            mean: exact_sum.map(|s| s as f64 / h.len() as f64).unwrap_or_else(|| h.mean()),
+            mean: exact_sum
+                .map(|s| s as f64 / h.len() as f64)
+                .unwrap_or_else(|| h.mean()),
             stdev: h.stdev(),
             min: h.min(),
             p50: q(0.50),
@@ -362,7 +380,14 @@ mod tests {
     use super::*;
 
     fn st(i: u64, q: u64, svc: u64, lag: u64) -> Stamps {
-        Stamps { intended: i, sent: i + lag, enqueued: i + lag, started: i + lag + q, finished: i + lag + q + svc, completed: i + lag + q + svc }
+        Stamps {
+            intended: i,
+            sent: i + lag,
+            enqueued: i + lag,
+            started: i + lag + q,
+            finished: i + lag + q + svc,
+            completed: i + lag + q + svc,
+        }
     }
 
     #[test]
@@ -382,15 +407,19 @@ mod tests {
         let mut one = Shard::new(0, &sink1, 1_000_000, 10_000_000);
         for i in 0..10_000u64 {
             let s = st(i * 3_000, i % 97, 1000 + (i * 7919) % 5000, i % 3);
-            if i % 2 == 0 { a.record(&s, true, &sink) } else { b.record(&s, true, &sink) }
+            if i % 2 == 0 {
+                a.record(&s, true, &sink)
+            } else {
+                b.record(&s, true, &sink)
+            }
             one.record(&s, true, &sink1);
         }
         a.absorb(&b);
         assert_eq!(a.measured, 10_000);
-        for m in 0..4 {
+        for (m, name) in METRICS.iter().enumerate() {
             let x = MetricStats::from_hist(&a.totals.0[m], Some(a.sums[m]));
             let y = MetricStats::from_hist(&one.totals.0[m], Some(one.sums[m]));
-            assert_eq!(x, y, "metric {}", METRICS[m]);
+            assert_eq!(x, y, "metric {name}");
         }
         assert_eq!(a.slice_done, one.slice_done);
     }
@@ -399,7 +428,9 @@ mod tests {
     fn intervals_cover_every_measured_request() {
         let sink = IntervalSink::new(2);
         sink.measure_start.store(1, Ordering::Release);
-        let mut shards: Vec<Shard> = (0..2).map(|w| Shard::new(w, &sink, 1_000_000, 1_000_000)).collect();
+        let mut shards: Vec<Shard> = (0..2)
+            .map(|w| Shard::new(w, &sink, 1_000_000, 1_000_000))
+            .collect();
         let n = 50_000u64;
         for i in 0..n {
             let s = st(i * 200, 0, 100, 0);
@@ -414,7 +445,10 @@ mod tests {
         let blobs = sink.finish();
         assert_eq!(blobs.iter().map(|b| b.count).sum::<u64>(), n);
         // Completion times span 10 ms, so there are 10 one-ms intervals, in order.
-        assert_eq!(blobs.iter().map(|b| b.index).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
+        assert_eq!(
+            blobs.iter().map(|b| b.index).collect::<Vec<_>>(),
+            (0..10).collect::<Vec<_>>()
+        );
         let h = decode_hist(&blobs[3].hist_b64[1]).unwrap();
         assert_eq!(h.len(), blobs[3].count);
         assert_eq!(h.max(), 100);

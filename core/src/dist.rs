@@ -29,20 +29,31 @@ pub struct DistError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dist {
     Fixed(f64),
-    Exp { mean: f64 },
-    LogNormal { mean: f64, cv: f64 },
-    Uniform { lo: f64, hi: f64 },
+    Exp {
+        mean: f64,
+    },
+    LogNormal {
+        mean: f64,
+        cv: f64,
+    },
+    Uniform {
+        lo: f64,
+        hi: f64,
+    },
     /// Pareto with the given mean and shape `alpha > 1`.
-    Pareto { mean: f64, alpha: f64 },
+    Pareto {
+        mean: f64,
+        alpha: f64,
+    },
     Mix(Vec<(f64, Dist)>),
 }
 
 /// Parses a duration such as `200us` or `1.5ms` into nanoseconds.
 pub fn parse_duration_ns(s: &str) -> Result<f64, String> {
     let s = s.trim();
-    let split = s.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(|| {
-        format!("`{s}` has no unit; write it with ns, us, ms or s (e.g. 200us)")
-    })?;
+    let split = s
+        .find(|c: char| c.is_ascii_alphabetic())
+        .ok_or_else(|| format!("`{s}` has no unit; write it with ns, us, ms or s (e.g. 200us)"))?;
     let (num, unit) = s.split_at(split);
     let v: f64 = num
         .trim()
@@ -53,7 +64,11 @@ pub fn parse_duration_ns(s: &str) -> Result<f64, String> {
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
-        _ => return Err(format!("unknown unit `{unit}` in `{s}`; use ns, us, ms or s")),
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{s}`; use ns, us, ms or s"
+            ))
+        }
     };
     if !v.is_finite() || v < 0.0 {
         return Err(format!("`{s}` must be a finite, non-negative duration"));
@@ -78,7 +93,10 @@ pub fn fmt_ns(ns: f64) -> String {
 impl std::str::FromStr for Dist {
     type Err = DistError;
     fn from_str(spec: &str) -> Result<Self, DistError> {
-        let err = |why: String| DistError { spec: spec.to_string(), why };
+        let err = |why: String| DistError {
+            spec: spec.to_string(),
+            why,
+        };
         let body = spec.trim();
         let body = body.strip_prefix("mix:").unwrap_or(body);
         if body.is_empty() {
@@ -90,9 +108,11 @@ impl std::str::FromStr for Dist {
         }
         let mut parts = Vec::new();
         for t in terms {
-            let (w, b) = t
-                .split_once('*')
-                .ok_or_else(|| err(format!("mixture term `{t}` needs a weight, as in 0.1*fixed:2ms")))?;
+            let (w, b) = t.split_once('*').ok_or_else(|| {
+                err(format!(
+                    "mixture term `{t}` needs a weight, as in 0.1*fixed:2ms"
+                ))
+            })?;
             let w: f64 = w
                 .trim()
                 .parse()
@@ -121,11 +141,15 @@ fn parse_base(s: &str) -> Result<Dist, String> {
             .iter()
             .find_map(|a| a.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
             .ok_or_else(|| format!("`{s}` needs {name}=VALUE"))?;
-        a.parse::<f64>().map_err(|_| format!("{name}=`{a}` is not a number"))
+        a.parse::<f64>()
+            .map_err(|_| format!("{name}=`{a}` is not a number"))
     };
     let expect_args = |n: usize| -> Result<(), String> {
         if args.len() != n {
-            Err(format!("`{kind}` takes {n} parameter(s), got {}", args.len()))
+            Err(format!(
+                "`{kind}` takes {n} parameter(s), got {}",
+                args.len()
+            ))
         } else {
             Ok(())
         }
@@ -137,7 +161,9 @@ fn parse_base(s: &str) -> Result<Dist, String> {
         }
         "exp" => {
             expect_args(1)?;
-            Dist::Exp { mean: parse_duration_ns(args[0])? }
+            Dist::Exp {
+                mean: parse_duration_ns(args[0])?,
+            }
         }
         "lognormal" => {
             expect_args(2)?;
@@ -145,7 +171,10 @@ fn parse_base(s: &str) -> Result<Dist, String> {
             if !(cv > 0.0 && cv.is_finite()) {
                 return Err(format!("cv={cv} must be > 0"));
             }
-            Dist::LogNormal { mean: parse_duration_ns(args[0])?, cv }
+            Dist::LogNormal {
+                mean: parse_duration_ns(args[0])?,
+                cv,
+            }
         }
         "uniform" => {
             expect_args(2)?;
@@ -161,7 +190,10 @@ fn parse_base(s: &str) -> Result<Dist, String> {
             if !(alpha > 1.0 && alpha.is_finite()) {
                 return Err(format!("alpha={alpha} must be > 1 for a finite mean"));
             }
-            Dist::Pareto { mean: parse_duration_ns(args[0])?, alpha }
+            Dist::Pareto {
+                mean: parse_duration_ns(args[0])?,
+                alpha,
+            }
         }
         _ => return Err(format!("unknown kind `{kind}`")),
     };
@@ -216,12 +248,16 @@ impl Dist {
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match self {
             Dist::Fixed(v) => *v,
-            Dist::Exp { mean } => Exp::new(1.0 / mean).expect("mean > 0 checked at parse").sample(rng),
+            Dist::Exp { mean } => Exp::new(1.0 / mean)
+                .expect("mean > 0 checked at parse")
+                .sample(rng),
             Dist::LogNormal { mean, cv } => {
                 // For lognormal, cv² = e^{σ²} − 1 and mean = e^{μ + σ²/2}.
                 let s2 = (1.0 + cv * cv).ln();
                 let mu = mean.ln() - s2 / 2.0;
-                LogNormal::new(mu, s2.sqrt()).expect("σ > 0 checked at parse").sample(rng)
+                LogNormal::new(mu, s2.sqrt())
+                    .expect("σ > 0 checked at parse")
+                    .sample(rng)
             }
             Dist::Uniform { lo, hi } => {
                 if hi > lo {
@@ -232,7 +268,9 @@ impl Dist {
             }
             Dist::Pareto { mean, alpha } => {
                 let xm = mean * (alpha - 1.0) / alpha;
-                Pareto::new(xm, *alpha).expect("alpha > 1 checked at parse").sample(rng)
+                Pareto::new(xm, *alpha)
+                    .expect("alpha > 1 checked at parse")
+                    .sample(rng)
             }
             Dist::Mix(p) => {
                 let mut u: f64 = rng.gen();
@@ -274,14 +312,23 @@ mod tests {
     #[test]
     fn parses_each_kind() {
         assert_eq!("fixed:200us".parse::<Dist>().unwrap(), Dist::Fixed(200e3));
-        assert_eq!("exp:1.5ms".parse::<Dist>().unwrap(), Dist::Exp { mean: 1.5e6 });
+        assert_eq!(
+            "exp:1.5ms".parse::<Dist>().unwrap(),
+            Dist::Exp { mean: 1.5e6 }
+        );
         assert_eq!(
             "lognormal:200us,cv=0.5".parse::<Dist>().unwrap(),
-            Dist::LogNormal { mean: 200e3, cv: 0.5 }
+            Dist::LogNormal {
+                mean: 200e3,
+                cv: 0.5
+            }
         );
         assert_eq!(
             "uniform:100us,300us".parse::<Dist>().unwrap(),
-            Dist::Uniform { lo: 100e3, hi: 300e3 }
+            Dist::Uniform {
+                lo: 100e3,
+                hi: 300e3
+            }
         );
         let m: Dist = "mix:0.9*exp:100us+0.1*fixed:2ms".parse().unwrap();
         assert!((m.mean() - (0.9 * 100e3 + 0.1 * 2e6)).abs() < 1e-6);
@@ -292,13 +339,29 @@ mod tests {
     #[test]
     fn rejects_bad_specs_with_reasons() {
         for bad in [
-            "", "exp", "exp:", "exp:200", "exp:200xs", "exp:-1us", "exp:0us", "lognormal:1us",
-            "lognormal:1us,cv=0", "uniform:3us,1us", "0.5*exp:1us+0.4*exp:2us", "mix:exp:1us+fixed:2us",
-            "gauss:1us", "pareto:1us,alpha=1", "fixed:1us,2us", "1.5*exp:1us",
+            "",
+            "exp",
+            "exp:",
+            "exp:200",
+            "exp:200xs",
+            "exp:-1us",
+            "exp:0us",
+            "lognormal:1us",
+            "lognormal:1us,cv=0",
+            "uniform:3us,1us",
+            "0.5*exp:1us+0.4*exp:2us",
+            "mix:exp:1us+fixed:2us",
+            "gauss:1us",
+            "pareto:1us,alpha=1",
+            "fixed:1us,2us",
+            "1.5*exp:1us",
         ] {
             let e = bad.parse::<Dist>();
             assert!(e.is_err(), "accepted `{bad}`");
-            assert!(e.unwrap_err().to_string().contains("e.g."), "no hint for `{bad}`");
+            assert!(
+                e.unwrap_err().to_string().contains("e.g."),
+                "no hint for `{bad}`"
+            );
         }
     }
 
@@ -306,17 +369,29 @@ mod tests {
     fn moments_match_samples() {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
         for spec in [
-            "exp:200us", "lognormal:200us,cv=0.5", "uniform:100us,300us", "fixed:50us",
-            "mix:0.9*exp:100us+0.1*fixed:2ms", "pareto:100us,alpha=3.5",
+            "exp:200us",
+            "lognormal:200us,cv=0.5",
+            "uniform:100us,300us",
+            "fixed:50us",
+            "mix:0.9*exp:100us+0.1*fixed:2ms",
+            "pareto:100us,alpha=3.5",
         ] {
             let d: Dist = spec.parse().unwrap();
             let n = 200_000;
             let xs: Vec<f64> = (0..n).map(|_| d.sample(&mut rng)).collect();
             let mean = xs.iter().sum::<f64>() / n as f64;
             let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            assert!((mean / d.mean() - 1.0).abs() < 0.02, "{spec}: mean {mean} vs {}", d.mean());
+            assert!(
+                (mean / d.mean() - 1.0).abs() < 0.02,
+                "{spec}: mean {mean} vs {}",
+                d.mean()
+            );
             let cv = var.sqrt() / mean;
-            assert!((cv - d.cv()).abs() < 0.05 + 0.05 * d.cv(), "{spec}: cv {cv} vs {}", d.cv());
+            assert!(
+                (cv - d.cv()).abs() < 0.05 + 0.05 * d.cv(),
+                "{spec}: cv {cv} vs {}",
+                d.cv()
+            );
             assert!(xs.iter().all(|&x| x >= 0.0));
         }
     }

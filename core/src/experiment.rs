@@ -48,13 +48,22 @@ pub struct CiTarget {
 impl CiTarget {
     pub fn validate(&self) -> Result<(), String> {
         if !(self.target > 0.0 && self.target < 1.0) {
-            return Err(format!("--ci must be in (0, 1), e.g. 0.01 for ±1 %; got {}", self.target));
+            return Err(format!(
+                "--ci must be in (0, 1), e.g. 0.01 for ±1 %; got {}",
+                self.target
+            ));
         }
         if self.min_runs < 2 {
-            return Err(format!("--min-runs must be ≥ 2 (a CI needs two runs); got {}", self.min_runs));
+            return Err(format!(
+                "--min-runs must be ≥ 2 (a CI needs two runs); got {}",
+                self.min_runs
+            ));
         }
         if self.max_runs < self.min_runs {
-            return Err(format!("--max-runs {} is below --min-runs {}", self.max_runs, self.min_runs));
+            return Err(format!(
+                "--max-runs {} is below --min-runs {}",
+                self.max_runs, self.min_runs
+            ));
         }
         for m in &self.metrics {
             let ok = m.split_once('.').is_some_and(|(a, b)| {
@@ -71,7 +80,11 @@ impl CiTarget {
     }
 
     pub fn default_metrics() -> Vec<String> {
-        vec!["sojourn.mean".into(), "sojourn.p95".into(), "sojourn.p99".into()]
+        vec![
+            "sojourn.mean".into(),
+            "sojourn.p95".into(),
+            "sojourn.p99".into(),
+        ]
     }
 }
 
@@ -109,13 +122,30 @@ pub struct Aggregate {
 
 impl Aggregate {
     pub fn read(path: &Path) -> Result<Self, ResultError> {
-        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
-        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
-        let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("(none)").to_string();
+        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read {
+            path: path.into(),
+            why: e.to_string(),
+        })?;
+        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read {
+            path: path.into(),
+            why: e.to_string(),
+        })?;
+        let found = v
+            .get("schema")
+            .and_then(|s| s.as_str())
+            .unwrap_or("(none)")
+            .to_string();
         if found != AGGREGATE_SCHEMA {
-            return Err(ResultError::Schema { path: path.into(), found, want: AGGREGATE_SCHEMA.into() });
+            return Err(ResultError::Schema {
+                path: path.into(),
+                found,
+                want: AGGREGATE_SCHEMA.into(),
+            });
         }
-        serde_json::from_value(v).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })
+        serde_json::from_value(v).map_err(|e| ResultError::Read {
+            path: path.into(),
+            why: e.to_string(),
+        })
     }
 }
 
@@ -127,12 +157,24 @@ pub fn run_seed(base: u64, k: usize) -> u64 {
 /// Adds up the interval logs of `run_dir` for `metric`.
 pub fn read_hlog_total(run_dir: &Path, metric: &str) -> Result<Histogram<u64>, ResultError> {
     let path = run_dir.join("hist").join(format!("{metric}.hlog"));
-    let txt = std::fs::read_to_string(&path).map_err(|e| ResultError::Read { path: path.clone(), why: e.to_string() })?;
+    let txt = std::fs::read_to_string(&path).map_err(|e| ResultError::Read {
+        path: path.clone(),
+        why: e.to_string(),
+    })?;
     let mut total = Histogram::<u64>::new(3).expect("3 significant digits is valid");
-    for line in txt.lines().filter(|l| !l.starts_with('#') && !l.starts_with('"') && !l.is_empty()) {
+    for line in txt
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('"') && !l.is_empty())
+    {
         let b64 = line.rsplit(',').next().unwrap_or("");
-        let h = decode_hist(b64).ok_or_else(|| ResultError::Read { path: path.clone(), why: format!("bad histogram line `{}`", &line[..line.len().min(40)]) })?;
-        total.add(&h).map_err(|e| ResultError::Read { path: path.clone(), why: format!("{e:?}") })?;
+        let h = decode_hist(b64).ok_or_else(|| ResultError::Read {
+            path: path.clone(),
+            why: format!("bad histogram line `{}`", &line[..line.len().min(40)]),
+        })?;
+        total.add(&h).map_err(|e| ResultError::Read {
+            path: path.clone(),
+            why: format!("{e:?}"),
+        })?;
     }
     Ok(total)
 }
@@ -155,7 +197,10 @@ where
     if resume && agg_path.exists() {
         return Ok(Aggregate::read(&agg_path)?);
     }
-    std::fs::create_dir_all(dir).map_err(|e| ResultError::Write { path: dir.into(), source: e })?;
+    std::fs::create_dir_all(dir).map_err(|e| ResultError::Write {
+        path: dir.into(),
+        source: e,
+    })?;
     let mut summaries: Vec<(PathBuf, u64, Summary)> = Vec::new();
     let mut agg;
     let mut k = 0;
@@ -179,20 +224,33 @@ where
     agg.stopped = if agg.target_met {
         format!("target ±{:.2}% met after {k} runs", ci.target * 100.0)
     } else {
-        format!("run cap {} reached before the ±{:.2}% target", ci.max_runs, ci.target * 100.0)
+        format!(
+            "run cap {} reached before the ±{:.2}% target",
+            ci.max_runs,
+            ci.target * 100.0
+        )
     };
     write_json_atomic(&agg_path, &agg)?;
     Ok(agg)
 }
 
-fn aggregate(point: &Value, ci: &CiTarget, runs: &[(PathBuf, u64, Summary)]) -> Result<Aggregate, ResultError> {
+fn aggregate(
+    point: &Value,
+    ci: &CiTarget,
+    runs: &[(PathBuf, u64, Summary)],
+) -> Result<Aggregate, ResultError> {
     let mut metrics = BTreeMap::new();
     let mut all_met = true;
     for m in &ci.metrics {
         let (metric, stat) = m.split_once('.').expect("validated");
         let xs: Vec<f64> = runs
             .iter()
-            .map(|(_, _, s)| s.latency_ns.get(metric).and_then(|x| x.get(stat)).unwrap_or(f64::NAN))
+            .map(|(_, _, s)| {
+                s.latency_ns
+                    .get(metric)
+                    .and_then(|x| x.get(stat))
+                    .unwrap_or(f64::NAN)
+            })
             .collect();
         let t = t_interval(&xs);
         let (bl, bh) = bootstrap_interval(&xs, 2000, 17);
@@ -218,7 +276,12 @@ fn aggregate(point: &Value, ci: &CiTarget, runs: &[(PathBuf, u64, Summary)]) -> 
         let mut total = Histogram::<u64>::new(3).expect("valid");
         let mut sum = 0.0;
         for (dir, _, s) in runs {
-            total.add(read_hlog_total(dir, metric)?).map_err(|e| ResultError::Read { path: dir.clone(), why: format!("{e:?}") })?;
+            total
+                .add(read_hlog_total(dir, metric)?)
+                .map_err(|e| ResultError::Read {
+                    path: dir.clone(),
+                    why: format!("{e:?}"),
+                })?;
             if let Some(x) = s.latency_ns.get(metric) {
                 sum += x.mean * x.count as f64;
             }
@@ -279,13 +342,20 @@ pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Resul
                 out.display()
             ));
         }
-        let txt = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let old: Value = serde_json::from_str(&txt).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
+        let txt = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let old: Value = serde_json::from_str(&txt)
+            .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
         if old.get("schema").and_then(|s| s.as_str()) != Some(EXPERIMENT_SCHEMA) {
-            return Err(format!("{} is not a {EXPERIMENT_SCHEMA} file", path.display()));
+            return Err(format!(
+                "{} is not a {EXPERIMENT_SCHEMA} file",
+                path.display()
+            ));
         }
-        let old: ExperimentMeta = serde_json::from_value(old).map_err(|e| format!("{}: {e}", path.display()))?;
-        if old.parameters != meta.parameters || old.base_seed != meta.base_seed || old.ci != meta.ci {
+        let old: ExperimentMeta =
+            serde_json::from_value(old).map_err(|e| format!("{}: {e}", path.display()))?;
+        if old.parameters != meta.parameters || old.base_seed != meta.base_seed || old.ci != meta.ci
+        {
             let diff = diff_keys(&old.parameters, &meta.parameters);
             return Err(format!(
                 "cannot resume {}: it was started with different parameters ({}); use the same flags/file or a new --out",
@@ -302,7 +372,12 @@ pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Resul
         }
         return Ok(());
     }
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e} (pick a writable --out)", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| {
+        format!(
+            "cannot create {}: {e} (pick a writable --out)",
+            out.display()
+        )
+    })?;
     write_json_atomic(&path, meta).map_err(|e| e.to_string())
 }
 
@@ -312,7 +387,10 @@ fn diff_keys(a: &Value, b: &Value) -> Vec<String> {
             let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
             keys.sort();
             keys.dedup();
-            keys.into_iter().filter(|k| x.get(*k) != y.get(*k)).map(|k| k.to_string()).collect()
+            keys.into_iter()
+                .filter(|k| x.get(*k) != y.get(*k))
+                .map(|k| k.to_string())
+                .collect()
         }
         _ => vec![],
     }
@@ -324,14 +402,49 @@ mod tests {
 
     #[test]
     fn ci_target_validation_names_the_flag() {
-        let ok = CiTarget { target: 0.01, min_runs: 3, max_runs: 20, metrics: CiTarget::default_metrics() };
+        let ok = CiTarget {
+            target: 0.01,
+            min_runs: 3,
+            max_runs: 20,
+            metrics: CiTarget::default_metrics(),
+        };
         ok.validate().unwrap();
         for (bad, needle) in [
-            (CiTarget { target: 0.0, ..ok.clone() }, "--ci"),
-            (CiTarget { min_runs: 1, ..ok.clone() }, "--min-runs"),
-            (CiTarget { max_runs: 2, ..ok.clone() }, "--max-runs"),
-            (CiTarget { metrics: vec!["latency.p99".into()], ..ok.clone() }, "--ci-metrics"),
-            (CiTarget { metrics: vec!["sojourn.p98".into()], ..ok.clone() }, "--ci-metrics"),
+            (
+                CiTarget {
+                    target: 0.0,
+                    ..ok.clone()
+                },
+                "--ci",
+            ),
+            (
+                CiTarget {
+                    min_runs: 1,
+                    ..ok.clone()
+                },
+                "--min-runs",
+            ),
+            (
+                CiTarget {
+                    max_runs: 2,
+                    ..ok.clone()
+                },
+                "--max-runs",
+            ),
+            (
+                CiTarget {
+                    metrics: vec!["latency.p99".into()],
+                    ..ok.clone()
+                },
+                "--ci-metrics",
+            ),
+            (
+                CiTarget {
+                    metrics: vec!["sojourn.p98".into()],
+                    ..ok.clone()
+                },
+                "--ci-metrics",
+            ),
         ] {
             assert!(bad.validate().unwrap_err().contains(needle));
         }
@@ -341,6 +454,9 @@ mod tests {
     fn diff_names_changed_keys() {
         let a = serde_json::json!({"qps": [1, 2], "app": "synth"});
         let b = serde_json::json!({"qps": [1, 3], "app": "synth", "threads": 2});
-        assert_eq!(diff_keys(&a, &b), vec!["qps".to_string(), "threads".to_string()]);
+        assert_eq!(
+            diff_keys(&a, &b),
+            vec!["qps".to_string(), "threads".to_string()]
+        );
     }
 }

@@ -94,11 +94,17 @@ mod tests {
         let n = 400_000;
         let mm1 = simulate(2500.0, &"exp:200us".parse().unwrap(), 1, n, 1);
         let mean = mm1.iter().sum::<u64>() as f64 / n as f64;
-        assert!((mean / mm1_mean(2500.0, 200e3) - 1.0).abs() < 0.03, "M/M/1 mean {mean}");
+        assert!(
+            (mean / mm1_mean(2500.0, 200e3) - 1.0).abs() < 0.03,
+            "M/M/1 mean {mean}"
+        );
         let mut s = mm1.clone();
         s.sort_unstable();
         let p99 = quantile(&s, 0.99) as f64;
-        assert!((p99 / mm1_quantile(2500.0, 200e3, 0.99) - 1.0).abs() < 0.04, "M/M/1 p99 {p99}");
+        assert!(
+            (p99 / mm1_quantile(2500.0, 200e3, 0.99) - 1.0).abs() < 0.04,
+            "M/M/1 p99 {p99}"
+        );
 
         let d: Dist = "fixed:200us".parse().unwrap();
         let md1 = simulate(2500.0, &d, 1, n, 2);
@@ -109,7 +115,10 @@ mod tests {
 
         let mm2 = simulate(8000.0, &"exp:200us".parse().unwrap(), 2, n, 3);
         let mean = mm2.iter().sum::<u64>() as f64 / n as f64;
-        assert!((mean / mmc_mean(2, 8000.0, 200e3) - 1.0).abs() < 0.04, "M/M/2 mean {mean}");
+        assert!(
+            (mean / mmc_mean(2, 8000.0, 200e3) - 1.0).abs() < 0.04,
+            "M/M/2 mean {mean}"
+        );
     }
 
     #[test]

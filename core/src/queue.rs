@@ -34,7 +34,9 @@ impl std::str::FromStr for Discipline {
             "fifo" => Ok(Discipline::Fifo),
             "lifo" => Ok(Discipline::Lifo),
             "random" => Ok(Discipline::Random),
-            _ => Err(format!("unknown queue discipline `{s}`; use fifo, lifo or random")),
+            _ => Err(format!(
+                "unknown queue discipline `{s}`; use fifo, lifo or random"
+            )),
         }
     }
 }
@@ -178,7 +180,10 @@ mod tests {
 
     #[test]
     fn disciplines_order() {
-        for (d, want) in [(Discipline::Fifo, vec![1, 2, 3]), (Discipline::Lifo, vec![3, 2, 1])] {
+        for (d, want) in [
+            (Discipline::Fifo, vec![1, 2, 3]),
+            (Discipline::Lifo, vec![3, 2, 1]),
+        ] {
             let q = RequestQueue::new(d, 4, 0, 1);
             for i in 1..=3 {
                 q.push(i);
@@ -193,7 +198,11 @@ mod tests {
         }
         q.close();
         let mut got: Vec<i32> = std::iter::from_fn(|| q.pop(WaitMode::Block)).collect();
-        assert_ne!(got, (0..100).collect::<Vec<_>>(), "random order came out FIFO");
+        assert_ne!(
+            got,
+            (0..100).collect::<Vec<_>>(),
+            "random order came out FIFO"
+        );
         got.sort();
         assert_eq!(got, (0..100).collect::<Vec<_>>());
     }
@@ -221,7 +230,10 @@ mod tests {
                 }
             }
             q.close();
-            let mut all: Vec<u32> = workers.into_iter().flat_map(|h| h.join().unwrap()).collect();
+            let mut all: Vec<u32> = workers
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect();
             all.sort();
             assert_eq!(all, (0..20_000).collect::<Vec<_>>(), "{mode}");
         }

@@ -13,8 +13,9 @@ use rand::{Rng, SeedableRng};
 /// Two-sided 97.5 % quantile of Student's t with `df` degrees of freedom.
 pub fn t975(df: usize) -> f64 {
     const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::INFINITY,
@@ -23,7 +24,8 @@ pub fn t975(df: usize) -> f64 {
         _ => {
             let z: f64 = 1.959_964;
             let d = df as f64;
-            z + (z.powi(3) + z) / (4.0 * d) + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * d * d)
+            z + (z.powi(3) + z) / (4.0 * d)
+                + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * d * d)
         }
     }
 }
@@ -42,9 +44,19 @@ pub struct Interval {
 /// Student-t interval over `xs` (one value per run).
 pub fn t_interval(xs: &[f64]) -> Interval {
     let n = xs.len();
-    let mean = if n == 0 { f64::NAN } else { xs.iter().sum::<f64>() / n as f64 };
+    let mean = if n == 0 {
+        f64::NAN
+    } else {
+        xs.iter().sum::<f64>() / n as f64
+    };
     if n < 2 {
-        return Interval { estimate: mean, ci_low: f64::NEG_INFINITY, ci_high: f64::INFINITY, rel_half_width: f64::INFINITY, n };
+        return Interval {
+            estimate: mean,
+            ci_low: f64::NEG_INFINITY,
+            ci_high: f64::INFINITY,
+            rel_half_width: f64::INFINITY,
+            n,
+        };
     }
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
     let h = t975(n - 1) * (var / n as f64).sqrt();
@@ -52,7 +64,11 @@ pub fn t_interval(xs: &[f64]) -> Interval {
         estimate: mean,
         ci_low: mean - h,
         ci_high: mean + h,
-        rel_half_width: if mean != 0.0 { h / mean.abs() } else { f64::INFINITY },
+        rel_half_width: if mean != 0.0 {
+            h / mean.abs()
+        } else {
+            f64::INFINITY
+        },
         n,
     }
 }
@@ -127,7 +143,10 @@ pub fn mann_kendall(xs: &[f64]) -> (f64, f64) {
     let mut s = 0i64;
     for i in 0..n {
         for j in i + 1..n {
-            s += (xs[j] - xs[i]).partial_cmp(&0.0).map(|o| o as i64).unwrap_or(0);
+            s += (xs[j] - xs[i])
+                .partial_cmp(&0.0)
+                .map(|o| o as i64)
+                .unwrap_or(0);
         }
     }
     let nf = n as f64;
@@ -146,7 +165,8 @@ pub fn mann_kendall(xs: &[f64]) -> (f64, f64) {
 pub fn normal_cdf(x: f64) -> f64 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x.abs() / std::f64::consts::SQRT_2);
     let y = 1.0
-        - (((((1.061_405_429 * t - 1.453_152_027) * t) + 1.421_413_741) * t - 0.284_496_736) * t + 0.254_829_592)
+        - (((((1.061_405_429 * t - 1.453_152_027) * t) + 1.421_413_741) * t - 0.284_496_736) * t
+            + 0.254_829_592)
             * t
             * (-(x * x) / 2.0).exp();
     if x >= 0.0 {
@@ -207,7 +227,9 @@ mod tests {
         let (lo, hi) = bootstrap_interval(&xs, 4000, 1);
         assert!(lo < t.estimate && t.estimate < hi);
         // Bootstrap intervals of the mean are a bit narrower than t for small k, never wildly different.
-        assert!((hi - lo) / (t.ci_high - t.ci_low) > 0.5 && (hi - lo) / (t.ci_high - t.ci_low) < 1.2);
+        assert!(
+            (hi - lo) / (t.ci_high - t.ci_low) > 0.5 && (hi - lo) / (t.ci_high - t.ci_low) < 1.2
+        );
     }
 
     #[test]
@@ -217,7 +239,12 @@ mod tests {
         assert!(spearman_lag(&iid, 1).abs() < 0.05);
         // An AR(1) process is correlated at lag 1.
         let mut x = 0.0;
-        let ar: Vec<f64> = (0..5000).map(|_| { x = 0.9 * x + rng.gen::<f64>(); x }).collect();
+        let ar: Vec<f64> = (0..5000)
+            .map(|_| {
+                x = 0.9 * x + rng.gen::<f64>();
+                x
+            })
+            .collect();
         assert!(spearman_lag(&ar, 1) > 0.7);
         let up: Vec<f64> = (0..20).map(|i| i as f64 + rng.gen::<f64>() * 3.0).collect();
         assert!(mann_kendall(&up).1 < 0.01);

@@ -22,11 +22,20 @@ pub const RUN_SCHEMA: &str = "taillab.run/1";
 #[derive(Debug, thiserror::Error)]
 pub enum ResultError {
     #[error("cannot write results to {path}: {source} (pick a writable --out)")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot read {path}: {why}")]
     Read { path: PathBuf, why: String },
-    #[error("{path} has schema `{found}`, this taillab reads `{want}` (use a matching taillab version)")]
-    Schema { path: PathBuf, found: String, want: String },
+    #[error(
+        "{path} has schema `{found}`, this taillab reads `{want}` (use a matching taillab version)"
+    )]
+    Schema {
+        path: PathBuf,
+        found: String,
+        want: String,
+    },
 }
 
 /// One self-check's verdict: `ok`, a one-line reason, and its numbers.
@@ -44,7 +53,11 @@ impl Check {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        Check { ok, verdict: verdict.into(), details }
+        Check {
+            ok,
+            verdict: verdict.into(),
+            details,
+        }
     }
 }
 
@@ -78,10 +91,16 @@ impl Host {
                     .map(|(_, v)| v.trim().to_string())
             })
             .unwrap_or_else(|| "unknown".into());
-        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into());
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        };
         Host {
             cpu,
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             kernel: read("/proc/sys/kernel/osrelease"),
             hostname: read("/proc/sys/kernel/hostname"),
             taillab: env!("CARGO_PKG_VERSION").to_string(),
@@ -134,13 +153,30 @@ impl Summary {
 
     /// Reads a `summary.json`, refusing unknown schemas.
     pub fn read(path: &Path) -> Result<Self, ResultError> {
-        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
-        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
-        let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("(none)").to_string();
+        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read {
+            path: path.into(),
+            why: e.to_string(),
+        })?;
+        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read {
+            path: path.into(),
+            why: e.to_string(),
+        })?;
+        let found = v
+            .get("schema")
+            .and_then(|s| s.as_str())
+            .unwrap_or("(none)")
+            .to_string();
         if found != RUN_SCHEMA {
-            return Err(ResultError::Schema { path: path.into(), found, want: RUN_SCHEMA.into() });
+            return Err(ResultError::Schema {
+                path: path.into(),
+                found,
+                want: RUN_SCHEMA.into(),
+            });
         }
-        serde_json::from_value(v).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })
+        serde_json::from_value(v).map_err(|e| ResultError::Read {
+            path: path.into(),
+            why: e.to_string(),
+        })
     }
 }
 
@@ -192,7 +228,10 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
     let t = &r.totals;
     let mut latency = BTreeMap::new();
     for (i, m) in METRICS.iter().enumerate() {
-        latency.insert(m.to_string(), MetricStats::from_hist(&t.totals.0[i], Some(t.sums[i])));
+        latency.insert(
+            m.to_string(),
+            MetricStats::from_hist(&t.totals.0[i], Some(t.sums[i])),
+        );
     }
     let spec = &r.spec;
     let n = t.measured;
@@ -204,7 +243,11 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         spec.qps
     };
     let done_span = span(t.first_completed, t.last_completed);
-    let achieved_qps = if n > 1 && done_span > 0.0 { (n - 1) as f64 / done_span } else { 0.0 };
+    let achieved_qps = if n > 1 && done_span > 0.0 {
+        (n - 1) as f64 / done_span
+    } else {
+        0.0
+    };
     let duration_s = match spec.measure {
         Bound::Seconds(s) => s,
         Bound::Requests(_) => sched_span,
@@ -213,7 +256,11 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
     let utilization = spec.qps * service_mean / 1e9 / spec.threads as f64;
 
     let mut checks = BTreeMap::new();
-    let rel = if scheduled_qps > 0.0 { achieved_qps / scheduled_qps - 1.0 } else { -1.0 };
+    let rel = if scheduled_qps > 0.0 {
+        achieved_qps / scheduled_qps - 1.0
+    } else {
+        -1.0
+    };
     let rate_ok = n > 1 && rel.abs() <= RATE_TOLERANCE;
     checks.insert(
         "rate".to_string(),
@@ -247,7 +294,10 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         ),
     );
     checks.insert("saturation".to_string(), saturation_check(r));
-    checks.insert("interarrival".to_string(), interarrival_check(r, scheduled_qps));
+    checks.insert(
+        "interarrival".to_string(),
+        interarrival_check(r, scheduled_qps),
+    );
     checks.insert("independence".to_string(), independence_check(r));
     checks.insert("stationarity".to_string(), stationarity_check(r));
     if r.errors > 0 {
@@ -255,7 +305,11 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
             "errors".to_string(),
             Check::new(
                 false,
-                format!("{} requests failed in the app; first: {}", r.errors, r.first_error.clone().unwrap_or_default()),
+                format!(
+                    "{} requests failed in the app; first: {}",
+                    r.errors,
+                    r.first_error.clone().unwrap_or_default()
+                ),
                 json!({"count": r.errors}),
             ),
         );
@@ -279,7 +333,12 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         achieved_qps,
         utilization,
         duration_s,
-        requests: Counts { warmup: t.warmup, measured: n, unfinished: r.unfinished(), errors: r.errors },
+        requests: Counts {
+            warmup: t.warmup,
+            measured: n,
+            unfinished: r.unfinished(),
+            errors: r.errors,
+        },
         first_error: r.first_error.clone(),
         latency_ns: latency,
         checks,
@@ -302,7 +361,9 @@ fn saturation_check(r: &RunResult) -> Check {
         acc += *a as i64 - done.get(j).copied().unwrap_or(0) as i64;
         backlog.push(acc as f64);
     }
-    let xs: Vec<f64> = (0..backlog.len()).map(|j| (j + 1) as f64 * r.slice_ns as f64 / 1e9).collect();
+    let xs: Vec<f64> = (0..backlog.len())
+        .map(|j| (j + 1) as f64 * r.slice_ns as f64 / 1e9)
+        .collect();
     let growth = slope(&xs, &backlog);
     let threshold = 0.01 * r.spec.qps;
     let final_backlog = backlog.last().copied().unwrap_or(0.0);
@@ -338,7 +399,13 @@ fn skipped(why: &str) -> Check {
 /// Measured requests' stamps in request (= intended) order, up to `limit`.
 fn measured_stamps(r: &RunResult, limit: usize) -> Option<Vec<crate::collector::Stamps>> {
     let rec = r.records.as_ref()?;
-    Some(rec.iter().filter(|x| x.2).map(|x| x.3).take(limit).collect())
+    Some(
+        rec.iter()
+            .filter(|x| x.2)
+            .map(|x| x.3)
+            .take(limit)
+            .collect(),
+    )
 }
 
 /// Inter-arrival fit: do the actual send gaps follow the intended process?
@@ -362,7 +429,10 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
             let (d, p) = crate::arrival::ks_exponential(&gaps, mean_gap);
             Check::new(
                 p >= 0.001,
-                format!("send gaps vs exponential: KS D={d:.4}, p={p:.3} over {} gaps", gaps.len()),
+                format!(
+                    "send gaps vs exponential: KS D={d:.4}, p={p:.3} over {} gaps",
+                    gaps.len()
+                ),
                 json!({"test": "ks_exponential", "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001}),
             )
         }
@@ -372,7 +442,10 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
             let p99 = dev[((dev.len() as f64 * 0.99) as usize).min(dev.len() - 1)];
             Check::new(
                 p99 <= 0.05,
-                format!("send gaps within {:.1}% of the fixed spacing at p99 (limit 5%)", p99 * 100.0),
+                format!(
+                    "send gaps within {:.1}% of the fixed spacing at p99 (limit 5%)",
+                    p99 * 100.0
+                ),
                 json!({"test": "fixed_spacing", "p99_rel_dev": p99, "limit": 0.05}),
             )
         }
@@ -423,14 +496,19 @@ fn stationarity_check(r: &RunResult) -> Check {
         .map(|h| h.value_at_quantile(0.99) as f64)
         .collect();
     if p99s.len() < 5 {
-        return skipped("fewer than 5 intervals with 20+ requests (lengthen the run or shorten --interval)");
+        return skipped(
+            "fewer than 5 intervals with 20+ requests (lengthen the run or shorten --interval)",
+        );
     }
     let (z, p) = crate::stats::mann_kendall(&p99s);
     let ok = p >= 0.01;
     Check::new(
         ok,
         if ok {
-            format!("no trend in per-interval p99 over {} intervals (Mann–Kendall p={p:.3})", p99s.len())
+            format!(
+                "no trend in per-interval p99 over {} intervals (Mann–Kendall p={p:.3})",
+                p99s.len()
+            )
         } else {
             format!(
                 "per-interval p99 trends {} (Mann–Kendall z={z:+.2}, p={p:.4}): not in steady state; lengthen the warmup",
@@ -442,7 +520,10 @@ fn stationarity_check(r: &RunResult) -> Check {
 }
 
 fn werr(path: &Path) -> impl FnOnce(std::io::Error) -> ResultError + '_ {
-    move |e| ResultError::Write { path: path.to_path_buf(), source: e }
+    move |e| ResultError::Write {
+        path: path.to_path_buf(),
+        source: e,
+    }
 }
 
 /// Makes `dir` and proves it is writable (before a run, so a long run never
@@ -466,21 +547,41 @@ pub fn write_json_atomic(path: &Path, v: &impl Serialize) -> Result<(), ResultEr
 
 /// Writes a run's folder: `hist/*.hlog`, optional `requests.csv`, and
 /// `summary.json` last (its presence marks the run finished).
-pub fn write_run(dir: &Path, s: &Summary, r: &RunResult, save_requests: bool) -> Result<(), ResultError> {
+pub fn write_run(
+    dir: &Path,
+    s: &Summary,
+    r: &RunResult,
+    save_requests: bool,
+) -> Result<(), ResultError> {
     ensure_writable(dir)?;
     let hist = dir.join("hist");
     std::fs::create_dir_all(&hist).map_err(werr(&hist))?;
-    let start = r.wall_start
-        + std::time::Duration::from_nanos(r.measure_start.saturating_sub(r.t0));
-    let start_s = start.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    let start =
+        r.wall_start + std::time::Duration::from_nanos(r.measure_start.saturating_sub(r.t0));
+    let start_s = start
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
     let iv = r.spec.interval_ns as f64 / 1e9;
     for (m, name) in METRICS.iter().enumerate() {
         let path = hist.join(format!("{name}.hlog"));
         let mut out = String::new();
-        out.push_str(&format!("#[taillab {} {}: {} of {} ({}), ns]\n", env!("CARGO_PKG_VERSION"), s.app, name, s.app, s.config));
+        out.push_str(&format!(
+            "#[taillab {} {}: {} of {} ({}), ns]\n",
+            env!("CARGO_PKG_VERSION"),
+            s.app,
+            name,
+            s.app,
+            s.config
+        ));
         out.push_str("#[Histogram log format version 1.3]\n");
-        out.push_str(&format!("#[StartTime: {start_s:.3} (seconds since epoch), {}]\n", rfc3339(start)));
-        out.push_str(&format!("#[BaseTime: {start_s:.3} (seconds since epoch)]\n"));
+        out.push_str(&format!(
+            "#[StartTime: {start_s:.3} (seconds since epoch), {}]\n",
+            rfc3339(start)
+        ));
+        out.push_str(&format!(
+            "#[BaseTime: {start_s:.3} (seconds since epoch)]\n"
+        ));
         out.push_str("#[MaxValueDivisor: 1000000.0]\n");
         out.push_str("\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n");
         for b in &r.intervals {
@@ -500,12 +601,21 @@ pub fn write_run(dir: &Path, s: &Summary, r: &RunResult, save_requests: bool) ->
             let f = std::fs::File::create(&path).map_err(werr(&path))?;
             let mut w = std::io::BufWriter::new(f);
             let mut go = || -> std::io::Result<()> {
-                writeln!(w, "id,worker,intended,sent,enqueued,started,finished,completed,measured")?;
+                writeln!(
+                    w,
+                    "id,worker,intended,sent,enqueued,started,finished,completed,measured"
+                )?;
                 for (i, wk, measured, st) in rec.iter() {
                     writeln!(
                         w,
                         "{i},{wk},{},{},{},{},{},{},{}",
-                        st.intended, st.sent, st.enqueued, st.started, st.finished, st.completed, measured as u8
+                        st.intended,
+                        st.sent,
+                        st.enqueued,
+                        st.started,
+                        st.finished,
+                        st.completed,
+                        measured as u8
                     )?;
                 }
                 w.flush()
@@ -520,7 +630,11 @@ pub fn write_run(dir: &Path, s: &Summary, r: &RunResult, save_requests: bool) ->
 pub fn human_table(s: &Summary) -> String {
     use crate::dist::fmt_ns;
     let mut o = String::new();
-    let params = if s.params.iter().next().is_some() { format!(" ({})", s.params) } else { String::new() };
+    let params = if s.params.iter().next().is_some() {
+        format!(" ({})", s.params)
+    } else {
+        String::new()
+    };
     o.push_str(&format!(
         "{}{} · {} · {} thread{} · {} {:.0} qps · wait {} · shaper {}\n",
         s.app,
@@ -540,9 +654,16 @@ pub fn human_table(s: &Summary) -> String {
         s.duration_s,
         s.achieved_qps,
         s.utilization,
-        if s.requests.unfinished > 0 { format!(" · {} UNFINISHED", s.requests.unfinished) } else { String::new() }
+        if s.requests.unfinished > 0 {
+            format!(" · {} UNFINISHED", s.requests.unfinished)
+        } else {
+            String::new()
+        }
     ));
-    o.push_str(&format!("{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n", "", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"));
+    o.push_str(&format!(
+        "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+        "", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"
+    ));
     for m in METRICS {
         let x = &s.latency_ns[m];
         o.push_str(&format!(
@@ -558,7 +679,12 @@ pub fn human_table(s: &Summary) -> String {
         ));
     }
     for (name, c) in &s.checks {
-        o.push_str(&format!("check {:<13} {}  {}\n", name, if c.ok { "ok  " } else { "FAIL" }, c.verdict));
+        o.push_str(&format!(
+            "check {:<13} {}  {}\n",
+            name,
+            if c.ok { "ok  " } else { "FAIL" },
+            c.verdict
+        ));
     }
     o
 }

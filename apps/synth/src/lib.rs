@@ -64,7 +64,9 @@ fn parse_stall(v: &str) -> Result<Option<Stall>, AppError> {
     };
     let (mut at, mut len) = (None, None);
     for part in v.split(',') {
-        let (k, d) = part.split_once(':').ok_or_else(|| bad(format!("`{part}` is not key:duration")))?;
+        let (k, d) = part
+            .split_once(':')
+            .ok_or_else(|| bad(format!("`{part}` is not key:duration")))?;
         let d = parse_duration_ns(d).map_err(bad)? as u64;
         match k.trim() {
             "at" => at = Some(d),
@@ -93,20 +95,30 @@ struct Config {
 fn config(p: &Params) -> Result<Config, AppError> {
     p.check_keys("synth", KEYS)?;
     let spec = p.get("service").unwrap_or("exp:200us");
-    let service: Dist = spec.parse().map_err(|e: taillab_core::dist::DistError| AppError::BadParam {
-        key: "service".into(),
-        value: spec.into(),
-        expected: e.to_string(),
-    })?;
+    let service: Dist =
+        spec.parse()
+            .map_err(|e: taillab_core::dist::DistError| AppError::BadParam {
+                key: "service".into(),
+                value: spec.into(),
+                expected: e.to_string(),
+            })?;
     let stall = parse_stall(p.get("stall").unwrap_or("none"))?;
     let spin = match p.get("spin").unwrap_or("clock") {
         "clock" => Spin::Clock,
         "work" => Spin::Work,
         v => {
-            return Err(AppError::BadParam { key: "spin".into(), value: v.into(), expected: "clock or work".into() })
+            return Err(AppError::BadParam {
+                key: "spin".into(),
+                value: v.into(),
+                expected: "clock or work".into(),
+            })
         }
     };
-    Ok(Config { service, stall, spin })
+    Ok(Config {
+        service,
+        stall,
+        spin,
+    })
 }
 
 /// The synth app factory.
@@ -130,9 +142,18 @@ impl App for Synth {
     fn expected_service_ns(&self, params: &Params) -> Option<f64> {
         config(params).ok().map(|c| c.service.mean())
     }
-    fn server(&self, _: &DataCtx, params: &Params, _threads: usize) -> Result<Arc<dyn Server>, AppError> {
+    fn server(
+        &self,
+        _: &DataCtx,
+        params: &Params,
+        _threads: usize,
+    ) -> Result<Arc<dyn Server>, AppError> {
         let c = config(params)?;
-        let iters_per_us = if c.spin == Spin::Work { calibrate() } else { 0.0 };
+        let iters_per_us = if c.spin == Spin::Work {
+            calibrate()
+        } else {
+            0.0
+        };
         Ok(Arc::new(SynthServer(Arc::new(Shared {
             stall: c.stall,
             spin: c.spin,
@@ -142,7 +163,10 @@ impl App for Synth {
     }
     fn client(&self, _: &DataCtx, params: &Params, seed: u64) -> Result<Box<dyn Client>, AppError> {
         let c = config(params)?;
-        Ok(Box::new(SynthClient { dist: c.service, rng: Xoshiro256PlusPlus::seed_from_u64(seed) }))
+        Ok(Box::new(SynthClient {
+            dist: c.service,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+        }))
     }
 }
 
@@ -209,7 +233,9 @@ impl Worker for SynthWorker {
         let bytes: [u8; 8] = req
             .get(..8)
             .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| AppError::Request(format!("synth request must be 8 bytes, got {}", req.len())))?;
+            .ok_or_else(|| {
+                AppError::Request(format!("synth request must be 8 bytes, got {}", req.len()))
+            })?;
         let svc = u64::from_le_bytes(bytes);
         let mut start = now_ns();
         if let Some(st) = s.stall {
@@ -240,8 +266,21 @@ mod tests {
     #[test]
     fn stall_spec() {
         assert_eq!(parse_stall("none").unwrap(), None);
-        assert_eq!(parse_stall("at:2s,for:500ms").unwrap(), Some(Stall { at_ns: 2_000_000_000, len_ns: 500_000_000 }));
-        for bad in ["at:2s", "for:1s", "at:2,for:1s", "at:1s,for:0s", "when:1s,for:1s", "x"] {
+        assert_eq!(
+            parse_stall("at:2s,for:500ms").unwrap(),
+            Some(Stall {
+                at_ns: 2_000_000_000,
+                len_ns: 500_000_000
+            })
+        );
+        for bad in [
+            "at:2s",
+            "for:1s",
+            "at:2,for:1s",
+            "at:1s,for:0s",
+            "when:1s,for:1s",
+            "x",
+        ] {
             assert!(parse_stall(bad).is_err(), "{bad}");
         }
     }
@@ -249,7 +288,9 @@ mod tests {
     #[test]
     fn client_is_seeded_and_server_spins_the_drawn_time() {
         let p = Params::parse(["service=uniform:100us,300us"]).unwrap();
-        let ctx = DataCtx { root: std::env::temp_dir() };
+        let ctx = DataCtx {
+            root: std::env::temp_dir(),
+        };
         let mut a = Synth.client(&ctx, &p, 5).unwrap();
         let mut b = Synth.client(&ctx, &p, 5).unwrap();
         let (mut x, mut y) = (Vec::new(), Vec::new());
@@ -273,24 +314,41 @@ mod tests {
     #[test]
     fn work_spin_is_calibrated() {
         let p = Params::parse(["service=fixed:1ms", "spin=work"]).unwrap();
-        let ctx = DataCtx { root: std::env::temp_dir() };
+        let ctx = DataCtx {
+            root: std::env::temp_dir(),
+        };
         let server = Synth.server(&ctx, &p, 1).unwrap();
         let mut w = server.worker(0).unwrap();
         let mut best = u64::MAX;
         for _ in 0..5 {
             let t = now_ns();
-            w.handle(&1_000_000u64.to_le_bytes(), &mut Vec::new()).unwrap();
+            w.handle(&1_000_000u64.to_le_bytes(), &mut Vec::new())
+                .unwrap();
             best = best.min(now_ns() - t);
         }
         // Best of five: within ±30 % of 1 ms even on a busy VM.
-        assert!((700_000..1_300_000).contains(&best), "work spin of 1 ms took {best} ns");
+        assert!(
+            (700_000..1_300_000).contains(&best),
+            "work spin of 1 ms took {best} ns"
+        );
     }
 
     #[test]
     fn bad_params_name_the_key() {
-        let ctx = DataCtx { root: std::env::temp_dir() };
-        for (p, key) in [("service=exp:1", "service"), ("spin=fast", "spin"), ("stall=at:1s", "stall"), ("sevrice=exp:1us", "sevrice")] {
-            let e = Synth.server(&ctx, &Params::parse([p]).unwrap(), 1).err().unwrap().to_string();
+        let ctx = DataCtx {
+            root: std::env::temp_dir(),
+        };
+        for (p, key) in [
+            ("service=exp:1", "service"),
+            ("spin=fast", "spin"),
+            ("stall=at:1s", "stall"),
+            ("sevrice=exp:1us", "sevrice"),
+        ] {
+            let e = Synth
+                .server(&ctx, &Params::parse([p]).unwrap(), 1)
+                .err()
+                .unwrap()
+                .to_string();
             assert!(e.contains(key), "{p}: {e}");
         }
     }

@@ -1,0 +1,64 @@
+"""Shared results folders, built once per test session (figures and reports only read them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fixtures
+import pytest
+
+GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "data"
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("run") / "r"
+    fixtures.make_run(d, qps=800, duration_s=2.0, save_requests=True)
+    return d
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sweep") / "s"
+    return fixtures.make_sweep(
+        d,
+        qps=(400.0, 1200.0),
+        threads=(1, 2),
+        configs=("integrated", "loopback"),
+        runs=2,
+        duration_s=1.5,
+        failed={"loopback-t1-q1200": ("send_lag",)},
+    )
+
+
+@pytest.fixture(scope="session")
+def sweep_slow(tmp_path_factory) -> Path:
+    """The same sweep definition with 50% slower service: a real regression to detect."""
+    d = tmp_path_factory.mktemp("sweep_slow") / "s"
+    return fixtures.make_sweep(
+        d,
+        qps=(400.0, 1200.0),
+        threads=(1, 2),
+        configs=("integrated", "loopback"),
+        runs=2,
+        duration_s=1.5,
+        slowdown=1.5,
+        seed0=99,
+    )
+
+
+@pytest.fixture(scope="session")
+def sweep_report(sweep_dir, tmp_path_factory) -> Path:
+    """The sweep's report, written once through the CLI entry point; returns index.html."""
+    from taillab import cli
+
+    out = tmp_path_factory.mktemp("report")
+    assert cli.main(["report", str(sweep_dir), "--out", str(out)]) == 0
+    return out / "index.html"
+
+
+def golden(name: str) -> Path:
+    p = GOLDEN / name
+    if not p.exists():
+        pytest.skip(f"golden folder {p} not generated yet (run tests/data/regen.sh)")
+    return p
