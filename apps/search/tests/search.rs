@@ -183,6 +183,7 @@ fn top_k_matches_brute_force_bm25() {
     );
     assert!(none.is_empty());
     let _ = std::fs::remove_dir_all(&data.root);
+    let _ = std::fs::remove_dir_all(&corpus);
 }
 
 #[test]
@@ -248,6 +249,7 @@ fn client_draws_banded_terms_deterministically() {
         .to_string();
     assert!(e.contains("document frequencies run from"), "{e}");
     let _ = std::fs::remove_dir_all(&data.root);
+    let _ = std::fs::remove_dir_all(&corpus);
 }
 
 #[test]
@@ -288,6 +290,7 @@ fn wordnet_slice_finds_what_it_indexed() {
         assert!(hits.windows(2).all(|h| h[0].score >= h[1].score));
     }
     assert!(with_hits > 50);
+    let _ = std::fs::remove_dir_all(&data.root);
 }
 
 #[test]
@@ -318,9 +321,8 @@ fn bad_input_gives_clear_errors() {
     let server = app.server(&data, &params(&[&set]), 1).unwrap();
     let mut w = server.worker(0).unwrap();
     let mut resp = Vec::new();
-    assert!(w
-        .handle(b"kernel", &mut resp)
-        .unwrap_err()
-        .to_string()
-        .contains("search client"));
+    let e = w.handle(b"kernel", &mut resp);
+    let _ = std::fs::remove_dir_all(&data.root);
+    let _ = std::fs::remove_dir_all(&corpus);
+    assert!(e.unwrap_err().to_string().contains("search client"));
 }
