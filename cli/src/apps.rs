@@ -10,6 +10,10 @@ use taillab_core::App;
 pub fn all() -> Vec<Arc<dyn App>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
+    #[cfg(feature = "kv")]
+    v.push(taillab_kv::app());
+    #[cfg(feature = "search")]
+    v.push(taillab_search::app());
     #[cfg(feature = "oltp")]
     v.extend(taillab_oltp::apps());
     #[cfg(feature = "speech")]
