@@ -1,1 +1,90 @@
-fn main(){}
+//! `taillab`: the one command users type.
+//!
+//! Only this binary decides exit codes: 0 success, 1 a measurement whose
+//! checks failed (with `--strict`), 2 bad input or an error that stopped the
+//! work. Every error is printed as one line that says what to fix.
+
+mod apps;
+mod model;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "taillab", version, about = "Measure, explain and predict tail latency", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// One measurement of an app under open-loop load; writes OUT/summary.json.
+    Run(Box<run::RunArgs>),
+    /// List the apps and their --set keys.
+    Apps,
+    /// The queueing-theory ideal for a load (exact FIFO replay + closed forms).
+    Model(model::ModelArgs),
+    /// Prepare or locate app input data.
+    Data {
+        #[command(subcommand)]
+        cmd: DataCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum DataCmd {
+    /// Build an app's input data set (idempotent; also done on first use).
+    Prepare {
+        /// App name, or `all`.
+        app: String,
+        /// App settings that affect the data, as key=value.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Print where app data lives ($TAILLAB_DATA or ~/.local/share/taillab).
+    Path,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match dispatch(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
+    match cmd {
+        Cmd::Run(a) => run::run(*a),
+        Cmd::Model(a) => model::run(a),
+        Cmd::Apps => {
+            for app in apps::all() {
+                println!("{:<12} {}", app.name(), app.about());
+                for k in app.keys() {
+                    println!("    --set {}=…  (default {})  {}", k.name, k.default, k.help);
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Data { cmd: DataCmd::Path } => {
+            println!("{}", taillab_core::DataCtx::from_env().root.display());
+            Ok(0)
+        }
+        Cmd::Data { cmd: DataCmd::Prepare { app, set } } => {
+            let ctx = taillab_core::DataCtx::from_env();
+            let params = taillab_core::Params::parse(set.iter().map(|s| s.as_str()))?;
+            let list = if app == "all" { apps::all() } else { vec![apps::find(&app)?] };
+            for a in list {
+                params.check_keys(a.name(), a.keys())?;
+                eprintln!("preparing data for {} in {}", a.name(), ctx.app_dir(a.name()).display());
+                a.prepare(&ctx, &params)?;
+            }
+            Ok(0)
+        }
+    }
+}

@@ -213,6 +213,12 @@ pub trait App: Send + Sync {
         params: &Params,
         threads: usize,
     ) -> Result<Arc<dyn Server>, AppError>;
+    /// Mean service time (ns) these params imply, when the app can tell
+    /// without running (synth can); used to warn before a run that will
+    /// saturate.
+    fn expected_service_ns(&self, _params: &Params) -> Option<f64> {
+        None
+    }
     /// Builds a client whose request sequence is determined by `seed`.
     fn client(
         &self,

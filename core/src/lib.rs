@@ -1,12 +1,21 @@
 //! taillab-core: the harness as a library.
 //!
 //! A run is an open-loop schedule of requests (from an [`arrival`] process),
-//! served by N worker threads through a FIFO request queue (or by workers that
-//! claim scheduled arrivals directly, see [`harness`]), with every request's
-//! six stamps (see DESIGN.md) turned into histograms by the [`collector`] and
-//! into a [`summary`] with self-checks.
+//! served by N worker threads ([`harness`]) through a FIFO request queue
+//! ([`queue`]) or by workers that claim scheduled arrivals directly, with
+//! every request's six stamps (see DESIGN.md) turned into histograms by the
+//! [`collector`] and into a [`summary`] with self-checks.
 
 pub mod app;
+pub mod arrival;
 pub mod clock;
+pub mod collector;
+pub mod dist;
+pub mod harness;
+pub mod model;
+pub mod queue;
+pub mod summary;
 
 pub use app::{App, AppError, Client, DataCtx, KeySpec, Params, Server, Worker};
+pub use harness::{run_integrated, Bound, RunError, RunResult, RunSpec, ShaperMode};
+pub use summary::{summarize, write_run, Summary};

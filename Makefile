@@ -1,0 +1,40 @@
+# The two commands of the README, and the pieces they are made of.
+# Every target installs what it needs first (scripts/setup.sh is idempotent).
+SHELL := /bin/bash
+export TAILLAB_PYTHON ?= $(CURDIR)/.venv/bin/python
+CARGO ?= cargo
+
+.PHONY: setup build demo test test-rust test-python test-long bench lint clean
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release --workspace
+
+## make demo: set up, build, run an integrated synth sweep at 3 loads, print the table.
+demo: build
+	@scripts/demo.sh
+
+## make test: set up, build, run every test (timing tests one at a time).
+test: build test-rust test-python
+
+test-rust:
+	$(CARGO) test --release --workspace
+
+test-python:
+	@if [ -d python/tests ]; then $(TAILLAB_PYTHON) -m pytest -q python/tests; fi
+
+## Long tests (#[ignore]d in the default suite).
+test-long: build
+	$(CARGO) test --release --workspace -- --ignored
+
+bench: build
+	@python3 bench/accuracy
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean

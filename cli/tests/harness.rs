@@ -1,0 +1,304 @@
+//! The real binary against queueing theory, a server stall, and bad input.
+//!
+//! Bounds: a noisy 2-vCPU VM moves tails by several percent from minute to
+//! minute (FINDINGS.md), so closed-form comparisons use ±15 %. A wrong
+//! formula, coordinated omission or a harness that adds its own delay is off
+//! by far more (TailBench's harness was +52–78 % on the M/M/1 mean here). A
+//! comparison that fails is retried once, because one burst of hypervisor
+//! steal can sink a single run; a systematic error fails both tries.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Timing tests must not share the 2 cores with each other: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_taillab")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("taillab-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn run(args: &[&str], out: &Path) -> Value {
+    let o = Command::new(bin()).arg("run").args(args).arg("--out").arg(out).arg("-q").output().unwrap();
+    assert!(o.status.success(), "taillab run failed: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+fn soj(s: &Value, k: &str) -> f64 {
+    s["latency_ns"]["sojourn"][k].as_f64().unwrap()
+}
+
+/// Runs `attempt` up to twice; passes if either try is within bounds.
+fn within_twice(name: &str, mut attempt: impl FnMut(u64) -> Result<(), String>) {
+    let first = attempt(1);
+    if let Err(e) = first {
+        eprintln!("{name}: first try out of bounds ({e}); retrying once");
+        attempt(2).unwrap_or_else(|e2| panic!("{name}: both tries out of bounds: {e} / {e2}"));
+    }
+}
+
+fn rel(x: f64, want: f64) -> f64 {
+    x / want - 1.0
+}
+
+#[test]
+fn mm1_matches_theory() {
+    let _serial = serial();
+    // M/M/1, λ = 2500/s, E[S] = 200 µs: ρ = 0.5, mean 400 µs, p99 = ln(100)/(μ−λ).
+    let (mean_th, p99_th) = (400e3, 100f64.ln() / 2500.0 * 1e9);
+    within_twice("M/M/1", |k| {
+        let out = tmp(&format!("mm1-{k}"));
+        let seed = (10 + k).to_string();
+        let s = run(
+            &["--app", "synth", "--qps", "2500", "--warmup-requests", "5000", "--requests", "60000",
+              "--seed", &seed, "--set", "service=exp:200us"],
+            &out,
+        );
+        assert_eq!(s["schema"], "taillab.run/1");
+        assert_eq!(s["requests"]["measured"], 60000);
+        assert_eq!(s["requests"]["warmup"], 5000);
+        let (m, p) = (soj(&s, "mean"), soj(&s, "p99"));
+        let _ = std::fs::remove_dir_all(&out);
+        if rel(m, mean_th).abs() < 0.15 && rel(p, p99_th).abs() < 0.15 {
+            Ok(())
+        } else {
+            Err(format!("mean {:.0} ns ({:+.1}%), p99 {:.0} ns ({:+.1}%)", m, rel(m, mean_th) * 100.0, p, rel(p, p99_th) * 100.0))
+        }
+    });
+}
+
+#[test]
+fn md1_matches_theory() {
+    let _serial = serial();
+    // M/D/1, λ = 2500/s, S = 200 µs: Pollaczek–Khinchine mean = 200 + 100 µs.
+    // Its p99 comes from an exact FIFO replay of a long simulated M/D/1 run.
+    let mean_th = taillab_core::model::mg1_mean(2500.0, 200e3, 200e3 * 200e3);
+    let p99_th = {
+        use rand::SeedableRng;
+        use taillab_core::arrival::{ArrivalProcess, Poisson};
+        let _ = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0);
+        let mut p = Poisson::new(2500.0, 99);
+        let n = 1_000_000;
+        let a: Vec<u64> = (0..n).map(|_| p.next_offset_ns()).collect();
+        let mut s = taillab_core::model::fifo_replay(&a, &vec![200_000; n], 1);
+        s.sort_unstable();
+        taillab_core::model::quantile(&s, 0.99) as f64
+    };
+    within_twice("M/D/1", |k| {
+        let out = tmp(&format!("md1-{k}"));
+        let seed = (20 + k).to_string();
+        let s = run(
+            &["--app", "synth", "--qps", "2500", "--warmup-requests", "5000", "--requests", "60000",
+              "--seed", &seed, "--set", "service=fixed:200us"],
+            &out,
+        );
+        let (m, p) = (soj(&s, "mean"), soj(&s, "p99"));
+        let svc = s["latency_ns"]["service"]["p50"].as_f64().unwrap();
+        assert!((svc / 200e3 - 1.0).abs() < 0.01, "fixed service p50 {svc}");
+        let _ = std::fs::remove_dir_all(&out);
+        if rel(m, mean_th).abs() < 0.15 && rel(p, p99_th).abs() < 0.15 {
+            Ok(())
+        } else {
+            Err(format!("mean {:.0} vs {:.0} ns, p99 {:.0} vs {:.0} ns", m, mean_th, p, p99_th))
+        }
+    });
+}
+
+#[test]
+fn harness_matches_replay_of_its_own_draws() {
+    let _serial = serial();
+    // Same arrivals, same measured service times, ideal FIFO: what is left
+    // is the harness's own error, without sampling noise.
+    within_twice("replay", |k| {
+        let out = tmp(&format!("replay-{k}"));
+        let seed = (30 + k).to_string();
+        let s = run(
+            &["--app", "synth", "--qps", "2500", "--warmup-requests", "2000", "--requests", "30000",
+              "--seed", &seed, "--set", "service=exp:200us", "--save-requests"],
+            &out,
+        );
+        let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+        let mut lines = csv.lines();
+        assert_eq!(lines.next().unwrap(), "id,worker,intended,sent,enqueued,started,finished,completed,measured");
+        let rows: Vec<Vec<u64>> = lines.map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect();
+        assert_eq!(rows.len(), 32_000);
+        for r in &rows {
+            // intended ≤ sent = enqueued ≤ started ≤ finished = completed (integrated).
+            assert!(r[2] <= r[3] && r[3] == r[4] && r[4] <= r[5] && r[5] <= r[6] && r[6] == r[7], "{r:?}");
+        }
+        let arr: Vec<u64> = rows.iter().map(|r| r[2]).collect();
+        let svc: Vec<u64> = rows.iter().map(|r| r[6] - r[5]).collect();
+        let ideal = taillab_core::model::fifo_replay(&arr, &svc, 1);
+        let measured: Vec<u64> = rows.iter().map(|r| r[7] - r[2]).collect();
+        let (mut a, mut b) = (ideal[2000..].to_vec(), measured[2000..].to_vec());
+        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+        let (mi, mm) = (mean(&a), mean(&b));
+        assert!((mm - soj(&s, "mean")).abs() < 1.0, "summary mean disagrees with requests.csv");
+        a.sort_unstable();
+        b.sort_unstable();
+        let (pi, pm) = (taillab_core::model::quantile(&a, 0.99) as f64, taillab_core::model::quantile(&b, 0.99) as f64);
+        let _ = std::fs::remove_dir_all(&out);
+        // The harness adds send lag and dispatch time only: a few µs at most.
+        if rel(mm, mi).abs() < 0.05 && rel(pm, pi).abs() < 0.05 {
+            Ok(())
+        } else {
+            Err(format!("mean {mm:.0} vs replay {mi:.0}, p99 {pm:.0} vs replay {pi:.0}"))
+        }
+    });
+}
+
+#[test]
+fn stall_is_charged_to_every_request_that_waited() {
+    let _serial = serial();
+    // 3 s at 1000 qps with the server stopped for 500 ms from 1 s: requests
+    // arriving in the stall wait up to 500 ms; those in its first half wait
+    // > 250 ms — about 1/12 of all. A closed-loop tester would send nothing
+    // during the stall and report neither.
+    let out = tmp("stall");
+    let s = run(
+        &["--app", "synth", "--qps", "1000", "--duration", "3s", "--set", "service=fixed:100us",
+          "--set", "stall=at:1s,for:500ms", "--save-requests"],
+        &out,
+    );
+    let max = soj(&s, "max");
+    assert!(max >= 450e6, "max sojourn {max} ns: the stall was not charged");
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    let soj: Vec<u64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|x| x.parse::<u64>().unwrap()).collect::<Vec<_>>())
+        .filter(|r| r[8] == 1)
+        .map(|r| r[7] - r[2])
+        .collect();
+    let frac = soj.iter().filter(|&&x| x > 250_000_000).count() as f64 / soj.len() as f64;
+    assert!((0.06..0.15).contains(&frac), "fraction over 250 ms = {frac:.3}, expected ≈ 1/12");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn thread_shaper_and_two_workers_agree_with_mm2() {
+    let _serial = serial();
+    // M/M/2 at ρ = 0.4 through the real queue: mean sojourn from Erlang C.
+    let th = taillab_core::model::mmc_mean(2, 4000.0, 200e3);
+    within_twice("M/M/2", |k| {
+        let out = tmp(&format!("mm2-{k}"));
+        let s = run(
+            &["--app", "synth", "--qps", "4000", "--threads", "2", "--shaper", "thread", "--warmup-requests", "2000",
+              "--requests", "30000", "--seed", &(40 + k).to_string(), "--set", "service=exp:200us"],
+            &out,
+        );
+        assert_eq!(s["shaper"], "thread");
+        let m = soj(&s, "mean");
+        let _ = std::fs::remove_dir_all(&out);
+        // The queue hand-off and a worker's wake-up are real costs: allow more.
+        if rel(m, th).abs() < 0.25 {
+            Ok(())
+        } else {
+            Err(format!("mean {m:.0} vs M/M/2 {th:.0} ns"))
+        }
+    });
+}
+
+#[test]
+fn summary_has_the_documented_shape_and_logs() {
+    let _serial = serial();
+    let out = tmp("shape");
+    let s = run(&["--app", "synth", "--qps", "2000", "--requests", "3000", "--set", "service=fixed:50us"], &out);
+    for k in ["schema", "app", "config", "threads", "seed", "offered_qps", "achieved_qps", "duration_s", "host", "checks"] {
+        assert!(!s[k].is_null(), "summary.json lacks {k}");
+    }
+    for m in ["sojourn", "service", "queue", "send_lag"] {
+        for q in ["mean", "p50", "p90", "p95", "p99", "p999", "max"] {
+            assert!(s["latency_ns"][m][q].is_number(), "latency_ns.{m}.{q}");
+        }
+        let log = std::fs::read_to_string(out.join("hist").join(format!("{m}.hlog"))).unwrap();
+        let lines: Vec<&str> = log.lines().filter(|l| l.starts_with("Tag=")).collect();
+        assert!(!lines.is_empty(), "{m}.hlog has no intervals");
+        // Interval counts add up to the measured count.
+        let total: u64 = lines
+            .iter()
+            .map(|l| taillab_core::collector::decode_hist(l.rsplit(',').next().unwrap()).unwrap().len())
+            .sum();
+        assert_eq!(total, 3000, "{m}.hlog intervals");
+    }
+    for c in ["rate", "send_lag", "saturation"] {
+        assert!(s["checks"][c]["ok"].is_boolean(), "checks.{c}.ok");
+    }
+    assert_eq!(s["host"]["cores"].as_u64().unwrap() as usize, std::thread::available_parallelism().unwrap().get());
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn saturation_is_detected_and_warned() {
+    let _serial = serial();
+    let out = tmp("sat");
+    let o = Command::new(bin())
+        .args(["run", "--app", "synth", "--qps", "3000", "--duration", "2s", "--set", "service=fixed:500us", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("will saturate"));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["checks"]["saturation"]["ok"], false, "{}", s["checks"]["saturation"]);
+    assert_eq!(s["checks"]["rate"]["ok"], false);
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn same_seed_same_requests() {
+    let _serial = serial();
+    let (a, b) = (tmp("seed-a"), tmp("seed-b"));
+    let args = ["--app", "synth", "--qps", "500", "--requests", "300", "--seed", "5", "--set", "service=lognormal:50us,cv=2", "--save-requests"];
+    run(&args, &a);
+    run(&args, &b);
+    // Service times are drawn by the client from the seed: the spun times agree to within timer noise.
+    let col = |d: &Path| -> Vec<u64> {
+        std::fs::read_to_string(d.join("requests.csv")).unwrap().lines().skip(1)
+            .map(|l| { let r: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect(); r[6] - r[5] }).collect()
+    };
+    let (x, y) = (col(&a), col(&b));
+    assert_eq!(x.len(), y.len());
+    let close = x.iter().zip(&y).filter(|(p, q)| (**p as i64 - **q as i64).abs() < 20_000).count();
+    assert!(close as f64 > 0.95 * x.len() as f64, "only {close}/{} service times agree", x.len());
+    std::fs::remove_dir_all(&a).unwrap();
+    std::fs::remove_dir_all(&b).unwrap();
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let o = Command::new(bin()).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?} exited {:?}: {err}", o.status.code());
+    assert!(err.contains(needle), "{args:?}: error `{err}` lacks `{needle}`");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let _serial = serial();
+    let base = ["run", "--app", "synth", "--requests", "10", "-q"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().copied().chain(extra.iter().copied()).collect() };
+    fails_with(&["run", "--app", "nope", "--qps", "10", "--requests", "1"], "unknown app `nope`");
+    fails_with(&with(&["--qps", "10", "--config", "cloud"]), "unknown --config");
+    fails_with(&with(&["--qps", "0"]), "--qps must be a positive number");
+    fails_with(&with(&["--qps", "NaN"]), "--qps must be a positive number");
+    fails_with(&with(&["--qps", "-5"]), "--qps");
+    fails_with(&with(&["--qps", "10", "--threads", "0"]), "--threads must be in");
+    fails_with(&with(&["--qps", "10", "--set", "service=exp:200"]), "no unit");
+    fails_with(&with(&["--qps", "10", "--set", "colour=red"]), "unknown key `colour`");
+    fails_with(&with(&["--qps", "10", "--wait", "nap"]), "--wait");
+    fails_with(&["run", "--app", "synth", "--qps", "10", "-q"], "--requests N or --duration");
+    fails_with(&with(&["--qps", "10", "--out", "/proc/taillab-cannot-write"]), "pick a writable --out");
+    fails_with(&with(&["--qps", "10", "--discipline", "lifo"]), "--shaper thread");
+    fails_with(&with(&["--qps", "10", "--net-delay", "exp:5"]), "--net-delay");
+}

@@ -1,0 +1,430 @@
+//! Turning stamps into statistics without disturbing what is measured.
+//!
+//! Each worker (or client receive thread) owns a [`Shard`]: HdrHistograms for
+//! the measured phase (3 significant digits, ns), exact sums for the means, a
+//! per-slice completion count for the saturation check, and the histograms of
+//! the current reporting interval. Nothing is shared on the hot path: a shard
+//! is merged into the run's totals after the run (histograms are *added*;
+//! percentiles are never averaged).
+//!
+//! Interval histograms cost memory (≈ 200 KB per metric), so a worker never
+//! keeps more than one interval: when it completes its first request of a new
+//! interval it swaps in a spare set (prepared by the run's main thread) and
+//! drops the full set into an [`IntervalSink`] inbox. The main thread merges
+//! the inbox, compresses finished intervals (a few KB each) and hands the
+//! emptied sets back as spares. The worker's cost is a pointer swap and an
+//! uncontended lock, a few tens of ns once per interval.
+//!
+//! All histograms are pre-faulted (zeroed by a write, not only by `calloc`),
+//! so no page fault lands inside a measured request.
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The derived durations, in this order everywhere.
+pub const METRICS: [&str; 4] = ["sojourn", "service", "queue", "send_lag"];
+
+/// The six stamps of one request (ns, one monotonic clock per host).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stamps {
+    pub intended: u64,
+    pub sent: u64,
+    pub enqueued: u64,
+    pub started: u64,
+    pub finished: u64,
+    pub completed: u64,
+}
+
+impl Stamps {
+    /// sojourn, service, queue, send_lag (see DESIGN.md). Saturating, so a
+    /// stamp taken on another host (where only durations cross) never wraps.
+    #[inline]
+    pub fn durations(&self) -> [u64; 4] {
+        [
+            self.completed.saturating_sub(self.intended),
+            self.finished.saturating_sub(self.started),
+            self.started.saturating_sub(self.enqueued),
+            self.sent.saturating_sub(self.intended),
+        ]
+    }
+}
+
+/// Largest value a histogram is sized for up front (auto-resizes beyond).
+const HIST_MAX_NS: u64 = 60_000_000_000;
+
+fn new_hist() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("valid bounds");
+    h.auto(true);
+    // Writing zeros faults the pages in now rather than during a request.
+    h.reset();
+    h
+}
+
+/// One histogram per metric.
+#[derive(Clone)]
+pub struct Hists(pub [Histogram<u64>; 4]);
+
+impl Default for Hists {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hists {
+    pub fn new() -> Self {
+        Hists([new_hist(), new_hist(), new_hist(), new_hist()])
+    }
+
+    #[inline]
+    pub fn record(&mut self, d: &[u64; 4]) {
+        for (h, v) in self.0.iter_mut().zip(d) {
+            h.saturating_record(*v);
+        }
+    }
+
+    pub fn add(&mut self, other: &Hists) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            a.add(b).expect("auto-resizing histograms always add");
+        }
+    }
+
+    pub fn reset(&mut self) {
+        for h in &mut self.0 {
+            h.reset();
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0[0].len()
+    }
+}
+
+/// Compresses a histogram as an HdrHistogram V2 deflate blob, base64-encoded
+/// (the payload of one interval-log line).
+pub fn encode_hist(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut buf).expect("serializing to memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// Decodes what [`encode_hist`] wrote (used by tests and by merging tools).
+pub fn decode_hist(b64: &str) -> Option<Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut std::io::Cursor::new(bytes))
+        .ok()
+}
+
+/// A finished interval: its index and, per metric, the compressed histogram
+/// and its max (for the log line).
+#[derive(Debug, Clone)]
+pub struct IntervalBlob {
+    pub index: u32,
+    pub count: u64,
+    pub max: [u64; 4],
+    pub hist_b64: [String; 4],
+}
+
+/// Where workers drop full interval histograms; drained by the main thread.
+pub struct IntervalSink {
+    inbox: Mutex<Vec<(u32, usize, Box<Hists>)>>,
+    spares: Vec<Mutex<Vec<Box<Hists>>>>,
+    worker_interval: Vec<AtomicU32>,
+    merged: Mutex<BTreeMap<u32, Hists>>,
+    done: Mutex<Vec<IntervalBlob>>,
+    /// Start of the measured phase (0 until known): intervals and slices
+    /// count from it.
+    pub measure_start: std::sync::atomic::AtomicU64,
+}
+
+impl IntervalSink {
+    pub fn new(workers: usize) -> Self {
+        IntervalSink {
+            inbox: Mutex::new(Vec::new()),
+            spares: (0..workers).map(|_| Mutex::new(vec![Box::new(Hists::new())])).collect(),
+            worker_interval: (0..workers).map(|_| AtomicU32::new(0)).collect(),
+            merged: Mutex::new(BTreeMap::new()),
+            done: Mutex::new(Vec::new()),
+            measure_start: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn take_spare(&self, worker: usize) -> Box<Hists> {
+        // A missing spare (main thread behind) costs an allocation, never a wait.
+        self.spares[worker].lock().pop().unwrap_or_else(|| Box::new(Hists::new()))
+    }
+
+    /// Main thread: merge what workers handed in, compress intervals that
+    /// every worker has moved past, and refill the workers' spares.
+    pub fn collect(&self) {
+        let items = std::mem::take(&mut *self.inbox.lock());
+        let mut merged = self.merged.lock();
+        for (k, w, mut h) in items {
+            merged.entry(k).or_default().add(&h);
+            h.reset();
+            self.spares[w].lock().push(h);
+        }
+        let low = self.worker_interval.iter().map(|a| a.load(Ordering::Acquire)).min().unwrap_or(0);
+        let finished: Vec<u32> = merged.range(..low).map(|(k, _)| *k).collect();
+        let mut done = self.done.lock();
+        for k in finished {
+            let h = merged.remove(&k).expect("key listed above");
+            done.push(blob(k, &h));
+        }
+    }
+
+    /// After all workers flushed: every interval, compressed, in order.
+    pub fn finish(&self) -> Vec<IntervalBlob> {
+        self.collect();
+        let mut merged = self.merged.lock();
+        let mut done = std::mem::take(&mut *self.done.lock());
+        for (k, h) in std::mem::take(&mut *merged) {
+            done.push(blob(k, &h));
+        }
+        done.sort_by_key(|b| b.index);
+        done
+    }
+}
+
+fn blob(k: u32, h: &Hists) -> IntervalBlob {
+    IntervalBlob {
+        index: k,
+        count: h.count(),
+        max: std::array::from_fn(|i| h.0[i].max()),
+        hist_b64: std::array::from_fn(|i| encode_hist(&h.0[i])),
+    }
+}
+
+/// What one thread measured; merged across threads after the run.
+pub struct Shard {
+    worker: usize,
+    pub totals: Hists,
+    pub sums: [u128; 4],
+    pub measured: u64,
+    pub warmup: u64,
+    pub first_completed: u64,
+    pub last_completed: u64,
+    /// Completions per saturation slice (by completion time).
+    pub slice_done: Vec<u64>,
+    measure_start: u64,
+    slice_ns: u64,
+    interval_ns: u64,
+    cur_k: u32,
+    cur: Box<Hists>,
+}
+
+impl Shard {
+    pub fn new(worker: usize, sink: &IntervalSink, slice_ns: u64, interval_ns: u64) -> Self {
+        Shard {
+            worker,
+            totals: Hists::new(),
+            sums: [0; 4],
+            measured: 0,
+            warmup: 0,
+            first_completed: u64::MAX,
+            last_completed: 0,
+            slice_done: Vec::with_capacity(64),
+            measure_start: 0,
+            slice_ns: slice_ns.max(1),
+            interval_ns: interval_ns.max(1),
+            cur_k: 0,
+            cur: sink.take_spare(worker),
+        }
+    }
+
+    /// Records one finished request.
+    #[inline]
+    pub fn record(&mut self, s: &Stamps, measured: bool, sink: &IntervalSink) {
+        if !measured {
+            self.warmup += 1;
+            return;
+        }
+        let d = s.durations();
+        self.totals.record(&d);
+        for (acc, v) in self.sums.iter_mut().zip(d) {
+            *acc += v as u128;
+        }
+        if self.measure_start == 0 {
+            // Set by the schedule before the first measured request is handed out.
+            self.measure_start = sink.measure_start.load(Ordering::Acquire);
+        }
+        self.measured += 1;
+        self.first_completed = self.first_completed.min(s.completed);
+        self.last_completed = self.last_completed.max(s.completed);
+        let rel = s.completed.saturating_sub(self.measure_start);
+        let slice = (rel / self.slice_ns) as usize;
+        if slice >= self.slice_done.len() {
+            self.slice_done.resize(slice + 1, 0);
+        }
+        self.slice_done[slice] += 1;
+        let k = (rel / self.interval_ns).min(u32::MAX as u64) as u32;
+        if k > self.cur_k {
+            self.roll(k, sink);
+        }
+        self.cur.record(&d);
+    }
+
+    fn roll(&mut self, k: u32, sink: &IntervalSink) {
+        let full = std::mem::replace(&mut self.cur, sink.take_spare(self.worker));
+        if full.count() > 0 {
+            sink.inbox.lock().push((self.cur_k, self.worker, full));
+        } else {
+            sink.spares[self.worker].lock().push(full);
+        }
+        self.cur_k = k;
+        sink.worker_interval[self.worker].store(k, Ordering::Release);
+    }
+
+    /// Hands the current interval to the sink (at the end of the run).
+    pub fn flush(&mut self, sink: &IntervalSink) {
+        self.roll(u32::MAX, sink);
+    }
+
+    /// Adds another shard's totals into this one.
+    pub fn absorb(&mut self, o: &Shard) {
+        self.totals.add(&o.totals);
+        for (a, b) in self.sums.iter_mut().zip(o.sums) {
+            *a += b;
+        }
+        self.measured += o.measured;
+        self.warmup += o.warmup;
+        self.first_completed = self.first_completed.min(o.first_completed);
+        self.last_completed = self.last_completed.max(o.last_completed);
+        if o.slice_done.len() > self.slice_done.len() {
+            self.slice_done.resize(o.slice_done.len(), 0);
+        }
+        for (a, b) in self.slice_done.iter_mut().zip(&o.slice_done) {
+            *a += b;
+        }
+    }
+}
+
+/// Summary statistics of one metric, in ns.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MetricStats {
+    pub count: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl MetricStats {
+    /// From a histogram; `exact_sum` (when known) replaces the histogram's
+    /// bucketed mean so the mean carries no quantization error.
+    pub fn from_hist(h: &Histogram<u64>, exact_sum: Option<u128>) -> Self {
+        if h.is_empty() {
+            return MetricStats::default();
+        }
+        let q = |x: f64| h.value_at_quantile(x);
+        MetricStats {
+            count: h.len(),
+            mean: exact_sum.map(|s| s as f64 / h.len() as f64).unwrap_or_else(|| h.mean()),
+            stdev: h.stdev(),
+            min: h.min(),
+            p50: q(0.50),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: h.max(),
+        }
+    }
+
+    /// The value of a named statistic (`mean`, `p99`, ...), for CI targets.
+    pub fn get(&self, stat: &str) -> Option<f64> {
+        Some(match stat {
+            "mean" => self.mean,
+            "stdev" => self.stdev,
+            "min" => self.min as f64,
+            "p50" => self.p50 as f64,
+            "p90" => self.p90 as f64,
+            "p95" => self.p95 as f64,
+            "p99" => self.p99 as f64,
+            "p999" => self.p999 as f64,
+            "max" => self.max as f64,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(i: u64, q: u64, svc: u64, lag: u64) -> Stamps {
+        Stamps { intended: i, sent: i + lag, enqueued: i + lag, started: i + lag + q, finished: i + lag + q + svc, completed: i + lag + q + svc }
+    }
+
+    #[test]
+    fn durations_decompose_sojourn() {
+        let s = st(1000, 30, 200, 5);
+        assert_eq!(s.durations(), [235, 200, 30, 5]);
+    }
+
+    #[test]
+    fn shards_merge_to_the_same_stats_as_one() {
+        let sink = IntervalSink::new(2);
+        sink.measure_start.store(1, Ordering::Release);
+        let mut a = Shard::new(0, &sink, 1_000_000, 10_000_000);
+        let mut b = Shard::new(1, &sink, 1_000_000, 10_000_000);
+        let sink1 = IntervalSink::new(1);
+        sink1.measure_start.store(1, Ordering::Release);
+        let mut one = Shard::new(0, &sink1, 1_000_000, 10_000_000);
+        for i in 0..10_000u64 {
+            let s = st(i * 3_000, i % 97, 1000 + (i * 7919) % 5000, i % 3);
+            if i % 2 == 0 { a.record(&s, true, &sink) } else { b.record(&s, true, &sink) }
+            one.record(&s, true, &sink1);
+        }
+        a.absorb(&b);
+        assert_eq!(a.measured, 10_000);
+        for m in 0..4 {
+            let x = MetricStats::from_hist(&a.totals.0[m], Some(a.sums[m]));
+            let y = MetricStats::from_hist(&one.totals.0[m], Some(one.sums[m]));
+            assert_eq!(x, y, "metric {}", METRICS[m]);
+        }
+        assert_eq!(a.slice_done, one.slice_done);
+    }
+
+    #[test]
+    fn intervals_cover_every_measured_request() {
+        let sink = IntervalSink::new(2);
+        sink.measure_start.store(1, Ordering::Release);
+        let mut shards: Vec<Shard> = (0..2).map(|w| Shard::new(w, &sink, 1_000_000, 1_000_000)).collect();
+        let n = 50_000u64;
+        for i in 0..n {
+            let s = st(i * 200, 0, 100, 0);
+            shards[(i % 2) as usize].record(&s, true, &sink);
+            if i % 5000 == 0 {
+                sink.collect();
+            }
+        }
+        for s in &mut shards {
+            s.flush(&sink);
+        }
+        let blobs = sink.finish();
+        assert_eq!(blobs.iter().map(|b| b.count).sum::<u64>(), n);
+        // Completion times span 10 ms, so there are 10 one-ms intervals, in order.
+        assert_eq!(blobs.iter().map(|b| b.index).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
+        let h = decode_hist(&blobs[3].hist_b64[1]).unwrap();
+        assert_eq!(h.len(), blobs[3].count);
+        assert_eq!(h.max(), 100);
+    }
+
+    #[test]
+    fn warmup_is_counted_not_recorded() {
+        let sink = IntervalSink::new(1);
+        let mut s = Shard::new(0, &sink, 1000, 1000);
+        s.record(&st(0, 1, 2, 3), false, &sink);
+        assert_eq!((s.warmup, s.measured, s.totals.count()), (1, 0, 0));
+    }
+}

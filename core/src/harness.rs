@@ -1,0 +1,791 @@
+//! One measurement: an open-loop schedule served by N workers.
+//!
+//! Two ways to drive the integrated configuration:
+//!
+//! - **inline** (the default for FIFO): there is no shaper thread. Each worker
+//!   claims the next scheduled arrival from the shared schedule (so requests
+//!   start in arrival order: FIFO by construction), waits until its intended
+//!   time if it is early, or starts at once if it is late — in which case the
+//!   request was, in the model, waiting in the queue since its intended time
+//!   (`queue = started − intended`). This is exactly FIFO G/G/n, costs no
+//!   extra core (which matters on a 2-core machine), and puts no hand-off
+//!   between threads on the measured path. TailBench's integrated mode used
+//!   the same idea.
+//! - **thread**: a shaper thread sends each request at its intended time
+//!   into a real [`RequestQueue`] that the workers pop. Needed for the other
+//!   disciplines, and the model of what transports do.
+//!
+//! Either way, latency counts from the *intended* time, so a late send or a
+//! stalled server is charged to the requests it delayed (no coordinated
+//! omission), and `send_lag = sent − intended` records how far the harness
+//! itself was off schedule.
+
+use crate::app::{AppError, Client, Server};
+use crate::arrival::{derive_seed, ArrivalSpec};
+use crate::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
+use crate::collector::{IntervalBlob, IntervalSink, Shard, Stamps};
+use crate::dist::Dist;
+use crate::queue::{Discipline, RequestQueue};
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+
+/// Errors of a run; each says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid run: {0}")]
+    Invalid(String),
+    #[error("keeping per-request records for {requests} requests needs {need_mb} MB, over the {cap_mb} MB cap; drop --save-requests or raise --max-record-mem")]
+    RecordsTooBig { requests: u64, need_mb: u64, cap_mb: u64 },
+    #[error(transparent)]
+    App(#[from] AppError),
+    #[error("{0}")]
+    Setup(String),
+    #[error("worker thread {0} panicked; the run is void: {1}")]
+    Panicked(usize, String),
+}
+
+/// How a phase ends: after a number of requests or a time.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    Requests(u64),
+    Seconds(f64),
+}
+
+/// Who releases requests at their intended times (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShaperMode {
+    Inline,
+    Thread,
+}
+
+impl std::str::FromStr for ShaperMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "inline" => Ok(ShaperMode::Inline),
+            "thread" => Ok(ShaperMode::Thread),
+            _ => Err(format!("unknown shaper `{s}`; use inline or thread")),
+        }
+    }
+}
+
+impl std::fmt::Display for ShaperMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ShaperMode::Inline => "inline",
+            ShaperMode::Thread => "thread",
+        })
+    }
+}
+
+/// Everything that defines one run (besides the app).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunSpec {
+    pub qps: f64,
+    pub threads: usize,
+    pub arrival: ArrivalSpec,
+    pub seed: u64,
+    pub warmup: Bound,
+    pub measure: Bound,
+    pub wait: WaitMode,
+    /// Hybrid waits sleep until this long before the deadline, then spin.
+    pub spin_margin_ns: u64,
+    pub shaper: ShaperMode,
+    pub discipline: Discipline,
+    /// Keep every request's stamps in memory (needed for `requests.csv`).
+    pub keep_records: bool,
+    pub record_mem_cap: u64,
+    /// Length of one interval histogram.
+    pub interval_ns: u64,
+    /// How long after the schedule's expected end the run waits for stragglers.
+    pub drain_timeout_ns: u64,
+    /// Run workers (and the shaper) under SCHED_FIFO at this priority.
+    pub rt_priority: Option<i32>,
+    /// Pin worker i to `cpus[i % len]` (the shaper to the last one).
+    pub cpus: Vec<usize>,
+    /// Send-lag p99 above this fails the send-lag check.
+    pub send_lag_p99_max_ns: u64,
+    /// Simulated network delay added in each direction (integrated, inline
+    /// only). Requests keep their send order, as on one TCP connection.
+    #[serde(serialize_with = "ser_opt_display")]
+    pub net_delay: Option<Dist>,
+}
+
+fn ser_opt_display<S: serde::Serializer>(d: &Option<Dist>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&d.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            qps: 1000.0,
+            threads: 1,
+            arrival: ArrivalSpec::Poisson,
+            seed: 1,
+            warmup: Bound::Requests(0),
+            measure: Bound::Requests(10_000),
+            wait: WaitMode::Hybrid,
+            spin_margin_ns: DEFAULT_SPIN_MARGIN_NS,
+            shaper: ShaperMode::Inline,
+            discipline: Discipline::Fifo,
+            keep_records: false,
+            record_mem_cap: 1 << 30,
+            interval_ns: 1_000_000_000,
+            drain_timeout_ns: 10_000_000_000,
+            send_lag_p99_max_ns: 50_000,
+            rt_priority: None,
+            cpus: Vec::new(),
+            net_delay: None,
+        }
+    }
+}
+
+/// Default hybrid spin margin. Sleeping until 200 µs before a deadline cost
+/// +2.5 % on M/M/1 mean here, 50 µs cost +6 % (FINDINGS.md): the VM's
+/// wake-ups are that slow. 1 ms keeps the error near pure spinning while
+/// still sleeping through long idle gaps.
+pub const DEFAULT_SPIN_MARGIN_NS: u64 = 1_000_000;
+
+/// Bytes of memory one kept record costs.
+pub const RECORD_BYTES: u64 = 7 * 8;
+
+impl RunSpec {
+    /// Checks the spec; the error names the bad setting and the allowed range.
+    pub fn validate(&self) -> Result<(), RunError> {
+        let bad = |s: String| Err(RunError::Invalid(s));
+        if !(self.qps.is_finite() && self.qps > 0.0) {
+            return bad(format!("--qps must be a positive number, got {}", self.qps));
+        }
+        if self.qps > 1e8 {
+            return bad(format!("--qps {} is beyond what one host can schedule (max 1e8)", self.qps));
+        }
+        if self.threads == 0 || self.threads > 1024 {
+            return bad(format!("--threads must be in 1..=1024, got {}", self.threads));
+        }
+        match self.measure {
+            Bound::Requests(0) => return bad("--requests must be at least 1".into()),
+            Bound::Seconds(s) if !(s.is_finite() && s > 0.0) => {
+                return bad(format!("--duration must be a positive time, got {s}s"))
+            }
+            _ => {}
+        }
+        if let Bound::Seconds(s) = self.warmup {
+            if !(s.is_finite() && s >= 0.0) {
+                return bad(format!("--warmup-seconds must be ≥ 0, got {s}"));
+            }
+        }
+        if self.interval_ns < 1_000_000 {
+            return bad("--interval must be at least 1ms".into());
+        }
+        if self.net_delay.is_some() && self.shaper == ShaperMode::Thread {
+            return bad("--net-delay is simulated by inline workers only: drop --shaper thread".into());
+        }
+        if self.discipline != Discipline::Fifo && self.shaper == ShaperMode::Inline {
+            return bad(format!(
+                "--discipline {} needs a real queue: add --shaper thread (inline workers are FIFO by construction)",
+                self.discipline
+            ));
+        }
+        let cap = self.record_capacity();
+        if self.keep_records && cap * RECORD_BYTES > self.record_mem_cap {
+            return Err(RunError::RecordsTooBig {
+                requests: cap,
+                need_mb: cap * RECORD_BYTES >> 20,
+                cap_mb: self.record_mem_cap >> 20,
+            });
+        }
+        Ok(())
+    }
+
+    /// Requests the run is expected to schedule, warmup included, with room
+    /// for Poisson variation of time-bounded phases (10 σ).
+    pub fn record_capacity(&self) -> u64 {
+        let n = |b: Bound| match b {
+            Bound::Requests(n) => n as f64,
+            Bound::Seconds(s) => {
+                let m = self.qps * s;
+                m + 10.0 * m.sqrt() + 100.0
+            }
+        };
+        (n(self.warmup) + n(self.measure)).ceil() as u64
+    }
+
+    /// Expected length of the measured phase in ns.
+    pub fn expected_measure_ns(&self) -> u64 {
+        match self.measure {
+            Bound::Requests(n) => (n as f64 / self.qps * 1e9) as u64,
+            Bound::Seconds(s) => (s * 1e9) as u64,
+        }
+    }
+
+    /// Expected length of the whole schedule in ns, padded for Poisson
+    /// variation (6 σ) so the drain deadline never cuts a healthy run.
+    fn expected_total_ns(&self) -> u64 {
+        let secs = |b: Bound| match b {
+            Bound::Requests(n) => {
+                let n = n as f64;
+                (n + 6.0 * n.sqrt() + 10.0) / self.qps
+            }
+            Bound::Seconds(s) => s,
+        };
+        ((secs(self.warmup) + secs(self.measure)) * 1e9) as u64
+    }
+}
+
+/// Per-request stamps kept for the whole run, indexed by request number.
+/// Each slot is written by exactly one worker; atomics make that safe
+/// without locks (relaxed stores are plain moves on x86).
+pub struct Records {
+    slots: Vec<[AtomicU64; 7]>,
+}
+
+impl Records {
+    fn new(n: u64) -> Self {
+        let slots: Vec<[AtomicU64; 7]> = (0..n).map(|_| Default::default()).collect();
+        // Written above, so the pages are resident before the run starts.
+        Records { slots }
+    }
+
+    #[inline]
+    fn set(&self, i: u64, s: &Stamps, worker: usize, measured: bool) {
+        if let Some(slot) = self.slots.get(i as usize) {
+            let v = [s.intended, s.sent, s.enqueued, s.started, s.finished, s.completed];
+            for (a, x) in slot.iter().zip(v) {
+                a.store(x, Ordering::Relaxed);
+            }
+            slot[6].store(((worker as u64) << 1) | measured as u64 | (1 << 63), Ordering::Release);
+        }
+    }
+
+    /// The requests that completed, in request order:
+    /// (index, worker, measured, stamps).
+    pub fn iter(&self) -> impl Iterator<Item = (u64, usize, bool, Stamps)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            let tag = s[6].load(Ordering::Acquire);
+            if tag >> 63 == 0 {
+                return None;
+            }
+            let g = |k: usize| s[k].load(Ordering::Relaxed);
+            Some((
+                i as u64,
+                ((tag & !(1 << 63)) >> 1) as usize,
+                tag & 1 == 1,
+                Stamps { intended: g(0), sent: g(1), enqueued: g(2), started: g(3), finished: g(4), completed: g(5) },
+            ))
+        })
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.slots.len() as u64
+    }
+}
+
+/// One scheduled request as handed to whoever releases it.
+#[derive(Debug, Clone, Copy)]
+struct Item {
+    index: u64,
+    intended: u64,
+    measured: bool,
+    first_measured: bool,
+}
+
+/// The open-loop schedule: arrival times and request contents, in order.
+struct Schedule {
+    arrival: Box<dyn crate::arrival::ArrivalProcess>,
+    client: Box<dyn Client>,
+    t0: u64,
+    next_index: u64,
+    warmup: Bound,
+    measure: Bound,
+    measure_start: Option<u64>,
+    generated_warmup: u64,
+    generated_measured: u64,
+    first_measured_intended: u64,
+    last_measured_intended: u64,
+    slice_ns: u64,
+    arrivals_per_slice: Vec<u64>,
+    done: bool,
+}
+
+impl Schedule {
+    fn next(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
+        if self.done {
+            return None;
+        }
+        let off = self.arrival.next_offset_ns();
+        let intended = self.t0 + off;
+        let measured = match self.warmup {
+            Bound::Requests(n) => self.next_index >= n,
+            Bound::Seconds(s) => off as f64 >= s * 1e9,
+        };
+        let mut first_measured = false;
+        if measured {
+            let start = match self.measure_start {
+                Some(t) => t,
+                None => {
+                    let t = match self.warmup {
+                        Bound::Requests(_) => intended,
+                        Bound::Seconds(s) => self.t0 + (s * 1e9) as u64,
+                    };
+                    self.measure_start = Some(t);
+                    sink.measure_start.store(t, Ordering::Release);
+                    self.first_measured_intended = intended;
+                    first_measured = true;
+                    t
+                }
+            };
+            let over = match self.measure {
+                Bound::Requests(m) => self.generated_measured >= m,
+                Bound::Seconds(d) => (intended - start) as f64 >= d * 1e9,
+            };
+            if over {
+                self.done = true;
+                return None;
+            }
+            self.generated_measured += 1;
+            self.last_measured_intended = intended;
+            let slice = ((intended - start) / self.slice_ns) as usize;
+            if slice >= self.arrivals_per_slice.len() {
+                self.arrivals_per_slice.resize(slice + 1, 0);
+            }
+            self.arrivals_per_slice[slice] += 1;
+        } else {
+            self.generated_warmup += 1;
+        }
+        buf.clear();
+        self.client.next_request(buf);
+        let index = self.next_index;
+        self.next_index += 1;
+        Some(Item { index, intended, measured, first_measured })
+    }
+}
+
+/// Progress of a run, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub completed: u64,
+    pub planned: u64,
+    pub elapsed_ns: u64,
+    pub expected_ns: u64,
+}
+
+/// What a run measured, before it is summarised.
+pub struct RunResult {
+    pub spec: RunSpec,
+    /// Schedule start on the harness clock.
+    pub t0: u64,
+    pub measure_start: u64,
+    pub first_measured_intended: u64,
+    pub last_measured_intended: u64,
+    pub generated_warmup: u64,
+    pub generated_measured: u64,
+    /// Merged over all workers.
+    pub totals: Shard,
+    pub intervals: Vec<IntervalBlob>,
+    pub slice_ns: u64,
+    pub arrivals_per_slice: Vec<u64>,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    /// The run hit its drain deadline and stopped before serving everything.
+    pub aborted: bool,
+    pub records: Option<Arc<Records>>,
+    /// Wall-clock start, for the interval logs' StartTime.
+    pub wall_start: std::time::SystemTime,
+    pub app_stats: serde_json::Value,
+}
+
+impl RunResult {
+    /// Measured requests scheduled but never completed.
+    pub fn unfinished(&self) -> u64 {
+        let planned = match self.spec.measure {
+            Bound::Requests(m) => m.max(self.generated_measured),
+            Bound::Seconds(_) => self.generated_measured,
+        };
+        planned.saturating_sub(self.totals.measured)
+    }
+}
+
+struct Shared {
+    sched: Mutex<Schedule>,
+    sink: IntervalSink,
+    records: Option<Arc<Records>>,
+    abort: AtomicBool,
+    completed: AtomicU64,
+    errors: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    running: AtomicUsize,
+    panic: Mutex<Option<(usize, String)>>,
+    server: Arc<dyn Server>,
+    spec: RunSpec,
+}
+
+/// Ends the run loudly if a worker panics (a quiet partial run would skew the tail).
+struct PanicGuard<'a>(&'a Shared, usize);
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            *self.0.panic.lock() = Some((self.1, "see the panic message above".into()));
+            self.0.abort.store(true, Ordering::Release);
+        }
+        self.0.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs one measurement of `server` fed by `client`, in-process.
+pub fn run_integrated(
+    spec: &RunSpec,
+    server: Arc<dyn Server>,
+    client: Box<dyn Client>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RunResult, RunError> {
+    spec.validate()?;
+    let slice_ns = (spec.expected_measure_ns() / 20).max(1_000_000);
+    let records = spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity())));
+    let shared = Arc::new(Shared {
+        sched: Mutex::new(Schedule {
+            arrival: spec.arrival.build(spec.qps, derive_seed(spec.seed, 1)),
+            client,
+            t0: 0,
+            next_index: 0,
+            warmup: spec.warmup,
+            measure: spec.measure,
+            measure_start: None,
+            generated_warmup: 0,
+            generated_measured: 0,
+            first_measured_intended: 0,
+            last_measured_intended: 0,
+            slice_ns,
+            arrivals_per_slice: Vec::new(),
+            done: false,
+        }),
+        sink: IntervalSink::new(spec.threads),
+        records,
+        abort: AtomicBool::new(false),
+        completed: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+        running: AtomicUsize::new(spec.threads),
+        panic: Mutex::new(None),
+        server,
+        spec: spec.clone(),
+    });
+    let queue: Option<Arc<RequestQueue<(Item, u64, Vec<u8>)>>> = (spec.shaper == ShaperMode::Thread)
+        .then(|| Arc::new(RequestQueue::new(spec.discipline, 4096, spec.spin_margin_ns, derive_seed(spec.seed, 3))));
+    let n_threads = spec.threads + usize::from(queue.is_some());
+    // Two barriers: all workers initialised (engines loaded), then go.
+    let ready = Arc::new(Barrier::new(n_threads + 1));
+    let go = Arc::new(Barrier::new(n_threads + 1));
+    let init_errors: Arc<Mutex<Vec<RunError>>> = Arc::default();
+
+    let mut handles = Vec::new();
+    for w in 0..spec.threads {
+        let (sh, q, ready, go, ie) = (shared.clone(), queue.clone(), ready.clone(), go.clone(), init_errors.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("taillab-worker-{w}"))
+            .spawn(move || -> Option<Shard> {
+                let _guard = PanicGuard(&sh, w);
+                set_timer_slack_1ns();
+                let worker = place_thread(&sh.spec, w).and_then(|_| sh.server.worker(w).map_err(RunError::App));
+                let mut worker = match worker {
+                    Ok(x) => Some(x),
+                    Err(e) => {
+                        ie.lock().push(e);
+                        None
+                    }
+                };
+                ready.wait();
+                go.wait();
+                let wk = worker.as_mut()?;
+                if sh.abort.load(Ordering::Acquire) {
+                    return None;
+                }
+                Some(match &q {
+                    None => inline_worker(&sh, w, wk.as_mut()),
+                    Some(q) => queue_worker(&sh, w, wk.as_mut(), q),
+                })
+            })
+            .expect("spawning a worker thread");
+        handles.push(h);
+    }
+    let shaper = queue.clone().map(|q| {
+        let (sh, ready, go) = (shared.clone(), ready.clone(), go.clone());
+        std::thread::Builder::new()
+            .name("taillab-shaper".into())
+            .spawn(move || {
+                set_timer_slack_1ns();
+                if let Err(e) = place_thread(&sh.spec, usize::MAX) {
+                    eprintln!("warning: shaper thread: {e}");
+                }
+                ready.wait();
+                go.wait();
+                shaper_thread(&sh, &q);
+            })
+            .expect("spawning the shaper thread")
+    });
+
+    ready.wait();
+    let init_failed = init_errors.lock().pop();
+    if init_failed.is_some() {
+        shared.abort.store(true, Ordering::Release);
+    }
+    // Start the schedule a little in the future so every thread is waiting.
+    let t0 = now_ns() + 2_000_000;
+    shared.sched.lock().t0 = t0;
+    let wall_start = std::time::SystemTime::now();
+    go.wait();
+    if let Some(e) = init_failed {
+        if let Some(q) = &queue {
+            q.close();
+        }
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(e);
+    }
+
+    let expected = spec.expected_total_ns();
+    let deadline = t0 + expected + spec.drain_timeout_ns;
+    let planned = spec.record_capacity();
+    let mut aborted = false;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        shared.sink.collect();
+        let now = now_ns();
+        progress(Progress {
+            completed: shared.completed.load(Ordering::Relaxed),
+            planned,
+            elapsed_ns: now.saturating_sub(t0),
+            expected_ns: expected,
+        });
+        if shared.running.load(Ordering::Acquire) == 0 {
+            break;
+        }
+        if now > deadline && !shared.abort.load(Ordering::Acquire) {
+            // Saturated or hung: stop handing out requests; what was not
+            // served is reported as unfinished, never silently dropped.
+            aborted = true;
+            shared.abort.store(true, Ordering::Release);
+            if let Some(q) = &queue {
+                q.close();
+            }
+        }
+        if aborted && now > deadline + 2_000_000_000 {
+            break; // a worker stuck inside the app; leave it behind
+        }
+    }
+    if let Some(s) = shaper {
+        if s.is_finished() || !aborted {
+            let _ = s.join();
+        }
+    }
+    let mut totals: Option<Shard> = None;
+    for h in handles {
+        if aborted && !h.is_finished() {
+            continue;
+        }
+        match h.join() {
+            Ok(Some(s)) => match &mut totals {
+                None => totals = Some(s),
+                Some(t) => t.absorb(&s),
+            },
+            Ok(None) => {}
+            Err(_) => {}
+        }
+    }
+    if let Some((w, msg)) = shared.panic.lock().take() {
+        return Err(RunError::Panicked(w, msg));
+    }
+    let intervals = shared.sink.finish();
+    let sched = shared.sched.lock();
+    let totals = totals.unwrap_or_else(|| Shard::new(0, &shared.sink, slice_ns, spec.interval_ns));
+    let measure_start = sched.measure_start.unwrap_or(t0);
+    let (gw, gm, fmi, lmi, aps) = (
+        sched.generated_warmup,
+        sched.generated_measured,
+        sched.first_measured_intended,
+        sched.last_measured_intended,
+        sched.arrivals_per_slice.clone(),
+    );
+    drop(sched);
+    let records = shared.records.clone();
+    let app_stats = shared.server.report();
+    let first_error = shared.first_error.lock().clone();
+    Ok(RunResult {
+        spec: spec.clone(),
+        t0,
+        measure_start,
+        first_measured_intended: fmi,
+        last_measured_intended: lmi,
+        generated_warmup: gw,
+        generated_measured: gm,
+        totals,
+        intervals,
+        slice_ns,
+        arrivals_per_slice: aps,
+        errors: shared.errors.load(Ordering::Relaxed),
+        first_error,
+        aborted,
+        records,
+        wall_start,
+        app_stats,
+    })
+}
+
+/// Applies `--rt-priority` and `--cpus` to the calling thread (`w` is the
+/// worker index, `usize::MAX` for the shaper).
+fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
+    if !spec.cpus.is_empty() {
+        let cpu = if w == usize::MAX { *spec.cpus.last().expect("non-empty") } else { spec.cpus[w % spec.cpus.len()] };
+        // SAFETY: cpu_set_t is plain data; we pass its true size.
+        let r = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if r != 0 {
+            return Err(RunError::Setup(format!(
+                "cannot pin a thread to CPU {cpu}: {} (check --cpus against `nproc`)",
+                std::io::Error::last_os_error()
+            )));
+        }
+    }
+    if let Some(prio) = spec.rt_priority {
+        let p = libc::sched_param { sched_priority: prio };
+        // SAFETY: plain syscall on the calling thread with a valid param struct.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+            return Err(RunError::Setup(format!(
+                "SCHED_FIFO priority {prio} refused: {} (needs root or CAP_SYS_NICE; priorities 1..=99)",
+                std::io::Error::last_os_error()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Adds the simulated network delay of one direction (0 without `--net-delay`).
+#[inline]
+fn net_delay(d: &Option<Dist>, rng: &mut Xoshiro256PlusPlus) -> u64 {
+    match d {
+        None => 0,
+        Some(d) => d.sample(rng) as u64,
+    }
+}
+
+#[inline]
+fn finish_request(
+    sh: &Shared,
+    shard: &mut Shard,
+    w: usize,
+    item: &Item,
+    stamps: &Stamps,
+    result: Result<(), AppError>,
+) {
+    if let Err(e) = result {
+        if sh.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+            *sh.first_error.lock() = Some(e.to_string());
+        }
+    }
+    if let Some(r) = &sh.records {
+        r.set(item.index, stamps, w, item.measured);
+    }
+    shard.record(stamps, item.measured, &sh.sink);
+    sh.completed.fetch_add(1, Ordering::Relaxed);
+}
+
+fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> Shard {
+    let spec = &sh.spec;
+    let mut shard = Shard::new(w, &sh.sink, sh.sched.lock().slice_ns, spec.interval_ns);
+    let mut req = Vec::with_capacity(256);
+    let mut resp = Vec::with_capacity(256);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(derive_seed(spec.seed, 100 + w as u64));
+    loop {
+        if sh.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let Some(item) = sh.sched.lock().next(&mut req, &sh.sink) else { break };
+        if item.first_measured {
+            sh.server.begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
+        }
+        // The request reaches the server after the simulated outbound delay.
+        let arrive = item.intended + net_delay(&spec.net_delay, &mut rng);
+        let now = now_ns();
+        let (sent, started) = if now < arrive {
+            // Early: wait for the arrival; any lateness of the wake-up is the
+            // harness's send lag, not queueing.
+            let t = wait_until(arrive, spec.wait, spec.spin_margin_ns);
+            (t, t)
+        } else {
+            // Late: the request has been queued since it arrived.
+            (arrive, now)
+        };
+        resp.clear();
+        let r = worker.handle(&req, &mut resp);
+        let finished = now_ns();
+        let completed = finished + net_delay(&spec.net_delay, &mut rng);
+        let stamps = Stamps {
+            intended: item.intended,
+            sent: sent - (arrive - item.intended),
+            enqueued: sent,
+            started,
+            finished,
+            completed,
+        };
+        finish_request(sh, &mut shard, w, &item, &stamps, r);
+    }
+    shard.flush(&sh.sink);
+    shard
+}
+
+fn shaper_thread(sh: &Shared, q: &RequestQueue<(Item, u64, Vec<u8>)>) {
+    let spec = &sh.spec;
+    let mut buf = Vec::with_capacity(256);
+    // The shaper is the client: it waits hybrid (or spins with --wait spin),
+    // never blocks only, because its lateness is send lag.
+    let mode = if spec.wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid };
+    loop {
+        if sh.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let Some(item) = sh.sched.lock().next(&mut buf, &sh.sink) else { break };
+        if item.first_measured {
+            sh.server.begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
+        }
+        let sent = wait_until(item.intended, mode, spec.spin_margin_ns);
+        let payload = std::mem::replace(&mut buf, Vec::with_capacity(256));
+        q.push((item, sent, payload));
+    }
+    q.close();
+}
+
+fn queue_worker(
+    sh: &Shared,
+    w: usize,
+    worker: &mut dyn crate::app::Worker,
+    q: &RequestQueue<(Item, u64, Vec<u8>)>,
+) -> Shard {
+    let spec = &sh.spec;
+    let mut shard = Shard::new(w, &sh.sink, sh.sched.lock().slice_ns, spec.interval_ns);
+    let mut resp = Vec::with_capacity(256);
+    while let Some((item, sent, payload)) = q.pop(spec.wait) {
+        if sh.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let started = now_ns();
+        resp.clear();
+        let r = worker.handle(&payload, &mut resp);
+        let finished = now_ns();
+        // In-process the push is the arrival and the return is the completion.
+        let stamps = Stamps { intended: item.intended, sent, enqueued: sent, started, finished, completed: finished };
+        finish_request(sh, &mut shard, w, &item, &stamps, r);
+    }
+    shard.flush(&sh.sink);
+    shard
+}

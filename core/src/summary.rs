@@ -1,0 +1,468 @@
+//! A run's result on disk: `summary.json`, interval logs, per-request records,
+//! the self-checks, and the human table.
+//!
+//! Schema history of `summary.json` (`schema` field):
+//! - `taillab.run/1` — first version: parameters, rates, counts, latency
+//!   statistics of sojourn/service/queue/send_lag in ns, checks, host.
+//!
+//! Readers must refuse a schema they do not know rather than guess.
+
+use crate::app::Params;
+use crate::collector::{MetricStats, METRICS};
+use crate::harness::{Bound, RunResult};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const RUN_SCHEMA: &str = "taillab.run/1";
+
+/// Errors writing or reading results; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultError {
+    #[error("cannot write results to {path}: {source} (pick a writable --out)")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {why}")]
+    Read { path: PathBuf, why: String },
+    #[error("{path} has schema `{found}`, this taillab reads `{want}` (use a matching taillab version)")]
+    Schema { path: PathBuf, found: String, want: String },
+}
+
+/// One self-check's verdict: `ok`, a one-line reason, and its numbers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    pub ok: bool,
+    pub verdict: String,
+    #[serde(flatten)]
+    pub details: Map<String, Value>,
+}
+
+impl Check {
+    pub fn new(ok: bool, verdict: impl Into<String>, details: Value) -> Self {
+        let details = match details {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        Check { ok, verdict: verdict.into(), details }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Counts {
+    pub warmup: u64,
+    pub measured: u64,
+    pub unfinished: u64,
+    pub errors: u64,
+}
+
+/// Facts about the host that affect the tail, recorded with every result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    pub cpu: String,
+    pub cores: usize,
+    pub kernel: String,
+    pub hostname: String,
+    pub taillab: String,
+    pub git: String,
+}
+
+impl Host {
+    pub fn collect() -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into());
+        Host {
+            cpu,
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            hostname: read("/proc/sys/kernel/hostname"),
+            taillab: env!("CARGO_PKG_VERSION").to_string(),
+            git: option_env!("TAILLAB_GIT").unwrap_or("unknown").to_string(),
+        }
+    }
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub schema: String,
+    pub app: String,
+    pub params: Params,
+    pub config: String,
+    pub threads: usize,
+    pub seed: u64,
+    pub arrival: String,
+    pub wait: String,
+    pub shaper: String,
+    pub discipline: String,
+    pub spin_margin_ns: u64,
+    pub net_delay: Option<String>,
+    pub offered_qps: f64,
+    /// Rate of the realised schedule (a Poisson schedule's own rate differs
+    /// from the offered one by sampling noise, ≈ 1/√n).
+    pub scheduled_qps: f64,
+    pub achieved_qps: f64,
+    /// Offered load × mean measured service time ÷ threads.
+    pub utilization: f64,
+    pub duration_s: f64,
+    pub requests: Counts,
+    pub first_error: Option<String>,
+    pub latency_ns: BTreeMap<String, MetricStats>,
+    pub checks: BTreeMap<String, Check>,
+    pub host: Host,
+    pub started_at: String,
+    pub interval_s: f64,
+    #[serde(default)]
+    pub app_stats: Value,
+    /// Sections added by other parts (environment, ...), kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Summary {
+    pub fn ok(&self) -> bool {
+        self.checks.values().all(|c| c.ok)
+    }
+
+    /// Reads a `summary.json`, refusing unknown schemas.
+    pub fn read(path: &Path) -> Result<Self, ResultError> {
+        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
+        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })?;
+        let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("(none)").to_string();
+        if found != RUN_SCHEMA {
+            return Err(ResultError::Schema { path: path.into(), found, want: RUN_SCHEMA.into() });
+        }
+        serde_json::from_value(v).map_err(|e| ResultError::Read { path: path.into(), why: e.to_string() })
+    }
+}
+
+/// Formats a SystemTime as RFC 3339 UTC (no external date crate needed).
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Least-squares slope of `ys` against `xs`.
+fn slope(xs: &[f64], ys: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+    let sxy: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        0.0
+    } else {
+        sxy / sxx
+    }
+}
+
+/// Tolerance of the rate check: achieved within ±2 % of the schedule's rate.
+pub const RATE_TOLERANCE: f64 = 0.02;
+
+/// Builds the summary and its checks from what a run measured.
+pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Summary {
+    let t = &r.totals;
+    let mut latency = BTreeMap::new();
+    for (i, m) in METRICS.iter().enumerate() {
+        latency.insert(m.to_string(), MetricStats::from_hist(&t.totals.0[i], Some(t.sums[i])));
+    }
+    let spec = &r.spec;
+    let n = t.measured;
+    let span = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / 1e9;
+    let sched_span = span(r.first_measured_intended, r.last_measured_intended);
+    let scheduled_qps = if r.generated_measured > 1 && sched_span > 0.0 {
+        (r.generated_measured - 1) as f64 / sched_span
+    } else {
+        spec.qps
+    };
+    let done_span = span(t.first_completed, t.last_completed);
+    let achieved_qps = if n > 1 && done_span > 0.0 { (n - 1) as f64 / done_span } else { 0.0 };
+    let duration_s = match spec.measure {
+        Bound::Seconds(s) => s,
+        Bound::Requests(_) => sched_span,
+    };
+    let service_mean = latency["service"].mean;
+    let utilization = spec.qps * service_mean / 1e9 / spec.threads as f64;
+
+    let mut checks = BTreeMap::new();
+    let rel = if scheduled_qps > 0.0 { achieved_qps / scheduled_qps - 1.0 } else { -1.0 };
+    let rate_ok = n > 1 && rel.abs() <= RATE_TOLERANCE;
+    checks.insert(
+        "rate".to_string(),
+        Check::new(
+            rate_ok,
+            format!(
+                "achieved {:.1} qps vs scheduled {:.1} ({:+.2}%, tolerance ±{:.0}%)",
+                achieved_qps,
+                scheduled_qps,
+                rel * 100.0,
+                RATE_TOLERANCE * 100.0
+            ),
+            json!({"offered_qps": spec.qps, "scheduled_qps": scheduled_qps, "achieved_qps": achieved_qps,
+                   "rel_error": rel, "tolerance": RATE_TOLERANCE}),
+        ),
+    );
+    let lag = &latency["send_lag"];
+    let lag_ok = lag.p99 <= spec.send_lag_p99_max_ns;
+    checks.insert(
+        "send_lag".to_string(),
+        Check::new(
+            lag_ok,
+            format!(
+                "send lag p50 {} p99 {} max {} (p99 threshold {})",
+                crate::dist::fmt_ns(lag.p50 as f64),
+                crate::dist::fmt_ns(lag.p99 as f64),
+                crate::dist::fmt_ns(lag.max as f64),
+                crate::dist::fmt_ns(spec.send_lag_p99_max_ns as f64)
+            ),
+            json!({"p50_ns": lag.p50, "p99_ns": lag.p99, "max_ns": lag.max, "threshold_ns": spec.send_lag_p99_max_ns}),
+        ),
+    );
+    checks.insert("saturation".to_string(), saturation_check(r));
+    if r.errors > 0 {
+        checks.insert(
+            "errors".to_string(),
+            Check::new(
+                false,
+                format!("{} requests failed in the app; first: {}", r.errors, r.first_error.clone().unwrap_or_default()),
+                json!({"count": r.errors}),
+            ),
+        );
+    }
+
+    Summary {
+        schema: RUN_SCHEMA.into(),
+        app: app.into(),
+        params: params.clone(),
+        config: config.into(),
+        threads: spec.threads,
+        seed: spec.seed,
+        arrival: spec.arrival.to_string(),
+        wait: spec.wait.to_string(),
+        shaper: spec.shaper.to_string(),
+        discipline: spec.discipline.to_string(),
+        spin_margin_ns: spec.spin_margin_ns,
+        net_delay: spec.net_delay.as_ref().map(|d| d.to_string()),
+        offered_qps: spec.qps,
+        scheduled_qps,
+        achieved_qps,
+        utilization,
+        duration_s,
+        requests: Counts { warmup: t.warmup, measured: n, unfinished: r.unfinished(), errors: r.errors },
+        first_error: r.first_error.clone(),
+        latency_ns: latency,
+        checks,
+        host: Host::collect(),
+        started_at: rfc3339(r.wall_start),
+        interval_s: spec.interval_ns as f64 / 1e9,
+        app_stats: r.app_stats.clone(),
+        extra: Map::new(),
+    }
+}
+
+/// Saturation: the backlog (measured arrivals − completions) must not grow
+/// through the measured phase, and every measured request must finish.
+fn saturation_check(r: &RunResult) -> Check {
+    let arr = &r.arrivals_per_slice;
+    let done = &r.totals.slice_done;
+    let mut backlog = Vec::with_capacity(arr.len());
+    let mut acc: i64 = 0;
+    for (j, a) in arr.iter().enumerate() {
+        acc += *a as i64 - done.get(j).copied().unwrap_or(0) as i64;
+        backlog.push(acc as f64);
+    }
+    let xs: Vec<f64> = (0..backlog.len()).map(|j| (j + 1) as f64 * r.slice_ns as f64 / 1e9).collect();
+    let growth = slope(&xs, &backlog);
+    let threshold = 0.01 * r.spec.qps;
+    let final_backlog = backlog.last().copied().unwrap_or(0.0);
+    // A short noisy run at high load can show a slope by chance; only a
+    // backlog that also ends well above a few requests per worker counts.
+    let growing = growth > threshold && final_backlog > (2 * r.spec.threads + 10) as f64;
+    let unfinished = r.unfinished();
+    let ok = !growing && unfinished == 0 && !r.aborted;
+    let verdict = if r.aborted {
+        format!("run stopped at its drain deadline with {unfinished} measured requests unfinished: the server cannot keep up")
+    } else if unfinished > 0 {
+        format!("{unfinished} measured requests never completed")
+    } else if growing {
+        format!("backlog grew by {growth:.1} requests/s (threshold {threshold:.1}/s), ending at {final_backlog:.0}: saturated")
+    } else {
+        format!("backlog steady ({growth:+.1} requests/s, threshold {threshold:.1}/s)")
+    };
+    Check::new(
+        ok,
+        verdict,
+        json!({"backlog_growth_per_s": growth, "threshold_per_s": threshold, "final_backlog": final_backlog,
+               "unfinished": unfinished, "aborted": r.aborted}),
+    )
+}
+
+fn werr(path: &Path) -> impl FnOnce(std::io::Error) -> ResultError + '_ {
+    move |e| ResultError::Write { path: path.to_path_buf(), source: e }
+}
+
+/// Makes `dir` and proves it is writable (before a run, so a long run never
+/// ends with nowhere to put its result).
+pub fn ensure_writable(dir: &Path) -> Result<(), ResultError> {
+    std::fs::create_dir_all(dir).map_err(werr(dir))?;
+    let probe = dir.join(".taillab-write-test");
+    std::fs::write(&probe, b"ok").map_err(werr(&probe))?;
+    std::fs::remove_file(&probe).map_err(werr(&probe))?;
+    Ok(())
+}
+
+/// Writes `summary.json` atomically (temp file + rename), so a reader or a
+/// resumed sweep never sees a half-written one.
+pub fn write_json_atomic(path: &Path, v: &impl Serialize) -> Result<(), ResultError> {
+    let tmp = path.with_extension("json.tmp");
+    let txt = serde_json::to_string_pretty(v).expect("summaries serialize");
+    std::fs::write(&tmp, txt + "\n").map_err(werr(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(werr(path))
+}
+
+/// Writes a run's folder: `hist/*.hlog`, optional `requests.csv`, and
+/// `summary.json` last (its presence marks the run finished).
+pub fn write_run(dir: &Path, s: &Summary, r: &RunResult, save_requests: bool) -> Result<(), ResultError> {
+    ensure_writable(dir)?;
+    let hist = dir.join("hist");
+    std::fs::create_dir_all(&hist).map_err(werr(&hist))?;
+    let start = r.wall_start
+        + std::time::Duration::from_nanos(r.measure_start.saturating_sub(r.t0));
+    let start_s = start.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    let iv = r.spec.interval_ns as f64 / 1e9;
+    for (m, name) in METRICS.iter().enumerate() {
+        let path = hist.join(format!("{name}.hlog"));
+        let mut out = String::new();
+        out.push_str(&format!("#[taillab {} {}: {} of {} ({}), ns]\n", env!("CARGO_PKG_VERSION"), s.app, name, s.app, s.config));
+        out.push_str("#[Histogram log format version 1.3]\n");
+        out.push_str(&format!("#[StartTime: {start_s:.3} (seconds since epoch), {}]\n", rfc3339(start)));
+        out.push_str(&format!("#[BaseTime: {start_s:.3} (seconds since epoch)]\n"));
+        out.push_str("#[MaxValueDivisor: 1000000.0]\n");
+        out.push_str("\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n");
+        for b in &r.intervals {
+            out.push_str(&format!(
+                "Tag={name},{:.3},{:.3},{:.3},{}\n",
+                b.index as f64 * iv,
+                iv,
+                b.max[m] as f64 / 1e6,
+                b.hist_b64[m]
+            ));
+        }
+        std::fs::write(&path, out).map_err(werr(&path))?;
+    }
+    if save_requests {
+        if let Some(rec) = &r.records {
+            let path = dir.join("requests.csv");
+            let f = std::fs::File::create(&path).map_err(werr(&path))?;
+            let mut w = std::io::BufWriter::new(f);
+            let mut go = || -> std::io::Result<()> {
+                writeln!(w, "id,worker,intended,sent,enqueued,started,finished,completed,measured")?;
+                for (i, wk, measured, st) in rec.iter() {
+                    writeln!(
+                        w,
+                        "{i},{wk},{},{},{},{},{},{},{}",
+                        st.intended, st.sent, st.enqueued, st.started, st.finished, st.completed, measured as u8
+                    )?;
+                }
+                w.flush()
+            };
+            go().map_err(werr(&path))?;
+        }
+    }
+    write_json_atomic(&dir.join("summary.json"), s)
+}
+
+/// The short human table printed after a run.
+pub fn human_table(s: &Summary) -> String {
+    use crate::dist::fmt_ns;
+    let mut o = String::new();
+    let params = if s.params.iter().next().is_some() { format!(" ({})", s.params) } else { String::new() };
+    o.push_str(&format!(
+        "{}{} · {} · {} thread{} · {} {:.0} qps · wait {} · shaper {}\n",
+        s.app,
+        params,
+        s.config,
+        s.threads,
+        if s.threads == 1 { "" } else { "s" },
+        s.arrival,
+        s.offered_qps,
+        s.wait,
+        s.shaper
+    ));
+    o.push_str(&format!(
+        "{} measured ({} warmup) over {:.1} s · achieved {:.1} qps · utilization {:.2}{}\n",
+        s.requests.measured,
+        s.requests.warmup,
+        s.duration_s,
+        s.achieved_qps,
+        s.utilization,
+        if s.requests.unfinished > 0 { format!(" · {} UNFINISHED", s.requests.unfinished) } else { String::new() }
+    ));
+    o.push_str(&format!("{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n", "", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"));
+    for m in METRICS {
+        let x = &s.latency_ns[m];
+        o.push_str(&format!(
+            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            m,
+            fmt_ns(x.mean),
+            fmt_ns(x.p50 as f64),
+            fmt_ns(x.p90 as f64),
+            fmt_ns(x.p95 as f64),
+            fmt_ns(x.p99 as f64),
+            fmt_ns(x.p999 as f64),
+            fmt_ns(x.max as f64)
+        ));
+    }
+    for (name, c) in &s.checks {
+        o.push_str(&format!("check {:<11} {}  {}\n", name, if c.ok { "ok  " } else { "FAIL" }, c.verdict));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        let t = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        assert_eq!(rfc3339(t(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(t(951_782_400)), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339(t(1_795_305_600)), "2026-11-22T00:00:00.000Z");
+    }
+
+    #[test]
+    fn slope_of_a_line() {
+        let xs = [1.0, 2.0, 3.0, 4.0];
+        assert!((slope(&xs, &[3.0, 5.0, 7.0, 9.0]) - 2.0).abs() < 1e-12);
+        assert_eq!(slope(&[1.0], &[1.0]), 0.0);
+    }
+}
