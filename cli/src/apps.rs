@@ -10,6 +10,10 @@ use taillab_core::App;
 pub fn all() -> Vec<Arc<dyn App>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
+    #[cfg(feature = "img-dnn")]
+    v.push(taillab_img_dnn::app());
+    #[cfg(feature = "translate")]
+    v.push(taillab_translate::app());
     v
 }
 

@@ -62,7 +62,8 @@ fn as_sentence(s: &str) -> String {
 pub fn wordnet_examples(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
     for pos in ["noun", "verb", "adj", "adv"] {
-        let text = std::fs::read_to_string(dir.join(format!("data.{pos}")))?;
+        let bytes = std::fs::read(dir.join(format!("data.{pos}")))?;
+        let text = String::from_utf8_lossy(&bytes);
         for line in text.lines() {
             // Lines starting with two spaces are the licence header.
             if line.starts_with("  ") {
@@ -86,9 +87,11 @@ pub fn wordnet_examples(dir: &Path) -> std::io::Result<Vec<String>> {
 /// `--Author.`, without the attribution.
 pub fn gcide_quotations(dict_dz: &Path) -> std::io::Result<Vec<String>> {
     let f = std::fs::File::open(dict_dz)?;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     // dictzip is gzip with an index in the header's extra field.
-    flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f)).read_to_string(&mut text)?;
+    flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f)).read_to_end(&mut bytes)?;
+    // A few entries are Latin-1; their sentences are dropped by the ASCII filter.
+    let text = String::from_utf8_lossy(&bytes);
     let mut out = Vec::new();
     let mut block = String::new();
     let mut flush = |block: &mut String| {

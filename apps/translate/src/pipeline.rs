@@ -256,6 +256,20 @@ impl Pipeline {
             if let Some(pos) = self.buf.iter().position(|&b| b == 0) {
                 let out = unescape(&self.buf[..pos]);
                 self.buf.drain(..=pos);
+                // When a stage dies, the stages after it flush on end of
+                // input and pass a NUL on, which looks like an (empty or
+                // partial) answer. So every answer is checked: all stages
+                // must still run (waitpid with WNOHANG, about 1 us each). An
+                // empty answer to real text gets a moment for the death to
+                // become visible before it is believed.
+                let mut dead = self.any_dead();
+                if !dead && !text.trim().is_empty() && out.as_ref().is_ok_and(|o| o.is_empty()) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    dead = self.any_dead();
+                }
+                if dead {
+                    return Err(PipelineError::Eof { status: self.status() });
+                }
                 return out;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -275,10 +289,15 @@ impl Pipeline {
         }
     }
 
+    /// True when a stage has exited.
+    fn any_dead(&mut self) -> bool {
+        self.children.iter_mut().any(|c| !matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Which stages have exited and how, for error messages.
     fn status(&mut self) -> String {
-        // A killed stage's neighbours exit a moment later; give the kernel a
-        // moment so the message names the stage that died first.
+        // A killed stage's neighbours exit a moment later; give them that
+        // moment so the message lists the whole picture.
         std::thread::sleep(Duration::from_millis(20));
         let mut dead = Vec::new();
         for (i, c) in self.children.iter_mut().enumerate() {

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use taillab_core::app::{App, DataCtx, Params, Worker};
+use taillab_core::app::{DataCtx, Params, Worker};
 use taillab_translate::pipeline::{parse_mode_file, Pipeline, PipelineError, Stage};
 use taillab_translate::{app, DEFAULT_MODE};
 
@@ -20,9 +20,11 @@ fn known_sentences_translate_to_known_spanish() {
     // the resident pipeline must give the same, final stop included.
     let cases = [
         ("I saw the cat.", "Vi el gato."),
-        ("Where is the station?", "Dónde es la estación?"),
-        ("The dog sleeps in the garden.", "El perro duerme en el jardín."),
-        ("I can breathe better when the air is clean.", "Puedo respirar mejor cuando el aire es limpio."),
+        // Rule-based, word for word: "station" is taken as a TV channel
+        // (`#` marks a generation gap) and "dog" as a noun modifier.
+        ("Where is the station?", "Dónde es la #canal?"),
+        ("The dog sleeps in the garden.", "Los sueños de perro en el jardín."),
+        ("I can breathe better when the air is clean.", "Puedo respirar mejor cuándo el aire es limpio."),
         ("She bought [two] books for $5.", "Compró [dos] libros para $5."),
     ];
     for (en, es) in cases {
@@ -66,7 +68,7 @@ fn the_worker_restarts_its_pipeline_after_a_stage_dies() {
         .unwrap();
     assert_eq!(translate_one(&mut w, "I saw the cat."), "Vi el gato.");
     let pids = w.stage_pids();
-    assert_eq!(pids.len(), 10, "eng-spa has ten stages");
+    assert_eq!(pids.len(), 11, "eng-spa.mode has eleven stages");
     // SAFETY: plain kill(2) on a child we spawned.
     assert_eq!(unsafe { libc::kill(pids[3] as i32, libc::SIGKILL) }, 0);
     let t0 = Instant::now();
@@ -75,7 +77,7 @@ fn the_worker_restarts_its_pipeline_after_a_stage_dies() {
     assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
     assert!(e.contains("apertium") && e.contains("stage 4"), "{e}");
     let new_pids = w.stage_pids();
-    assert_eq!(new_pids.len(), 10);
+    assert_eq!(new_pids.len(), 11);
     assert!(new_pids.iter().all(|p| !pids.contains(p)), "a fresh pipeline was started");
     assert_eq!(translate_one(&mut w, "I saw the cat."), "Vi el gato.");
 }
