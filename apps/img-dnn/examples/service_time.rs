@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use taillab_core::app::{App, DataCtx, Params};
+use taillab_core::app::{DataCtx, Params};
 
 fn pct(sorted: &[u64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64

@@ -238,7 +238,7 @@ impl ImgDnnServer {
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or(serde_json::Value::Null);
-        Ok(ImgDnnServer { plan, meta })
+        Ok(ImgDnnServer { plan: Arc::new(plan), meta })
     }
 
     /// A worker that is not boxed (tests and examples call it directly).

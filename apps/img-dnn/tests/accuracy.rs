@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use taillab_core::app::{App, DataCtx, Params};
+use taillab_core::app::{DataCtx, Params};
 use taillab_img_dnn::{app, ImgDnnServer, TestSet};
 
 /// One prepared data folder for all tests of this file. `$TAILLAB_DATA`
