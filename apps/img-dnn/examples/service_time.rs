@@ -15,7 +15,11 @@ fn pct(sorted: &[u64], q: f64) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let n: usize = args.first().map(|s| s.parse()).transpose()?.unwrap_or(20_000);
+    let n: usize = args
+        .first()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(20_000);
     let dataset = args.get(1).cloned().unwrap_or_else(|| "mnist".into());
     let data = DataCtx::from_env();
     let app = taillab_img_dnn::app();

@@ -114,7 +114,10 @@ fn data_dir(data: &DataCtx, params: &Params) -> Result<PathBuf, AppError> {
 }
 
 fn tract_err(e: impl std::fmt::Display) -> AppError {
-    AppError::Engine { engine: "tract-onnx".into(), why: e.to_string() }
+    AppError::Engine {
+        engine: "tract-onnx".into(),
+        why: e.to_string(),
+    }
 }
 
 impl App for ImgDnnApp {
@@ -206,7 +209,10 @@ impl App for ImgDnnApp {
         params.check_keys(NAME, KEYS)?;
         let dir = data_dir(data, params)?;
         let set = TestSet::load(&dir.join("test.bin"))?;
-        Ok(Box::new(ImgDnnClient { set, rng: Xoshiro256PlusPlus::seed_from_u64(seed) }))
+        Ok(Box::new(ImgDnnClient {
+            set,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+        }))
     }
 }
 
@@ -238,7 +244,10 @@ impl ImgDnnServer {
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or(serde_json::Value::Null);
-        Ok(ImgDnnServer { plan: Arc::new(plan), meta })
+        Ok(ImgDnnServer {
+            plan: Arc::new(plan),
+            meta,
+        })
     }
 
     /// A worker that is not boxed (tests and examples call it directly).
@@ -267,7 +276,10 @@ impl ImgDnnWorker {
     /// Classifies one image; returns the class index.
     pub fn classify(&mut self, pixels: &[f32]) -> Result<u8, AppError> {
         let input = Tensor::from_shape(&[1, DIM], pixels).map_err(tract_err)?;
-        let out = self.state.run(tvec!(input.into_tvalue())).map_err(tract_err)?;
+        let out = self
+            .state
+            .run(tvec!(input.into_tvalue()))
+            .map_err(tract_err)?;
         let logits = out[0].as_slice::<f32>().map_err(tract_err)?;
         let best = logits
             .iter()

@@ -36,14 +36,21 @@ impl TestSet {
             .and_then(|p| p.checked_add(16 + n))
             .ok_or("size overflows")?;
         if n == 0 || dim != crate::DIM || bytes.len() != want {
-            return Err(format!("header says {n} images of {dim} pixels, file has {} bytes", bytes.len()));
+            return Err(format!(
+                "header says {n} images of {dim} pixels, file has {} bytes",
+                bytes.len()
+            ));
         }
         let end = 16 + n * dim * 4;
         let pixels = bytes[16..end]
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
-        Ok(TestSet { pixels, labels: bytes[end..].to_vec(), dim })
+        Ok(TestSet {
+            pixels,
+            labels: bytes[end..].to_vec(),
+            dim,
+        })
     }
 
     pub fn len(&self) -> usize {

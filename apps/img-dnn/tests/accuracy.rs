@@ -14,9 +14,13 @@ fn data() -> &'static DataCtx {
         let data = if std::env::var_os("TAILLAB_DATA").is_some() {
             DataCtx::from_env()
         } else {
-            DataCtx { root: std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("data") }
+            DataCtx {
+                root: std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("data"),
+            }
         };
-        app().prepare(&data, &Params::new()).unwrap_or_else(|e| panic!("{e}"));
+        app()
+            .prepare(&data, &Params::new())
+            .unwrap_or_else(|e| panic!("{e}"));
         data
     })
 }
@@ -42,8 +46,13 @@ fn accuracy(dataset: &str) -> (f64, f64) {
         right += usize::from(resp[0] == set.label(i));
     }
     let acc = right as f64 / set.len() as f64;
-    let sk = server.report()["model"]["sklearn_test_accuracy"].as_f64().unwrap();
-    println!("{dataset}: tract accuracy {acc:.4} on {} test images (scikit-learn {sk:.4})", set.len());
+    let sk = server.report()["model"]["sklearn_test_accuracy"]
+        .as_f64()
+        .unwrap();
+    println!(
+        "{dataset}: tract accuracy {acc:.4} on {} test images (scikit-learn {sk:.4})",
+        set.len()
+    );
     (acc, sk)
 }
 
@@ -89,10 +98,20 @@ fn bad_inputs_give_clear_errors() {
     let bad = Params::parse(["dataset=cifar"]).unwrap();
     let e = a.client(data(), &bad, 1).err().unwrap().to_string();
     assert!(e.contains("mnist or fashion"), "{e}");
-    let e = a.server(data(), &Params::parse(["hidden=3"]).unwrap(), 1).err().unwrap().to_string();
+    let e = a
+        .server(data(), &Params::parse(["hidden=3"]).unwrap(), 1)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("dataset"), "{e}");
-    let empty = DataCtx { root: std::env::temp_dir().join("taillab-img-dnn-none") };
-    let e = a.server(&empty, &Params::new(), 1).err().unwrap().to_string();
+    let empty = DataCtx {
+        root: std::env::temp_dir().join("taillab-img-dnn-none"),
+    };
+    let e = a
+        .server(&empty, &Params::new(), 1)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("taillab data prepare img-dnn"), "{e}");
 
     let server = ImgDnnServer::load(&data().app_dir("img-dnn").join("mnist")).unwrap();

@@ -38,7 +38,8 @@ impl Source {
 fn acceptable(s: &str) -> bool {
     let words = s.split_whitespace().count();
     (3..=40).contains(&words)
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || " .,;:!?'\"-()".contains(c))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " .,;:!?'\"-()".contains(c))
         && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && !s.contains(". .")
 }
@@ -69,7 +70,9 @@ pub fn wordnet_examples(dir: &Path) -> std::io::Result<Vec<String>> {
             if line.starts_with("  ") {
                 continue;
             }
-            let Some((_, gloss)) = line.split_once(" | ") else { continue };
+            let Some((_, gloss)) = line.split_once(" | ") else {
+                continue;
+            };
             let mut parts = gloss.split('"');
             parts.next();
             while let (Some(quoted), _) = (parts.next(), parts.next()) {

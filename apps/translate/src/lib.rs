@@ -17,9 +17,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use taillab_core::app::{
-    App, AppError, Client, DataCtx, KeySpec, Params, Server, Worker,
-};
+use taillab_core::app::{App, AppError, Client, DataCtx, KeySpec, Params, Server, Worker};
 
 use crate::corpus::Source;
 use crate::pipeline::{Pipeline, PipelineError, Stage};
@@ -91,7 +89,10 @@ pub fn app() -> Arc<dyn App> {
 fn engine_err(e: PipelineError) -> AppError {
     match e {
         PipelineError::NulInText => AppError::Request(e.to_string()),
-        e => AppError::Engine { engine: "apertium".into(), why: e.to_string() },
+        e => AppError::Engine {
+            engine: "apertium".into(),
+            why: e.to_string(),
+        },
     }
 }
 
@@ -201,7 +202,10 @@ impl App for TranslateApp {
                 why: format!("no sentences for corpus {choice:?}"),
             });
         }
-        Ok(Box::new(TranslateClient { sentences, rng: Xoshiro256PlusPlus::seed_from_u64(seed) }))
+        Ok(Box::new(TranslateClient {
+            sentences,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+        }))
     }
 }
 
@@ -246,7 +250,10 @@ impl TranslateServer {
     /// A worker with its own warm pipeline (not boxed, for tests and examples).
     pub fn new_worker(&self) -> Result<TranslateWorker, AppError> {
         let pipe = self.shared.start()?;
-        Ok(TranslateWorker { shared: self.shared.clone(), pipe: Some(pipe) })
+        Ok(TranslateWorker {
+            shared: self.shared.clone(),
+            pipe: Some(pipe),
+        })
     }
 }
 

@@ -25,15 +25,24 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     #[error("cannot read the Apertium mode file {path}: {source} (install apertium-eng-spa, see apps/translate/apt.txt)")]
-    ModeFile { path: String, source: std::io::Error },
+    ModeFile {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("the Apertium mode file {path} is not a pipeline of commands: {why}")]
     ModeSyntax { path: String, why: String },
     #[error("cannot start Apertium stage `{program}`: {source} (install apertium and apertium-eng-spa, see apps/translate/apt.txt)")]
-    Spawn { program: String, source: std::io::Error },
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
     #[error("the text contains a NUL byte, which Apertium's null-flush mode uses as the sentence separator; remove it")]
     NulInText,
     #[error("Apertium pipeline broke while writing the sentence ({source}); {status}; the pipeline is being restarted")]
-    Write { source: std::io::Error, status: String },
+    Write {
+        source: std::io::Error,
+        status: String,
+    },
     #[error("Apertium pipeline ended its output early; {status}; the pipeline is being restarted")]
     Eof { status: String },
     #[error("Apertium pipeline gave no answer within {timeout_ms} ms; {status}; the pipeline is being restarted (raise --set timeout_ms if sentences are very long)")]
@@ -205,7 +214,10 @@ impl Pipeline {
                 Ok(c) => c,
                 Err(source) => {
                     kill_all(&mut children);
-                    return Err(PipelineError::Spawn { program: st.program.clone(), source });
+                    return Err(PipelineError::Spawn {
+                        program: st.program.clone(),
+                        source,
+                    });
                 }
             };
             if i == 0 {
@@ -248,8 +260,15 @@ impl Pipeline {
         // The blank before the NUL: without it the tagger holds back the
         // last token and the final full stop is lost.
         self.msg.extend_from_slice(b" \0");
-        if let Err(source) = self.stdin.write_all(&self.msg).and_then(|_| self.stdin.flush()) {
-            return Err(PipelineError::Write { source, status: self.status() });
+        if let Err(source) = self
+            .stdin
+            .write_all(&self.msg)
+            .and_then(|_| self.stdin.flush())
+        {
+            return Err(PipelineError::Write {
+                source,
+                status: self.status(),
+            });
         }
         let deadline = Instant::now() + self.timeout;
         loop {
@@ -268,7 +287,9 @@ impl Pipeline {
                     dead = self.any_dead();
                 }
                 if dead {
-                    return Err(PipelineError::Eof { status: self.status() });
+                    return Err(PipelineError::Eof {
+                        status: self.status(),
+                    });
                 }
                 return out;
             }
@@ -281,7 +302,11 @@ impl Pipeline {
             }
             let mut chunk = [0u8; 4096];
             match self.stdout.read(&mut chunk) {
-                Ok(0) => return Err(PipelineError::Eof { status: self.status() }),
+                Ok(0) => {
+                    return Err(PipelineError::Eof {
+                        status: self.status(),
+                    })
+                }
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(PipelineError::Read(e)),
@@ -291,7 +316,9 @@ impl Pipeline {
 
     /// True when a stage has exited.
     fn any_dead(&mut self) -> bool {
-        self.children.iter_mut().any(|c| !matches!(c.try_wait(), Ok(None)))
+        self.children
+            .iter_mut()
+            .any(|c| !matches!(c.try_wait(), Ok(None)))
     }
 
     /// Which stages have exited and how, for error messages.
@@ -302,7 +329,11 @@ impl Pipeline {
         let mut dead = Vec::new();
         for (i, c) in self.children.iter_mut().enumerate() {
             if let Ok(Some(st)) = c.try_wait() {
-                dead.push(format!("stage {} `{}` exited ({st})", i + 1, self.stages[i].program));
+                dead.push(format!(
+                    "stage {} `{}` exited ({st})",
+                    i + 1,
+                    self.stages[i].program
+                ));
             }
         }
         if dead.is_empty() {
@@ -330,7 +361,11 @@ fn kill_all(children: &mut [Child]) {
 
 /// Waits until `fd` is readable (or closed) or `timeout` passes.
 fn wait_readable(fd: i32, timeout: Duration) -> Result<bool, PipelineError> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
     loop {
         // SAFETY: one valid pollfd, the count says so.
@@ -351,8 +386,9 @@ mod tests {
 
     #[test]
     fn parses_a_mode_line() {
-        let st = parse_mode("lt-proc 'a b.bin' | apertium-tagger -g $2 'x.prob' | lt-proc $1 'g.bin'\n")
-            .unwrap();
+        let st =
+            parse_mode("lt-proc 'a b.bin' | apertium-tagger -g $2 'x.prob' | lt-proc $1 'g.bin'\n")
+                .unwrap();
         assert_eq!(st.len(), 3);
         assert_eq!(st[0].program, "lt-proc");
         assert_eq!(st[0].args, vec!["-z", "a b.bin"]);
