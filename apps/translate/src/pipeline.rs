@@ -1,7 +1,7 @@
 //! A resident Apertium pipeline: the stages of a `.mode` file run as
 //! long-lived processes in null-flush mode.
 //!
-//! Why not `apertium -z` or a process per request: starting the ten stage
+//! Why not `apertium -z` or a process per request: starting the eleven stage
 //! processes costs about 0.2 s here (their transducers load at start), three
 //! orders of magnitude more than translating a sentence, so a process per
 //! request would measure `fork`+`exec`+loading, not translation. With `-z`
