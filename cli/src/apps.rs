@@ -20,6 +20,10 @@ pub fn all() -> Vec<Arc<dyn App>> {
     v.push(taillab_speech::app());
     #[cfg(feature = "middleware")]
     v.push(taillab_middleware::app());
+    #[cfg(feature = "img-dnn")]
+    v.push(taillab_img_dnn::app());
+    #[cfg(feature = "translate")]
+    v.push(taillab_translate::app());
     v
 }
 
