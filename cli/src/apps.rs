@@ -10,6 +10,8 @@ use taillab_core::App;
 pub fn all() -> Vec<Arc<dyn App>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
+    // null (echo) and the external-server adapters: part of the transport, not engines.
+    v.extend(taillab_transport::apps());
     v
 }
 
@@ -20,5 +22,10 @@ pub fn find(name: &str) -> anyhow::Result<Arc<dyn App>> {
     apps.iter()
         .find(|a| a.name() == name)
         .cloned()
-        .ok_or_else(|| anyhow::anyhow!("unknown app `{name}`; available: {} (see `taillab apps`)", names.join(", ")))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown app `{name}`; available: {} (see `taillab apps`)",
+                names.join(", ")
+            )
+        })
 }

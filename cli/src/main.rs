@@ -21,6 +21,10 @@ struct Cli {
 enum Cmd {
     /// One measurement of an app under open-loop load; writes OUT/summary.json.
     Run(Box<run::RunArgs>),
+    /// Serve an app over TCP (the server side of loopback/networked runs).
+    Serve(Box<taillab_transport::cli::ServeArgs>),
+    /// Open-loop load over TCP against a `taillab serve` or an external server; writes OUT/summary.json.
+    Load(Box<taillab_transport::cli::LoadArgs>),
     /// List the apps and their --set keys.
     Apps,
     /// The queueing-theory ideal for a load (exact FIFO replay + closed forms).
@@ -62,11 +66,16 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
     match cmd {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
+        Cmd::Serve(a) => Ok(taillab_transport::cli::serve_main(apps::find(&a.app)?, &a)?),
+        Cmd::Load(a) => Ok(taillab_transport::cli::load_main(apps::find(&a.app)?, &a)?),
         Cmd::Apps => {
             for app in apps::all() {
                 println!("{:<12} {}", app.name(), app.about());
                 for k in app.keys() {
-                    println!("    --set {}=…  (default {})  {}", k.name, k.default, k.help);
+                    println!(
+                        "    --set {}=…  (default {})  {}",
+                        k.name, k.default, k.help
+                    );
                 }
             }
             Ok(0)
@@ -75,13 +84,23 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
             println!("{}", taillab_core::DataCtx::from_env().root.display());
             Ok(0)
         }
-        Cmd::Data { cmd: DataCmd::Prepare { app, set } } => {
+        Cmd::Data {
+            cmd: DataCmd::Prepare { app, set },
+        } => {
             let ctx = taillab_core::DataCtx::from_env();
             let params = taillab_core::Params::parse(set.iter().map(|s| s.as_str()))?;
-            let list = if app == "all" { apps::all() } else { vec![apps::find(&app)?] };
+            let list = if app == "all" {
+                apps::all()
+            } else {
+                vec![apps::find(&app)?]
+            };
             for a in list {
                 params.check_keys(a.name(), a.keys())?;
-                eprintln!("preparing data for {} in {}", a.name(), ctx.app_dir(a.name()).display());
+                eprintln!(
+                    "preparing data for {} in {}",
+                    a.name(),
+                    ctx.app_dir(a.name()).display()
+                );
                 a.prepare(&ctx, &params)?;
             }
             Ok(0)

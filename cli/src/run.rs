@@ -15,7 +15,7 @@ pub struct RunArgs {
     /// App to measure (see `taillab apps`).
     #[arg(long)]
     pub app: String,
-    /// Where client, harness and app run: integrated (one process).
+    /// Where client, harness and app run: integrated (one process), loopback (server + client processes on this host) or networked (through launchers).
     #[arg(long, default_value = "integrated")]
     pub config: String,
     /// Offered load in requests per second.
@@ -87,6 +87,8 @@ pub struct RunArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub net: taillab_transport::cli::NetArgs,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -126,7 +128,10 @@ impl RunArgs {
         };
         let net_delay = match &self.net_delay {
             None => None,
-            Some(s) => Some(s.parse::<Dist>().map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?),
+            Some(s) => Some(
+                s.parse::<Dist>()
+                    .map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?,
+            ),
         };
         Ok(RunSpec {
             qps: self.qps,
@@ -158,11 +163,11 @@ fn default_out(app: &str) -> PathBuf {
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let app = crate::apps::find(&a.app)?;
-    if a.config != "integrated" {
-        if ["loopback", "networked"].contains(&a.config.as_str()) {
-            bail!("--config {} is not available in this build yet; use --config integrated", a.config);
-        }
-        bail!("unknown --config `{}`; use integrated", a.config);
+    if !["integrated", "loopback", "networked"].contains(&a.config.as_str()) {
+        bail!(
+            "unknown --config `{}`; use integrated, loopback or networked",
+            a.config
+        );
     }
     let spec = a.spec()?;
     spec.validate()?;
@@ -183,10 +188,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             );
         }
     }
+    if a.config != "integrated" {
+        let summary = taillab_transport::coord::run_config(
+            &a.config,
+            &a.net,
+            &spec,
+            app.name(),
+            &params,
+            &out,
+            a.quiet || a.json,
+        )?;
+        return print_summary(&a, &summary, &out);
+    }
     let ctx = DataCtx::from_env();
-    app.prepare(&ctx, &params).with_context(|| format!("preparing data for {}", app.name()))?;
+    app.prepare(&ctx, &params)
+        .with_context(|| format!("preparing data for {}", app.name()))?;
     let server = app.server(&ctx, &params, spec.threads)?;
-    let client = app.client(&ctx, &params, taillab_core::arrival::derive_seed(spec.seed, 2))?;
+    let client = app.client(
+        &ctx,
+        &params,
+        taillab_core::arrival::derive_seed(spec.seed, 2),
+    )?;
 
     let bar = progress_bar(&spec, a.quiet || a.json);
     let mut on_progress = |p: Progress| {
@@ -202,10 +224,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
     let summary = taillab_core::summarize(&result, app.name(), &params, &a.config);
     taillab_core::write_run(&out, &summary, &result, a.save_requests)?;
+    print_summary(&a, &summary, &out)
+}
+
+fn print_summary(
+    a: &RunArgs,
+    summary: &taillab_core::Summary,
+    out: &std::path::Path,
+) -> anyhow::Result<i32> {
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        println!("{}", serde_json::to_string_pretty(summary)?);
     } else {
-        print!("{}", taillab_core::summary::human_table(&summary));
+        print!("{}", taillab_core::summary::human_table(summary));
         println!("results: {}", out.display());
     }
     Ok(if a.strict && !summary.ok() { 1 } else { 0 })
@@ -220,8 +250,10 @@ fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
     }
     let b = indicatif::ProgressBar::new(0);
     b.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}")
-            .expect("valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
+        )
+        .expect("valid template"),
     );
     Some(b)
 }

@@ -38,7 +38,11 @@ pub enum RunError {
     #[error("invalid run: {0}")]
     Invalid(String),
     #[error("keeping per-request records for {requests} requests needs {need_mb} MB, over the {cap_mb} MB cap; drop --save-requests or raise --max-record-mem")]
-    RecordsTooBig { requests: u64, need_mb: u64, cap_mb: u64 },
+    RecordsTooBig {
+        requests: u64,
+        need_mb: u64,
+        cap_mb: u64,
+    },
     #[error(transparent)]
     App(#[from] AppError),
     #[error("{0}")]
@@ -165,10 +169,16 @@ impl RunSpec {
             return bad(format!("--qps must be a positive number, got {}", self.qps));
         }
         if self.qps > 1e8 {
-            return bad(format!("--qps {} is beyond what one host can schedule (max 1e8)", self.qps));
+            return bad(format!(
+                "--qps {} is beyond what one host can schedule (max 1e8)",
+                self.qps
+            ));
         }
         if self.threads == 0 || self.threads > 1024 {
-            return bad(format!("--threads must be in 1..=1024, got {}", self.threads));
+            return bad(format!(
+                "--threads must be in 1..=1024, got {}",
+                self.threads
+            ));
         }
         match self.measure {
             Bound::Requests(0) => return bad("--requests must be at least 1".into()),
@@ -186,7 +196,9 @@ impl RunSpec {
             return bad("--interval must be at least 1ms".into());
         }
         if self.net_delay.is_some() && self.shaper == ShaperMode::Thread {
-            return bad("--net-delay is simulated by inline workers only: drop --shaper thread".into());
+            return bad(
+                "--net-delay is simulated by inline workers only: drop --shaper thread".into(),
+            );
         }
         if self.discipline != Discipline::Fifo && self.shaper == ShaperMode::Inline {
             return bad(format!(
@@ -262,11 +274,21 @@ impl Records {
     #[inline]
     pub fn set(&self, i: u64, s: &Stamps, worker: usize, measured: bool) {
         if let Some(slot) = self.slots.get(i as usize) {
-            let v = [s.intended, s.sent, s.enqueued, s.started, s.finished, s.completed];
+            let v = [
+                s.intended,
+                s.sent,
+                s.enqueued,
+                s.started,
+                s.finished,
+                s.completed,
+            ];
             for (a, x) in slot.iter().zip(v) {
                 a.store(x, Ordering::Relaxed);
             }
-            slot[6].store(((worker as u64) << 1) | measured as u64 | (1 << 63), Ordering::Release);
+            slot[6].store(
+                ((worker as u64) << 1) | measured as u64 | (1 << 63),
+                Ordering::Release,
+            );
         }
     }
 
@@ -283,7 +305,14 @@ impl Records {
                 i as u64,
                 ((tag & !(1 << 63)) >> 1) as usize,
                 tag & 1 == 1,
-                Stamps { intended: g(0), sent: g(1), enqueued: g(2), started: g(3), finished: g(4), completed: g(5) },
+                Stamps {
+                    intended: g(0),
+                    sent: g(1),
+                    enqueued: g(2),
+                    started: g(3),
+                    finished: g(4),
+                    completed: g(5),
+                },
             ))
         })
     }
@@ -348,6 +377,21 @@ impl Schedule {
         self.t0 = t0;
     }
 
+    /// What the schedule generated so far, for building a [`RunResult`]
+    /// outside [`run_integrated`] (transport clients).
+    pub fn stats(&self) -> ScheduleStats {
+        ScheduleStats {
+            t0: self.t0,
+            measure_start: self.measure_start,
+            generated_warmup: self.generated_warmup,
+            generated_measured: self.generated_measured,
+            first_measured_intended: self.first_measured_intended,
+            last_measured_intended: self.last_measured_intended,
+            slice_ns: self.slice_ns,
+            arrivals_per_slice: self.arrivals_per_slice.clone(),
+        }
+    }
+
     /// The next request (payload written into `buf`), or `None` when the
     /// measured phase is over. Sets `sink.measure_start` on the first
     /// measured request.
@@ -399,8 +443,26 @@ impl Schedule {
         self.client.next_request(buf);
         let index = self.next_index;
         self.next_index += 1;
-        Some(Item { index, intended, measured, first_measured })
+        Some(Item {
+            index,
+            intended,
+            measured,
+            first_measured,
+        })
     }
+}
+
+/// A snapshot of a [`Schedule`]'s bookkeeping (see [`Schedule::stats`]).
+#[derive(Debug, Clone)]
+pub struct ScheduleStats {
+    pub t0: u64,
+    pub measure_start: Option<u64>,
+    pub generated_warmup: u64,
+    pub generated_measured: u64,
+    pub first_measured_intended: u64,
+    pub last_measured_intended: u64,
+    pub slice_ns: u64,
+    pub arrivals_per_slice: Vec<u64>,
 }
 
 /// Progress of a run, for progress bars.
@@ -483,7 +545,9 @@ pub fn run_integrated(
 ) -> Result<RunResult, RunError> {
     spec.validate()?;
     let slice_ns = spec.slice_ns();
-    let records = spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity())));
+    let records = spec
+        .keep_records
+        .then(|| Arc::new(Records::new(spec.record_capacity())));
     let shared = Arc::new(Shared {
         sched: Mutex::new(Schedule::new(spec, client, 0)),
         sink: IntervalSink::new(spec.threads),
@@ -497,8 +561,15 @@ pub fn run_integrated(
         server,
         spec: spec.clone(),
     });
-    let queue: Option<Arc<RequestQueue<(Item, u64, Vec<u8>)>>> = (spec.shaper == ShaperMode::Thread)
-        .then(|| Arc::new(RequestQueue::new(spec.discipline, 4096, spec.spin_margin_ns, derive_seed(spec.seed, 3))));
+    let queue: Option<Arc<RequestQueue<(Item, u64, Vec<u8>)>>> =
+        (spec.shaper == ShaperMode::Thread).then(|| {
+            Arc::new(RequestQueue::new(
+                spec.discipline,
+                4096,
+                spec.spin_margin_ns,
+                derive_seed(spec.seed, 3),
+            ))
+        });
     let n_threads = spec.threads + usize::from(queue.is_some());
     // Two barriers: all workers initialised (engines loaded), then go.
     let ready = Arc::new(Barrier::new(n_threads + 1));
@@ -507,13 +578,20 @@ pub fn run_integrated(
 
     let mut handles = Vec::new();
     for w in 0..spec.threads {
-        let (sh, q, ready, go, ie) = (shared.clone(), queue.clone(), ready.clone(), go.clone(), init_errors.clone());
+        let (sh, q, ready, go, ie) = (
+            shared.clone(),
+            queue.clone(),
+            ready.clone(),
+            go.clone(),
+            init_errors.clone(),
+        );
         let h = std::thread::Builder::new()
             .name(format!("taillab-worker-{w}"))
             .spawn(move || -> Option<Shard> {
                 let _guard = PanicGuard(&sh, w);
                 set_timer_slack_1ns();
-                let worker = place_thread(&sh.spec, w).and_then(|_| sh.server.worker(w).map_err(RunError::App));
+                let worker = place_thread(&sh.spec, w)
+                    .and_then(|_| sh.server.worker(w).map_err(RunError::App));
                 let mut worker = match worker {
                     Ok(x) => Some(x),
                     Err(e) => {
@@ -663,7 +741,11 @@ pub fn run_integrated(
 /// worker index, `usize::MAX` for the shaper).
 fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
     if !spec.cpus.is_empty() {
-        let cpu = if w == usize::MAX { *spec.cpus.last().expect("non-empty") } else { spec.cpus[w % spec.cpus.len()] };
+        let cpu = if w == usize::MAX {
+            *spec.cpus.last().expect("non-empty")
+        } else {
+            spec.cpus[w % spec.cpus.len()]
+        };
         // SAFETY: cpu_set_t is plain data; we pass its true size.
         let r = unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -678,7 +760,9 @@ fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
         }
     }
     if let Some(prio) = spec.rt_priority {
-        let p = libc::sched_param { sched_priority: prio };
+        let p = libc::sched_param {
+            sched_priority: prio,
+        };
         // SAFETY: plain syscall on the calling thread with a valid param struct.
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
             return Err(RunError::Setup(format!(
@@ -730,9 +814,12 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
         if sh.abort.load(Ordering::Relaxed) {
             break;
         }
-        let Some(item) = sh.sched.lock().next(&mut req, &sh.sink) else { break };
+        let Some(item) = sh.sched.lock().next(&mut req, &sh.sink) else {
+            break;
+        };
         if item.first_measured {
-            sh.server.begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
+            sh.server
+                .begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
         }
         // The request reaches the server after the simulated outbound delay.
         let arrive = item.intended + net_delay(&spec.net_delay, &mut rng);
@@ -769,14 +856,21 @@ fn shaper_thread(sh: &Shared, q: &RequestQueue<(Item, u64, Vec<u8>)>) {
     let mut buf = Vec::with_capacity(256);
     // The shaper is the client: it waits hybrid (or spins with --wait spin),
     // never blocks only, because its lateness is send lag.
-    let mode = if spec.wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid };
+    let mode = if spec.wait == WaitMode::Spin {
+        WaitMode::Spin
+    } else {
+        WaitMode::Hybrid
+    };
     loop {
         if sh.abort.load(Ordering::Relaxed) {
             break;
         }
-        let Some(item) = sh.sched.lock().next(&mut buf, &sh.sink) else { break };
+        let Some(item) = sh.sched.lock().next(&mut buf, &sh.sink) else {
+            break;
+        };
         if item.first_measured {
-            sh.server.begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
+            sh.server
+                .begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
         }
         let sent = wait_until(item.intended, mode, spec.spin_margin_ns);
         let payload = std::mem::replace(&mut buf, Vec::with_capacity(256));
@@ -803,7 +897,14 @@ fn queue_worker(
         let r = worker.handle(&payload, &mut resp);
         let finished = now_ns();
         // In-process the push is the arrival and the return is the completion.
-        let stamps = Stamps { intended: item.intended, sent, enqueued: sent, started, finished, completed: finished };
+        let stamps = Stamps {
+            intended: item.intended,
+            sent,
+            enqueued: sent,
+            started,
+            finished,
+            completed: finished,
+        };
         finish_request(sh, &mut shard, w, &item, &stamps, r);
     }
     shard.flush(&sh.sink);
