@@ -22,10 +22,5 @@ pub fn find(name: &str) -> anyhow::Result<Arc<dyn App>> {
     apps.iter()
         .find(|a| a.name() == name)
         .cloned()
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "unknown app `{name}`; available: {} (see `taillab apps`)",
-                names.join(", ")
-            )
-        })
+        .ok_or_else(|| anyhow::anyhow!("unknown app `{name}`; available: {} (see `taillab apps`)", names.join(", ")))
 }

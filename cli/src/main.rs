@@ -72,10 +72,7 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
             for app in apps::all() {
                 println!("{:<12} {}", app.name(), app.about());
                 for k in app.keys() {
-                    println!(
-                        "    --set {}=…  (default {})  {}",
-                        k.name, k.default, k.help
-                    );
+                    println!("    --set {}=…  (default {})  {}", k.name, k.default, k.help);
                 }
             }
             Ok(0)
@@ -84,23 +81,13 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
             println!("{}", taillab_core::DataCtx::from_env().root.display());
             Ok(0)
         }
-        Cmd::Data {
-            cmd: DataCmd::Prepare { app, set },
-        } => {
+        Cmd::Data { cmd: DataCmd::Prepare { app, set } } => {
             let ctx = taillab_core::DataCtx::from_env();
             let params = taillab_core::Params::parse(set.iter().map(|s| s.as_str()))?;
-            let list = if app == "all" {
-                apps::all()
-            } else {
-                vec![apps::find(&app)?]
-            };
+            let list = if app == "all" { apps::all() } else { vec![apps::find(&app)?] };
             for a in list {
                 params.check_keys(a.name(), a.keys())?;
-                eprintln!(
-                    "preparing data for {} in {}",
-                    a.name(),
-                    ctx.app_dir(a.name()).display()
-                );
+                eprintln!("preparing data for {} in {}", a.name(), ctx.app_dir(a.name()).display());
                 a.prepare(&ctx, &params)?;
             }
             Ok(0)

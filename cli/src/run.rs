@@ -128,10 +128,7 @@ impl RunArgs {
         };
         let net_delay = match &self.net_delay {
             None => None,
-            Some(s) => Some(
-                s.parse::<Dist>()
-                    .map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?,
-            ),
+            Some(s) => Some(s.parse::<Dist>().map_err(|e| anyhow::anyhow!("--net-delay: {e}"))?),
         };
         Ok(RunSpec {
             qps: self.qps,
@@ -164,10 +161,7 @@ fn default_out(app: &str) -> PathBuf {
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let app = crate::apps::find(&a.app)?;
     if !["integrated", "loopback", "networked"].contains(&a.config.as_str()) {
-        bail!(
-            "unknown --config `{}`; use integrated, loopback or networked",
-            a.config
-        );
+        bail!("unknown --config `{}`; use integrated, loopback or networked", a.config);
     }
     let spec = a.spec()?;
     spec.validate()?;
@@ -189,26 +183,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
     }
     if a.config != "integrated" {
-        let summary = taillab_transport::coord::run_config(
-            &a.config,
-            &a.net,
-            &spec,
-            app.name(),
-            &params,
-            &out,
-            a.quiet || a.json,
-        )?;
-        return print_summary(&a, &summary, &out);
+        let quiet = a.quiet || a.json;
+        // Server and client processes; the same result folder as integrated.
+        let s = taillab_transport::coord::run_config(&a.config, &a.net, &spec, app.name(), &params, &out, quiet)?;
+        match a.json {
+            true => println!("{}", serde_json::to_string_pretty(&s)?),
+            false => print!("{}results: {}\n", taillab_core::summary::human_table(&s), out.display()),
+        }
+        return Ok(if a.strict && !s.ok() { 1 } else { 0 });
     }
     let ctx = DataCtx::from_env();
-    app.prepare(&ctx, &params)
-        .with_context(|| format!("preparing data for {}", app.name()))?;
+    app.prepare(&ctx, &params).with_context(|| format!("preparing data for {}", app.name()))?;
     let server = app.server(&ctx, &params, spec.threads)?;
-    let client = app.client(
-        &ctx,
-        &params,
-        taillab_core::arrival::derive_seed(spec.seed, 2),
-    )?;
+    let client = app.client(&ctx, &params, taillab_core::arrival::derive_seed(spec.seed, 2))?;
 
     let bar = progress_bar(&spec, a.quiet || a.json);
     let mut on_progress = |p: Progress| {
@@ -224,18 +211,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
     let summary = taillab_core::summarize(&result, app.name(), &params, &a.config);
     taillab_core::write_run(&out, &summary, &result, a.save_requests)?;
-    print_summary(&a, &summary, &out)
-}
-
-fn print_summary(
-    a: &RunArgs,
-    summary: &taillab_core::Summary,
-    out: &std::path::Path,
-) -> anyhow::Result<i32> {
     if a.json {
-        println!("{}", serde_json::to_string_pretty(summary)?);
+        println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print!("{}", taillab_core::summary::human_table(summary));
+        print!("{}", taillab_core::summary::human_table(&summary));
         println!("results: {}", out.display());
     }
     Ok(if a.strict && !summary.ok() { 1 } else { 0 })
@@ -250,10 +229,8 @@ fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
     }
     let b = indicatif::ProgressBar::new(0);
     b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
-        )
-        .expect("valid template"),
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}")
+            .expect("valid template"),
     );
     Some(b)
 }

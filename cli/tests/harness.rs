@@ -29,19 +29,8 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn run(args: &[&str], out: &Path) -> Value {
-    let o = Command::new(bin())
-        .arg("run")
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .arg("-q")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "taillab run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = Command::new(bin()).arg("run").args(args).arg("--out").arg(out).arg("-q").output().unwrap();
+    assert!(o.status.success(), "taillab run failed: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
 
@@ -71,20 +60,8 @@ fn mm1_matches_theory() {
         let out = tmp(&format!("mm1-{k}"));
         let seed = (10 + k).to_string();
         let s = run(
-            &[
-                "--app",
-                "synth",
-                "--qps",
-                "2500",
-                "--warmup-requests",
-                "5000",
-                "--requests",
-                "60000",
-                "--seed",
-                &seed,
-                "--set",
-                "service=exp:200us",
-            ],
+            &["--app", "synth", "--qps", "2500", "--warmup-requests", "5000", "--requests", "60000",
+              "--seed", &seed, "--set", "service=exp:200us"],
             &out,
         );
         assert_eq!(s["schema"], "taillab.run/1");
@@ -95,13 +72,7 @@ fn mm1_matches_theory() {
         if rel(m, mean_th).abs() < 0.15 && rel(p, p99_th).abs() < 0.15 {
             Ok(())
         } else {
-            Err(format!(
-                "mean {:.0} ns ({:+.1}%), p99 {:.0} ns ({:+.1}%)",
-                m,
-                rel(m, mean_th) * 100.0,
-                p,
-                rel(p, p99_th) * 100.0
-            ))
+            Err(format!("mean {:.0} ns ({:+.1}%), p99 {:.0} ns ({:+.1}%)", m, rel(m, mean_th) * 100.0, p, rel(p, p99_th) * 100.0))
         }
     });
 }
@@ -127,20 +98,8 @@ fn md1_matches_theory() {
         let out = tmp(&format!("md1-{k}"));
         let seed = (20 + k).to_string();
         let s = run(
-            &[
-                "--app",
-                "synth",
-                "--qps",
-                "2500",
-                "--warmup-requests",
-                "5000",
-                "--requests",
-                "60000",
-                "--seed",
-                &seed,
-                "--set",
-                "service=fixed:200us",
-            ],
+            &["--app", "synth", "--qps", "2500", "--warmup-requests", "5000", "--requests", "60000",
+              "--seed", &seed, "--set", "service=fixed:200us"],
             &out,
         );
         let (m, p) = (soj(&s, "mean"), soj(&s, "p99"));
@@ -150,10 +109,7 @@ fn md1_matches_theory() {
         if rel(m, mean_th).abs() < 0.15 && rel(p, p99_th).abs() < 0.15 {
             Ok(())
         } else {
-            Err(format!(
-                "mean {:.0} vs {:.0} ns, p99 {:.0} vs {:.0} ns",
-                m, mean_th, p, p99_th
-            ))
+            Err(format!("mean {:.0} vs {:.0} ns, p99 {:.0} vs {:.0} ns", m, mean_th, p, p99_th))
         }
     });
 }
@@ -167,39 +123,18 @@ fn harness_matches_replay_of_its_own_draws() {
         let out = tmp(&format!("replay-{k}"));
         let seed = (30 + k).to_string();
         let s = run(
-            &[
-                "--app",
-                "synth",
-                "--qps",
-                "2500",
-                "--warmup-requests",
-                "2000",
-                "--requests",
-                "30000",
-                "--seed",
-                &seed,
-                "--set",
-                "service=exp:200us",
-                "--save-requests",
-            ],
+            &["--app", "synth", "--qps", "2500", "--warmup-requests", "2000", "--requests", "30000",
+              "--seed", &seed, "--set", "service=exp:200us", "--save-requests"],
             &out,
         );
         let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
         let mut lines = csv.lines();
-        assert_eq!(
-            lines.next().unwrap(),
-            "id,worker,intended,sent,enqueued,started,finished,completed,measured"
-        );
-        let rows: Vec<Vec<u64>> = lines
-            .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
-            .collect();
+        assert_eq!(lines.next().unwrap(), "id,worker,intended,sent,enqueued,started,finished,completed,measured");
+        let rows: Vec<Vec<u64>> = lines.map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect();
         assert_eq!(rows.len(), 32_000);
         for r in &rows {
             // intended ≤ sent = enqueued ≤ started ≤ finished = completed (integrated).
-            assert!(
-                r[2] <= r[3] && r[3] == r[4] && r[4] <= r[5] && r[5] <= r[6] && r[6] == r[7],
-                "{r:?}"
-            );
+            assert!(r[2] <= r[3] && r[3] == r[4] && r[4] <= r[5] && r[5] <= r[6] && r[6] == r[7], "{r:?}");
         }
         let arr: Vec<u64> = rows.iter().map(|r| r[2]).collect();
         let svc: Vec<u64> = rows.iter().map(|r| r[6] - r[5]).collect();
@@ -208,24 +143,16 @@ fn harness_matches_replay_of_its_own_draws() {
         let (mut a, mut b) = (ideal[2000..].to_vec(), measured[2000..].to_vec());
         let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
         let (mi, mm) = (mean(&a), mean(&b));
-        assert!(
-            (mm - soj(&s, "mean")).abs() < 1.0,
-            "summary mean disagrees with requests.csv"
-        );
+        assert!((mm - soj(&s, "mean")).abs() < 1.0, "summary mean disagrees with requests.csv");
         a.sort_unstable();
         b.sort_unstable();
-        let (pi, pm) = (
-            taillab_core::model::quantile(&a, 0.99) as f64,
-            taillab_core::model::quantile(&b, 0.99) as f64,
-        );
+        let (pi, pm) = (taillab_core::model::quantile(&a, 0.99) as f64, taillab_core::model::quantile(&b, 0.99) as f64);
         let _ = std::fs::remove_dir_all(&out);
         // The harness adds send lag and dispatch time only: a few µs at most.
         if rel(mm, mi).abs() < 0.05 && rel(pm, pi).abs() < 0.05 {
             Ok(())
         } else {
-            Err(format!(
-                "mean {mm:.0} vs replay {mi:.0}, p99 {pm:.0} vs replay {pi:.0}"
-            ))
+            Err(format!("mean {mm:.0} vs replay {mi:.0}, p99 {pm:.0} vs replay {pi:.0}"))
         }
     });
 }
@@ -239,43 +166,22 @@ fn stall_is_charged_to_every_request_that_waited() {
     // during the stall and report neither.
     let out = tmp("stall");
     let s = run(
-        &[
-            "--app",
-            "synth",
-            "--qps",
-            "1000",
-            "--duration",
-            "3s",
-            "--set",
-            "service=fixed:100us",
-            "--set",
-            "stall=at:1s,for:500ms",
-            "--save-requests",
-        ],
+        &["--app", "synth", "--qps", "1000", "--duration", "3s", "--set", "service=fixed:100us",
+          "--set", "stall=at:1s,for:500ms", "--save-requests"],
         &out,
     );
     let max = soj(&s, "max");
-    assert!(
-        max >= 450e6,
-        "max sojourn {max} ns: the stall was not charged"
-    );
+    assert!(max >= 450e6, "max sojourn {max} ns: the stall was not charged");
     let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
     let soj: Vec<u64> = csv
         .lines()
         .skip(1)
-        .map(|l| {
-            l.split(',')
-                .map(|x| x.parse::<u64>().unwrap())
-                .collect::<Vec<_>>()
-        })
+        .map(|l| l.split(',').map(|x| x.parse::<u64>().unwrap()).collect::<Vec<_>>())
         .filter(|r| r[8] == 1)
         .map(|r| r[7] - r[2])
         .collect();
     let frac = soj.iter().filter(|&&x| x > 250_000_000).count() as f64 / soj.len() as f64;
-    assert!(
-        (0.06..0.15).contains(&frac),
-        "fraction over 250 ms = {frac:.3}, expected ≈ 1/12"
-    );
+    assert!((0.06..0.15).contains(&frac), "fraction over 250 ms = {frac:.3}, expected ≈ 1/12");
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -287,24 +193,8 @@ fn thread_shaper_and_two_workers_agree_with_mm2() {
     within_twice("M/M/2", |k| {
         let out = tmp(&format!("mm2-{k}"));
         let s = run(
-            &[
-                "--app",
-                "synth",
-                "--qps",
-                "4000",
-                "--threads",
-                "2",
-                "--shaper",
-                "thread",
-                "--warmup-requests",
-                "2000",
-                "--requests",
-                "30000",
-                "--seed",
-                &(40 + k).to_string(),
-                "--set",
-                "service=exp:200us",
-            ],
+            &["--app", "synth", "--qps", "4000", "--threads", "2", "--shaper", "thread", "--warmup-requests", "2000",
+              "--requests", "30000", "--seed", &(40 + k).to_string(), "--set", "service=exp:200us"],
             &out,
         );
         assert_eq!(s["shaper"], "thread");
@@ -323,31 +213,8 @@ fn thread_shaper_and_two_workers_agree_with_mm2() {
 fn summary_has_the_documented_shape_and_logs() {
     let _serial = serial();
     let out = tmp("shape");
-    let s = run(
-        &[
-            "--app",
-            "synth",
-            "--qps",
-            "2000",
-            "--requests",
-            "3000",
-            "--set",
-            "service=fixed:50us",
-        ],
-        &out,
-    );
-    for k in [
-        "schema",
-        "app",
-        "config",
-        "threads",
-        "seed",
-        "offered_qps",
-        "achieved_qps",
-        "duration_s",
-        "host",
-        "checks",
-    ] {
+    let s = run(&["--app", "synth", "--qps", "2000", "--requests", "3000", "--set", "service=fixed:50us"], &out);
+    for k in ["schema", "app", "config", "threads", "seed", "offered_qps", "achieved_qps", "duration_s", "host", "checks"] {
         assert!(!s[k].is_null(), "summary.json lacks {k}");
     }
     for m in ["sojourn", "service", "queue", "send_lag"] {
@@ -360,21 +227,14 @@ fn summary_has_the_documented_shape_and_logs() {
         // Interval counts add up to the measured count.
         let total: u64 = lines
             .iter()
-            .map(|l| {
-                taillab_core::collector::decode_hist(l.rsplit(',').next().unwrap())
-                    .unwrap()
-                    .len()
-            })
+            .map(|l| taillab_core::collector::decode_hist(l.rsplit(',').next().unwrap()).unwrap().len())
             .sum();
         assert_eq!(total, 3000, "{m}.hlog intervals");
     }
     for c in ["rate", "send_lag", "saturation"] {
         assert!(s["checks"][c]["ok"].is_boolean(), "checks.{c}.ok");
     }
-    assert_eq!(
-        s["host"]["cores"].as_u64().unwrap() as usize,
-        std::thread::available_parallelism().unwrap().get()
-    );
+    assert_eq!(s["host"]["cores"].as_u64().unwrap() as usize, std::thread::available_parallelism().unwrap().get());
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -383,31 +243,14 @@ fn saturation_is_detected_and_warned() {
     let _serial = serial();
     let out = tmp("sat");
     let o = Command::new(bin())
-        .args([
-            "run",
-            "--app",
-            "synth",
-            "--qps",
-            "3000",
-            "--duration",
-            "2s",
-            "--set",
-            "service=fixed:500us",
-            "-q",
-            "--out",
-        ])
+        .args(["run", "--app", "synth", "--qps", "3000", "--duration", "2s", "--set", "service=fixed:500us", "-q", "--out"])
         .arg(&out)
         .output()
         .unwrap();
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("will saturate"));
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(
-        s["checks"]["saturation"]["ok"], false,
-        "{}",
-        s["checks"]["saturation"]
-    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["checks"]["saturation"]["ok"], false, "{}", s["checks"]["saturation"]);
     assert_eq!(s["checks"]["rate"]["ok"], false);
     std::fs::remove_dir_all(&out).unwrap();
 }
@@ -416,45 +259,18 @@ fn saturation_is_detected_and_warned() {
 fn same_seed_same_requests() {
     let _serial = serial();
     let (a, b) = (tmp("seed-a"), tmp("seed-b"));
-    let args = [
-        "--app",
-        "synth",
-        "--qps",
-        "500",
-        "--requests",
-        "300",
-        "--seed",
-        "5",
-        "--set",
-        "service=lognormal:50us,cv=2",
-        "--save-requests",
-    ];
+    let args = ["--app", "synth", "--qps", "500", "--requests", "300", "--seed", "5", "--set", "service=lognormal:50us,cv=2", "--save-requests"];
     run(&args, &a);
     run(&args, &b);
     // Service times are drawn by the client from the seed: the spun times agree to within timer noise.
     let col = |d: &Path| -> Vec<u64> {
-        std::fs::read_to_string(d.join("requests.csv"))
-            .unwrap()
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let r: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect();
-                r[6] - r[5]
-            })
-            .collect()
+        std::fs::read_to_string(d.join("requests.csv")).unwrap().lines().skip(1)
+            .map(|l| { let r: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect(); r[6] - r[5] }).collect()
     };
     let (x, y) = (col(&a), col(&b));
     assert_eq!(x.len(), y.len());
-    let close = x
-        .iter()
-        .zip(&y)
-        .filter(|(p, q)| (**p as i64 - **q as i64).abs() < 20_000)
-        .count();
-    assert!(
-        close as f64 > 0.95 * x.len() as f64,
-        "only {close}/{} service times agree",
-        x.len()
-    );
+    let close = x.iter().zip(&y).filter(|(p, q)| (**p as i64 - **q as i64).abs() < 20_000).count();
+    assert!(close as f64 > 0.95 * x.len() as f64, "only {close}/{} service times agree", x.len());
     std::fs::remove_dir_all(&a).unwrap();
     std::fs::remove_dir_all(&b).unwrap();
 }
@@ -462,16 +278,8 @@ fn same_seed_same_requests() {
 fn fails_with(args: &[&str], needle: &str) {
     let o = Command::new(bin()).args(args).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "{args:?} exited {:?}: {err}",
-        o.status.code()
-    );
-    assert!(
-        err.contains(needle),
-        "{args:?}: error `{err}` lacks `{needle}`"
-    );
+    assert_eq!(o.status.code(), Some(2), "{args:?} exited {:?}: {err}", o.status.code());
+    assert!(err.contains(needle), "{args:?}: error `{err}` lacks `{needle}`");
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
 }
 
@@ -479,47 +287,18 @@ fn fails_with(args: &[&str], needle: &str) {
 fn bad_input_gets_one_clear_line() {
     let _serial = serial();
     let base = ["run", "--app", "synth", "--requests", "10", "-q"];
-    let with = |extra: &[&'static str]| -> Vec<&'static str> {
-        base.iter().copied().chain(extra.iter().copied()).collect()
-    };
-    fails_with(
-        &["run", "--app", "nope", "--qps", "10", "--requests", "1"],
-        "unknown app `nope`",
-    );
-    fails_with(
-        &with(&["--qps", "10", "--config", "cloud"]),
-        "unknown --config",
-    );
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().copied().chain(extra.iter().copied()).collect() };
+    fails_with(&["run", "--app", "nope", "--qps", "10", "--requests", "1"], "unknown app `nope`");
+    fails_with(&with(&["--qps", "10", "--config", "cloud"]), "unknown --config");
     fails_with(&with(&["--qps", "0"]), "--qps must be a positive number");
     fails_with(&with(&["--qps", "NaN"]), "--qps must be a positive number");
     fails_with(&with(&["--qps", "-5"]), "--qps");
-    fails_with(
-        &with(&["--qps", "10", "--threads", "0"]),
-        "--threads must be in",
-    );
-    fails_with(
-        &with(&["--qps", "10", "--set", "service=exp:200"]),
-        "no unit",
-    );
-    fails_with(
-        &with(&["--qps", "10", "--set", "colour=red"]),
-        "unknown key `colour`",
-    );
+    fails_with(&with(&["--qps", "10", "--threads", "0"]), "--threads must be in");
+    fails_with(&with(&["--qps", "10", "--set", "service=exp:200"]), "no unit");
+    fails_with(&with(&["--qps", "10", "--set", "colour=red"]), "unknown key `colour`");
     fails_with(&with(&["--qps", "10", "--wait", "nap"]), "--wait");
-    fails_with(
-        &["run", "--app", "synth", "--qps", "10", "-q"],
-        "--requests N or --duration",
-    );
-    fails_with(
-        &with(&["--qps", "10", "--out", "/proc/taillab-cannot-write"]),
-        "pick a writable --out",
-    );
-    fails_with(
-        &with(&["--qps", "10", "--discipline", "lifo"]),
-        "--shaper thread",
-    );
-    fails_with(
-        &with(&["--qps", "10", "--net-delay", "exp:5"]),
-        "--net-delay",
-    );
+    fails_with(&["run", "--app", "synth", "--qps", "10", "-q"], "--requests N or --duration");
+    fails_with(&with(&["--qps", "10", "--out", "/proc/taillab-cannot-write"]), "pick a writable --out");
+    fails_with(&with(&["--qps", "10", "--discipline", "lifo"]), "--shaper thread");
+    fails_with(&with(&["--qps", "10", "--net-delay", "exp:5"]), "--net-delay");
 }

@@ -38,11 +38,7 @@ pub enum RunError {
     #[error("invalid run: {0}")]
     Invalid(String),
     #[error("keeping per-request records for {requests} requests needs {need_mb} MB, over the {cap_mb} MB cap; drop --save-requests or raise --max-record-mem")]
-    RecordsTooBig {
-        requests: u64,
-        need_mb: u64,
-        cap_mb: u64,
-    },
+    RecordsTooBig { requests: u64, need_mb: u64, cap_mb: u64 },
     #[error(transparent)]
     App(#[from] AppError),
     #[error("{0}")]
@@ -169,16 +165,10 @@ impl RunSpec {
             return bad(format!("--qps must be a positive number, got {}", self.qps));
         }
         if self.qps > 1e8 {
-            return bad(format!(
-                "--qps {} is beyond what one host can schedule (max 1e8)",
-                self.qps
-            ));
+            return bad(format!("--qps {} is beyond what one host can schedule (max 1e8)", self.qps));
         }
         if self.threads == 0 || self.threads > 1024 {
-            return bad(format!(
-                "--threads must be in 1..=1024, got {}",
-                self.threads
-            ));
+            return bad(format!("--threads must be in 1..=1024, got {}", self.threads));
         }
         match self.measure {
             Bound::Requests(0) => return bad("--requests must be at least 1".into()),
@@ -196,9 +186,7 @@ impl RunSpec {
             return bad("--interval must be at least 1ms".into());
         }
         if self.net_delay.is_some() && self.shaper == ShaperMode::Thread {
-            return bad(
-                "--net-delay is simulated by inline workers only: drop --shaper thread".into(),
-            );
+            return bad("--net-delay is simulated by inline workers only: drop --shaper thread".into());
         }
         if self.discipline != Discipline::Fifo && self.shaper == ShaperMode::Inline {
             return bad(format!(
@@ -274,21 +262,11 @@ impl Records {
     #[inline]
     pub fn set(&self, i: u64, s: &Stamps, worker: usize, measured: bool) {
         if let Some(slot) = self.slots.get(i as usize) {
-            let v = [
-                s.intended,
-                s.sent,
-                s.enqueued,
-                s.started,
-                s.finished,
-                s.completed,
-            ];
+            let v = [s.intended, s.sent, s.enqueued, s.started, s.finished, s.completed];
             for (a, x) in slot.iter().zip(v) {
                 a.store(x, Ordering::Relaxed);
             }
-            slot[6].store(
-                ((worker as u64) << 1) | measured as u64 | (1 << 63),
-                Ordering::Release,
-            );
+            slot[6].store(((worker as u64) << 1) | measured as u64 | (1 << 63), Ordering::Release);
         }
     }
 
@@ -305,14 +283,7 @@ impl Records {
                 i as u64,
                 ((tag & !(1 << 63)) >> 1) as usize,
                 tag & 1 == 1,
-                Stamps {
-                    intended: g(0),
-                    sent: g(1),
-                    enqueued: g(2),
-                    started: g(3),
-                    finished: g(4),
-                    completed: g(5),
-                },
+                Stamps { intended: g(0), sent: g(1), enqueued: g(2), started: g(3), finished: g(4), completed: g(5) },
             ))
         })
     }
@@ -443,12 +414,7 @@ impl Schedule {
         self.client.next_request(buf);
         let index = self.next_index;
         self.next_index += 1;
-        Some(Item {
-            index,
-            intended,
-            measured,
-            first_measured,
-        })
+        Some(Item { index, intended, measured, first_measured })
     }
 }
 
@@ -545,9 +511,7 @@ pub fn run_integrated(
 ) -> Result<RunResult, RunError> {
     spec.validate()?;
     let slice_ns = spec.slice_ns();
-    let records = spec
-        .keep_records
-        .then(|| Arc::new(Records::new(spec.record_capacity())));
+    let records = spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity())));
     let shared = Arc::new(Shared {
         sched: Mutex::new(Schedule::new(spec, client, 0)),
         sink: IntervalSink::new(spec.threads),
@@ -561,15 +525,8 @@ pub fn run_integrated(
         server,
         spec: spec.clone(),
     });
-    let queue: Option<Arc<RequestQueue<(Item, u64, Vec<u8>)>>> =
-        (spec.shaper == ShaperMode::Thread).then(|| {
-            Arc::new(RequestQueue::new(
-                spec.discipline,
-                4096,
-                spec.spin_margin_ns,
-                derive_seed(spec.seed, 3),
-            ))
-        });
+    let queue: Option<Arc<RequestQueue<(Item, u64, Vec<u8>)>>> = (spec.shaper == ShaperMode::Thread)
+        .then(|| Arc::new(RequestQueue::new(spec.discipline, 4096, spec.spin_margin_ns, derive_seed(spec.seed, 3))));
     let n_threads = spec.threads + usize::from(queue.is_some());
     // Two barriers: all workers initialised (engines loaded), then go.
     let ready = Arc::new(Barrier::new(n_threads + 1));
@@ -578,20 +535,13 @@ pub fn run_integrated(
 
     let mut handles = Vec::new();
     for w in 0..spec.threads {
-        let (sh, q, ready, go, ie) = (
-            shared.clone(),
-            queue.clone(),
-            ready.clone(),
-            go.clone(),
-            init_errors.clone(),
-        );
+        let (sh, q, ready, go, ie) = (shared.clone(), queue.clone(), ready.clone(), go.clone(), init_errors.clone());
         let h = std::thread::Builder::new()
             .name(format!("taillab-worker-{w}"))
             .spawn(move || -> Option<Shard> {
                 let _guard = PanicGuard(&sh, w);
                 set_timer_slack_1ns();
-                let worker = place_thread(&sh.spec, w)
-                    .and_then(|_| sh.server.worker(w).map_err(RunError::App));
+                let worker = place_thread(&sh.spec, w).and_then(|_| sh.server.worker(w).map_err(RunError::App));
                 let mut worker = match worker {
                     Ok(x) => Some(x),
                     Err(e) => {
@@ -741,11 +691,7 @@ pub fn run_integrated(
 /// worker index, `usize::MAX` for the shaper).
 fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
     if !spec.cpus.is_empty() {
-        let cpu = if w == usize::MAX {
-            *spec.cpus.last().expect("non-empty")
-        } else {
-            spec.cpus[w % spec.cpus.len()]
-        };
+        let cpu = if w == usize::MAX { *spec.cpus.last().expect("non-empty") } else { spec.cpus[w % spec.cpus.len()] };
         // SAFETY: cpu_set_t is plain data; we pass its true size.
         let r = unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -760,9 +706,7 @@ fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
         }
     }
     if let Some(prio) = spec.rt_priority {
-        let p = libc::sched_param {
-            sched_priority: prio,
-        };
+        let p = libc::sched_param { sched_priority: prio };
         // SAFETY: plain syscall on the calling thread with a valid param struct.
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
             return Err(RunError::Setup(format!(
@@ -814,12 +758,9 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
         if sh.abort.load(Ordering::Relaxed) {
             break;
         }
-        let Some(item) = sh.sched.lock().next(&mut req, &sh.sink) else {
-            break;
-        };
+        let Some(item) = sh.sched.lock().next(&mut req, &sh.sink) else { break };
         if item.first_measured {
-            sh.server
-                .begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
+            sh.server.begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
         }
         // The request reaches the server after the simulated outbound delay.
         let arrive = item.intended + net_delay(&spec.net_delay, &mut rng);
@@ -856,21 +797,14 @@ fn shaper_thread(sh: &Shared, q: &RequestQueue<(Item, u64, Vec<u8>)>) {
     let mut buf = Vec::with_capacity(256);
     // The shaper is the client: it waits hybrid (or spins with --wait spin),
     // never blocks only, because its lateness is send lag.
-    let mode = if spec.wait == WaitMode::Spin {
-        WaitMode::Spin
-    } else {
-        WaitMode::Hybrid
-    };
+    let mode = if spec.wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid };
     loop {
         if sh.abort.load(Ordering::Relaxed) {
             break;
         }
-        let Some(item) = sh.sched.lock().next(&mut buf, &sh.sink) else {
-            break;
-        };
+        let Some(item) = sh.sched.lock().next(&mut buf, &sh.sink) else { break };
         if item.first_measured {
-            sh.server
-                .begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
+            sh.server.begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
         }
         let sent = wait_until(item.intended, mode, spec.spin_margin_ns);
         let payload = std::mem::replace(&mut buf, Vec::with_capacity(256));
@@ -897,14 +831,7 @@ fn queue_worker(
         let r = worker.handle(&payload, &mut resp);
         let finished = now_ns();
         // In-process the push is the arrival and the return is the completion.
-        let stamps = Stamps {
-            intended: item.intended,
-            sent,
-            enqueued: sent,
-            started,
-            finished,
-            completed: finished,
-        };
+        let stamps = Stamps { intended: item.intended, sent, enqueued: sent, started, finished, completed: finished };
         finish_request(sh, &mut shard, w, &item, &stamps, r);
     }
     shard.flush(&sh.sink);

@@ -20,11 +20,7 @@ pub fn apps() -> Vec<Arc<dyn App>> {
     ]
 }
 
-const NULL_KEYS: &[KeySpec] = &[KeySpec {
-    name: "size",
-    default: "64",
-    help: "request payload bytes (echoed back)",
-}];
+const NULL_KEYS: &[KeySpec] = &[KeySpec { name: "size", default: "64", help: "request payload bytes (echoed back)" }];
 
 /// Echoes the request: the harness's and transport's own cost, nothing else.
 pub struct Null;
@@ -51,12 +47,7 @@ impl App for Null {
     fn keys(&self) -> &'static [KeySpec] {
         NULL_KEYS
     }
-    fn server(
-        &self,
-        _: &DataCtx,
-        p: &Params,
-        _threads: usize,
-    ) -> Result<Arc<dyn Server>, AppError> {
+    fn server(&self, _: &DataCtx, p: &Params, _threads: usize) -> Result<Arc<dyn Server>, AppError> {
         null_size(p)?;
         Ok(Arc::new(NullServer))
     }
@@ -104,48 +95,16 @@ pub enum Ext {
 pub struct External(pub Ext);
 
 const KV_KEYS: &[KeySpec] = &[
-    KeySpec {
-        name: "keys",
-        default: "10000",
-        help: "distinct keys",
-    },
-    KeySpec {
-        name: "key_size",
-        default: "16",
-        help: "key length in bytes (8..=200)",
-    },
-    KeySpec {
-        name: "value_size",
-        default: "64",
-        help: "value length of sets in bytes",
-    },
-    KeySpec {
-        name: "get_ratio",
-        default: "0.9",
-        help: "fraction of requests that are gets (rest are sets)",
-    },
-    KeySpec {
-        name: "zipf",
-        default: "0.99",
-        help: "Zipf exponent of key popularity (0 = uniform)",
-    },
-    KeySpec {
-        name: "preload",
-        default: "true",
-        help: "set every key once before the run so gets hit",
-    },
+    KeySpec { name: "keys", default: "10000", help: "distinct keys" },
+    KeySpec { name: "key_size", default: "16", help: "key length in bytes (8..=200)" },
+    KeySpec { name: "value_size", default: "64", help: "value length of sets in bytes" },
+    KeySpec { name: "get_ratio", default: "0.9", help: "fraction of requests that are gets (rest are sets)" },
+    KeySpec { name: "zipf", default: "0.99", help: "Zipf exponent of key popularity (0 = uniform)" },
+    KeySpec { name: "preload", default: "true", help: "set every key once before the run so gets hit" },
 ];
 const HTTP_KEYS: &[KeySpec] = &[
-    KeySpec {
-        name: "path",
-        default: "/",
-        help: "path to GET (keep-alive)",
-    },
-    KeySpec {
-        name: "host",
-        default: "localhost",
-        help: "Host header",
-    },
+    KeySpec { name: "path", default: "/", help: "path to GET (keep-alive)" },
+    KeySpec { name: "host", default: "localhost", help: "Host header" },
 ];
 
 /// Parsed key-value workload settings (memcached and redis).
@@ -161,11 +120,8 @@ pub struct KvSpec {
 
 impl KvSpec {
     pub fn from_params(p: &Params) -> Result<Self, AppError> {
-        let bad = |key: &str, v: String, exp: &str| AppError::BadParam {
-            key: key.into(),
-            value: v,
-            expected: exp.into(),
-        };
+        let bad =
+            |key: &str, v: String, exp: &str| AppError::BadParam { key: key.into(), value: v, expected: exp.into() };
         let s = KvSpec {
             keys: p.get_parsed("keys", 10_000, "a key count ≥ 1")?,
             key_size: p.get_parsed("key_size", 16, "a key length in 8..=200")?,
@@ -175,11 +131,7 @@ impl KvSpec {
             preload: p.get_parsed("preload", true, "true or false")?,
         };
         if s.keys == 0 || s.keys > 100_000_000 {
-            return Err(bad(
-                "keys",
-                s.keys.to_string(),
-                "a key count in 1..=100000000",
-            ));
+            return Err(bad("keys", s.keys.to_string(), "a key count in 1..=100000000"));
         }
         if !(8..=200).contains(&s.key_size) {
             return Err(bad(
@@ -189,18 +141,10 @@ impl KvSpec {
             ));
         }
         if s.value_size > 1 << 20 {
-            return Err(bad(
-                "value_size",
-                s.value_size.to_string(),
-                "a value length in 0..=1048576",
-            ));
+            return Err(bad("value_size", s.value_size.to_string(), "a value length in 0..=1048576"));
         }
         if !(0.0..=1.0).contains(&s.get_ratio) {
-            return Err(bad(
-                "get_ratio",
-                s.get_ratio.to_string(),
-                "a fraction in [0,1]",
-            ));
+            return Err(bad("get_ratio", s.get_ratio.to_string(), "a fraction in [0,1]"));
         }
         if !(s.zipf.is_finite() && s.zipf >= 0.0) {
             return Err(bad("zipf", s.zipf.to_string(), "a Zipf exponent ≥ 0"));
@@ -212,10 +156,7 @@ impl KvSpec {
     pub fn key(&self, i: u64, out: &mut Vec<u8>) {
         let digits = format!("{i}");
         out.extend_from_slice(b"k");
-        out.extend(std::iter::repeat_n(
-            b'0',
-            self.key_size.saturating_sub(1 + digits.len()),
-        ));
+        out.extend(std::iter::repeat_n(b'0', self.key_size.saturating_sub(1 + digits.len())));
         out.extend_from_slice(digits.as_bytes());
     }
 }
@@ -299,22 +240,14 @@ impl Client for HttpClient {
 fn http_request(p: &Params) -> Result<Vec<u8>, AppError> {
     let path = p.get("path").unwrap_or("/");
     let host = p.get("host").unwrap_or("localhost");
-    if !path.starts_with('/')
-        || path
-            .bytes()
-            .any(|c| c.is_ascii_whitespace() || c.is_ascii_control())
-    {
+    if !path.starts_with('/') || path.bytes().any(|c| c.is_ascii_whitespace() || c.is_ascii_control()) {
         return Err(AppError::BadParam {
             key: "path".into(),
             value: path.into(),
             expected: "an absolute path like /index.html without spaces".into(),
         });
     }
-    if host.is_empty()
-        || host
-            .bytes()
-            .any(|c| c.is_ascii_whitespace() || c.is_ascii_control())
-    {
+    if host.is_empty() || host.bytes().any(|c| c.is_ascii_whitespace() || c.is_ascii_control()) {
         return Err(AppError::BadParam {
             key: "host".into(),
             value: host.into(),
@@ -344,7 +277,9 @@ impl App for External {
     }
     fn about(&self) -> &'static str {
         match self.0 {
-            Ext::Memcached => "external memcached (text protocol get/set, Zipf keys); `taillab load --target`; sojourn only",
+            Ext::Memcached => {
+                "external memcached (text protocol get/set, Zipf keys); `taillab load --target`; sojourn only"
+            }
             Ext::Redis => "external redis-server (RESP GET/SET, Zipf keys); `taillab load --target`; sojourn only",
             Ext::Http => "external HTTP/1.1 server (keep-alive GET); `taillab load --target`; sojourn only",
         }
@@ -369,38 +304,21 @@ impl App for External {
     }
     fn client(&self, _: &DataCtx, p: &Params, seed: u64) -> Result<Box<dyn Client>, AppError> {
         if self.0 == Ext::Http {
-            return Ok(Box::new(HttpClient {
-                req: http_request(p)?,
-            }));
+            return Ok(Box::new(HttpClient { req: http_request(p)? }));
         }
         let spec = KvSpec::from_params(p)?;
-        let zipf = (spec.zipf > 0.0)
-            .then(|| Zipf::new(spec.keys, spec.zipf).expect("validated n ≥ 1, s > 0"));
+        let zipf = (spec.zipf > 0.0).then(|| Zipf::new(spec.keys, spec.zipf).expect("validated n ≥ 1, s > 0"));
         let value = vec![b'v'; spec.value_size];
-        Ok(Box::new(KvClient {
-            ext: self.0,
-            spec,
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            zipf,
-            value,
-        }))
+        Ok(Box::new(KvClient { ext: self.0, spec, rng: Xoshiro256PlusPlus::seed_from_u64(seed), zipf, value }))
     }
 }
 
 /// The client-side protocol for `app` (taillab frames unless it is an adapter).
-pub fn wire_for(
-    app: &str,
-    params: &Params,
-    max_frame: u32,
-) -> Result<Arc<dyn crate::wire::Wire>, AppError> {
+pub fn wire_for(app: &str, params: &Params, max_frame: u32) -> Result<Arc<dyn crate::wire::Wire>, AppError> {
     use crate::wire::*;
     Ok(match app {
-        "memcached" => Arc::new(MemcachedWire {
-            preload: kv_preload(Ext::Memcached, &KvSpec::from_params(params)?),
-        }),
-        "redis" => Arc::new(RedisWire {
-            preload: kv_preload(Ext::Redis, &KvSpec::from_params(params)?),
-        }),
+        "memcached" => Arc::new(MemcachedWire { preload: kv_preload(Ext::Memcached, &KvSpec::from_params(params)?) }),
+        "redis" => Arc::new(RedisWire { preload: kv_preload(Ext::Redis, &KvSpec::from_params(params)?) }),
         "http" => {
             http_request(params)?;
             Arc::new(HttpWire)
@@ -420,8 +338,7 @@ mod tests {
 
     #[test]
     fn kv_requests_are_well_formed_and_seeded() {
-        let p =
-            Params::parse(["keys=100", "key_size=10", "value_size=3", "get_ratio=0.5"]).unwrap();
+        let p = Params::parse(["keys=100", "key_size=10", "value_size=3", "get_ratio=0.5"]).unwrap();
         let app = External(Ext::Redis);
         let mut a = app.client(&DataCtx::from_env(), &p, 7).unwrap();
         let mut b = app.client(&DataCtx::from_env(), &p, 7).unwrap();
@@ -438,28 +355,18 @@ mod tests {
             // A request is itself one RESP array: the response parser accepts it whole.
             assert_eq!(w.decode(&x).unwrap().unwrap().consumed, x.len());
         }
-        assert!(
-            (50..150).contains(&sets),
-            "get_ratio 0.5 gave {sets} sets of 200"
-        );
+        assert!((50..150).contains(&sets), "get_ratio 0.5 gave {sets} sets of 200");
         let mut k = Vec::new();
         KvSpec::from_params(&p).unwrap().key(42, &mut k);
         assert_eq!(k, b"k000000042");
         assert!(KvSpec::from_params(&Params::parse(["key_size=300"]).unwrap()).is_err());
-        assert!(app
-            .server(&DataCtx::from_env(), &p, 1)
-            .err()
-            .unwrap()
-            .to_string()
-            .contains("taillab load"));
+        assert!(app.server(&DataCtx::from_env(), &p, 1).err().unwrap().to_string().contains("taillab load"));
     }
 
     #[test]
     fn zipf_keys_favour_low_ranks() {
         let p = Params::parse(["keys=1000", "zipf=1.2", "get_ratio=1"]).unwrap();
-        let mut c = External(Ext::Memcached)
-            .client(&DataCtx::from_env(), &p, 1)
-            .unwrap();
+        let mut c = External(Ext::Memcached).client(&DataCtx::from_env(), &p, 1).unwrap();
         let mut hot = 0;
         let mut v = Vec::new();
         let mut want = b"get ".to_vec();

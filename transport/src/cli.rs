@@ -46,10 +46,7 @@ fn parse_size(s: &str) -> Result<u32, String> {
             },
         ),
     };
-    let v: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size like 16MiB"))?;
+    let v: u64 = num.trim().parse().map_err(|_| format!("`{s}` is not a size like 16MiB"))?;
     let b = v * mult;
     if b == 0 || b > 1 << 30 {
         return Err(format!("frame cap {b} bytes is out of range 1..=1GiB"));
@@ -92,12 +89,8 @@ pub struct ServeArgs {
     pub exit_on_eof: bool,
 }
 
-fn parse_enum<T: std::str::FromStr<Err = String>>(
-    flag: &str,
-    v: &str,
-) -> Result<T, TransportError> {
-    v.parse::<T>()
-        .map_err(|e| TransportError::Invalid(format!("--{flag}: {e}")))
+fn parse_enum<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> Result<T, TransportError> {
+    v.parse::<T>().map_err(|e| TransportError::Invalid(format!("--{flag}: {e}")))
 }
 
 /// Runs `taillab serve` until SIGINT/SIGTERM; returns the exit code.
@@ -109,10 +102,8 @@ pub fn serve_main(app: Arc<dyn App>, a: &ServeArgs) -> Result<i32, TransportErro
     let server = app.server(&ctx, &params, a.threads)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(|e| TransportError::Io {
-            what: "installing a signal handler".into(),
-            source: e,
-        })?;
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| TransportError::Io { what: "installing a signal handler".into(), source: e })?;
     }
     if a.exit_on_eof {
         let stop = stop.clone();
@@ -135,11 +126,7 @@ pub fn serve_main(app: Arc<dyn App>, a: &ServeArgs) -> Result<i32, TransportErro
         // The one line on stdout: the coordinator (and scripts) read the port here.
         println!("listening {addr}");
         let _ = std::io::stdout().flush();
-        eprintln!(
-            "taillab serve: {} with {} worker(s) on {addr}; stop with Ctrl-C",
-            app.name(),
-            a.threads
-        );
+        eprintln!("taillab serve: {} with {} worker(s) on {addr}; stop with Ctrl-C", app.name(), a.threads);
     })?;
     eprintln!(
         "taillab serve: stopped after {} requests on {} connections ({} dropped, {} app errors)",
@@ -238,9 +225,7 @@ impl LoadArgs {
             (Some(n), None) => Bound::Requests(n),
             (None, Some(s)) => Bound::Seconds(s),
             _ => {
-                return Err(TransportError::Invalid(
-                    "say how long to measure: --requests N or --duration TIME".into(),
-                ))
+                return Err(TransportError::Invalid("say how long to measure: --requests N or --duration TIME".into()))
             }
         };
         let warmup = match (self.warmup_requests, self.warmup_seconds) {
@@ -270,8 +255,7 @@ impl LoadArgs {
 }
 
 fn default_label(target: &str) -> &'static str {
-    if target.starts_with("127.") || target.starts_with("localhost") || target.starts_with("[::1]")
-    {
+    if target.starts_with("127.") || target.starts_with("localhost") || target.starts_with("[::1]") {
         "loopback"
     } else {
         "networked"
@@ -284,16 +268,12 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
     let spec = a.spec()?;
     let params = Params::parse(a.set.iter().map(|s| s.as_str()))?;
     params.check_keys(app.name(), app.keys())?;
-    let label = a
-        .config_label
-        .clone()
-        .unwrap_or_else(|| default_label(&a.target).to_string());
+    let label = a.config_label.clone().unwrap_or_else(|| default_label(&a.target).to_string());
     let out = if a.emit_shard {
         None
     } else {
         let o = a.out.clone().unwrap_or_else(|| {
-            let t = taillab_core::summary::rfc3339(std::time::SystemTime::now())
-                .replace([':', '.'], "-");
+            let t = taillab_core::summary::rfc3339(std::time::SystemTime::now()).replace([':', '.'], "-");
             PathBuf::from("results").join(format!("{}-load-{t}", app.name()))
         });
         taillab_core::summary::ensure_writable(&o)?;
@@ -322,19 +302,10 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
         std::io::stdin()
             .lock()
             .read_line(&mut line)
-            .map_err(|e| TransportError::Io {
-                what: "reading the coordinator's go".into(),
-                source: e,
-            })?;
-        line.trim()
-            .strip_prefix("go ")
-            .and_then(|d| d.parse::<u64>().ok())
-            .ok_or_else(|| {
-                TransportError::Launch(format!(
-                    "expected `go DELAY_NS` from the coordinator, got {:?}",
-                    line.trim()
-                ))
-            })
+            .map_err(|e| TransportError::Io { what: "reading the coordinator's go".into(), source: e })?;
+        line.trim().strip_prefix("go ").and_then(|d| d.parse::<u64>().ok()).ok_or_else(|| {
+            TransportError::Launch(format!("expected `go DELAY_NS` from the coordinator, got {:?}", line.trim()))
+        })
     };
     let quiet = a.quiet || a.json || a.emit_shard;
     // One progress line a second on stderr (stdout carries results).
@@ -343,37 +314,19 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
     let mut on_progress = |p: Progress| {
         if show && p.elapsed_ns >= last_print + 1_000_000_000 {
             last_print = p.elapsed_ns;
-            eprint!(
-                "\r{:>5.1}% {} requests",
-                100.0 * p.elapsed_ns as f64 / p.expected_ns.max(1) as f64,
-                p.completed
-            );
+            eprint!("\r{:>5.1}% {} requests", 100.0 * p.elapsed_ns as f64 / p.expected_ns.max(1) as f64, p.completed);
         }
     };
-    let r = run_load(
-        &spec,
-        &opts,
-        wire,
-        client,
-        streams,
-        &mut start,
-        &mut on_progress,
-    )?;
+    let r = run_load(&spec, &opts, wire, client, streams, &mut start, &mut on_progress)?;
     if show {
         eprintln!();
     }
     if let Some(l) = &r.lost {
-        eprintln!(
-            "error: {l}; keeping the {} requests measured so far",
-            r.result.totals.measured
-        );
+        eprintln!("error: {l}; keeping the {} requests measured so far", r.result.totals.measured);
     }
     if a.emit_shard {
         let d = ShardDump::from_load(&r, spec.qps, spec.seed);
-        println!(
-            "shard {}",
-            serde_json::to_string(&d).expect("shards serialize")
-        );
+        println!("shard {}", serde_json::to_string(&d).expect("shards serialize"));
         let _ = std::io::stdout().flush();
         return Ok(if r.lost.is_some() { 2 } else { 0 });
     }
@@ -394,10 +347,7 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
     let out = out.expect("set unless emitting a shard");
     taillab_core::write_run(&out, &summary, &r.result, a.save_requests)?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).expect("summaries serialize")
-        );
+        println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));
     } else {
         print!("{}", taillab_core::summary::human_table(&summary));
         println!("results: {}", out.display());

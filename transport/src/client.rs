@@ -122,24 +122,16 @@ fn resolve(target: &str) -> Result<SocketAddr, TransportError> {
 /// Opens the connections and runs the preload; returns the connected streams.
 pub fn connect(opts: &LoadOpts, wire: &dyn Wire) -> Result<Vec<TcpStream>, TransportError> {
     if opts.connections == 0 || opts.connections > 4096 {
-        return Err(TransportError::Invalid(format!(
-            "--connections must be in 1..=4096, got {}",
-            opts.connections
-        )));
+        return Err(TransportError::Invalid(format!("--connections must be in 1..=4096, got {}", opts.connections)));
     }
     let addr = resolve(&opts.target)?;
     let mut v = Vec::new();
     for _ in 0..opts.connections {
-        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| {
-            TransportError::Io {
-                what: format!("connecting to {addr} (is the server running there?)"),
-                source: e,
-            }
-        })?;
-        s.set_nodelay(true).map_err(|e| TransportError::Io {
-            what: "setting TCP_NODELAY".into(),
+        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| TransportError::Io {
+            what: format!("connecting to {addr} (is the server running there?)"),
             source: e,
         })?;
+        s.set_nodelay(true).map_err(|e| TransportError::Io { what: "setting TCP_NODELAY".into(), source: e })?;
         v.push(s);
     }
     preload(&mut v[0], wire)?;
@@ -155,13 +147,9 @@ fn preload(s: &mut TcpStream, wire: &dyn Wire) -> Result<(), TransportError> {
     }
     let io = |what: &str| {
         let what = what.to_string();
-        move |e| TransportError::Io {
-            what: what.clone(),
-            source: e,
-        }
+        move |e| TransportError::Io { what: what.clone(), source: e }
     };
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(io("setting a timeout"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(io("setting a timeout"))?;
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     for part in reqs.chunks(256) {
@@ -183,9 +171,7 @@ fn preload(s: &mut TcpStream, wire: &dyn Wire) -> Result<(), TransportError> {
                     left -= 1;
                 }
                 None => {
-                    let n = s
-                        .read(&mut chunk)
-                        .map_err(io("reading preload responses"))?;
+                    let n = s.read(&mut chunk).map_err(io("reading preload responses"))?;
                     if n == 0 {
                         return Err(TransportError::Protocol(
                             "the server closed the connection during the preload".into(),
@@ -212,22 +198,15 @@ pub fn run_load(
     start_delay: &mut dyn FnMut() -> Result<u64, TransportError>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LoadResult, TransportError> {
-    spec.validate()
-        .map_err(|e| TransportError::Invalid(e.to_string()))?;
+    spec.validate().map_err(|e| TransportError::Invalid(e.to_string()))?;
     let k = streams.len();
     let slice_ns = spec.slice_ns();
     let sh = Arc::new(Shared {
         ring: (0..RING)
-            .map(|_| Slot {
-                intended: AtomicU64::new(0),
-                sent: AtomicU64::new(0),
-                tag: AtomicU64::new(0),
-            })
+            .map(|_| Slot { intended: AtomicU64::new(0), sent: AtomicU64::new(0), tag: AtomicU64::new(0) })
             .collect(),
         sink: IntervalSink::new(k),
-        records: spec
-            .keep_records
-            .then(|| Arc::new(Records::new(spec.record_capacity()))),
+        records: spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity()))),
         stop: AtomicBool::new(false),
         sender_done: AtomicBool::new(false),
         sent: AtomicU64::new(0),
@@ -242,52 +221,31 @@ pub fn run_load(
     let mut killers = Vec::with_capacity(k);
     let mut receivers = Vec::with_capacity(k);
     for (c, s) in streams.into_iter().enumerate() {
-        let w = s.try_clone().map_err(|e| TransportError::Io {
-            what: "cloning a socket".into(),
-            source: e,
-        })?;
+        let w = s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e })?;
         writers.push(w);
-        killers.push(s.try_clone().map_err(|e| TransportError::Io {
-            what: "cloning a socket".into(),
-            source: e,
-        })?);
+        killers.push(s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e })?);
         // The timeout only lets an idle receiver notice the end of the run.
         s.set_read_timeout(Some(Duration::from_millis(50)))
-            .map_err(|e| TransportError::Io {
-                what: "setting a read timeout".into(),
-                source: e,
-            })?;
+            .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
         let (sh, wire, spec) = (sh.clone(), wire.clone(), spec.clone());
         receivers.push(
             std::thread::Builder::new()
                 .name(format!("taillab-recv-{c}"))
                 .spawn(move || receiver(&sh, &spec, wire.as_ref(), s, c, k, slice_ns))
-                .map_err(|e| TransportError::Io {
-                    what: "spawning a receiver".into(),
-                    source: e,
-                })?,
+                .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
         );
     }
 
     let delay = start_delay()?;
     let t0 = now_ns() + delay.max(1_000_000);
-    let wall_start =
-        std::time::SystemTime::now() + Duration::from_nanos(t0.saturating_sub(now_ns()));
+    let wall_start = std::time::SystemTime::now() + Duration::from_nanos(t0.saturating_sub(now_ns()));
     let sched = Schedule::new(spec, client, t0);
     let sender = {
-        let (sh, wire, spec, max_batch) = (
-            sh.clone(),
-            wire.clone(),
-            spec.clone(),
-            opts.max_batch.max(1),
-        );
+        let (sh, wire, spec, max_batch) = (sh.clone(), wire.clone(), spec.clone(), opts.max_batch.max(1));
         std::thread::Builder::new()
             .name("taillab-sender".into())
             .spawn(move || sender(&sh, &spec, wire.as_ref(), sched, writers, max_batch))
-            .map_err(|e| TransportError::Io {
-                what: "spawning the sender".into(),
-                source: e,
-            })?
+            .map_err(|e| TransportError::Io { what: "spawning the sender".into(), source: e })?
     };
 
     let expected = spec.expected_total_ns();
@@ -300,12 +258,7 @@ pub fn run_load(
         sh.sink.collect();
         let now = now_ns();
         let done = sh.completed.load(Ordering::Acquire) + sh.unmatched.load(Ordering::Relaxed);
-        progress(Progress {
-            completed: done,
-            planned,
-            elapsed_ns: now.saturating_sub(t0),
-            expected_ns: expected,
-        });
+        progress(Progress { completed: done, planned, elapsed_ns: now.saturating_sub(t0), expected_ns: expected });
         let sent = sh.sent.load(Ordering::Acquire);
         if sh.sender_done.load(Ordering::Acquire) && done >= sh.sent.load(Ordering::Acquire) {
             break;
@@ -352,11 +305,7 @@ pub fn run_load(
             }
         }
     }
-    let stats = sh
-        .sched
-        .lock()
-        .take()
-        .expect("the sender stores its schedule stats");
+    let stats = sh.sched.lock().take().expect("the sender stores its schedule stats");
     let intervals = sh.sink.finish();
     let totals = totals.unwrap_or_else(|| Shard::new(0, &sh.sink, slice_ns, spec.interval_ns));
     let unmatched = sh.unmatched.load(Ordering::Relaxed);
@@ -364,8 +313,7 @@ pub fn run_load(
     let mut errors = sh.errors.load(Ordering::Relaxed);
     if unmatched > 0 {
         errors += unmatched;
-        first_error
-            .get_or_insert_with(|| format!("{unmatched} responses matched no outstanding request"));
+        first_error.get_or_insert_with(|| format!("{unmatched} responses matched no outstanding request"));
     }
     let result = RunResult {
         spec: spec.clone(),
@@ -414,11 +362,7 @@ fn sender(
 ) {
     set_timer_slack_1ns();
     let k = writers.len();
-    let mode = if spec.wait == WaitMode::Spin {
-        WaitMode::Spin
-    } else {
-        WaitMode::Hybrid
-    };
+    let mode = if spec.wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid };
     let mut bufs: Vec<Vec<u8>> = (0..k).map(|_| Vec::with_capacity(64 * 1024)).collect();
     let mut payload = Vec::with_capacity(4096);
     let mut pending: Option<(taillab_core::harness::Item, Vec<u8>)> = None;
@@ -436,11 +380,7 @@ fn sender(
         };
         wait_until(first.intended, mode, spec.spin_margin_ns);
         batch.clear();
-        wire.encode(
-            first.index,
-            &p,
-            &mut bufs[(first.index % k as u64) as usize],
-        );
+        wire.encode(first.index, &p, &mut bufs[(first.index % k as u64) as usize]);
         payload = p;
         batch.push(first);
         // Late? Everything already due goes out in this write too.
@@ -452,11 +392,7 @@ fn sender(
                 pending = Some((it, std::mem::take(&mut payload)));
                 break;
             }
-            wire.encode(
-                it.index,
-                &payload,
-                &mut bufs[(it.index % k as u64) as usize],
-            );
+            wire.encode(it.index, &payload, &mut bufs[(it.index % k as u64) as usize]);
             batch.push(it);
         }
         let sent = now_ns();
@@ -468,10 +404,7 @@ fn sender(
             }
             slot.intended.store(it.intended, Ordering::Relaxed);
             slot.sent.store(sent, Ordering::Relaxed);
-            slot.tag.store(
-                (it.index + 1) | ((it.measured as u64) << 63),
-                Ordering::Release,
-            );
+            slot.tag.store((it.index + 1) | ((it.measured as u64) << 63), Ordering::Release);
         }
         sh.sent.fetch_add(batch.len() as u64, Ordering::Release);
         for (c, b) in bufs.iter_mut().enumerate() {
@@ -479,9 +412,7 @@ fn sender(
                 continue;
             }
             if let Err(e) = writers[c].write_all(b) {
-                sh.lose(format!(
-                    "sending on connection {c} failed: {e} (the server closed it or died)"
-                ));
+                sh.lose(format!("sending on connection {c} failed: {e} (the server closed it or died)"));
                 break 'run;
             }
             b.clear();
@@ -519,12 +450,7 @@ fn receiver(
                 break;
             }
             Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                 if sh.stop.load(Ordering::Acquire) {
                     break;
                 }
@@ -560,22 +486,12 @@ fn receiver(
                 sh.unmatched.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let (intended, sent) = (
-                slot.intended.load(Ordering::Relaxed),
-                slot.sent.load(Ordering::Relaxed),
-            );
+            let (intended, sent) = (slot.intended.load(Ordering::Relaxed), slot.sent.load(Ordering::Relaxed));
             slot.tag.store(0, Ordering::Release);
             let measured = tag >> 63 == 1;
             let started = sent + r.queue_ns;
             let finished = started + r.service_ns;
-            let st = Stamps {
-                intended,
-                sent,
-                enqueued: sent,
-                started,
-                finished,
-                completed: completed.max(finished),
-            };
+            let st = Stamps { intended, sent, enqueued: sent, started, finished, completed: completed.max(finished) };
             if let Some(e) = r.error {
                 sh.note_error(e);
             }

@@ -40,9 +40,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 use taillab_core::arrival::derive_seed;
-use taillab_core::collector::{
-    decode_hist, encode_hist, Hists, IntervalBlob, IntervalSink, MetricStats, Shard,
-};
+use taillab_core::collector::{decode_hist, encode_hist, Hists, IntervalBlob, IntervalSink, MetricStats, Shard};
 use taillab_core::{Bound, Params, RunResult, RunSpec, Summary};
 
 /// One client's measurement as it crosses the pipe. Times are relative to
@@ -107,11 +105,7 @@ impl ShardDump {
             measure_start: rel(x.measure_start),
             first_measured_intended: rel(x.first_measured_intended),
             last_measured_intended: rel(x.last_measured_intended),
-            first_completed: if t.measured == 0 {
-                u64::MAX
-            } else {
-                rel(t.first_completed)
-            },
+            first_completed: if t.measured == 0 { u64::MAX } else { rel(t.first_completed) },
             last_completed: rel(t.last_completed),
             generated_warmup: x.generated_warmup,
             generated_measured: x.generated_measured,
@@ -125,12 +119,7 @@ impl ShardDump {
             intervals: x
                 .intervals
                 .iter()
-                .map(|b| IntervalDump {
-                    index: b.index,
-                    count: b.count,
-                    max: b.max,
-                    hists: b.hist_b64.clone(),
-                })
+                .map(|b| IntervalDump { index: b.index, count: b.count, max: b.max, hists: b.hist_b64.clone() })
                 .collect(),
         }
     }
@@ -163,10 +152,7 @@ pub fn merge(
     dumps: &[ShardDump],
     wall_start: std::time::SystemTime,
 ) -> Result<(RunResult, Histogram<u64>, u128), TransportError> {
-    let slice_ns = dumps
-        .first()
-        .map(|d| d.slice_ns)
-        .unwrap_or_else(|| spec.slice_ns());
+    let slice_ns = dumps.first().map(|d| d.slice_ns).unwrap_or_else(|| spec.slice_ns());
     let sink = IntervalSink::new(1);
     let mut totals = Shard::new(0, &sink, slice_ns, spec.interval_ns);
     totals.first_completed = u64::MAX;
@@ -178,9 +164,7 @@ pub fn merge(
     let (mut ms, mut fmi, mut lmi) = (u64::MAX, u64::MAX, 0);
     for d in dumps {
         for i in 0..4 {
-            totals.totals.0[i]
-                .add(hist(&d.hists[i])?)
-                .map_err(|_| bad_shard("histogram add"))?;
+            totals.totals.0[i].add(hist(&d.hists[i])?).map_err(|_| bad_shard("histogram add"))?;
             totals.sums[i] += d.sums[i].parse::<u128>().map_err(|_| bad_shard("sum"))?;
         }
         totals.measured += d.measured;
@@ -189,21 +173,12 @@ pub fn merge(
         totals.last_completed = totals.last_completed.max(d.last_completed);
         add_vec(&mut totals.slice_done, &d.slice_done);
         add_vec(&mut arrivals, &d.arrivals_per_slice);
-        transport
-            .add(hist(&d.transport)?)
-            .map_err(|_| bad_shard("histogram add"))?;
-        transport_sum += d
-            .transport_sum
-            .parse::<u128>()
-            .map_err(|_| bad_shard("sum"))?;
+        transport.add(hist(&d.transport)?).map_err(|_| bad_shard("histogram add"))?;
+        transport_sum += d.transport_sum.parse::<u128>().map_err(|_| bad_shard("sum"))?;
         for iv in &d.intervals {
-            let e = intervals
-                .entry(iv.index)
-                .or_insert_with(|| (Hists::new(), 0, [0; 4]));
+            let e = intervals.entry(iv.index).or_insert_with(|| (Hists::new(), 0, [0; 4]));
             for m in 0..4 {
-                e.0 .0[m]
-                    .add(hist(&iv.hists[m])?)
-                    .map_err(|_| bad_shard("histogram add"))?;
+                e.0 .0[m].add(hist(&iv.hists[m])?).map_err(|_| bad_shard("histogram add"))?;
                 e.2[m] = e.2[m].max(iv.max[m]);
             }
             e.1 += iv.count;
@@ -282,10 +257,7 @@ pub fn transport_section(
 
 /// Quotes `s` for a POSIX shell.
 pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&c))
-    {
+    if !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&c)) {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
@@ -303,10 +275,7 @@ pub fn expand(template: &str, argv: &[String], i: usize) -> Result<String, Trans
     }
     let cmd: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
     let cmd = cmd.join(" ");
-    Ok(template
-        .replace("{cmdq}", &sh_quote(&cmd))
-        .replace("{cmd}", &cmd)
-        .replace("{i}", &i.to_string()))
+    Ok(template.replace("{cmdq}", &sh_quote(&cmd)).replace("{cmd}", &cmd).replace("{i}", &i.to_string()))
 }
 
 /// Children that are killed (by their own pid) if still running on drop.
@@ -332,10 +301,7 @@ fn spawn(what: &str, line: &str) -> Result<Child, TransportError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| TransportError::Io {
-            what: format!("starting the {what} (`{line}`)"),
-            source: e,
-        })
+        .map_err(|e| TransportError::Io { what: format!("starting the {what} (`{line}`)"), source: e })
 }
 
 /// Forwards a child's stdout lines into a channel (so reads can time out).
@@ -386,14 +352,9 @@ pub fn run_config(
 ) -> Result<Summary, TransportError> {
     let c = net.clients;
     if c == 0 || c > 256 {
-        return Err(TransportError::Invalid(format!(
-            "--clients must be in 1..=256, got {c}"
-        )));
+        return Err(TransportError::Invalid(format!("--clients must be in 1..=256, got {c}")));
     }
-    if !net.client_launcher.is_empty()
-        && net.client_launcher.len() != 1
-        && net.client_launcher.len() != c
-    {
+    if !net.client_launcher.is_empty() && net.client_launcher.len() != 1 && net.client_launcher.len() != c {
         return Err(TransportError::Invalid(format!(
             "give --client-launcher once (for all clients) or {c} times (one per client), not {} times",
             net.client_launcher.len()
@@ -410,7 +371,9 @@ pub fn run_config(
         )));
     }
     if spec.net_delay.is_some() {
-        return Err(TransportError::Invalid("--net-delay simulates a network in --config integrated; loopback/networked have a real one".into()));
+        return Err(TransportError::Invalid(
+            "--net-delay simulates a network in --config integrated; loopback/networked have a real one".into(),
+        ));
     }
     if spec.keep_records && c > 1 {
         return Err(TransportError::Invalid(
@@ -420,117 +383,79 @@ pub fn run_config(
     let exe = match &net.remote_taillab {
         Some(p) => p.clone(),
         None => std::env::current_exe()
-            .map_err(|e| TransportError::Io {
-                what: "locating the taillab binary".into(),
-                source: e,
-            })?
+            .map_err(|e| TransportError::Io { what: "locating the taillab binary".into(), source: e })?
             .to_string_lossy()
             .into_owned(),
     };
-    let sets: Vec<String> = params
-        .iter()
-        .flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")])
-        .collect();
+    let sets: Vec<String> = params.iter().flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")]).collect();
     let mut kids = Children(Vec::new());
 
     // 1. The server, unless one is given.
     let (stx, srx) = mpsc::channel();
-    let target =
-        match &net.target {
-            Some(t) => t.clone(),
-            None => {
-                let mut argv = vec![
-                    exe.clone(),
-                    "serve".into(),
-                    "--app".into(),
-                    app.into(),
-                    "--threads".into(),
-                    spec.threads.to_string(),
-                ];
-                argv.extend([
-                    "--listen".into(),
-                    net.listen.clone(),
-                    "--wait".into(),
-                    spec.wait.to_string(),
-                ]);
-                argv.extend([
-                    "--spin-margin".into(),
-                    format!("{}ns", spec.spin_margin_ns),
-                    "--discipline".into(),
-                    spec.discipline.to_string(),
-                ]);
-                argv.extend([
-                    "--seed".into(),
-                    derive_seed(spec.seed, 3).to_string(),
-                    "--exit-on-eof".into(),
-                ]);
-                argv.extend(sets.iter().cloned());
-                let line = expand(&net.server_launcher, &argv, 0)?;
-                let mut child = spawn("server", &line)?;
-                lines_of(&mut child, 0, stx);
-                kids.0.push(("server".into(), child));
-                // Engines load before the port opens, so allow a slow app start.
-                let deadline = std::time::Instant::now() + Duration::from_secs(300);
-                loop {
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    match srx.recv_timeout(left) {
-                        Ok((_, Some(l))) => {
-                            if let Some(a) = l.strip_prefix("listening ") {
-                                break a.trim().to_string();
-                            }
+    let target = match &net.target {
+        Some(t) => t.clone(),
+        None => {
+            let mut argv = vec![
+                exe.clone(),
+                "serve".into(),
+                "--app".into(),
+                app.into(),
+                "--threads".into(),
+                spec.threads.to_string(),
+            ];
+            argv.extend(["--listen".into(), net.listen.clone(), "--wait".into(), spec.wait.to_string()]);
+            argv.extend([
+                "--spin-margin".into(),
+                format!("{}ns", spec.spin_margin_ns),
+                "--discipline".into(),
+                spec.discipline.to_string(),
+            ]);
+            argv.extend(["--seed".into(), derive_seed(spec.seed, 3).to_string(), "--exit-on-eof".into()]);
+            argv.extend(sets.iter().cloned());
+            let line = expand(&net.server_launcher, &argv, 0)?;
+            let mut child = spawn("server", &line)?;
+            lines_of(&mut child, 0, stx);
+            kids.0.push(("server".into(), child));
+            // Engines load before the port opens, so allow a slow app start.
+            let deadline = std::time::Instant::now() + Duration::from_secs(300);
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match srx.recv_timeout(left) {
+                    Ok((_, Some(l))) => {
+                        if let Some(a) = l.strip_prefix("listening ") {
+                            break a.trim().to_string();
                         }
-                        Ok((_, None)) => return Err(TransportError::Launch(format!(
+                    }
+                    Ok((_, None)) => {
+                        return Err(TransportError::Launch(format!(
                             "the server (`{line}`) exited before listening; see its error above"
-                        ))),
-                        Err(_) => {
-                            return Err(TransportError::Launch(format!(
-                                "the server (`{line}`) did not start listening within 300 s"
-                            )))
-                        }
+                        )))
+                    }
+                    Err(_) => {
+                        return Err(TransportError::Launch(format!(
+                            "the server (`{line}`) did not start listening within 300 s"
+                        )))
                     }
                 }
             }
-        };
+        }
+    };
 
     // 2. The clients, each connecting and then waiting at the barrier.
     let (tx, rx) = mpsc::channel();
     let mut stdins: Vec<Option<ChildStdin>> = Vec::new();
     for i in 0..c {
-        let seed = if c == 1 {
-            spec.seed
-        } else {
-            derive_seed(spec.seed, 1000 + i as u64)
-        };
-        let mut argv = vec![
-            exe.clone(),
-            "load".into(),
-            "--app".into(),
-            app.into(),
-            "--target".into(),
-            target.clone(),
-        ];
+        let seed = if c == 1 { spec.seed } else { derive_seed(spec.seed, 1000 + i as u64) };
+        let mut argv = vec![exe.clone(), "load".into(), "--app".into(), app.into(), "--target".into(), target.clone()];
         argv.extend([
             "--connections".into(),
             net.connections.to_string(),
             "--qps".into(),
             format!("{}", spec.qps / c as f64),
         ]);
-        argv.extend([
-            "--arrival".into(),
-            spec.arrival.to_string(),
-            "--seed".into(),
-            seed.to_string(),
-        ]);
-        argv.extend(bound_args(
-            "--warmup-requests",
-            "--warmup-seconds",
-            split_bound(spec.warmup, c, i),
-        ));
-        argv.extend(bound_args(
-            "--requests",
-            "--duration",
-            split_bound(spec.measure, c, i),
-        ));
+        argv.extend(["--arrival".into(), spec.arrival.to_string(), "--seed".into(), seed.to_string()]);
+        argv.extend(bound_args("--warmup-requests", "--warmup-seconds", split_bound(spec.warmup, c, i)));
+        argv.extend(bound_args("--requests", "--duration", split_bound(spec.measure, c, i)));
         argv.extend([
             "--wait".into(),
             spec.wait.to_string(),
@@ -592,39 +517,28 @@ pub fn run_config(
         let s = s.as_mut().expect("stdin is piped");
         s.write_all(format!("go {START_DELAY_NS}\n").as_bytes())
             .and_then(|_| s.flush())
-            .map_err(|e| TransportError::Io {
-                what: format!("starting client {i}"),
-                source: e,
-            })?;
+            .map_err(|e| TransportError::Io { what: format!("starting client {i}"), source: e })?;
     }
     if !quiet {
-        eprintln!(
-            "{config}: {c} client(s) × {} connection(s) → {target}",
-            net.connections
-        );
+        eprintln!("{config}: {c} client(s) × {} connection(s) → {target}", net.connections);
     }
 
     // 4. Collect one shard per client.
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
     let mut open = c;
-    let limit = Duration::from_nanos(spec.expected_total_ns() + spec.drain_timeout_ns)
-        + Duration::from_secs(30);
+    let limit = Duration::from_nanos(spec.expected_total_ns() + spec.drain_timeout_ns) + Duration::from_secs(30);
     let deadline = std::time::Instant::now() + limit;
     while open > 0 {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
             Ok((i, Some(l))) => {
                 if let Some(j) = l.strip_prefix("shard ") {
-                    dumps[i] =
-                        Some(serde_json::from_str(j).map_err(|e| bad_shard(&e.to_string()))?);
+                    dumps[i] = Some(serde_json::from_str(j).map_err(|e| bad_shard(&e.to_string()))?);
                 }
             }
             Ok((_, None)) => open -= 1,
             Err(_) => {
-                return Err(TransportError::Launch(format!(
-                    "clients did not finish within {} s",
-                    limit.as_secs()
-                )))
+                return Err(TransportError::Launch(format!("clients did not finish within {} s", limit.as_secs())))
             }
         }
     }
@@ -637,10 +551,7 @@ pub fn run_config(
                 )))
             }
             Some(d) if d.lost.is_some() && lost.is_none() => {
-                lost = Some(format!(
-                    "client {i}: {}",
-                    d.lost.clone().unwrap_or_default()
-                ))
+                lost = Some(format!("client {i}: {}", d.lost.clone().unwrap_or_default()))
             }
             _ => {}
         }
@@ -671,24 +582,12 @@ pub fn run_config(
     let server_timed = dumps.iter().all(|d| d.server_timed);
     summary.extra.insert(
         "transport".into(),
-        transport_section(
-            &th,
-            tsum,
-            server_timed,
-            c,
-            net.connections,
-            &target,
-            lost.clone(),
-            Some(per_client),
-        ),
+        transport_section(&th, tsum, server_timed, c, net.connections, &target, lost.clone(), Some(per_client)),
     );
     taillab_core::write_run(out, &summary, &result, false)?;
     drop(kids);
     if let Some(l) = lost {
-        return Err(TransportError::Launch(format!(
-            "{l}; the measured part was written to {}",
-            out.display()
-        )));
+        return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
     }
     Ok(summary)
 }
@@ -699,12 +598,7 @@ mod tests {
 
     #[test]
     fn quoting_survives_a_shell() {
-        let argv = vec![
-            "/bin/echo".to_string(),
-            "a b".into(),
-            "it's".into(),
-            "x=1".into(),
-        ];
+        let argv = vec!["/bin/echo".to_string(), "a b".into(), "it's".into(), "x=1".into()];
         let line = expand("{cmd}", &argv, 0).unwrap();
         let o = Command::new("sh").arg("-c").arg(&line).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&o.stdout), "a b it's x=1\n");
@@ -713,10 +607,7 @@ mod tests {
         let o = Command::new("sh").arg("-c").arg(&line).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&o.stdout), "a b it's x=1\n");
         assert!(expand("ssh host", &argv, 0).is_err());
-        assert_eq!(
-            expand("ip netns exec ns{i} {cmd}", &argv[..1], 3).unwrap(),
-            "ip netns exec ns3 /bin/echo"
-        );
+        assert_eq!(expand("ip netns exec ns{i} {cmd}", &argv[..1], 3).unwrap(), "ip netns exec ns3 /bin/echo");
     }
 
     #[test]

@@ -30,10 +30,7 @@ pub enum TransportError {
     #[error("{0}")]
     Invalid(String),
     #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    Io { what: String, source: std::io::Error },
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error(transparent)]

@@ -49,9 +49,7 @@ pub enum ProtoError {
     Kind(u8),
     #[error("a {kind:?} frame is not expected in this direction")]
     Direction { kind: Kind },
-    #[error(
-        "frame payload of {len} bytes exceeds the {cap}-byte cap (raise --max-frame on both sides)"
-    )]
+    #[error("frame payload of {len} bytes exceeds the {cap}-byte cap (raise --max-frame on both sides)")]
     TooBig { len: u32, cap: u32 },
 }
 
@@ -93,14 +91,7 @@ pub fn encode_request(id: u64, payload: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Appends a response (or, with `kind = Error`, an error) frame to `out`.
-pub fn encode_response(
-    kind: Kind,
-    id: u64,
-    queue_ns: u64,
-    service_ns: u64,
-    payload: &[u8],
-    out: &mut Vec<u8>,
-) {
+pub fn encode_response(kind: Kind, id: u64, queue_ns: u64, service_ns: u64, payload: &[u8], out: &mut Vec<u8>) {
     debug_assert!(kind != Kind::Request);
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);
@@ -132,10 +123,7 @@ pub fn parse(buf: &[u8], cap: u32, expect: Kind) -> Result<Option<Header>, Proto
     // Validate as early as the bytes allow, so garbage is refused after at
     // most 4 bytes rather than after a full header.
     if !buf.is_empty() && buf[0] != MAGIC[0] {
-        return Err(ProtoError::Magic([
-            buf[0],
-            buf.get(1).copied().unwrap_or(0),
-        ]));
+        return Err(ProtoError::Magic([buf[0], buf.get(1).copied().unwrap_or(0)]));
     }
     if buf.len() >= 2 && buf[1] != MAGIC[1] {
         return Err(ProtoError::Magic([buf[0], buf[1]]));
@@ -166,27 +154,13 @@ pub fn parse(buf: &[u8], cap: u32, expect: Kind) -> Result<Option<Header>, Proto
     if len > cap {
         return Err(ProtoError::TooBig { len, cap });
     }
-    let hl = if kind == Kind::Request {
-        REQ_HEADER
-    } else {
-        RESP_HEADER
-    };
+    let hl = if kind == Kind::Request { REQ_HEADER } else { RESP_HEADER };
     if buf.len() < hl {
         return Ok(None);
     }
     let id = u64_at(buf, 8);
-    let (queue_ns, service_ns) = if kind == Kind::Request {
-        (0, 0)
-    } else {
-        (u64_at(buf, 16), u64_at(buf, 24))
-    };
-    let h = Header {
-        kind,
-        id,
-        len,
-        queue_ns,
-        service_ns,
-    };
+    let (queue_ns, service_ns) = if kind == Kind::Request { (0, 0) } else { (u64_at(buf, 16), u64_at(buf, 24)) };
+    let h = Header { kind, id, len, queue_ns, service_ns };
     if buf.len() < h.frame_len() {
         return Ok(None);
     }
@@ -210,27 +184,15 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        assert!(matches!(
-            parse(b"GET / HTTP/1.1\r\n", 100, Kind::Request),
-            Err(ProtoError::Magic(_))
-        ));
-        assert_eq!(
-            parse(b"TL\x02", 100, Kind::Request),
-            Err(ProtoError::Version(2))
-        );
-        assert_eq!(
-            parse(b"TL\x01\x09", 100, Kind::Request),
-            Err(ProtoError::Kind(9))
-        );
+        assert!(matches!(parse(b"GET / HTTP/1.1\r\n", 100, Kind::Request), Err(ProtoError::Magic(_))));
+        assert_eq!(parse(b"TL\x02", 100, Kind::Request), Err(ProtoError::Version(2)));
+        assert_eq!(parse(b"TL\x01\x09", 100, Kind::Request), Err(ProtoError::Kind(9)));
         let mut b = Vec::new();
         encode_request(1, &[0; 200], &mut b);
         let e = parse(&b[..8], 100, Kind::Request).unwrap_err();
         assert_eq!(e, ProtoError::TooBig { len: 200, cap: 100 });
         assert!(e.to_string().contains("--max-frame"));
-        assert!(matches!(
-            parse(&b, 1000, Kind::Response),
-            Err(ProtoError::Direction { .. })
-        ));
+        assert!(matches!(parse(&b, 1000, Kind::Response), Err(ProtoError::Direction { .. })));
     }
 
     proptest! {

@@ -87,10 +87,7 @@ pub fn serve(
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<ServeStats, TransportError> {
     if opts.threads == 0 || opts.threads > 1024 {
-        return Err(TransportError::Invalid(format!(
-            "--threads must be in 1..=1024, got {}",
-            opts.threads
-        )));
+        return Err(TransportError::Invalid(format!("--threads must be in 1..=1024, got {}", opts.threads)));
     }
     let st = Arc::new(State {
         q: RequestQueue::new(opts.discipline, 4096, opts.spin_ns, opts.seed),
@@ -125,10 +122,7 @@ pub fn serve(
                     };
                     worker_loop(&st, worker.as_mut(), wait);
                 })
-                .map_err(|e| TransportError::Io {
-                    what: "spawning a worker".into(),
-                    source: e,
-                })?,
+                .map_err(|e| TransportError::Io { what: "spawning a worker".into(), source: e })?,
         );
     }
     drop(init_tx);
@@ -141,29 +135,20 @@ pub fn serve(
             }
             Err(_) => {
                 st.q.close();
-                return Err(TransportError::Invalid(
-                    "a worker thread died while starting".into(),
-                ));
+                return Err(TransportError::Invalid("a worker thread died while starting".into()));
             }
         }
     }
     let listener = TcpListener::bind(opts.listen).map_err(|e| TransportError::Io {
-        what: format!(
-            "binding {} (is the port free? use port 0 to let the kernel pick)",
-            opts.listen
-        ),
+        what: format!("binding {} (is the port free? use port 0 to let the kernel pick)", opts.listen),
         source: e,
     })?;
-    let local = listener.local_addr().map_err(|e| TransportError::Io {
-        what: "reading the bound address".into(),
-        source: e,
-    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| TransportError::Io { what: "reading the bound address".into(), source: e })?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| TransportError::Io {
-            what: "setting the listener non-blocking".into(),
-            source: e,
-        })?;
+        .map_err(|e| TransportError::Io { what: "setting the listener non-blocking".into(), source: e })?;
     on_listening(local);
 
     let mut readers = Vec::new();
@@ -181,11 +166,7 @@ pub fn serve(
                         continue;
                     }
                 };
-                let conn = Arc::new(Conn {
-                    w: Mutex::new(w),
-                    peer,
-                    dead: AtomicBool::new(false),
-                });
+                let conn = Arc::new(Conn { w: Mutex::new(w), peer, dead: AtomicBool::new(false) });
                 st.conns.lock().push(conn.clone());
                 st.connections.fetch_add(1, Ordering::Relaxed);
                 let st2 = st.clone();
@@ -195,9 +176,7 @@ pub fn serve(
                     .spawn(move || reader(&st2, s, conn))
                 {
                     Ok(h) => readers.push(h),
-                    Err(e) => eprintln!(
-                        "taillab serve: dropping {peer}: cannot start a reader thread: {e}"
-                    ),
+                    Err(e) => eprintln!("taillab serve: dropping {peer}: cannot start a reader thread: {e}"),
                 }
             }
             // Polling accept every 10 ms only delays new connections, never requests.
@@ -247,11 +226,8 @@ fn reader(st: &State, mut s: TcpStream, conn: Arc<Conn>) {
     loop {
         let n = match s.read(&mut chunk) {
             Ok(0) => {
-                let why = if buf.is_empty() {
-                    "client disconnected"
-                } else {
-                    "client disconnected in the middle of a frame"
-                };
+                let why =
+                    if buf.is_empty() { "client disconnected" } else { "client disconnected in the middle of a frame" };
                 return drop_conn(st, &conn, why);
             }
             Ok(n) => n,
@@ -266,12 +242,7 @@ fn reader(st: &State, mut s: TcpStream, conn: Arc<Conn>) {
             match proto::parse(&buf[off..], st.max_frame, Kind::Request) {
                 Ok(Some(h)) => {
                     let payload = buf[off + h.header_len()..off + h.frame_len()].to_vec();
-                    st.q.push(Job {
-                        conn: conn.clone(),
-                        id: h.id,
-                        enqueued,
-                        payload,
-                    });
+                    st.q.push(Job { conn: conn.clone(), id: h.id, enqueued, payload });
                     off += h.frame_len();
                 }
                 Ok(None) => break,
@@ -297,14 +268,7 @@ fn worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode
             Ok(()) => proto::encode_response(Kind::Response, job.id, q, svc, &resp, &mut frame),
             Err(e) => {
                 st.app_errors.fetch_add(1, Ordering::Relaxed);
-                proto::encode_response(
-                    Kind::Error,
-                    job.id,
-                    q,
-                    svc,
-                    e.to_string().as_bytes(),
-                    &mut frame,
-                );
+                proto::encode_response(Kind::Error, job.id, q, svc, e.to_string().as_bytes(), &mut frame);
             }
         }
         if job.conn.dead.load(Ordering::Acquire) {

@@ -63,12 +63,8 @@ impl Wire for TaillabWire {
             Err(e) => Err(e.to_string()),
             Ok(None) => Ok(None),
             Ok(Some(h)) => {
-                let error = (h.kind == Kind::Error).then(|| {
-                    String::from_utf8_lossy(&buf[h.header_len()..h.frame_len()])
-                        .chars()
-                        .take(200)
-                        .collect()
-                });
+                let error = (h.kind == Kind::Error)
+                    .then(|| String::from_utf8_lossy(&buf[h.header_len()..h.frame_len()]).chars().take(200).collect());
                 Ok(Some(Reply {
                     consumed: h.frame_len(),
                     id: Some(h.id),
@@ -85,30 +81,19 @@ impl Wire for TaillabWire {
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    buf.get(from..)?
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .map(|p| from + p)
+    buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|p| from + p)
 }
 
 /// A response line longer than this is not the protocol we expect.
 const MAX_LINE: usize = 64 * 1024;
 
 fn reply(consumed: usize, error: Option<String>) -> Result<Option<Reply>, String> {
-    Ok(Some(Reply {
-        consumed,
-        id: None,
-        queue_ns: 0,
-        service_ns: 0,
-        error,
-    }))
+    Ok(Some(Reply { consumed, id: None, queue_ns: 0, service_ns: 0, error }))
 }
 
 fn no_line_yet(buf: &[u8], from: usize, proto: &str) -> Result<Option<Reply>, String> {
     if buf.len() - from > MAX_LINE {
-        Err(format!(
-            "no line end in {MAX_LINE} bytes: not a {proto} server"
-        ))
+        Err(format!("no line end in {MAX_LINE} bytes: not a {proto} server"))
     } else {
         Ok(None)
     }
@@ -142,12 +127,7 @@ impl Wire for MemcachedWire {
                     .get(2)
                     .and_then(|b| std::str::from_utf8(b).ok())
                     .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| {
-                        format!(
-                            "bad memcached VALUE line {:?}",
-                            String::from_utf8_lossy(line)
-                        )
-                    })?;
+                    .ok_or_else(|| format!("bad memcached VALUE line {:?}", String::from_utf8_lossy(line)))?;
                 pos = next + n + 2;
                 if pos > buf.len() {
                     return Ok(None);
@@ -158,25 +138,14 @@ impl Wire for MemcachedWire {
                 return reply(next, None);
             }
             if pos > 0 {
-                return Err(format!(
-                    "unexpected {:?} inside a memcached get response",
-                    String::from_utf8_lossy(line)
-                ));
+                return Err(format!("unexpected {:?} inside a memcached get response", String::from_utf8_lossy(line)));
             }
             return match line {
-                b"STORED" | b"NOT_STORED" | b"EXISTS" | b"NOT_FOUND" | b"DELETED" | b"TOUCHED" => {
-                    reply(next, None)
-                }
-                l if l.starts_with(b"ERROR")
-                    || l.starts_with(b"CLIENT_ERROR")
-                    || l.starts_with(b"SERVER_ERROR") =>
-                {
+                b"STORED" | b"NOT_STORED" | b"EXISTS" | b"NOT_FOUND" | b"DELETED" | b"TOUCHED" => reply(next, None),
+                l if l.starts_with(b"ERROR") || l.starts_with(b"CLIENT_ERROR") || l.starts_with(b"SERVER_ERROR") => {
                     reply(next, Some(String::from_utf8_lossy(l).into_owned()))
                 }
-                l => Err(format!(
-                    "unexpected memcached response {:?}",
-                    String::from_utf8_lossy(&l[..l.len().min(80)])
-                )),
+                l => Err(format!("unexpected memcached response {:?}", String::from_utf8_lossy(&l[..l.len().min(80)]))),
             };
         }
     }
@@ -191,20 +160,12 @@ pub struct RedisWire {
 }
 
 /// End of the RESP value starting at `pos` and whether it is an error.
-fn resp_value(
-    buf: &[u8],
-    pos: usize,
-    depth: u32,
-) -> Result<Option<(usize, Option<String>)>, String> {
+fn resp_value(buf: &[u8], pos: usize, depth: u32) -> Result<Option<(usize, Option<String>)>, String> {
     if depth > 32 {
         return Err("RESP nesting deeper than 32".into());
     }
     let Some(end) = find_crlf(buf, pos) else {
-        return if buf.len() - pos > MAX_LINE {
-            Err("no RESP line end: not a redis server".into())
-        } else {
-            Ok(None)
-        };
+        return if buf.len() - pos > MAX_LINE { Err("no RESP line end: not a redis server".into()) } else { Ok(None) };
     };
     let Some(&t) = buf.get(pos) else {
         return Ok(None);
@@ -218,10 +179,7 @@ fn resp_value(
     };
     match t {
         b'+' | b':' => Ok(Some((end + 2, None))),
-        b'-' => Ok(Some((
-            end + 2,
-            Some(String::from_utf8_lossy(body).into_owned()),
-        ))),
+        b'-' => Ok(Some((end + 2, Some(String::from_utf8_lossy(body).into_owned())))),
         b'$' => {
             let n = num()?;
             if n < 0 {
@@ -241,9 +199,7 @@ fn resp_value(
             }
             Ok(Some((p, None)))
         }
-        c => Err(format!(
-            "unexpected RESP type byte {c:#04x}: not a redis server"
-        )),
+        c => Err(format!("unexpected RESP type byte {c:#04x}: not a redis server")),
     }
 }
 
@@ -255,13 +211,7 @@ impl Wire for RedisWire {
         out.extend_from_slice(payload);
     }
     fn decode(&self, buf: &[u8]) -> Result<Option<Reply>, String> {
-        Ok(resp_value(buf, 0, 0)?.map(|(n, error)| Reply {
-            consumed: n,
-            id: None,
-            queue_ns: 0,
-            service_ns: 0,
-            error,
-        }))
+        Ok(resp_value(buf, 0, 0)?.map(|(n, error)| Reply { consumed: n, id: None, queue_ns: 0, service_ns: 0, error }))
     }
     fn preload(&self) -> Vec<Vec<u8>> {
         self.preload.clone()
@@ -283,20 +233,14 @@ impl Wire for HttpWire {
         let Some(hend) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
             return no_line_yet(buf, 0, "HTTP");
         };
-        let head = std::str::from_utf8(&buf[..hend])
-            .map_err(|_| "HTTP header is not UTF-8".to_string())?;
+        let head = std::str::from_utf8(&buf[..hend]).map_err(|_| "HTTP header is not UTF-8".to_string())?;
         let mut lines = head.split("\r\n");
         let status_line = lines.next().unwrap_or("");
         let status: u16 = status_line
             .strip_prefix("HTTP/1.")
             .and_then(|s| s.get(2..5))
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| {
-                format!(
-                    "not an HTTP response: {:?}",
-                    &status_line[..status_line.len().min(80)]
-                )
-            })?;
+            .ok_or_else(|| format!("not an HTTP response: {:?}", &status_line[..status_line.len().min(80)]))?;
         let mut len: Option<usize> = None;
         let mut chunked = false;
         for l in lines {
@@ -306,9 +250,7 @@ impl Wire for HttpWire {
             let (k, v) = (k.trim(), v.trim());
             if k.eq_ignore_ascii_case("content-length") {
                 len = Some(v.parse().map_err(|_| format!("bad Content-Length {v:?}"))?);
-            } else if k.eq_ignore_ascii_case("transfer-encoding")
-                && v.to_ascii_lowercase().contains("chunked")
-            {
+            } else if k.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked") {
                 chunked = true;
             }
         }
@@ -319,14 +261,8 @@ impl Wire for HttpWire {
                 let Some(e) = find_crlf(buf, p) else {
                     return no_line_yet(buf, p, "HTTP");
                 };
-                let size_txt = std::str::from_utf8(&buf[p..e])
-                    .unwrap_or("")
-                    .split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim();
-                let size = usize::from_str_radix(size_txt, 16)
-                    .map_err(|_| format!("bad chunk size {size_txt:?}"))?;
+                let size_txt = std::str::from_utf8(&buf[p..e]).unwrap_or("").split(';').next().unwrap_or("").trim();
+                let size = usize::from_str_radix(size_txt, 16).map_err(|_| format!("bad chunk size {size_txt:?}"))?;
                 if size == 0 {
                     // No trailers expected from the servers we drive: just the final CRLF.
                     if buf.len() < e + 4 {
@@ -359,12 +295,7 @@ mod tests {
         for cut in 0..msg.len() {
             assert_eq!(w.decode(&msg[..cut]), Ok(None), "{} prefix {cut}", w.name());
         }
-        assert_eq!(
-            w.decode(msg).unwrap().unwrap().consumed,
-            msg.len(),
-            "{}",
-            w.name()
-        );
+        assert_eq!(w.decode(msg).unwrap().unwrap().consumed, msg.len(), "{}", w.name());
     }
 
     #[test]
@@ -373,10 +304,7 @@ mod tests {
         all_prefixes_incomplete(&w, b"VALUE k 0 5\r\nab\r\nc\r\nEND\r\n");
         all_prefixes_incomplete(&w, b"END\r\n");
         all_prefixes_incomplete(&w, b"STORED\r\n");
-        let r = w
-            .decode(b"SERVER_ERROR out of memory\r\nEND\r\n")
-            .unwrap()
-            .unwrap();
+        let r = w.decode(b"SERVER_ERROR out of memory\r\nEND\r\n").unwrap().unwrap();
         assert!(r.error.unwrap().contains("out of memory"));
         assert!(w.decode(b"HTTP/1.1 200 OK\r\n").is_err());
     }
@@ -388,12 +316,7 @@ mod tests {
         all_prefixes_incomplete(&w, b"$5\r\nab\r\nc\r\n");
         all_prefixes_incomplete(&w, b"$-1\r\n");
         all_prefixes_incomplete(&w, b"*2\r\n$1\r\na\r\n:7\r\n");
-        assert!(w
-            .decode(b"-ERR wrong\r\n")
-            .unwrap()
-            .unwrap()
-            .error
-            .is_some());
+        assert!(w.decode(b"-ERR wrong\r\n").unwrap().unwrap().error.is_some());
         assert!(w.decode(b"?\r\n").is_err());
     }
 
@@ -401,14 +324,8 @@ mod tests {
     fn http_responses() {
         let w = HttpWire;
         all_prefixes_incomplete(&w, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc");
-        all_prefixes_incomplete(
-            &w,
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
-        );
-        let r = w
-            .decode(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        all_prefixes_incomplete(&w, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+        let r = w.decode(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").unwrap().unwrap();
         assert!(r.error.unwrap().contains("404"));
         assert!(w.decode(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
     }
@@ -419,9 +336,6 @@ mod tests {
         let mut b = Vec::new();
         proto::encode_response(Kind::Error, 9, 1, 2, b"boom", &mut b);
         let r = w.decode(&b).unwrap().unwrap();
-        assert_eq!(
-            (r.id, r.queue_ns, r.service_ns, r.error.as_deref()),
-            (Some(9), 1, 2, Some("boom"))
-        );
+        assert_eq!((r.id, r.queue_ns, r.service_ns, r.error.as_deref()), (Some(9), 1, 2, Some("boom")));
     }
 }
