@@ -188,7 +188,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         let s = taillab_transport::coord::run_config(&a.config, &a.net, &spec, app.name(), &params, &out, quiet)?;
         match a.json {
             true => println!("{}", serde_json::to_string_pretty(&s)?),
-            false => print!("{}results: {}\n", taillab_core::summary::human_table(&s), out.display()),
+            false => println!("{}results: {}", taillab_core::summary::human_table(&s), out.display()),
         }
         return Ok(if a.strict && !s.ok() { 1 } else { 0 });
     }

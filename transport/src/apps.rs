@@ -352,6 +352,7 @@ mod tests {
             assert_eq!(x, y);
             sets += x.starts_with(b"*3") as u32;
             let w = crate::wire::RedisWire { preload: vec![] };
+            use crate::wire::Wire;
             // A request is itself one RESP array: the response parser accepts it whole.
             assert_eq!(w.decode(&x).unwrap().unwrap().consumed, x.len());
         }
