@@ -128,7 +128,7 @@ impl Wire for MemcachedWire {
                     .and_then(|b| std::str::from_utf8(b).ok())
                     .and_then(|s| s.parse().ok())
                     .ok_or_else(|| format!("bad memcached VALUE line {:?}", String::from_utf8_lossy(line)))?;
-                pos = next + n + 2;
+                pos = next.saturating_add(n).saturating_add(2);
                 if pos > buf.len() {
                     return Ok(None);
                 }
@@ -185,7 +185,7 @@ fn resp_value(buf: &[u8], pos: usize, depth: u32) -> Result<Option<(usize, Optio
             if n < 0 {
                 return Ok(Some((end + 2, None)));
             }
-            let stop = end + 2 + n as usize + 2;
+            let stop = (end + 4).saturating_add(usize::try_from(n).unwrap_or(usize::MAX));
             Ok((stop <= buf.len()).then_some((stop, None)))
         }
         b'*' => {
@@ -270,14 +270,14 @@ impl Wire for HttpWire {
                     }
                     break e + 4;
                 }
-                p = e + 2 + size + 2;
+                p = (e + 4).saturating_add(size);
                 if p > buf.len() {
                     return Ok(None);
                 }
             }
         } else {
             // Responses to GET without a length (1xx/204/304) have no body.
-            body + len.unwrap_or(0)
+            body.saturating_add(len.unwrap_or(0))
         };
         if end > buf.len() {
             return Ok(None);
@@ -328,6 +328,33 @@ mod tests {
         let r = w.decode(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").unwrap().unwrap();
         assert!(r.error.unwrap().contains("404"));
         assert!(w.decode(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// Whatever a server sends, every decoder decodes, asks for more or
+        /// errors; never panics, never consumes more than it was given.
+        #[test]
+        fn arbitrary_server_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96), prefix in 0usize..4) {
+            // Start some inputs with a valid-looking prefix so the parsers get past byte 0.
+            let heads: [&[u8]; 4] = [b"", b"VALUE k 0 ", b"*3\r\n$", b"HTTP/1.1 200 OK\r\nContent-Length: "];
+            let mut b = heads[prefix].to_vec();
+            b.extend_from_slice(&bytes);
+            let wires: [&dyn Wire; 4] = [&TaillabWire { max_frame: 64 }, &MemcachedWire { preload: vec![] }, &RedisWire { preload: vec![] }, &HttpWire];
+            for w in wires {
+                if let Ok(Some(r)) = w.decode(&b) {
+                    proptest::prop_assert!(r.consumed > 0 && r.consumed <= b.len(), "{} consumed {}", w.name(), r.consumed);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn huge_lengths_do_not_overflow() {
+        assert_eq!(RedisWire { preload: vec![] }.decode(b"$9223372036854775807\r\n"), Ok(None));
+        assert_eq!(MemcachedWire { preload: vec![] }.decode(b"VALUE k 0 18446744073709551615\r\n"), Ok(None));
+        assert_eq!(HttpWire.decode(b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n"), Ok(None));
+        assert_eq!(HttpWire.decode(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n"), Ok(None));
     }
 
     #[test]
