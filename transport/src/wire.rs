@@ -167,9 +167,11 @@ fn resp_value(buf: &[u8], pos: usize, depth: u32) -> Result<Option<(usize, Optio
     let Some(end) = find_crlf(buf, pos) else {
         return if buf.len() - pos > MAX_LINE { Err("no RESP line end: not a redis server".into()) } else { Ok(None) };
     };
-    let Some(&t) = buf.get(pos) else {
-        return Ok(None);
-    };
+    if end == pos {
+        // Found by `cargo fuzz`: an empty line has no type byte.
+        return Err("empty RESP line: not a redis server".into());
+    }
+    let t = buf[pos];
     let body = &buf[pos + 1..end];
     let num = || -> Result<i64, String> {
         std::str::from_utf8(body)
@@ -236,11 +238,10 @@ impl Wire for HttpWire {
         let head = std::str::from_utf8(&buf[..hend]).map_err(|_| "HTTP header is not UTF-8".to_string())?;
         let mut lines = head.split("\r\n");
         let status_line = lines.next().unwrap_or("");
-        let status: u16 = status_line
-            .strip_prefix("HTTP/1.")
-            .and_then(|s| s.get(2..5))
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("not an HTTP response: {:?}", &status_line[..status_line.len().min(80)]))?;
+        let status: u16 =
+            status_line.strip_prefix("HTTP/1.").and_then(|s| s.get(2..5)).and_then(|s| s.parse().ok()).ok_or_else(
+                || format!("not an HTTP response: {:?}", status_line.chars().take(80).collect::<String>()),
+            )?;
         let mut len: Option<usize> = None;
         let mut chunked = false;
         for l in lines {
@@ -318,6 +319,8 @@ mod tests {
         all_prefixes_incomplete(&w, b"*2\r\n$1\r\na\r\n:7\r\n");
         assert!(w.decode(b"-ERR wrong\r\n").unwrap().unwrap().error.is_some());
         assert!(w.decode(b"?\r\n").is_err());
+        assert!(w.decode(b"\r\n\r").is_err());
+        assert!(w.decode(b"*2\r\n\r\n").is_err());
     }
 
     #[test]
@@ -328,6 +331,9 @@ mod tests {
         let r = w.decode(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").unwrap().unwrap();
         assert!(r.error.unwrap().contains("404"));
         assert!(w.decode(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        // A multi-byte character where the message is cut must not panic.
+        let long = format!("{}\r\n\r\n", "é".repeat(60));
+        assert!(w.decode(long.as_bytes()).is_err());
     }
 
     proptest::proptest! {
@@ -354,7 +360,10 @@ mod tests {
         assert_eq!(RedisWire { preload: vec![] }.decode(b"$9223372036854775807\r\n"), Ok(None));
         assert_eq!(MemcachedWire { preload: vec![] }.decode(b"VALUE k 0 18446744073709551615\r\n"), Ok(None));
         assert_eq!(HttpWire.decode(b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n"), Ok(None));
-        assert_eq!(HttpWire.decode(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n"), Ok(None));
+        assert_eq!(
+            HttpWire.decode(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n"),
+            Ok(None)
+        );
     }
 
     #[test]
