@@ -10,6 +10,8 @@ use taillab_core::App;
 pub fn all() -> Vec<Arc<dyn App>> {
     #[allow(unused_mut)]
     let mut v: Vec<Arc<dyn App>> = vec![taillab_synth::app()];
+    // null (echo) and the external-server adapters: part of the transport, not engines.
+    v.extend(taillab_transport::apps());
     #[cfg(feature = "kv")]
     v.push(taillab_kv::app());
     #[cfg(feature = "search")]

@@ -25,6 +25,10 @@ struct Cli {
 enum Cmd {
     /// One measurement of an app under open-loop load; writes OUT/summary.json.
     Run(Box<run::RunArgs>),
+    /// Serve an app over TCP (the server side of loopback/networked runs).
+    Serve(Box<taillab_transport::cli::ServeArgs>),
+    /// Open-loop load over TCP against a `taillab serve` or an external server; writes OUT/summary.json.
+    Load(Box<taillab_transport::cli::LoadArgs>),
     /// A grid of runs: loads × threads × configs × app settings, each point
     /// optionally repeated to a CI target; resumable.
     Sweep(Box<experiment::SweepArgs>),
@@ -91,6 +95,8 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Model(a) => model::run(a),
         Cmd::System { cmd } => system::run(cmd),
         Cmd::Sweep(a) => experiment::sweep(*a),
+        Cmd::Serve(a) => Ok(taillab_transport::cli::serve_main(apps::find(&a.app)?, &a)?),
+        Cmd::Load(a) => Ok(taillab_transport::cli::load_main(apps::find(&a.app)?, &a)?),
         Cmd::Report { results, out } => {
             let mut args = vec!["report".to_string(), results.display().to_string()];
             if let Some(o) = out {

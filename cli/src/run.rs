@@ -16,7 +16,7 @@ pub struct RunArgs {
     /// App to measure (see `taillab apps`).
     #[arg(long)]
     pub app: String,
-    /// Where client, harness and app run: integrated (one process).
+    /// Where client, harness and app run: integrated (one process), loopback (server + client processes on this host) or networked (through launchers).
     #[arg(long, default_value = "integrated")]
     pub config: String,
     /// Offered load in requests per second.
@@ -88,6 +88,8 @@ pub struct RunArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub net: taillab_transport::cli::NetArgs,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -352,6 +354,9 @@ pub fn default_out(app: &str) -> PathBuf {
     PathBuf::from("results").join(format!("{app}-{t}"))
 }
 
+/// `--config loopback|networked` flags of the `taillab run` invocation; sweeps use the defaults.
+static NET_ARGS: std::sync::OnceLock<taillab_transport::cli::NetArgs> = std::sync::OnceLock::new();
+
 /// One run of `app` into `out`: prepares data, builds server and client,
 /// measures, writes the run folder, returns the summary.
 pub fn run_once(
@@ -363,14 +368,17 @@ pub fn run_once(
     save_requests: bool,
     show_progress: bool,
 ) -> anyhow::Result<Summary> {
-    if config != "integrated" {
-        if ["loopback", "networked"].contains(&config) {
-            bail!("--config {config} is not available in this build yet; use --config integrated");
-        }
-        bail!("unknown --config `{config}`; use integrated");
+    if !["integrated", "loopback", "networked"].contains(&config) {
+        bail!("unknown --config `{config}`; use integrated, loopback or networked");
     }
     spec.validate()?;
     taillab_core::summary::ensure_writable(out)?;
+    if config != "integrated" {
+        // Server and client processes; the same result folder as integrated.
+        let net = NET_ARGS.get().cloned().unwrap_or_default();
+        let _ = save_requests; // per-request records stay with the clients
+        return Ok(taillab_transport::coord::run_config(config, &net, spec, app.name(), params, out, !show_progress)?);
+    }
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, params)
         .with_context(|| format!("preparing data for {}", app.name()))?;
@@ -425,6 +433,7 @@ pub fn warn_if_saturating(app: &Arc<dyn App>, params: &Params, qps: f64, threads
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let app = crate::apps::find(&a.app)?;
+    let _ = NET_ARGS.set(a.net.clone());
     if !["integrated", "loopback", "networked"].contains(&a.config.as_str()) {
         bail!(
             "unknown --config `{}`; use integrated, loopback or networked",

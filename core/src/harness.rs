@@ -377,6 +377,21 @@ impl Schedule {
         self.t0 = t0;
     }
 
+    /// What the schedule generated so far, for building a [`RunResult`]
+    /// outside [`run_integrated`] (transport clients).
+    pub fn stats(&self) -> ScheduleStats {
+        ScheduleStats {
+            t0: self.t0,
+            measure_start: self.measure_start,
+            generated_warmup: self.generated_warmup,
+            generated_measured: self.generated_measured,
+            first_measured_intended: self.first_measured_intended,
+            last_measured_intended: self.last_measured_intended,
+            slice_ns: self.slice_ns,
+            arrivals_per_slice: self.arrivals_per_slice.clone(),
+        }
+    }
+
     /// The next request (payload written into `buf`), or `None` when the
     /// measured phase is over. Sets `sink.measure_start` on the first
     /// measured request.
@@ -435,6 +450,19 @@ impl Schedule {
             first_measured,
         })
     }
+}
+
+/// A snapshot of a [`Schedule`]'s bookkeeping (see [`Schedule::stats`]).
+#[derive(Debug, Clone)]
+pub struct ScheduleStats {
+    pub t0: u64,
+    pub measure_start: Option<u64>,
+    pub generated_warmup: u64,
+    pub generated_measured: u64,
+    pub first_measured_intended: u64,
+    pub last_measured_intended: u64,
+    pub slice_ns: u64,
+    pub arrivals_per_slice: Vec<u64>,
 }
 
 /// Progress of a run, for progress bars.

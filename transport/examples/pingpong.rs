@@ -1,0 +1,74 @@
+//! Raw TCP ping-pong on loopback: the floor the loopback configuration is
+//! compared against (bench/transport).
+//!
+//! A minimal echo server thread and a client that sends one message, blocks
+//! until the whole reply is back, waits for the next slot, and repeats. The
+//! message sizes equal a taillab request and response frame carrying the
+//! same payload (16 + size bytes out, 32 + size back), TCP_NODELAY on both
+//! ends, so the only difference from `--app null` over loopback is the
+//! harness itself (queue hand-off, stamps, separate send/receive threads).
+//!
+//! Usage: pingpong [--size 64] [--n 20000] [--gap-us 500] [--warmup 1000]
+//! Prints one JSON line: {"n":…, "size":…, "p50_ns":…, "p90_ns":…, "p99_ns":…, "mean_ns":…}
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use taillab_core::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number, got {v}")))
+        .unwrap_or(default)
+}
+
+fn main() {
+    let size = arg("--size", 64) as usize;
+    let n = arg("--n", 20_000) as usize;
+    let gap = arg("--gap-us", 500) * 1000;
+    let warmup = arg("--warmup", 1000) as usize;
+    let (req_len, resp_len) = (16 + size, 32 + size);
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let addr = l.local_addr().expect("local addr");
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_nodelay(true).expect("nodelay");
+        let mut req = vec![0u8; req_len];
+        let resp = vec![1u8; resp_len];
+        while s.read_exact(&mut req).is_ok() {
+            if s.write_all(&resp).is_err() {
+                break;
+            }
+        }
+    });
+    set_timer_slack_1ns();
+    let mut c = TcpStream::connect(addr).expect("connect");
+    c.set_nodelay(true).expect("nodelay");
+    let req = vec![2u8; req_len];
+    let mut resp = vec![0u8; resp_len];
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
+    let mut sum = 0u128;
+    let mut next = now_ns();
+    for i in 0..warmup + n {
+        next += gap;
+        // The same hybrid wait the load client's sender uses.
+        wait_until(next, WaitMode::Hybrid, 1_000_000.min(gap / 2));
+        let t = now_ns();
+        c.write_all(&req).expect("write");
+        c.read_exact(&mut resp).expect("read");
+        let rtt = now_ns() - t;
+        if i >= warmup {
+            h.record(rtt).expect("auto range");
+            sum += rtt as u128;
+        }
+    }
+    println!(
+        "{{\"n\":{n},\"size\":{size},\"p50_ns\":{},\"p90_ns\":{},\"p99_ns\":{},\"mean_ns\":{:.0}}}",
+        h.value_at_quantile(0.5),
+        h.value_at_quantile(0.9),
+        h.value_at_quantile(0.99),
+        sum as f64 / n as f64
+    );
+}

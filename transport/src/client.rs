@@ -1,0 +1,513 @@
+//! `taillab load`: the open-loop client over TCP.
+//!
+//! Threads and why:
+//! - one **sender** runs the same [`Schedule`] as the integrated harness (so
+//!   a seed gives the same arrivals and requests in every configuration),
+//!   waits for each intended time the hybrid way (sleep, then spin the last
+//!   `spin_margin`), stamps `sent` and writes. It never reads, so a slow or
+//!   stalled server can never hold the schedule back (no coordinated
+//!   omission). When it is late it coalesces every request already due into
+//!   one `write` per connection, so a burst costs one syscall per
+//!   connection instead of one per request; each of those requests keeps
+//!   its own `intended`, so lateness is still charged in full.
+//! - one **receiver per connection** blocks in `read`, stamps `completed`
+//!   once per read (every response in that read arrived then), and records
+//!   into its own [`Shard`]. Receivers share nothing on the hot path; their
+//!   histograms are added after the run. A blocking read per connection
+//!   wakes as fast as an epoll loop would and needs no demultiplexing.
+//! - the calling thread collects interval histograms, drives the progress
+//!   callback, and watches for a dead server.
+//!
+//! Requests go round-robin over the K connections, request `i` on
+//! connection `i mod K`. The sender and receivers meet only in a ring of
+//! in-flight slots indexed by request id (intended, sent, tag), written
+//! before the request's bytes hit the socket and read when the response
+//! comes back.
+//!
+//! Stamps on the client host: `intended`, `sent`, `completed`. The server's
+//! `queue` and `service` come back as durations; the client places them as
+//! `enqueued = sent`, `started = enqueued + queue`, `finished = started +
+//! service`, so every derived duration is exact and `transport = completed −
+//! finished` is the network's (both directions') share. See docs/protocol.md.
+
+use crate::wire::Wire;
+use crate::TransportError;
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use taillab_core::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
+use taillab_core::collector::{IntervalSink, Shard, Stamps};
+use taillab_core::harness::{Progress, Records, Schedule, ScheduleStats};
+use taillab_core::{Client, RunResult, RunSpec};
+
+/// How the load client connects and when it gives up.
+#[derive(Debug, Clone)]
+pub struct LoadOpts {
+    pub target: String,
+    pub connections: usize,
+    /// No response for this long while requests are outstanding: the server
+    /// is declared dead.
+    pub dead_after_ns: u64,
+    /// Most requests coalesced into one write when the sender is late.
+    pub max_batch: usize,
+}
+
+/// A load run's result: the run, the transport-time histogram, and why it
+/// stopped early if the server went away.
+pub struct LoadResult {
+    pub result: RunResult,
+    /// `transport = sojourn − send_lag − queue − service` per measured request.
+    pub transport: Histogram<u64>,
+    pub transport_sum: u128,
+    /// The server was lost mid-run (what was measured is kept).
+    pub lost: Option<String>,
+    pub sent: u64,
+    pub server_timed: bool,
+    pub connections: usize,
+}
+
+/// Most requests in flight at once (slots of the in-flight ring). Beyond
+/// this the run is hopelessly saturated; older slots are overwritten and
+/// their responses counted as unmatched.
+const RING: usize = 1 << 18;
+
+struct Slot {
+    intended: AtomicU64,
+    sent: AtomicU64,
+    /// `index + 1` with bit 63 = measured; 0 when free.
+    tag: AtomicU64,
+}
+
+struct Shared {
+    ring: Vec<Slot>,
+    sink: IntervalSink,
+    records: Option<Arc<Records>>,
+    stop: AtomicBool,
+    sender_done: AtomicBool,
+    sent: AtomicU64,
+    completed: AtomicU64,
+    errors: AtomicU64,
+    unmatched: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    lost: Mutex<Option<String>>,
+    sched: Mutex<Option<ScheduleStats>>,
+}
+
+impl Shared {
+    fn lose(&self, why: String) {
+        let mut l = self.lost.lock();
+        if l.is_none() && !self.stop.load(Ordering::Acquire) {
+            *l = Some(why);
+        }
+    }
+    fn note_error(&self, e: String) {
+        if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+            *self.first_error.lock() = Some(e);
+        }
+    }
+}
+
+fn resolve(target: &str) -> Result<SocketAddr, TransportError> {
+    target
+        .to_socket_addrs()
+        .map_err(|e| TransportError::Invalid(format!("--target {target}: {e} (give HOST:PORT)")))?
+        .next()
+        .ok_or_else(|| TransportError::Invalid(format!("--target {target} resolved to no address")))
+}
+
+/// Opens the connections and runs the preload; returns the connected streams.
+pub fn connect(opts: &LoadOpts, wire: &dyn Wire) -> Result<Vec<TcpStream>, TransportError> {
+    if opts.connections == 0 || opts.connections > 4096 {
+        return Err(TransportError::Invalid(format!("--connections must be in 1..=4096, got {}", opts.connections)));
+    }
+    let addr = resolve(&opts.target)?;
+    let mut v = Vec::new();
+    for _ in 0..opts.connections {
+        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| TransportError::Io {
+            what: format!("connecting to {addr} (is the server running there?)"),
+            source: e,
+        })?;
+        s.set_nodelay(true).map_err(|e| TransportError::Io { what: "setting TCP_NODELAY".into(), source: e })?;
+        v.push(s);
+    }
+    preload(&mut v[0], wire)?;
+    Ok(v)
+}
+
+/// Sends the wire's preload requests (pipelined in chunks) and reads their
+/// responses, failing on any server error.
+fn preload(s: &mut TcpStream, wire: &dyn Wire) -> Result<(), TransportError> {
+    let reqs = wire.preload();
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |e| TransportError::Io { what: what.clone(), source: e }
+    };
+    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(io("setting a timeout"))?;
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    for part in reqs.chunks(256) {
+        let mut out = Vec::new();
+        for (i, r) in part.iter().enumerate() {
+            wire.encode(i as u64, r, &mut out);
+        }
+        s.write_all(&out).map_err(io("sending the preload"))?;
+        let mut left = part.len();
+        while left > 0 {
+            match wire.decode(&buf).map_err(TransportError::Protocol)? {
+                Some(r) => {
+                    if let Some(e) = r.error {
+                        return Err(TransportError::Protocol(format!(
+                            "the server refused a preload request: {e} (try --set preload=false)"
+                        )));
+                    }
+                    buf.drain(..r.consumed);
+                    left -= 1;
+                }
+                None => {
+                    let n = s.read(&mut chunk).map_err(io("reading preload responses"))?;
+                    if n == 0 {
+                        return Err(TransportError::Protocol(
+                            "the server closed the connection during the preload".into(),
+                        ));
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+            }
+        }
+    }
+    s.set_read_timeout(None).map_err(io("clearing a timeout"))?;
+    Ok(())
+}
+
+/// Runs one load measurement over connected `streams`. `start_delay` is
+/// called after everything is set up and returns how long from now the
+/// schedule starts (the coordinator's barrier lives there).
+pub fn run_load(
+    spec: &RunSpec,
+    opts: &LoadOpts,
+    wire: Arc<dyn Wire>,
+    client: Box<dyn Client>,
+    streams: Vec<TcpStream>,
+    start_delay: &mut dyn FnMut() -> Result<u64, TransportError>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<LoadResult, TransportError> {
+    spec.validate().map_err(|e| TransportError::Invalid(e.to_string()))?;
+    let k = streams.len();
+    let slice_ns = spec.slice_ns();
+    let sh = Arc::new(Shared {
+        ring: (0..RING)
+            .map(|_| Slot { intended: AtomicU64::new(0), sent: AtomicU64::new(0), tag: AtomicU64::new(0) })
+            .collect(),
+        sink: IntervalSink::new(k),
+        records: spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity()))),
+        stop: AtomicBool::new(false),
+        sender_done: AtomicBool::new(false),
+        sent: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        unmatched: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+        lost: Mutex::new(None),
+        sched: Mutex::new(None),
+    });
+    let mut writers = Vec::with_capacity(k);
+    let mut killers = Vec::with_capacity(k);
+    let mut receivers = Vec::with_capacity(k);
+    for (c, s) in streams.into_iter().enumerate() {
+        let w = s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e })?;
+        writers.push(w);
+        killers.push(s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e })?);
+        // The timeout only lets an idle receiver notice the end of the run.
+        s.set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
+        let (sh, wire, spec) = (sh.clone(), wire.clone(), spec.clone());
+        receivers.push(
+            std::thread::Builder::new()
+                .name(format!("taillab-recv-{c}"))
+                .spawn(move || receiver(&sh, &spec, wire.as_ref(), s, c, k, slice_ns))
+                .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
+        );
+    }
+
+    let delay = start_delay()?;
+    let t0 = now_ns() + delay.max(1_000_000);
+    let wall_start = std::time::SystemTime::now() + Duration::from_nanos(t0.saturating_sub(now_ns()));
+    let sched = Schedule::new(spec, client, t0);
+    let sender = {
+        let (sh, wire, spec, max_batch) = (sh.clone(), wire.clone(), spec.clone(), opts.max_batch.max(1));
+        std::thread::Builder::new()
+            .name("taillab-sender".into())
+            .spawn(move || sender(&sh, &spec, wire.as_ref(), sched, writers, max_batch))
+            .map_err(|e| TransportError::Io { what: "spawning the sender".into(), source: e })?
+    };
+
+    let expected = spec.expected_total_ns();
+    let deadline = t0 + expected + spec.drain_timeout_ns;
+    let planned = spec.record_capacity();
+    let mut aborted = false;
+    let (mut last_done, mut last_progress_at) = (0u64, now_ns());
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        sh.sink.collect();
+        let now = now_ns();
+        let done = sh.completed.load(Ordering::Acquire) + sh.unmatched.load(Ordering::Relaxed);
+        progress(Progress { completed: done, planned, elapsed_ns: now.saturating_sub(t0), expected_ns: expected });
+        let sent = sh.sent.load(Ordering::Acquire);
+        if sh.sender_done.load(Ordering::Acquire) && done >= sh.sent.load(Ordering::Acquire) {
+            break;
+        }
+        if sh.lost.lock().is_some() {
+            aborted = true;
+            break;
+        }
+        if done != last_done || sent == done {
+            (last_done, last_progress_at) = (done, now);
+        } else if now - last_progress_at > opts.dead_after_ns {
+            sh.lose(format!(
+                "no response for {:.1} s with {} requests outstanding: the server is dead or hung",
+                (now - last_progress_at) as f64 / 1e9,
+                sent - done
+            ));
+            aborted = true;
+            break;
+        }
+        if now > deadline {
+            aborted = true;
+            break;
+        }
+    }
+    sh.stop.store(true, Ordering::Release);
+    if aborted {
+        // A sender blocked in a full socket buffer (hung server) or a
+        // receiver mid-read wakes with an error once its socket is shut.
+        for s in &killers {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+    let _ = sender.join();
+    let mut totals: Option<Shard> = None;
+    let mut transport = new_hist();
+    let mut transport_sum = 0u128;
+    for r in receivers {
+        if let Ok((shard, th, ts)) = r.join() {
+            transport.add(&th).expect("auto-resizing histograms add");
+            transport_sum += ts;
+            match &mut totals {
+                None => totals = Some(shard),
+                Some(t) => t.absorb(&shard),
+            }
+        }
+    }
+    let stats = sh.sched.lock().take().expect("the sender stores its schedule stats");
+    let intervals = sh.sink.finish();
+    let totals = totals.unwrap_or_else(|| Shard::new(0, &sh.sink, slice_ns, spec.interval_ns));
+    let unmatched = sh.unmatched.load(Ordering::Relaxed);
+    let mut first_error = sh.first_error.lock().clone();
+    let mut errors = sh.errors.load(Ordering::Relaxed);
+    if unmatched > 0 {
+        errors += unmatched;
+        first_error.get_or_insert_with(|| format!("{unmatched} responses matched no outstanding request"));
+    }
+    let result = RunResult {
+        spec: spec.clone(),
+        t0,
+        measure_start: stats.measure_start.unwrap_or(t0),
+        first_measured_intended: stats.first_measured_intended,
+        last_measured_intended: stats.last_measured_intended,
+        generated_warmup: stats.generated_warmup,
+        generated_measured: stats.generated_measured,
+        totals,
+        intervals,
+        slice_ns: stats.slice_ns,
+        arrivals_per_slice: stats.arrivals_per_slice,
+        errors,
+        first_error,
+        aborted,
+        records: sh.records.clone(),
+        wall_start,
+        app_stats: serde_json::Value::Null,
+    };
+    let lost = sh.lost.lock().clone();
+    Ok(LoadResult {
+        result,
+        transport,
+        transport_sum,
+        lost,
+        sent: sh.sent.load(Ordering::Relaxed),
+        server_timed: wire.server_timed(),
+        connections: k,
+    })
+}
+
+pub fn new_hist() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    h.auto(true);
+    h
+}
+
+fn sender(
+    sh: &Shared,
+    spec: &RunSpec,
+    wire: &dyn Wire,
+    mut sched: Schedule,
+    mut writers: Vec<TcpStream>,
+    max_batch: usize,
+) {
+    set_timer_slack_1ns();
+    let k = writers.len();
+    let mode = if spec.wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid };
+    let mut bufs: Vec<Vec<u8>> = (0..k).map(|_| Vec::with_capacity(64 * 1024)).collect();
+    let mut payload = Vec::with_capacity(4096);
+    let mut pending: Option<(taillab_core::harness::Item, Vec<u8>)> = None;
+    let mut batch: Vec<taillab_core::harness::Item> = Vec::with_capacity(max_batch);
+    'run: loop {
+        if sh.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let (first, p) = match pending.take() {
+            Some(x) => x,
+            None => match sched.next(&mut payload, &sh.sink) {
+                Some(it) => (it, std::mem::take(&mut payload)),
+                None => break,
+            },
+        };
+        wait_until(first.intended, mode, spec.spin_margin_ns);
+        batch.clear();
+        wire.encode(first.index, &p, &mut bufs[(first.index % k as u64) as usize]);
+        payload = p;
+        batch.push(first);
+        // Late? Everything already due goes out in this write too.
+        while batch.len() < max_batch {
+            let Some(it) = sched.next(&mut payload, &sh.sink) else {
+                break;
+            };
+            if it.intended > now_ns() {
+                pending = Some((it, std::mem::take(&mut payload)));
+                break;
+            }
+            wire.encode(it.index, &payload, &mut bufs[(it.index % k as u64) as usize]);
+            batch.push(it);
+        }
+        let sent = now_ns();
+        for it in &batch {
+            let slot = &sh.ring[it.index as usize % RING];
+            if slot.tag.load(Ordering::Acquire) != 0 {
+                // RING requests outstanding: that one will never be matched.
+                sh.unmatched.fetch_add(1, Ordering::Relaxed);
+            }
+            slot.intended.store(it.intended, Ordering::Relaxed);
+            slot.sent.store(sent, Ordering::Relaxed);
+            slot.tag.store((it.index + 1) | ((it.measured as u64) << 63), Ordering::Release);
+        }
+        sh.sent.fetch_add(batch.len() as u64, Ordering::Release);
+        for (c, b) in bufs.iter_mut().enumerate() {
+            if b.is_empty() {
+                continue;
+            }
+            if let Err(e) = writers[c].write_all(b) {
+                sh.lose(format!("sending on connection {c} failed: {e} (the server closed it or died)"));
+                break 'run;
+            }
+            b.clear();
+        }
+    }
+    *sh.sched.lock() = Some(sched.stats());
+    sh.sender_done.store(true, Ordering::Release);
+}
+
+type RecvOut = (Shard, Histogram<u64>, u128);
+
+fn receiver(
+    sh: &Shared,
+    spec: &RunSpec,
+    wire: &dyn Wire,
+    mut s: TcpStream,
+    c: usize,
+    k: usize,
+    slice_ns: u64,
+) -> RecvOut {
+    set_timer_slack_1ns();
+    let mut shard = Shard::new(c, &sh.sink, slice_ns, spec.interval_ns);
+    let mut th = new_hist();
+    let mut tsum = 0u128;
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    // In-order protocols answer request c, c+k, c+2k, … on this connection.
+    let mut next_in_order = c as u64;
+    'read: loop {
+        let n = match s.read(&mut chunk) {
+            Ok(0) => {
+                if !sh.stop.load(Ordering::Acquire) {
+                    sh.lose(format!("the server closed connection {c}"));
+                }
+                break;
+            }
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                if sh.stop.load(Ordering::Acquire) {
+                    break;
+                }
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                sh.lose(format!("reading connection {c} failed: {e}"));
+                break;
+            }
+        };
+        let completed = now_ns();
+        buf.extend_from_slice(&chunk[..n]);
+        let mut off = 0;
+        loop {
+            let r = match wire.decode(&buf[off..]) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    sh.lose(format!("garbage from the server on connection {c}: {e}"));
+                    break 'read;
+                }
+            };
+            off += r.consumed;
+            let id = r.id.unwrap_or_else(|| {
+                let i = next_in_order;
+                next_in_order += k as u64;
+                i
+            });
+            let slot = &sh.ring[id as usize % RING];
+            let tag = slot.tag.load(Ordering::Acquire);
+            if tag & !(1 << 63) != id + 1 {
+                sh.unmatched.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let (intended, sent) = (slot.intended.load(Ordering::Relaxed), slot.sent.load(Ordering::Relaxed));
+            slot.tag.store(0, Ordering::Release);
+            let measured = tag >> 63 == 1;
+            let started = sent + r.queue_ns;
+            let finished = started + r.service_ns;
+            let st = Stamps { intended, sent, enqueued: sent, started, finished, completed: completed.max(finished) };
+            if let Some(e) = r.error {
+                sh.note_error(e);
+            }
+            if let Some(rec) = &sh.records {
+                rec.set(id, &st, c, measured);
+            }
+            if measured {
+                let t = st.completed - finished;
+                th.saturating_record(t);
+                tsum += t as u128;
+            }
+            shard.record(&st, measured, &sh.sink);
+            sh.completed.fetch_add(1, Ordering::Release);
+        }
+        buf.drain(..off);
+    }
+    shard.flush(&sh.sink);
+    (shard, th, tsum)
+}

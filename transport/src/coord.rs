@@ -1,0 +1,624 @@
+//! `taillab run --config loopback|networked`: one server, C client
+//! processes, one ordinary result folder.
+//!
+//! The coordinator starts `taillab serve` and C × `taillab load` through
+//! launcher templates (a plain local process by default; `ip netns exec NS
+//! {cmd}` in the tests; `ssh HOST {cmdq}` across hosts). It talks to them
+//! only over their stdin/stdout, which every launcher forwards:
+//!
+//! 1. the server prints `listening ADDR`; clients are told that target;
+//! 2. each client connects, then prints `ready` (the barrier);
+//! 3. when all are ready the coordinator writes `go DELAY_NS` to every
+//!    client; each starts its schedule DELAY later on its own clock, so the
+//!    clients start together within the pipes' latency without any clock
+//!    synchronisation;
+//! 4. each client prints its histograms as one `shard {json}` line, with
+//!    its times relative to its own schedule start;
+//! 5. the coordinator adds the histograms (HdrHistogram add — percentiles
+//!    are never averaged), sums counts and per-slice arrivals/completions,
+//!    and writes the same `summary.json` and `hist/*.hlog` as integrated;
+//! 6. closing the server's stdin stops it (`--exit-on-eof`).
+//!
+//! Splitting the rate: client i runs at qps/C with its own derived seed.
+//! The superposition of C independent Poisson streams of rate λ/C is a
+//! Poisson stream of rate λ, so the offered process is unchanged. With one
+//! client the base seed is used as is, so `--clients 1` sends exactly the
+//! requests `--config integrated` would.
+//!
+//! Any child still running when the coordinator returns (error or not) is
+//! killed by [`Children`]'s `Drop`.
+
+use crate::cli::NetArgs;
+use crate::client::{new_hist, LoadResult};
+use crate::TransportError;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use taillab_core::arrival::derive_seed;
+use taillab_core::collector::{decode_hist, encode_hist, Hists, IntervalBlob, IntervalSink, MetricStats, Shard};
+use taillab_core::{Bound, Params, RunResult, RunSpec, Summary};
+
+/// One client's measurement as it crosses the pipe. Times are relative to
+/// the client's own schedule start (clocks of different hosts never meet).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardDump {
+    pub qps: f64,
+    pub seed: u64,
+    pub connections: usize,
+    pub server_timed: bool,
+    pub measured: u64,
+    pub warmup: u64,
+    pub sent: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub aborted: bool,
+    pub lost: Option<String>,
+    pub measure_start: u64,
+    pub first_measured_intended: u64,
+    pub last_measured_intended: u64,
+    pub first_completed: u64,
+    pub last_completed: u64,
+    pub generated_warmup: u64,
+    pub generated_measured: u64,
+    pub slice_ns: u64,
+    pub arrivals_per_slice: Vec<u64>,
+    pub slice_done: Vec<u64>,
+    /// Exact sums of sojourn, service, queue, send_lag (decimal strings: u128).
+    pub sums: [String; 4],
+    /// HdrHistogram V2 deflate, base64, same metric order.
+    pub hists: [String; 4],
+    pub transport: String,
+    pub transport_sum: String,
+    pub intervals: Vec<IntervalDump>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntervalDump {
+    pub index: u32,
+    pub count: u64,
+    pub max: [u64; 4],
+    pub hists: [String; 4],
+}
+
+impl ShardDump {
+    pub fn from_load(r: &LoadResult, qps: f64, seed: u64) -> Self {
+        let x = &r.result;
+        let t = &x.totals;
+        let rel = |v: u64| v.saturating_sub(x.t0);
+        ShardDump {
+            qps,
+            seed,
+            connections: r.connections,
+            server_timed: r.server_timed,
+            measured: t.measured,
+            warmup: t.warmup,
+            sent: r.sent,
+            errors: x.errors,
+            first_error: x.first_error.clone(),
+            aborted: x.aborted,
+            lost: r.lost.clone(),
+            measure_start: rel(x.measure_start),
+            first_measured_intended: rel(x.first_measured_intended),
+            last_measured_intended: rel(x.last_measured_intended),
+            first_completed: if t.measured == 0 { u64::MAX } else { rel(t.first_completed) },
+            last_completed: rel(t.last_completed),
+            generated_warmup: x.generated_warmup,
+            generated_measured: x.generated_measured,
+            slice_ns: x.slice_ns,
+            arrivals_per_slice: x.arrivals_per_slice.clone(),
+            slice_done: t.slice_done.clone(),
+            sums: std::array::from_fn(|i| t.sums[i].to_string()),
+            hists: std::array::from_fn(|i| encode_hist(&t.totals.0[i])),
+            transport: encode_hist(&r.transport),
+            transport_sum: r.transport_sum.to_string(),
+            intervals: x
+                .intervals
+                .iter()
+                .map(|b| IntervalDump { index: b.index, count: b.count, max: b.max, hists: b.hist_b64.clone() })
+                .collect(),
+        }
+    }
+}
+
+fn bad_shard(why: &str) -> TransportError {
+    TransportError::Protocol(format!(
+        "a client's shard is corrupt ({why}); are client and coordinator the same taillab version?"
+    ))
+}
+
+fn hist(b64: &str) -> Result<Histogram<u64>, TransportError> {
+    let mut h = decode_hist(b64).ok_or_else(|| bad_shard("undecodable histogram"))?;
+    h.auto(true);
+    Ok(h)
+}
+
+fn add_vec(a: &mut Vec<u64>, b: &[u64]) {
+    if b.len() > a.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// Adds the clients' shards into one run (t0 = 0 on the merged time axis).
+pub fn merge(
+    spec: &RunSpec,
+    dumps: &[ShardDump],
+    wall_start: std::time::SystemTime,
+) -> Result<(RunResult, Histogram<u64>, u128), TransportError> {
+    let slice_ns = dumps.first().map(|d| d.slice_ns).unwrap_or_else(|| spec.slice_ns());
+    let sink = IntervalSink::new(1);
+    let mut totals = Shard::new(0, &sink, slice_ns, spec.interval_ns);
+    totals.first_completed = u64::MAX;
+    let mut transport = new_hist();
+    let mut transport_sum = 0u128;
+    let mut intervals: std::collections::BTreeMap<u32, (Hists, u64, [u64; 4])> = Default::default();
+    let (mut arrivals, mut errors, mut first_error, mut aborted) = (Vec::new(), 0, None, false);
+    let (mut gw, mut gm) = (0, 0);
+    let (mut ms, mut fmi, mut lmi) = (u64::MAX, u64::MAX, 0);
+    for d in dumps {
+        for i in 0..4 {
+            totals.totals.0[i].add(hist(&d.hists[i])?).map_err(|_| bad_shard("histogram add"))?;
+            totals.sums[i] += d.sums[i].parse::<u128>().map_err(|_| bad_shard("sum"))?;
+        }
+        totals.measured += d.measured;
+        totals.warmup += d.warmup;
+        totals.first_completed = totals.first_completed.min(d.first_completed);
+        totals.last_completed = totals.last_completed.max(d.last_completed);
+        add_vec(&mut totals.slice_done, &d.slice_done);
+        add_vec(&mut arrivals, &d.arrivals_per_slice);
+        transport.add(hist(&d.transport)?).map_err(|_| bad_shard("histogram add"))?;
+        transport_sum += d.transport_sum.parse::<u128>().map_err(|_| bad_shard("sum"))?;
+        for iv in &d.intervals {
+            let e = intervals.entry(iv.index).or_insert_with(|| (Hists::new(), 0, [0; 4]));
+            for m in 0..4 {
+                e.0 .0[m].add(hist(&iv.hists[m])?).map_err(|_| bad_shard("histogram add"))?;
+                e.2[m] = e.2[m].max(iv.max[m]);
+            }
+            e.1 += iv.count;
+        }
+        errors += d.errors;
+        if first_error.is_none() {
+            first_error = d.first_error.clone().or_else(|| d.lost.clone());
+        }
+        aborted |= d.aborted;
+        gw += d.generated_warmup;
+        gm += d.generated_measured;
+        ms = ms.min(d.measure_start);
+        if d.generated_measured > 0 {
+            fmi = fmi.min(d.first_measured_intended);
+            lmi = lmi.max(d.last_measured_intended);
+        }
+    }
+    let intervals = intervals
+        .into_iter()
+        .map(|(index, (h, count, max))| IntervalBlob {
+            index,
+            count,
+            max,
+            hist_b64: std::array::from_fn(|m| encode_hist(&h.0[m])),
+        })
+        .collect();
+    let r = RunResult {
+        spec: spec.clone(),
+        t0: 0,
+        measure_start: if ms == u64::MAX { 0 } else { ms },
+        first_measured_intended: if fmi == u64::MAX { 0 } else { fmi },
+        last_measured_intended: lmi,
+        generated_warmup: gw,
+        generated_measured: gm,
+        totals,
+        intervals,
+        slice_ns,
+        arrivals_per_slice: arrivals,
+        errors,
+        first_error,
+        aborted,
+        records: None,
+        wall_start,
+        app_stats: Value::Null,
+    };
+    Ok((r, transport, transport_sum))
+}
+
+/// The `transport` section of summary.json.
+#[allow(clippy::too_many_arguments)]
+pub fn transport_section(
+    h: &Histogram<u64>,
+    sum: u128,
+    server_timed: bool,
+    clients: usize,
+    connections: usize,
+    target: &str,
+    lost: Option<String>,
+    per_client: Option<Vec<Value>>,
+) -> Value {
+    let mut v = json!({
+        "clients": clients,
+        "connections_per_client": connections,
+        "target": target,
+        // External servers report nothing: their queue/service read 0 and
+        // `transport` is then everything but send lag.
+        "server_timed": server_timed,
+        "transport_ns": MetricStats::from_hist(h, Some(sum)),
+        "server_lost": lost,
+    });
+    if let Some(p) = per_client {
+        v["per_client"] = Value::Array(p);
+    }
+    v
+}
+
+/// Quotes `s` for a POSIX shell.
+pub fn sh_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Fills a launcher template: `{cmd}` the quoted command, `{cmdq}` the
+/// quoted command quoted once more (for `ssh HOST {cmdq}`, whose remote
+/// shell unquotes again), `{i}` the client number.
+pub fn expand(template: &str, argv: &[String], i: usize) -> Result<String, TransportError> {
+    if !template.contains("{cmd}") && !template.contains("{cmdq}") {
+        return Err(TransportError::Invalid(format!(
+            "launcher `{template}` has no {{cmd}} or {{cmdq}} placeholder for the command"
+        )));
+    }
+    let cmd: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
+    let cmd = cmd.join(" ");
+    Ok(template.replace("{cmdq}", &sh_quote(&cmd)).replace("{cmd}", &cmd).replace("{i}", &i.to_string()))
+}
+
+/// Children that are killed (by their own pid) if still running on drop.
+struct Children(Vec<(String, Child)>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn(what: &str, line: &str) -> Result<Child, TransportError> {
+    // `exec` so the launcher (or taillab itself) is our direct child.
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {line}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| TransportError::Io { what: format!("starting the {what} (`{line}`)"), source: e })
+}
+
+/// Forwards a child's stdout lines into a channel (so reads can time out).
+fn lines_of(child: &mut Child, tag: usize, tx: mpsc::Sender<(usize, Option<String>)>) {
+    let out = child.stdout.take().expect("stdout is piped");
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            match l {
+                Ok(l) => {
+                    if tx.send((tag, Some(l))).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send((tag, None));
+    });
+}
+
+fn split_bound(b: Bound, c: usize, i: usize) -> Bound {
+    match b {
+        Bound::Requests(n) => {
+            let c = c as u64;
+            Bound::Requests(n / c + u64::from((i as u64) < n % c))
+        }
+        s => s,
+    }
+}
+
+fn bound_args(flag_req: &str, flag_s: &str, b: Bound) -> Vec<String> {
+    match b {
+        Bound::Requests(n) => vec![flag_req.into(), n.to_string()],
+        Bound::Seconds(s) => vec![flag_s.into(), format!("{s}")],
+    }
+}
+
+/// Runs `spec` as server + `net.clients` client processes and writes the
+/// merged result into `out`. Returns the summary (written already).
+pub fn run_config(
+    config: &str,
+    net: &NetArgs,
+    spec: &RunSpec,
+    app: &str,
+    params: &Params,
+    out: &Path,
+    quiet: bool,
+) -> Result<Summary, TransportError> {
+    let c = net.clients;
+    if c == 0 || c > 256 {
+        return Err(TransportError::Invalid(format!("--clients must be in 1..=256, got {c}")));
+    }
+    if !net.client_launcher.is_empty() && net.client_launcher.len() != 1 && net.client_launcher.len() != c {
+        return Err(TransportError::Invalid(format!(
+            "give --client-launcher once (for all clients) or {c} times (one per client), not {} times",
+            net.client_launcher.len()
+        )));
+    }
+    if config == "loopback" && (net.server_launcher != "{cmd}" || !net.client_launcher.is_empty()) {
+        return Err(TransportError::Invalid(
+            "launchers are for --config networked; loopback runs everything here".into(),
+        ));
+    }
+    if crate::apps::is_external(app) && net.target.is_none() {
+        return Err(TransportError::Invalid(format!(
+            "`{app}` is an external server: start it and pass --target HOST:PORT (taillab cannot serve it)"
+        )));
+    }
+    if spec.net_delay.is_some() {
+        return Err(TransportError::Invalid(
+            "--net-delay simulates a network in --config integrated; loopback/networked have a real one".into(),
+        ));
+    }
+    if spec.keep_records && c > 1 {
+        return Err(TransportError::Invalid(
+            "--save-requests with several --clients is not supported: use --clients 1".into(),
+        ));
+    }
+    let exe = match &net.remote_taillab {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| TransportError::Io { what: "locating the taillab binary".into(), source: e })?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let sets: Vec<String> = params.iter().flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")]).collect();
+    let mut kids = Children(Vec::new());
+
+    // 1. The server, unless one is given.
+    let (stx, srx) = mpsc::channel();
+    let target = match &net.target {
+        Some(t) => t.clone(),
+        None => {
+            let mut argv = vec![
+                exe.clone(),
+                "serve".into(),
+                "--app".into(),
+                app.into(),
+                "--threads".into(),
+                spec.threads.to_string(),
+            ];
+            argv.extend(["--listen".into(), net.listen.clone(), "--wait".into(), spec.wait.to_string()]);
+            argv.extend([
+                "--spin-margin".into(),
+                format!("{}ns", spec.spin_margin_ns),
+                "--discipline".into(),
+                spec.discipline.to_string(),
+            ]);
+            argv.extend(["--seed".into(), derive_seed(spec.seed, 3).to_string(), "--exit-on-eof".into()]);
+            argv.extend(sets.iter().cloned());
+            let line = expand(&net.server_launcher, &argv, 0)?;
+            let mut child = spawn("server", &line)?;
+            lines_of(&mut child, 0, stx);
+            kids.0.push(("server".into(), child));
+            // Engines load before the port opens, so allow a slow app start.
+            let deadline = std::time::Instant::now() + Duration::from_secs(300);
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match srx.recv_timeout(left) {
+                    Ok((_, Some(l))) => {
+                        if let Some(a) = l.strip_prefix("listening ") {
+                            break a.trim().to_string();
+                        }
+                    }
+                    Ok((_, None)) => {
+                        return Err(TransportError::Launch(format!(
+                            "the server (`{line}`) exited before listening; see its error above"
+                        )))
+                    }
+                    Err(_) => {
+                        return Err(TransportError::Launch(format!(
+                            "the server (`{line}`) did not start listening within 300 s"
+                        )))
+                    }
+                }
+            }
+        }
+    };
+
+    // 2. The clients, each connecting and then waiting at the barrier.
+    let (tx, rx) = mpsc::channel();
+    let mut stdins: Vec<Option<ChildStdin>> = Vec::new();
+    for i in 0..c {
+        let seed = if c == 1 { spec.seed } else { derive_seed(spec.seed, 1000 + i as u64) };
+        let mut argv = vec![exe.clone(), "load".into(), "--app".into(), app.into(), "--target".into(), target.clone()];
+        argv.extend([
+            "--connections".into(),
+            net.connections.to_string(),
+            "--qps".into(),
+            format!("{}", spec.qps / c as f64),
+        ]);
+        argv.extend(["--arrival".into(), spec.arrival.to_string(), "--seed".into(), seed.to_string()]);
+        argv.extend(bound_args("--warmup-requests", "--warmup-seconds", split_bound(spec.warmup, c, i)));
+        argv.extend(bound_args("--requests", "--duration", split_bound(spec.measure, c, i)));
+        argv.extend([
+            "--wait".into(),
+            spec.wait.to_string(),
+            "--spin-margin".into(),
+            format!("{}ns", spec.spin_margin_ns),
+        ]);
+        argv.extend([
+            "--threads".into(),
+            spec.threads.to_string(),
+            "--interval".into(),
+            format!("{}ns", spec.interval_ns),
+        ]);
+        argv.extend([
+            "--drain-timeout".into(),
+            format!("{}ns", spec.drain_timeout_ns),
+            "--dead-after".into(),
+            format!("{}ns", net.dead_after),
+        ]);
+        argv.extend([
+            "--max-send-lag".into(),
+            format!("{}ns", spec.send_lag_p99_max_ns),
+            "--barrier".into(),
+            "--emit-shard".into(),
+        ]);
+        argv.extend(sets.iter().cloned());
+        let tpl = match net.client_launcher.len() {
+            0 => "{cmd}",
+            1 => &net.client_launcher[0],
+            _ => &net.client_launcher[i],
+        };
+        let line = expand(tpl, &argv, i)?;
+        let mut child = spawn(&format!("client {i}"), &line)?;
+        stdins.push(child.stdin.take());
+        lines_of(&mut child, i, tx.clone());
+        kids.0.push((format!("client {i}"), child));
+    }
+    drop(tx);
+    let mut ready = 0;
+    while ready < c {
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok((_, Some(l))) if l.trim() == "ready" => ready += 1,
+            Ok((_, Some(_))) => {}
+            Ok((i, None)) => {
+                return Err(TransportError::Launch(format!(
+                    "client {i} exited before the start barrier; see its error above"
+                )))
+            }
+            Err(_) => {
+                return Err(TransportError::Launch(format!(
+                    "only {ready} of {c} clients reached the start barrier within 120 s"
+                )))
+            }
+        }
+    }
+    // 3. Go: every client starts 200 ms from now on its own clock.
+    const START_DELAY_NS: u64 = 200_000_000;
+    let wall_start = std::time::SystemTime::now() + Duration::from_nanos(START_DELAY_NS);
+    for (i, s) in stdins.iter_mut().enumerate() {
+        let s = s.as_mut().expect("stdin is piped");
+        s.write_all(format!("go {START_DELAY_NS}\n").as_bytes())
+            .and_then(|_| s.flush())
+            .map_err(|e| TransportError::Io { what: format!("starting client {i}"), source: e })?;
+    }
+    if !quiet {
+        eprintln!("{config}: {c} client(s) × {} connection(s) → {target}", net.connections);
+    }
+
+    // 4. Collect one shard per client.
+    let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
+    let mut open = c;
+    let limit = Duration::from_nanos(spec.expected_total_ns() + spec.drain_timeout_ns) + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + limit;
+    while open > 0 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, Some(l))) => {
+                if let Some(j) = l.strip_prefix("shard ") {
+                    dumps[i] = Some(serde_json::from_str(j).map_err(|e| bad_shard(&e.to_string()))?);
+                }
+            }
+            Ok((_, None)) => open -= 1,
+            Err(_) => {
+                return Err(TransportError::Launch(format!("clients did not finish within {} s", limit.as_secs())))
+            }
+        }
+    }
+    let mut lost = None;
+    for (i, d) in dumps.iter().enumerate() {
+        match d {
+            None => {
+                return Err(TransportError::Launch(format!(
+                    "client {i} ended without reporting its histograms; see its error above"
+                )))
+            }
+            Some(d) if d.lost.is_some() && lost.is_none() => {
+                lost = Some(format!("client {i}: {}", d.lost.clone().unwrap_or_default()))
+            }
+            _ => {}
+        }
+    }
+    // 5. Stop the server: EOF on its stdin, then wait (killed by Drop if stuck).
+    for (name, k) in &mut kids.0 {
+        if name == "server" {
+            drop(k.stdin.take());
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while std::time::Instant::now() < until {
+                if let Ok(Some(_)) = k.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    let dumps: Vec<ShardDump> = dumps.into_iter().flatten().collect();
+    let (result, th, tsum) = merge(spec, &dumps, wall_start)?;
+    let mut summary = taillab_core::summarize(&result, app, params, config);
+    let per_client: Vec<Value> = dumps
+        .iter()
+        .map(|d| {
+            json!({"seed": d.seed, "qps": d.qps, "measured": d.measured, "warmup": d.warmup, "errors": d.errors,
+                   "lost": d.lost, "sojourn_hist": d.hists[0]})
+        })
+        .collect();
+    let server_timed = dumps.iter().all(|d| d.server_timed);
+    summary.extra.insert(
+        "transport".into(),
+        transport_section(&th, tsum, server_timed, c, net.connections, &target, lost.clone(), Some(per_client)),
+    );
+    taillab_core::write_run(out, &summary, &result, false)?;
+    drop(kids);
+    if let Some(l) = lost {
+        return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
+    }
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_a_shell() {
+        let argv = vec!["/bin/echo".to_string(), "a b".into(), "it's".into(), "x=1".into()];
+        let line = expand("{cmd}", &argv, 0).unwrap();
+        let o = Command::new("sh").arg("-c").arg(&line).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "a b it's x=1\n");
+        // {cmdq} is unquoted twice: once by the local shell, once remotely.
+        let line = expand("sh -c {cmdq}", &argv, 0).unwrap();
+        let o = Command::new("sh").arg("-c").arg(&line).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "a b it's x=1\n");
+        assert!(expand("ssh host", &argv, 0).is_err());
+        assert_eq!(expand("ip netns exec ns{i} {cmd}", &argv[..1], 3).unwrap(), "ip netns exec ns3 /bin/echo");
+    }
+
+    #[test]
+    fn bounds_split_exactly() {
+        let total: u64 = (0..3)
+            .map(|i| match split_bound(Bound::Requests(10), 3, i) {
+                Bound::Requests(n) => n,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(total, 10);
+        assert_eq!(split_bound(Bound::Seconds(2.0), 3, 1), Bound::Seconds(2.0));
+    }
+}

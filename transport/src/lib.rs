@@ -1,0 +1,44 @@
+//! taillab-transport: how a request reaches the queue across a socket.
+//!
+//! - [`proto`]: the taillab wire protocol (length-prefixed frames whose
+//!   responses carry the server's queue and service durations);
+//! - [`server`]: `taillab serve`, an app behind TCP with the same request
+//!   queue and workers as the integrated configuration;
+//! - [`client`]: `taillab load`, the open-loop client (same schedule and
+//!   collector as integrated, separate send and receive paths);
+//! - [`wire`]: client-side protocols, the taillab one and the external
+//!   servers' (memcached text, redis RESP, HTTP/1.1);
+//! - [`apps`]: `null` (echo) and the external-server adapter apps;
+//! - [`coord`]: `taillab run --config loopback|networked`, which launches a
+//!   server and C clients, starts them behind a barrier and merges their
+//!   histograms into one ordinary result folder;
+//! - [`cli`]: the `serve` and `load` subcommands' flags and entry points.
+
+pub mod apps;
+pub mod cli;
+pub mod client;
+pub mod coord;
+pub mod proto;
+pub mod server;
+pub mod wire;
+
+pub use apps::apps;
+
+/// Errors of the transport layer; each says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error(transparent)]
+    App(#[from] taillab_core::AppError),
+    #[error(transparent)]
+    Run(#[from] taillab_core::RunError),
+    #[error(transparent)]
+    Result(#[from] taillab_core::summary::ResultError),
+    #[error("{0}")]
+    Launch(String),
+}

@@ -1,0 +1,282 @@
+//! `taillab serve`: an app behind TCP.
+//!
+//! One reader thread per connection decodes frames and stamps `enqueued`
+//! the moment a frame is whole (right after the `read` that completed it),
+//! then pushes it into the one [`RequestQueue`] that all workers share — the
+//! same queue and wait modes as the integrated configuration, so the server
+//! is the M/G/n system the model describes. A worker stamps `started` when
+//! it pops, `finished` when the app returns, and writes the response itself
+//! (no hand-off back to the reader), carrying `queue = started − enqueued`
+//! and `service = finished − started`.
+//!
+//! Why a reader thread per connection rather than one epoll loop: a blocking
+//! `read` wakes exactly the thread that owns the bytes, the readers share
+//! nothing but the queue, and the number of connections in our
+//! configurations is small (clients × connections, tens). An epoll loop
+//! would serialize every connection's decoding behind one thread, which is
+//! the bottleneck TailBench's single `select()` loop had.
+//!
+//! A connection that sends garbage or disconnects is dropped with a log
+//! line; the others keep being served. SIGINT/SIGTERM (or EOF on stdin with
+//! `--exit-on-eof`) stop it cleanly: no new connections, open ones shut
+//! down, workers finish the request in hand and exit.
+
+use crate::proto::{self, Kind};
+use crate::TransportError;
+use parking_lot::Mutex;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use taillab_core::clock::{now_ns, set_timer_slack_1ns, WaitMode};
+use taillab_core::queue::{Discipline, RequestQueue};
+use taillab_core::{AppError, Server};
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServeOpts {
+    pub listen: SocketAddr,
+    pub threads: usize,
+    pub wait: WaitMode,
+    /// Hybrid workers spin this long for work before they block.
+    pub spin_ns: u64,
+    pub discipline: Discipline,
+    pub max_frame: u32,
+    pub seed: u64,
+}
+
+/// What the server did, reported when it stops.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ServeStats {
+    pub connections: u64,
+    pub dropped: u64,
+    pub requests: u64,
+    pub app_errors: u64,
+}
+
+struct Conn {
+    w: Mutex<TcpStream>,
+    peer: SocketAddr,
+    dead: AtomicBool,
+}
+
+struct Job {
+    conn: Arc<Conn>,
+    id: u64,
+    enqueued: u64,
+    payload: Vec<u8>,
+}
+
+struct State {
+    q: RequestQueue<Job>,
+    conns: Mutex<Vec<Arc<Conn>>>,
+    stop: Arc<AtomicBool>,
+    max_frame: u32,
+    connections: AtomicU64,
+    dropped: AtomicU64,
+    requests: AtomicU64,
+    app_errors: AtomicU64,
+}
+
+/// Serves `server` until `stop` is set. `on_listening` gets the bound
+/// address (the port is chosen by the kernel when `listen` has port 0).
+pub fn serve(
+    server: Arc<dyn Server>,
+    opts: &ServeOpts,
+    stop: Arc<AtomicBool>,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<ServeStats, TransportError> {
+    if opts.threads == 0 || opts.threads > 1024 {
+        return Err(TransportError::Invalid(format!("--threads must be in 1..=1024, got {}", opts.threads)));
+    }
+    let st = Arc::new(State {
+        q: RequestQueue::new(opts.discipline, 4096, opts.spin_ns, opts.seed),
+        conns: Mutex::new(Vec::new()),
+        stop: stop.clone(),
+        max_frame: opts.max_frame,
+        connections: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
+        requests: AtomicU64::new(0),
+        app_errors: AtomicU64::new(0),
+    });
+    // Workers load their engines before the port opens, so the first
+    // request never pays an engine's start-up.
+    let (init_tx, init_rx) = std::sync::mpsc::channel::<Result<(), AppError>>();
+    let mut workers = Vec::new();
+    for w in 0..opts.threads {
+        let (st, server, tx, wait) = (st.clone(), server.clone(), init_tx.clone(), opts.wait);
+        workers.push(
+            std::thread::Builder::new()
+                .name(format!("taillab-serve-{w}"))
+                .spawn(move || {
+                    set_timer_slack_1ns();
+                    let mut worker = match server.worker(w) {
+                        Ok(x) => {
+                            let _ = tx.send(Ok(()));
+                            x
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    worker_loop(&st, worker.as_mut(), wait);
+                })
+                .map_err(|e| TransportError::Io { what: "spawning a worker".into(), source: e })?,
+        );
+    }
+    drop(init_tx);
+    for _ in 0..opts.threads {
+        match init_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                st.q.close();
+                return Err(e.into());
+            }
+            Err(_) => {
+                st.q.close();
+                return Err(TransportError::Invalid("a worker thread died while starting".into()));
+            }
+        }
+    }
+    let listener = TcpListener::bind(opts.listen).map_err(|e| TransportError::Io {
+        what: format!("binding {} (is the port free? use port 0 to let the kernel pick)", opts.listen),
+        source: e,
+    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| TransportError::Io { what: "reading the bound address".into(), source: e })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| TransportError::Io { what: "setting the listener non-blocking".into(), source: e })?;
+    on_listening(local);
+
+    let mut readers = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((s, peer)) => {
+                if let Err(e) = s.set_nonblocking(false).and_then(|_| s.set_nodelay(true)) {
+                    eprintln!("taillab serve: dropping {peer}: cannot configure socket: {e}");
+                    continue;
+                }
+                let w = match s.try_clone() {
+                    Ok(w) => w,
+                    Err(e) => {
+                        eprintln!("taillab serve: dropping {peer}: {e}");
+                        continue;
+                    }
+                };
+                let conn = Arc::new(Conn { w: Mutex::new(w), peer, dead: AtomicBool::new(false) });
+                st.conns.lock().push(conn.clone());
+                st.connections.fetch_add(1, Ordering::Relaxed);
+                let st2 = st.clone();
+                readers.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
+                match std::thread::Builder::new()
+                    .name(format!("taillab-read-{peer}"))
+                    .spawn(move || reader(&st2, s, conn))
+                {
+                    Ok(h) => readers.push(h),
+                    Err(e) => eprintln!("taillab serve: dropping {peer}: cannot start a reader thread: {e}"),
+                }
+            }
+            // Polling accept every 10 ms only delays new connections, never requests.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("taillab serve: accept failed: {e}; still serving open connections");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+    // Stop: wake every reader by shutting its socket, then let workers drain.
+    for c in st.conns.lock().iter() {
+        let _ = c.w.lock().shutdown(Shutdown::Both);
+    }
+    for h in readers {
+        let _ = h.join();
+    }
+    st.q.close();
+    for h in workers {
+        let _ = h.join();
+    }
+    Ok(ServeStats {
+        connections: st.connections.load(Ordering::Relaxed),
+        dropped: st.dropped.load(Ordering::Relaxed),
+        requests: st.requests.load(Ordering::Relaxed),
+        app_errors: st.app_errors.load(Ordering::Relaxed),
+    })
+}
+
+fn drop_conn(st: &State, conn: &Conn, why: &str) {
+    if !conn.dead.swap(true, Ordering::AcqRel) {
+        if !st.stop.load(Ordering::Acquire) {
+            eprintln!("taillab serve: dropping {}: {why}", conn.peer);
+        }
+        st.dropped.fetch_add(1, Ordering::Relaxed);
+        let _ = conn.w.lock().shutdown(Shutdown::Both);
+    }
+    st.conns.lock().retain(|c| !std::ptr::eq(&**c, conn));
+}
+
+fn reader(st: &State, mut s: TcpStream, conn: Arc<Conn>) {
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match s.read(&mut chunk) {
+            Ok(0) => {
+                let why =
+                    if buf.is_empty() { "client disconnected" } else { "client disconnected in the middle of a frame" };
+                return drop_conn(st, &conn, why);
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return drop_conn(st, &conn, &format!("read failed: {e}")),
+        };
+        // Every frame this read completed became whole now.
+        let enqueued = now_ns();
+        buf.extend_from_slice(&chunk[..n]);
+        let mut off = 0;
+        loop {
+            match proto::parse(&buf[off..], st.max_frame, Kind::Request) {
+                Ok(Some(h)) => {
+                    let payload = buf[off + h.header_len()..off + h.frame_len()].to_vec();
+                    st.q.push(Job { conn: conn.clone(), id: h.id, enqueued, payload });
+                    off += h.frame_len();
+                }
+                Ok(None) => break,
+                Err(e) => return drop_conn(st, &conn, &e.to_string()),
+            }
+        }
+        buf.drain(..off);
+    }
+}
+
+fn worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode) {
+    let mut resp = Vec::with_capacity(4096);
+    let mut frame = Vec::with_capacity(4096);
+    while let Some(job) = st.q.pop(wait) {
+        let started = now_ns();
+        resp.clear();
+        let r = worker.handle(&job.payload, &mut resp);
+        let finished = now_ns();
+        st.requests.fetch_add(1, Ordering::Relaxed);
+        frame.clear();
+        let (q, svc) = (started.saturating_sub(job.enqueued), finished - started);
+        match r {
+            Ok(()) => proto::encode_response(Kind::Response, job.id, q, svc, &resp, &mut frame),
+            Err(e) => {
+                st.app_errors.fetch_add(1, Ordering::Relaxed);
+                proto::encode_response(Kind::Error, job.id, q, svc, e.to_string().as_bytes(), &mut frame);
+            }
+        }
+        if job.conn.dead.load(Ordering::Acquire) {
+            continue;
+        }
+        let res = job.conn.w.lock().write_all(&frame);
+        if let Err(e) = res {
+            drop_conn(st, &job.conn, &format!("write failed: {e}"));
+        }
+    }
+}
