@@ -376,8 +376,9 @@ pub fn run_once(
     if config != "integrated" {
         // Server and client processes; the same result folder as integrated.
         let net = NET_ARGS.get().cloned().unwrap_or_default();
-        let _ = save_requests; // per-request records stay with the clients
-        return Ok(taillab_transport::coord::run_config(config, &net, spec, app.name(), params, out, !show_progress)?);
+        // Transports keep records (and write requests.csv) only when asked to.
+        let spec = RunSpec { keep_records: save_requests, ..spec.clone() };
+        return Ok(taillab_transport::coord::run_config(config, &net, &spec, app.name(), params, out, !show_progress)?);
     }
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, params)
