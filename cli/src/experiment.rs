@@ -111,6 +111,7 @@ pub fn run_repeated(
         points: vec![point.clone()],
         ci: ci.clone(),
         host: Host::collect(),
+        system: system_report(),
         taillab: env!("CARGO_PKG_VERSION").into(),
         started_at: rfc3339(std::time::SystemTime::now()),
     };
@@ -145,6 +146,14 @@ pub fn run_repeated(
     print!("{}", table(&[agg]));
     println!("results: {}", out.display());
     Ok(0)
+}
+
+/// The full host inspection of `taillab system show` (no measuring window:
+/// each run's own environment check measures steal and foreign CPU).
+fn system_report() -> Option<serde_json::Value> {
+    taillab_monitor::SystemReport::collect_with(Path::new("/"), std::time::Duration::ZERO)
+        .ok()
+        .and_then(|r| serde_json::to_value(r).ok())
 }
 
 /// Runs `once` into `run_dir`; while its environment check fails and the
@@ -196,10 +205,18 @@ pub fn table(aggs: &[Aggregate]) -> String {
         "point", "runs", "target", "mean", "p95", "p99", "checks failed (runs)"
     );
     for a in aggs {
+        // One run and no target asked (a plain sweep): no interval to show.
+        let no_ci = a.runs < 2 && a.target >= 1.0;
         let cell = |m: &str| {
             a.metrics
                 .get(m)
-                .map(|c| format!("{} ±{:.1}%", fmt_ns(c.estimate), c.rel_half_width * 100.0))
+                .map(|c| {
+                    if no_ci || !c.rel_half_width.is_finite() {
+                        fmt_ns(c.estimate)
+                    } else {
+                        format!("{} ±{:.1}%", fmt_ns(c.estimate), c.rel_half_width * 100.0)
+                    }
+                })
                 .unwrap_or_else(|| "-".into())
         };
         let failed: Vec<String> = a
@@ -212,7 +229,13 @@ pub fn table(aggs: &[Aggregate]) -> String {
             "{:<34}{:>5} {:<6}{:>18}{:>18}{:>18}  {}\n",
             a.point["id"].as_str().unwrap_or("?"),
             a.runs,
-            if a.target_met { "met" } else { "NOT" },
+            if no_ci {
+                "-"
+            } else if a.target_met {
+                "met"
+            } else {
+                "NOT"
+            },
             cell("sojourn.mean"),
             cell("sojourn.p95"),
             cell("sojourn.p99"),
@@ -253,6 +276,7 @@ pub struct ExperimentFile {
     pub ci_metrics: Option<Vec<String>>,
     pub slo: Option<String>,
     pub probe_seconds: Option<f64>,
+    pub redo_disturbed: Option<usize>,
     pub set: Option<BTreeMap<String, String>>,
     pub grid: Option<BTreeMap<String, Vec<String>>>,
 }
@@ -325,6 +349,11 @@ pub struct SweepArgs {
     /// Length of each saturation/SLO probe run, seconds.
     #[arg(long)]
     pub probe_seconds: Option<f64>,
+    /// Discard a run whose environment check failed (steal, foreign CPU)
+    /// and redo it with the same seed, at most N times per run; every
+    /// discarded attempt is kept aside and named in the run's summary.
+    #[arg(long)]
+    pub redo_disturbed: Option<usize>,
     /// Fixed app setting KEY=VALUE (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -389,6 +418,7 @@ pub struct SweepPlan {
     pub ci: Option<CiTarget>,
     pub slo: Option<(String, String, f64)>,
     pub probe_seconds: f64,
+    pub redo_disturbed: usize,
 }
 
 /// RunSpec minus what a sweep varies.
@@ -565,6 +595,10 @@ impl SweepArgs {
         if !(probe_seconds > 0.0 && probe_seconds <= 600.0) {
             bail!("probe_seconds must be in (0, 600], got {probe_seconds}");
         }
+        let redo_disturbed = self.redo_disturbed.or(f.redo_disturbed).unwrap_or(0);
+        if redo_disturbed > 20 {
+            bail!("redo_disturbed must be in 0..=20 (redos per run), got {redo_disturbed}");
+        }
         let template = RunSpecTemplate {
             arrival: self
                 .arrival
@@ -611,6 +645,7 @@ impl SweepArgs {
             ci,
             slo,
             probe_seconds,
+            redo_disturbed,
         })
     }
 }
@@ -664,6 +699,7 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         points: vec![],
         ci: ci.clone(),
         host: Host::collect(),
+        system: system_report(),
         taillab: env!("CARGO_PKG_VERSION").into(),
         started_at: rfc3339(std::time::SystemTime::now()),
     };
@@ -727,7 +763,9 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
                     seed,
                     ..spec.clone()
                 };
-                run_once(&app, params, &s, config, run_dir, false, false)
+                run_redoing_disturbed(plan.redo_disturbed, run_dir, |dir| {
+                    run_once(&app, params, &s, config, dir, false, false)
+                })
             },
             &mut |k, agg| {
                 if let Some(b) = &bar {

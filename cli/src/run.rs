@@ -377,8 +377,19 @@ pub fn run_once(
         // Server and client processes; the same result folder as integrated.
         let net = NET_ARGS.get().cloned().unwrap_or_default();
         // Transports keep records (and write requests.csv) only when asked to.
-        let spec = RunSpec { keep_records: save_requests, ..spec.clone() };
-        return Ok(taillab_transport::coord::run_config(config, &net, &spec, app.name(), params, out, !show_progress)?);
+        let spec = RunSpec {
+            keep_records: save_requests,
+            ..spec.clone()
+        };
+        return Ok(taillab_transport::coord::run_config(
+            config,
+            &net,
+            &spec,
+            app.name(),
+            params,
+            out,
+            !show_progress,
+        )?);
     }
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, params)

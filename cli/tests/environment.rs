@@ -201,6 +201,51 @@ fn repeated_runs_redo_disturbed_runs_and_say_so() {
 }
 
 #[test]
+fn sweeps_redo_disturbed_runs_and_record_the_host() {
+    let _s = serial();
+    let out = tmp("sweep-redo");
+    let hog = Hog::pinned(0);
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args([
+            "sweep", "--app", "synth", "--qps", "1000", "--warmup-requests", "200",
+            "--requests", "2000", "--set", "service=fixed:50us", "--redo-disturbed", "1", "-q",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    drop(hog);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The hog used a whole CPU: the run was redone once, the first attempt kept.
+    let point = std::fs::read_dir(out.join("points"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert!(point
+        .join("run-0.disturbed-1")
+        .join("summary.json")
+        .exists());
+    let s = read_json(&point.join("run-0").join("summary.json"));
+    assert_eq!(
+        s["environment_redo"]["redone"], 1,
+        "{}",
+        s["environment_redo"]
+    );
+    // experiment.json carries the whole `taillab system show` report.
+    let e = read_json(&out.join("experiment.json"));
+    assert_eq!(
+        e["system"]["cores_online"].as_u64().unwrap() as usize,
+        std::thread::available_parallelism().unwrap().get()
+    );
+    assert!(e["system"]["kernel"].is_string(), "{}", e["system"]);
+    assert!(e["system"]["timer_slack_ns"].is_number());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
 fn redo_disturbed_needs_ci() {
     let o = Command::new(bin())
         .arg("run")

@@ -53,13 +53,25 @@ fn serve(args: &[&str]) -> (Kid, String) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(c.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("serve printed {line:?}")).to_string();
+    BufReader::new(c.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("serve printed {line:?}"))
+        .to_string();
     (Kid(c), addr)
 }
 
 fn load(addr: &str, args: &[&str], out: &Path) -> std::process::Output {
-    Command::new(bin()).arg("load").args(["--target", addr, "-q", "--out"]).arg(out).args(args).output().unwrap()
+    Command::new(bin())
+        .arg("load")
+        .args(["--target", addr, "-q", "--out"])
+        .arg(out)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn p(s: &Value, metric: &str, k: &str) -> u64 {
@@ -75,8 +87,27 @@ fn loopback_two_clients_merge_into_one_result() {
     let _s = serial();
     let out = tmp("loopback");
     let o = Command::new(bin())
-        .args(["run", "--app", "null", "--config", "loopback", "--clients", "2", "--connections", "2"])
-        .args(["--qps", "2000", "--warmup-requests", "200", "--requests", "3001", "-q", "--out"])
+        .args([
+            "run",
+            "--app",
+            "null",
+            "--config",
+            "loopback",
+            "--clients",
+            "2",
+            "--connections",
+            "2",
+        ])
+        .args([
+            "--qps",
+            "2000",
+            "--warmup-requests",
+            "200",
+            "--requests",
+            "3001",
+            "-q",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -90,12 +121,19 @@ fn loopback_two_clients_merge_into_one_result() {
     let t = &s["transport"];
     assert_eq!(t["clients"], 2);
     let per: Vec<&Value> = t["per_client"].as_array().unwrap().iter().collect();
-    let counts: Vec<u64> = per.iter().map(|c| c["measured"].as_u64().unwrap()).collect();
+    let counts: Vec<u64> = per
+        .iter()
+        .map(|c| c["measured"].as_u64().unwrap())
+        .collect();
     assert_eq!(counts.iter().sum::<u64>(), 3001, "{counts:?}");
-    assert_ne!(per[0]["seed"], per[1]["seed"], "clients must draw independent Poisson streams");
+    assert_ne!(
+        per[0]["seed"], per[1]["seed"],
+        "clients must draw independent Poisson streams"
+    );
     // The merged percentiles are those of the added histograms, not averages.
     let mut h = decode(per[0]["sojourn_hist"].as_str().unwrap());
-    h.add(decode(per[1]["sojourn_hist"].as_str().unwrap())).unwrap();
+    h.add(decode(per[1]["sojourn_hist"].as_str().unwrap()))
+        .unwrap();
     assert_eq!(h.len(), 3001);
     for (k, q) in [("p50", 0.5), ("p99", 0.99), ("max", 1.0)] {
         assert_eq!(p(&s, "sojourn", k), h.value_at_quantile(q), "{k}");
@@ -105,10 +143,16 @@ fn loopback_two_clients_merge_into_one_result() {
     let tr = t["transport_ns"]["mean"].as_f64().unwrap();
     let m = |k: &str| s["latency_ns"][k]["mean"].as_f64().unwrap();
     let want = m("sojourn") - m("send_lag") - m("queue") - m("service");
-    assert!((tr - want).abs() <= 1.0 + want.abs() * 1e-6, "transport mean {tr} vs {want}");
+    assert!(
+        (tr - want).abs() <= 1.0 + want.abs() * 1e-6,
+        "transport mean {tr} vs {want}"
+    );
     for f in ["sojourn", "service", "queue", "send_lag"] {
         let log = std::fs::read_to_string(out.join("hist").join(format!("{f}.hlog"))).unwrap();
-        assert!(log.lines().any(|l| l.starts_with("Tag=")), "{f}.hlog has no intervals");
+        assert!(
+            log.lines().any(|l| l.starts_with("Tag=")),
+            "{f}.hlog has no intervals"
+        );
     }
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -118,19 +162,42 @@ fn same_seed_same_schedule_as_integrated() {
     let _s = serial();
     let (_srv, addr) = serve(&["--app", "null"]);
     let (a, b) = (tmp("seed-load"), tmp("seed-int"));
-    let args = ["--app", "null", "--qps", "3000", "--requests", "300", "--seed", "42", "--save-requests"];
+    let args = [
+        "--app",
+        "null",
+        "--qps",
+        "3000",
+        "--requests",
+        "300",
+        "--seed",
+        "42",
+        "--save-requests",
+    ];
     let o = load(&addr, &args, &a);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new(bin()).arg("run").args(args).args(["-q", "--out"]).arg(&b).output().unwrap();
+    let o = Command::new(bin())
+        .arg("run")
+        .args(args)
+        .args(["-q", "--out"])
+        .arg(&b)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let offsets = |d: &Path| -> Vec<u64> {
         let txt = std::fs::read_to_string(d.join("requests.csv")).unwrap();
-        let v: Vec<u64> = txt.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
+        let v: Vec<u64> = txt
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
+            .collect();
         v.iter().map(|x| x - v[0]).collect()
     };
     let (x, y) = (offsets(&a), offsets(&b));
     assert_eq!(x.len(), 300);
-    assert_eq!(x, y, "the same seed must give the same arrival schedule in every configuration");
+    assert_eq!(
+        x, y,
+        "the same seed must give the same arrival schedule in every configuration"
+    );
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }
@@ -144,14 +211,22 @@ fn server_drops_garbage_and_keeps_serving() {
     g.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     g.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = [0u8; 16];
-    assert_eq!(g.read(&mut buf).unwrap_or(0), 0, "garbage must close the connection");
+    assert_eq!(
+        g.read(&mut buf).unwrap_or(0),
+        0,
+        "garbage must close the connection"
+    );
     // A frame over the cap: refused the same way, before its payload arrives.
     let mut big = TcpStream::connect(&addr).unwrap();
     let mut f = Vec::new();
     taillab_transport::proto::encode_request(1, &[0u8; 2048], &mut f);
     big.write_all(&f[..16]).unwrap();
     big.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    assert_eq!(big.read(&mut buf).unwrap_or(0), 0, "an oversized frame must close the connection");
+    assert_eq!(
+        big.read(&mut buf).unwrap_or(0),
+        0,
+        "an oversized frame must close the connection"
+    );
     // A well-formed request on a fresh connection still gets its echo.
     let mut ok = TcpStream::connect(&addr).unwrap();
     let mut f = Vec::new();
@@ -160,7 +235,9 @@ fn server_drops_garbage_and_keeps_serving() {
     let mut resp = [0u8; 36];
     ok.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     ok.read_exact(&mut resp).unwrap();
-    let h = taillab_transport::proto::parse(&resp, 1024, taillab_transport::proto::Kind::Response).unwrap().unwrap();
+    let h = taillab_transport::proto::parse(&resp, 1024, taillab_transport::proto::Kind::Response)
+        .unwrap()
+        .unwrap();
     assert_eq!((h.id, &resp[32..]), (7, &b"ping"[..]));
     drop(ok);
     // SIGTERM: clean exit with status 0, and the drops were logged.
@@ -168,7 +245,12 @@ fn server_drops_garbage_and_keeps_serving() {
     let st = srv.0.wait().unwrap();
     assert!(st.success(), "serve exited with {st}");
     let mut err = String::new();
-    srv.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    srv.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(err.contains("bad magic"), "{err}");
     assert!(err.contains("exceeds the 1024-byte cap"), "{err}");
 }
@@ -179,7 +261,19 @@ fn dead_server_is_detected_and_the_measured_part_kept() {
     let (mut srv, addr) = serve(&["--app", "null"]);
     let out = tmp("dead");
     let mut c = Kid(Command::new(bin())
-        .args(["load", "--app", "null", "--target", &addr, "--qps", "1000", "--duration", "20s", "-q", "--out"])
+        .args([
+            "load",
+            "--app",
+            "null",
+            "--target",
+            &addr,
+            "--qps",
+            "1000",
+            "--duration",
+            "20s",
+            "-q",
+            "--out",
+        ])
         .arg(&out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -192,7 +286,10 @@ fn dead_server_is_detected_and_the_measured_part_kept() {
         if let Some(s) = c.0.try_wait().unwrap() {
             break s;
         }
-        assert!(killed.elapsed() < Duration::from_secs(5), "load still running 5 s after the server died");
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "load still running 5 s after the server died"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(!status.success());
@@ -200,33 +297,71 @@ fn dead_server_is_detected_and_the_measured_part_kept() {
     c.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(err.contains("closed") || err.contains("failed"), "{err}");
     let s = read_summary(&out);
-    assert!(s["requests"]["measured"].as_u64().unwrap() > 200, "kept what it measured");
-    assert_eq!(s["checks"]["saturation"]["ok"], false, "a lost server must fail a check");
+    assert!(
+        s["requests"]["measured"].as_u64().unwrap() > 200,
+        "kept what it measured"
+    );
+    assert_eq!(
+        s["checks"]["saturation"]["ok"], false,
+        "a lost server must fail a check"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
 fn bad_flags_give_one_clear_error() {
     let o = Command::new(bin())
-        .args(["load", "--app", "null", "--target", "127.0.0.1:1", "--qps", "10", "--requests", "5"])
+        .args([
+            "load",
+            "--app",
+            "null",
+            "--target",
+            "127.0.0.1:1",
+            "--qps",
+            "10",
+            "--requests",
+            "5",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("is the server running"), "{e}");
     let o = Command::new(bin())
-        .args(["run", "--app", "memcached", "--config", "loopback", "--qps", "10", "--requests", "5", "-q"])
+        .args([
+            "run",
+            "--app",
+            "memcached",
+            "--config",
+            "loopback",
+            "--qps",
+            "10",
+            "--requests",
+            "5",
+            "-q",
+        ])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--target"), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new(bin()).args(["serve", "--app", "null", "--max-frame", "2GiB"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--target"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = Command::new(bin())
+        .args(["serve", "--app", "null", "--max-frame", "2GiB"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
 
 // ---- real external servers -------------------------------------------------
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn need(prog: &str) -> PathBuf {
@@ -242,7 +377,10 @@ fn need(prog: &str) -> PathBuf {
 fn wait_port(port: u16) {
     let t = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10), "server on port {port} did not come up");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "server on port {port} did not come up"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -250,20 +388,37 @@ fn wait_port(port: u16) {
 fn external_load(app: &str, port: u16, sets: &[&str]) -> Value {
     let out = tmp(&format!("ext-{app}"));
     let addr = format!("127.0.0.1:{port}");
-    let mut args =
-        vec!["--app", app, "--qps", "2000", "--warmup-requests", "200", "--requests", "2000", "--connections", "2"];
+    let mut args = vec![
+        "--app",
+        app,
+        "--qps",
+        "2000",
+        "--warmup-requests",
+        "200",
+        "--requests",
+        "2000",
+        "--connections",
+        "2",
+    ];
     for s in sets {
         args.extend(["--set", s]);
     }
     let o = load(&addr, &args, &out);
-    assert!(o.status.success(), "{app}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{app}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let s = read_summary(&out);
     let _ = std::fs::remove_dir_all(&out);
     assert_eq!(s["requests"]["measured"], 2000, "{app}");
     assert_eq!(s["requests"]["errors"], 0, "{app}: {}", s["first_error"]);
     assert_eq!(s["transport"]["server_timed"], false);
     // Sojourn is all an external server lets us see; it must be real time.
-    assert!(p(&s, "sojourn", "p50") > 1000, "{app}: p50 below 1 µs is not a TCP round trip");
+    assert!(
+        p(&s, "sojourn", "p50") > 1000,
+        "{app}: p50 below 1 µs is not a TCP round trip"
+    );
     assert_eq!(p(&s, "service", "max"), 0);
     s
 }
@@ -273,13 +428,30 @@ fn memcached_real_server() {
     let _s = serial();
     let port = free_port();
     let _m = Kid(Command::new(need("memcached"))
-        .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0", "-t", "1", "-m", "64", "-u", "root"])
+        .args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-t",
+            "1",
+            "-m",
+            "64",
+            "-u",
+            "root",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap());
     wait_port(port);
-    external_load("memcached", port, &["keys=1000", "value_size=100", "get_ratio=0.9"]);
+    external_load(
+        "memcached",
+        port,
+        &["keys=1000", "value_size=100", "get_ratio=0.9"],
+    );
 }
 
 #[test]
@@ -289,7 +461,17 @@ fn redis_real_server() {
     let dir = tmp("redis");
     std::fs::create_dir_all(&dir).unwrap();
     let _r = Kid(Command::new(need("redis-server"))
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+        ])
         .arg(&dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -348,7 +530,12 @@ impl Drop for Netns {
 
 fn ip(args: &[&str]) {
     let o = Command::new("ip").args(args).output().unwrap();
-    assert!(o.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -359,7 +546,11 @@ fn networked_over_netns_veth() {
         eprintln!("SKIPPED networked_over_netns_veth: needs root (ip netns add)");
         return;
     }
-    let tag = format!("{}{}", std::process::id() % 100_000, Instant::now().elapsed().subsec_nanos() % 1000);
+    let tag = format!(
+        "{}{}",
+        std::process::id() % 100_000,
+        Instant::now().elapsed().subsec_nanos() % 1000
+    );
     let (ns_s, ns_c) = (format!("tlsrv{tag}"), format!("tlcli{tag}"));
     let _guard = Netns(vec![ns_s.clone(), ns_c.clone()]);
     let (va, vb) = (format!("tva{tag}"), format!("tvb{tag}"));
@@ -376,11 +567,35 @@ fn networked_over_netns_veth() {
     }
     let out = tmp("netns");
     let o = Command::new(bin())
-        .args(["run", "--app", "null", "--config", "networked", "--clients", "2", "--connections", "2"])
-        .args(["--qps", "1500", "--warmup-requests", "100", "--requests", "2001", "-q"])
+        .args([
+            "run",
+            "--app",
+            "null",
+            "--config",
+            "networked",
+            "--clients",
+            "2",
+            "--connections",
+            "2",
+        ])
+        .args([
+            "--qps",
+            "1500",
+            "--warmup-requests",
+            "100",
+            "--requests",
+            "2001",
+            "-q",
+        ])
         .args(["--listen", "10.231.0.1:0"])
-        .args(["--server-launcher", &format!("ip netns exec {ns_s} {{cmd}}")])
-        .args(["--client-launcher", &format!("ip netns exec {ns_c} {{cmd}}")])
+        .args([
+            "--server-launcher",
+            &format!("ip netns exec {ns_s} {{cmd}}"),
+        ])
+        .args([
+            "--client-launcher",
+            &format!("ip netns exec {ns_c} {{cmd}}"),
+        ])
         .arg("--out")
         .arg(&out)
         .output()
@@ -388,13 +603,17 @@ fn networked_over_netns_veth() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = read_summary(&out);
     assert_eq!(s["config"], "networked");
-    assert!(s["transport"]["target"].as_str().unwrap().starts_with("10.231.0.1:"));
+    assert!(s["transport"]["target"]
+        .as_str()
+        .unwrap()
+        .starts_with("10.231.0.1:"));
     let per = s["transport"]["per_client"].as_array().unwrap();
     let sum: u64 = per.iter().map(|c| c["measured"].as_u64().unwrap()).sum();
     assert_eq!(sum, s["requests"]["measured"].as_u64().unwrap());
     assert_eq!(sum, 2001);
     let mut h = decode(per[0]["sojourn_hist"].as_str().unwrap());
-    h.add(decode(per[1]["sojourn_hist"].as_str().unwrap())).unwrap();
+    h.add(decode(per[1]["sojourn_hist"].as_str().unwrap()))
+        .unwrap();
     assert_eq!(p(&s, "sojourn", "p99"), h.value_at_quantile(0.99));
     assert_eq!(p(&s, "sojourn", "p50"), h.value_at_quantile(0.5));
     let _ = std::fs::remove_dir_all(&out);

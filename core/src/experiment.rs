@@ -326,6 +326,10 @@ pub struct ExperimentMeta {
     pub points: Vec<Value>,
     pub ci: CiTarget,
     pub host: Host,
+    /// Everything `taillab system show` reports about the host (governor,
+    /// SMT, RT throttling, THP, isolation, load, ...), when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<Value>,
     pub taillab: String,
     pub started_at: String,
 }
@@ -369,6 +373,30 @@ pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Resul
                 "cannot resume {}: it was measured on another host ({} × {}, kernel {}) than this one ({} × {}, kernel {}); results would be mixed",
                 out.display(), a.cores, a.cpu, a.kernel, b.cores, b.cpu, b.kernel
             ));
+        }
+        // Tuning that moves tails but not the host's identity: resuming is
+        // allowed, never silently.
+        if let (Some(x), Some(y)) = (&old.system, &meta.system) {
+            let changed: Vec<&str> = [
+                "smt_active",
+                "governors",
+                "turbo",
+                "sched_rt_runtime_us",
+                "transparent_hugepage",
+                "isolated_cpus",
+                "nohz_full",
+                "clocksource",
+            ]
+            .into_iter()
+            .filter(|k| x.get(*k) != y.get(*k))
+            .collect();
+            if !changed.is_empty() {
+                eprintln!(
+                    "warning: resuming {} on a host whose settings changed since it started ({}); the new runs are merged with the old ones",
+                    out.display(),
+                    changed.join(", ")
+                );
+            }
         }
         return Ok(());
     }
