@@ -105,6 +105,7 @@ fn loopback_two_clients_merge_into_one_result() {
             "200",
             "--requests",
             "3001",
+            "--save-requests",
             "-q",
             "--out",
         ])
@@ -115,6 +116,28 @@ fn loopback_two_clients_merge_into_one_result() {
     let s = read_summary(&out);
     assert_eq!(s["schema"], "taillab.run/1");
     assert_eq!(s["config"], "loopback");
+    // The server reported what it served (warmup included) when it stopped.
+    assert_eq!(s["server"]["requests"], 3201, "{}", s["server"]);
+    assert_eq!(s["server"]["connections"], 4, "{}", s["server"]);
+    assert_eq!(s["server"]["dropped"], 0, "clean disconnects are not drops");
+    // Every client's stamps, with the client named.
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "id,worker,intended,sent,enqueued,started,finished,completed,measured,client"
+    );
+    let rows: Vec<Vec<u64>> = lines
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 3201);
+    assert_eq!(rows.iter().filter(|r| r[8] == 1).count(), 3001);
+    for c in 0..2 {
+        assert!(rows.iter().any(|r| r[9] == c), "no rows of client {c}");
+    }
+    assert!(rows
+        .iter()
+        .all(|r| r[2] <= r[3] && r[5] <= r[6] && r[6] <= r[7]));
     assert_eq!(s["requests"]["measured"], 3001);
     assert_eq!(s["requests"]["warmup"], 200);
     assert_eq!(s["requests"]["unfinished"], 0);

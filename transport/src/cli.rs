@@ -122,7 +122,7 @@ pub fn serve_main(app: Arc<dyn App>, a: &ServeArgs) -> Result<i32, TransportErro
         max_frame: a.max_frame,
         seed: a.seed,
     };
-    let stats = serve(server, &opts, stop, |addr| {
+    let stats = serve(server.clone(), &opts, stop, |addr| {
         // The one line on stdout: the coordinator (and scripts) read the port here.
         println!("listening {addr}");
         let _ = std::io::stdout().flush();
@@ -132,6 +132,11 @@ pub fn serve_main(app: Arc<dyn App>, a: &ServeArgs) -> Result<i32, TransportErro
         "taillab serve: stopped after {} requests on {} connections ({} dropped, {} app errors)",
         stats.requests, stats.connections, stats.dropped, stats.app_errors
     );
+    // For the coordinator: what the server and the app saw (whole lifetime).
+    // Nobody may be reading any more (a script took the port and left): ignore EPIPE.
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "stats {}", serde_json::json!({"serve": stats, "app": server.report()}));
+    let _ = o.flush();
     Ok(0)
 }
 
@@ -327,6 +332,19 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
     if a.emit_shard {
         let d = ShardDump::from_load(&r, spec.qps, spec.seed);
         println!("shard {}", serde_json::to_string(&d).expect("shards serialize"));
+        // Per-request stamps follow, one `req` line each (this client's clock and ids).
+        if a.save_requests {
+            if let Some(rec) = &r.result.records {
+                let mut o = std::io::BufWriter::new(std::io::stdout().lock());
+                for (i, wk, measured, st) in rec.iter() {
+                    let _ = writeln!(
+                        o,
+                        "req {i},{wk},{},{},{},{},{},{},{}",
+                        st.intended, st.sent, st.enqueued, st.started, st.finished, st.completed, measured as u8
+                    );
+                }
+            }
+        }
         let _ = std::io::stdout().flush();
         return Ok(if r.lost.is_some() { 2 } else { 0 });
     }

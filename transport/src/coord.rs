@@ -375,11 +375,6 @@ pub fn run_config(
             "--net-delay simulates a network in --config integrated; loopback/networked have a real one".into(),
         ));
     }
-    if spec.keep_records && c > 1 {
-        return Err(TransportError::Invalid(
-            "--save-requests with several --clients is not supported: use --clients 1".into(),
-        ));
-    }
     let exe = match &net.remote_taillab {
         Some(p) => p.clone(),
         None => std::env::current_exe()
@@ -480,6 +475,9 @@ pub fn run_config(
             "--barrier".into(),
             "--emit-shard".into(),
         ]);
+        if spec.keep_records {
+            argv.push("--save-requests".into());
+        }
         argv.extend(sets.iter().cloned());
         let tpl = match net.client_launcher.len() {
             0 => "{cmd}",
@@ -525,6 +523,7 @@ pub fn run_config(
 
     // 4. Collect one shard per client.
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
+    let mut reqs: Vec<Vec<String>> = vec![Vec::new(); c];
     let mut open = c;
     let limit = Duration::from_nanos(spec.expected_total_ns() + spec.drain_timeout_ns) + Duration::from_secs(30);
     let deadline = std::time::Instant::now() + limit;
@@ -532,7 +531,9 @@ pub fn run_config(
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
             Ok((i, Some(l))) => {
-                if let Some(j) = l.strip_prefix("shard ") {
+                if let Some(r) = l.strip_prefix("req ") {
+                    reqs[i].push(r.to_string());
+                } else if let Some(j) = l.strip_prefix("shard ") {
                     dumps[i] = Some(serde_json::from_str(j).map_err(|e| bad_shard(&e.to_string()))?);
                 }
             }
@@ -556,21 +557,31 @@ pub fn run_config(
             _ => {}
         }
     }
-    // 5. Stop the server: EOF on its stdin, then wait (killed by Drop if stuck).
+    // 5. Stop the server: EOF on its stdin, then wait (killed by Drop if
+    // stuck) for its last line: what it and the app saw.
+    let mut server_stats = Value::Null;
     for (name, k) in &mut kids.0 {
         if name == "server" {
             drop(k.stdin.take());
             let until = std::time::Instant::now() + Duration::from_secs(5);
-            while std::time::Instant::now() < until {
-                if let Ok(Some(_)) = k.try_wait() {
-                    break;
+            while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+                match srx.recv_timeout(left) {
+                    Ok((_, Some(l))) => {
+                        if let Some(j) = l.strip_prefix("stats ") {
+                            server_stats = serde_json::from_str(j).unwrap_or(Value::Null);
+                        }
+                    }
+                    _ => break,
                 }
-                std::thread::sleep(Duration::from_millis(20));
             }
+            let _ = k.try_wait();
         }
     }
     let dumps: Vec<ShardDump> = dumps.into_iter().flatten().collect();
-    let (result, th, tsum) = merge(spec, &dumps, wall_start)?;
+    let (mut result, th, tsum) = merge(spec, &dumps, wall_start)?;
+    // The server's app statistics cover its whole life (warmup included):
+    // it does not know where the clients' measured phase starts.
+    result.app_stats = server_stats.get("app").cloned().unwrap_or(Value::Null);
     let mut summary = taillab_core::summarize(&result, app, params, config);
     let per_client: Vec<Value> = dumps
         .iter()
@@ -584,12 +595,40 @@ pub fn run_config(
         "transport".into(),
         transport_section(&th, tsum, server_timed, c, net.connections, &target, lost.clone(), Some(per_client)),
     );
+    if let Some(serve) = server_stats.get("serve") {
+        summary.extra.insert("server".into(), serve.clone());
+    }
+    if spec.keep_records {
+        write_requests(out, &reqs)?;
+    }
     taillab_core::write_run(out, &summary, &result, false)?;
     drop(kids);
     if let Some(l) = lost {
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
     }
     Ok(summary)
+}
+
+/// `requests.csv` of a transport run: the integrated columns for one
+/// client; with several, a `client` column is added (ids and clocks are
+/// each client's own).
+fn write_requests(out: &Path, reqs: &[Vec<String>]) -> Result<(), TransportError> {
+    let io = |e| TransportError::Io { what: format!("writing {}/requests.csv", out.display()), source: e };
+    std::fs::create_dir_all(out).map_err(io)?;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("requests.csv")).map_err(io)?);
+    let many = reqs.len() > 1;
+    let head = "id,worker,intended,sent,enqueued,started,finished,completed,measured";
+    writeln!(w, "{head}{}", if many { ",client" } else { "" }).map_err(io)?;
+    for (i, rows) in reqs.iter().enumerate() {
+        for r in rows {
+            if many {
+                writeln!(w, "{r},{i}").map_err(io)?;
+            } else {
+                writeln!(w, "{r}").map_err(io)?;
+            }
+        }
+    }
+    w.flush().map_err(io)
 }
 
 #[cfg(test)]

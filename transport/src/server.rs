@@ -16,7 +16,7 @@
 //! would serialize every connection's decoding behind one thread, which is
 //! the bottleneck TailBench's single `select()` loop had.
 //!
-//! A connection that sends garbage or disconnects is dropped with a log
+//! A connection that sends garbage or disconnects mid-frame is dropped with a log
 //! line; the others keep being served. SIGINT/SIGTERM (or EOF on stdin with
 //! `--exit-on-eof`) stop it cleanly: no new connections, open ones shut
 //! down, workers finish the request in hand and exit.
@@ -209,12 +209,16 @@ pub fn serve(
     })
 }
 
-fn drop_conn(st: &State, conn: &Conn, why: &str) {
+/// Closes a connection. `why` is `None` for a clean disconnect (the client
+/// closed between frames), which is neither logged nor counted as dropped.
+fn close_conn(st: &State, conn: &Conn, why: Option<&str>) {
     if !conn.dead.swap(true, Ordering::AcqRel) {
-        if !st.stop.load(Ordering::Acquire) {
-            eprintln!("taillab serve: dropping {}: {why}", conn.peer);
+        if let Some(why) = why {
+            if !st.stop.load(Ordering::Acquire) {
+                eprintln!("taillab serve: dropping {}: {why}", conn.peer);
+            }
+            st.dropped.fetch_add(1, Ordering::Relaxed);
         }
-        st.dropped.fetch_add(1, Ordering::Relaxed);
         let _ = conn.w.lock().shutdown(Shutdown::Both);
     }
     st.conns.lock().retain(|c| !std::ptr::eq(&**c, conn));
@@ -226,13 +230,12 @@ fn reader(st: &State, mut s: TcpStream, conn: Arc<Conn>) {
     loop {
         let n = match s.read(&mut chunk) {
             Ok(0) => {
-                let why =
-                    if buf.is_empty() { "client disconnected" } else { "client disconnected in the middle of a frame" };
-                return drop_conn(st, &conn, why);
+                let why = (!buf.is_empty()).then_some("client disconnected in the middle of a frame");
+                return close_conn(st, &conn, why);
             }
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return drop_conn(st, &conn, &format!("read failed: {e}")),
+            Err(e) => return close_conn(st, &conn, Some(&format!("read failed: {e}"))),
         };
         // Every frame this read completed became whole now.
         let enqueued = now_ns();
@@ -246,7 +249,7 @@ fn reader(st: &State, mut s: TcpStream, conn: Arc<Conn>) {
                     off += h.frame_len();
                 }
                 Ok(None) => break,
-                Err(e) => return drop_conn(st, &conn, &e.to_string()),
+                Err(e) => return close_conn(st, &conn, Some(&e.to_string())),
             }
         }
         buf.drain(..off);
@@ -276,7 +279,7 @@ fn worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode
         }
         let res = job.conn.w.lock().write_all(&frame);
         if let Err(e) = res {
-            drop_conn(st, &job.conn, &format!("write failed: {e}"));
+            close_conn(st, &job.conn, Some(&format!("write failed: {e}")));
         }
     }
 }
