@@ -226,6 +226,44 @@ fn same_seed_same_schedule_as_integrated() {
 }
 
 #[test]
+fn serve_places_its_workers() {
+    let _s = serial();
+    let (srv, _addr) = serve(&[
+        "--app",
+        "null",
+        "--threads",
+        "2",
+        "--cpus",
+        "1",
+        "--rt-priority",
+        "5",
+    ]);
+    // Each worker thread is pinned to CPU 1 and runs SCHED_FIFO 5 (field 41 of stat: policy 1).
+    let mut seen = 0;
+    for t in std::fs::read_dir(format!("/proc/{}/task", srv.0.id()))
+        .unwrap()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("taillab-serve-") {
+            continue;
+        }
+        seen += 1;
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+        assert!(
+            status.contains("Cpus_allowed_list:\t1\n"),
+            "{comm}: {status}"
+        );
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split(' ').collect();
+        // Fields after comm start at field 3: rt_priority is field 40, policy 41.
+        assert_eq!((f[40 - 3], f[41 - 3]), ("5", "1"), "{comm}: {stat}");
+    }
+    assert_eq!(seen, 2, "two worker threads");
+}
+
+#[test]
 fn server_drops_garbage_and_keeps_serving() {
     let _s = serial();
     let (mut srv, addr) = serve(&["--app", "null", "--threads", "2", "--max-frame", "1KiB"]);

@@ -742,11 +742,18 @@ pub fn run_integrated(
 /// Applies `--rt-priority` and `--cpus` to the calling thread (`w` is the
 /// worker index, `usize::MAX` for the shaper).
 fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
-    if !spec.cpus.is_empty() {
+    place_thread_on(&spec.cpus, spec.rt_priority, w)
+}
+
+/// Pins the calling thread to `cpus[w % len]` (the last CPU for
+/// `w == usize::MAX`) and puts it under SCHED_FIFO at `rt_priority`; either
+/// may be absent. Used by integrated workers and by `taillab serve`'s.
+pub fn place_thread_on(cpus: &[usize], rt_priority: Option<i32>, w: usize) -> Result<(), RunError> {
+    if !cpus.is_empty() {
         let cpu = if w == usize::MAX {
-            *spec.cpus.last().expect("non-empty")
+            *cpus.last().expect("non-empty")
         } else {
-            spec.cpus[w % spec.cpus.len()]
+            cpus[w % cpus.len()]
         };
         // SAFETY: cpu_set_t is plain data; we pass its true size.
         let r = unsafe {
@@ -761,7 +768,7 @@ fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
             )));
         }
     }
-    if let Some(prio) = spec.rt_priority {
+    if let Some(prio) = rt_priority {
         let p = libc::sched_param {
             sched_priority: prio,
         };

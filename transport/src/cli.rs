@@ -87,6 +87,12 @@ pub struct ServeArgs {
     /// Also stop when stdin reaches end of file (used by the coordinator, through any launcher).
     #[arg(long)]
     pub exit_on_eof: bool,
+    /// Pin workers to these CPUs, round-robin (e.g. 1 or 0,1).
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Vec<usize>,
+    /// Run workers under SCHED_FIFO at this priority (1..=99; needs root).
+    #[arg(long)]
+    pub rt_priority: Option<i32>,
 }
 
 fn parse_enum<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> Result<T, TransportError> {
@@ -121,6 +127,8 @@ pub fn serve_main(app: Arc<dyn App>, a: &ServeArgs) -> Result<i32, TransportErro
         discipline: parse_enum("discipline", &a.discipline)?,
         max_frame: a.max_frame,
         seed: a.seed,
+        cpus: a.cpus.clone(),
+        rt_priority: a.rt_priority,
     };
     let stats = serve(server.clone(), &opts, stop, |addr| {
         // The one line on stdout: the coordinator (and scripts) read the port here.

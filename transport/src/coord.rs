@@ -406,6 +406,14 @@ pub fn run_config(
                 spec.discipline.to_string(),
             ]);
             argv.extend(["--seed".into(), derive_seed(spec.seed, 3).to_string(), "--exit-on-eof".into()]);
+            // --cpus and --rt-priority place the server's workers (the system under test).
+            if !spec.cpus.is_empty() {
+                let l: Vec<String> = spec.cpus.iter().map(|c| c.to_string()).collect();
+                argv.extend(["--cpus".into(), l.join(",")]);
+            }
+            if let Some(p) = spec.rt_priority {
+                argv.extend(["--rt-priority".into(), p.to_string()]);
+            }
             argv.extend(sets.iter().cloned());
             let line = expand(&net.server_launcher, &argv, 0)?;
             let mut child = spawn("server", &line)?;

@@ -43,6 +43,10 @@ pub struct ServeOpts {
     pub discipline: Discipline,
     pub max_frame: u32,
     pub seed: u64,
+    /// Pin workers round-robin to these CPUs (empty: no pinning).
+    pub cpus: Vec<usize>,
+    /// SCHED_FIFO priority of the workers.
+    pub rt_priority: Option<i32>,
 }
 
 /// What the server did, reported when it stops.
@@ -105,11 +109,17 @@ pub fn serve(
     let mut workers = Vec::new();
     for w in 0..opts.threads {
         let (st, server, tx, wait) = (st.clone(), server.clone(), init_tx.clone(), opts.wait);
+        let (cpus, rt) = (opts.cpus.clone(), opts.rt_priority);
         workers.push(
             std::thread::Builder::new()
                 .name(format!("taillab-serve-{w}"))
                 .spawn(move || {
                     set_timer_slack_1ns();
+                    if let Err(e) = taillab_core::harness::place_thread_on(&cpus, rt, w) {
+                        let _ =
+                            tx.send(Err(AppError::Engine { engine: "placing a worker".into(), why: e.to_string() }));
+                        return;
+                    }
                     let mut worker = match server.worker(w) {
                         Ok(x) => {
                             let _ = tx.send(Ok(()));
