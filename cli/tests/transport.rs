@@ -266,7 +266,22 @@ fn serve_places_its_workers() {
 #[test]
 fn server_drops_garbage_and_keeps_serving() {
     let _s = serial();
-    let (mut srv, addr) = serve(&["--app", "null", "--threads", "2", "--max-frame", "1KiB"]);
+    for dispatch in ["shared", "per-worker"] {
+        garbage_case(dispatch);
+    }
+}
+
+fn garbage_case(dispatch: &str) {
+    let (mut srv, addr) = serve(&[
+        "--app",
+        "null",
+        "--threads",
+        "2",
+        "--max-frame",
+        "1KiB",
+        "--dispatch",
+        dispatch,
+    ]);
     // Garbage: the server hangs up on it.
     let mut g = TcpStream::connect(&addr).unwrap();
     g.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
@@ -413,6 +428,42 @@ fn bad_flags_give_one_clear_error() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["run", "--app", "null", "--config", "loopback", "--dispatch", "mine", "--qps", "10",
+               "--requests", "5", "-q"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--dispatch") && e.contains("per-worker"), "{e}");
+}
+
+#[test]
+fn per_worker_dispatch_serves_every_connection() {
+    let _s = serial();
+    let out = tmp("per-worker");
+    // Two workers, two clients × two connections: each worker owns two.
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["run", "--app", "synth", "--config", "loopback", "--dispatch", "per-worker",
+               "--threads", "2", "--clients", "2", "--connections", "2", "--qps", "3000",
+               "--warmup-requests", "200", "--requests", "4000", "--set", "service=fixed:50us",
+               "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = read_summary(&out);
+    assert_eq!(s["requests"]["measured"], 4000);
+    assert_eq!(s["requests"]["unfinished"], 0);
+    assert_eq!(s["server"]["requests"], 4200, "{}", s["server"]);
+    assert_eq!(s["server"]["connections"], 4);
+    assert_eq!(s["server"]["dropped"], 0);
+    // The server's service times are the app's: fixed 50 µs spins.
+    let svc = p(&s, "service", "p50") as f64;
+    assert!((svc / 50e3 - 1.0).abs() < 0.05, "service p50 {svc}");
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 // ---- real external servers -------------------------------------------------

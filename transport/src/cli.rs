@@ -93,6 +93,10 @@ pub struct ServeArgs {
     /// Run workers under SCHED_FIFO at this priority (1..=99; needs root).
     #[arg(long)]
     pub rt_priority: Option<i32>,
+    /// How requests reach workers: shared (reader threads feed one queue all workers share: the M/G/n model)
+    /// or per-worker (each worker reads the connections it owns: no hand-off, n separate queues).
+    #[arg(long, default_value = "shared")]
+    pub dispatch: String,
 }
 
 fn parse_enum<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> Result<T, TransportError> {
@@ -129,6 +133,7 @@ pub fn serve_main(app: Arc<dyn App>, a: &ServeArgs) -> Result<i32, TransportErro
         seed: a.seed,
         cpus: a.cpus.clone(),
         rt_priority: a.rt_priority,
+        dispatch: parse_enum("dispatch", &a.dispatch)?,
     };
     let stats = serve(server.clone(), &opts, stop, |addr| {
         // The one line on stdout: the coordinator (and scripts) read the port here.
@@ -414,4 +419,7 @@ pub struct NetArgs {
     /// Declare the server dead after this long without a response.
     #[arg(long, value_parser = parse_ns, default_value = "4s")]
     pub dead_after: u64,
+    /// How the server started for loopback/networked hands requests to workers: shared or per-worker (see `taillab serve --help`).
+    #[arg(long, default_value = "shared")]
+    pub dispatch: String,
 }

@@ -370,6 +370,11 @@ pub fn run_config(
             "`{app}` is an external server: start it and pass --target HOST:PORT (taillab cannot serve it)"
         )));
     }
+    if !net.dispatch.is_empty() {
+        net.dispatch
+            .parse::<crate::server::Dispatch>()
+            .map_err(|e| TransportError::Invalid(format!("--dispatch: {e}")))?;
+    }
     if spec.net_delay.is_some() {
         return Err(TransportError::Invalid(
             "--net-delay simulates a network in --config integrated; loopback/networked have a real one".into(),
@@ -406,6 +411,9 @@ pub fn run_config(
                 spec.discipline.to_string(),
             ]);
             argv.extend(["--seed".into(), derive_seed(spec.seed, 3).to_string(), "--exit-on-eof".into()]);
+            if !net.dispatch.is_empty() {
+                argv.extend(["--dispatch".into(), net.dispatch.clone()]);
+            }
             // --cpus and --rt-priority place the server's workers (the system under test).
             if !spec.cpus.is_empty() {
                 let l: Vec<String> = spec.cpus.iter().map(|c| c.to_string()).collect();

@@ -47,6 +47,45 @@ pub struct ServeOpts {
     pub cpus: Vec<usize>,
     /// SCHED_FIFO priority of the workers.
     pub rt_priority: Option<i32>,
+    /// How requests reach workers.
+    pub dispatch: Dispatch,
+}
+
+/// How requests reach the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dispatch {
+    /// One reader thread per connection feeds one queue shared by all
+    /// workers: the M/G/n server of the model, queue time measured from
+    /// the moment a frame is whole.
+    #[default]
+    Shared,
+    /// Each worker owns the connections assigned to it round-robin and
+    /// reads them itself (epoll; spin/hybrid poll without blocking): no
+    /// thread hand-off, so the lowest latency, but n separate M/G/1 queues,
+    /// and a frame that arrives while its worker is busy is stamped
+    /// `enqueued` only when the worker reads it (the wait in the socket
+    /// buffer shows as transport, not server queue).
+    PerWorker,
+}
+
+impl std::str::FromStr for Dispatch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "shared" => Ok(Dispatch::Shared),
+            "per-worker" => Ok(Dispatch::PerWorker),
+            _ => Err(format!("unknown dispatch `{s}`; use shared or per-worker")),
+        }
+    }
+}
+
+impl std::fmt::Display for Dispatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Dispatch::Shared => "shared",
+            Dispatch::PerWorker => "per-worker",
+        })
+    }
 }
 
 /// What the server did, reported when it stops.
@@ -106,8 +145,14 @@ pub fn serve(
     // Workers load their engines before the port opens, so the first
     // request never pays an engine's start-up.
     let (init_tx, init_rx) = std::sync::mpsc::channel::<Result<(), AppError>>();
+    // Per-worker dispatch: each worker's epoll set and its inbox of new connections.
+    let mut polls: Vec<Option<Arc<Poller>>> = Vec::new();
+    for _ in 0..opts.threads {
+        polls.push(if opts.dispatch == Dispatch::PerWorker { Some(Arc::new(Poller::new()?)) } else { None });
+    }
     let mut workers = Vec::new();
-    for w in 0..opts.threads {
+    for (w, poll) in polls.iter().cloned().enumerate() {
+        let spin_ns = opts.spin_ns;
         let (st, server, tx, wait) = (st.clone(), server.clone(), init_tx.clone(), opts.wait);
         let (cpus, rt) = (opts.cpus.clone(), opts.rt_priority);
         workers.push(
@@ -130,7 +175,10 @@ pub fn serve(
                             return;
                         }
                     };
-                    worker_loop(&st, worker.as_mut(), wait);
+                    match &poll {
+                        None => worker_loop(&st, worker.as_mut(), wait),
+                        Some(p) => per_worker_loop(&st, worker.as_mut(), wait, spin_ns, p),
+                    }
                 })
                 .map_err(|e| TransportError::Io { what: "spawning a worker".into(), source: e })?,
         );
@@ -179,6 +227,14 @@ pub fn serve(
                 let conn = Arc::new(Conn { w: Mutex::new(w), peer, dead: AtomicBool::new(false) });
                 st.conns.lock().push(conn.clone());
                 st.connections.fetch_add(1, Ordering::Relaxed);
+                if opts.dispatch == Dispatch::PerWorker {
+                    let k = (st.connections.load(Ordering::Relaxed) - 1) as usize % polls.len();
+                    let p = polls[k].as_ref().expect("per-worker pollers exist");
+                    if let Err(e) = p.add(s, conn) {
+                        eprintln!("taillab serve: dropping {peer}: {e}");
+                    }
+                    continue;
+                }
                 let st2 = st.clone();
                 readers.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
                 match std::thread::Builder::new()
@@ -270,26 +326,185 @@ fn worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode
     let mut resp = Vec::with_capacity(4096);
     let mut frame = Vec::with_capacity(4096);
     while let Some(job) = st.q.pop(wait) {
-        let started = now_ns();
-        resp.clear();
-        let r = worker.handle(&job.payload, &mut resp);
-        let finished = now_ns();
-        st.requests.fetch_add(1, Ordering::Relaxed);
-        frame.clear();
-        let (q, svc) = (started.saturating_sub(job.enqueued), finished - started);
-        match r {
-            Ok(()) => proto::encode_response(Kind::Response, job.id, q, svc, &resp, &mut frame),
-            Err(e) => {
-                st.app_errors.fetch_add(1, Ordering::Relaxed);
-                proto::encode_response(Kind::Error, job.id, q, svc, e.to_string().as_bytes(), &mut frame);
+        serve_one(st, worker, job, &mut resp, &mut frame);
+    }
+}
+
+/// Runs one request and writes its response (the worker writes it itself:
+/// no hand-off back to a reader).
+fn serve_one(st: &State, worker: &mut dyn taillab_core::Worker, job: Job, resp: &mut Vec<u8>, frame: &mut Vec<u8>) {
+    let started = now_ns();
+    resp.clear();
+    let r = worker.handle(&job.payload, resp);
+    let finished = now_ns();
+    st.requests.fetch_add(1, Ordering::Relaxed);
+    frame.clear();
+    let (q, svc) = (started.saturating_sub(job.enqueued), finished - started);
+    match r {
+        Ok(()) => proto::encode_response(Kind::Response, job.id, q, svc, resp, frame),
+        Err(e) => {
+            st.app_errors.fetch_add(1, Ordering::Relaxed);
+            proto::encode_response(Kind::Error, job.id, q, svc, e.to_string().as_bytes(), frame);
+        }
+    }
+    if job.conn.dead.load(Ordering::Acquire) {
+        return;
+    }
+    let res = job.conn.w.lock().write_all(frame);
+    if let Err(e) = res {
+        close_conn(st, &job.conn, Some(&format!("write failed: {e}")));
+    }
+}
+
+/// A connection owned by one worker (per-worker dispatch).
+struct Owned {
+    s: TcpStream,
+    conn: Arc<Conn>,
+    buf: Vec<u8>,
+}
+
+/// One worker's epoll set and the connections the acceptor handed it.
+struct Poller {
+    epfd: i32,
+    inbox: Mutex<Vec<(u64, Owned)>>,
+    next_token: AtomicU64,
+}
+
+impl Poller {
+    fn new() -> Result<Self, TransportError> {
+        // SAFETY: plain syscall; the fd is closed in Drop.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epfd < 0 {
+            return Err(TransportError::Io {
+                what: "creating an epoll set".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Poller { epfd, inbox: Mutex::new(Vec::new()), next_token: AtomicU64::new(0) })
+    }
+
+    /// Called by the acceptor: the worker picks the connection up at its next event.
+    fn add(&self, s: TcpStream, conn: Arc<Conn>) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let fd = s.as_raw_fd();
+        self.inbox.lock().push((token, Owned { s, conn, buf: Vec::with_capacity(64 * 1024) }));
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        // SAFETY: valid epoll fd and socket fd, ev outlives the call.
+        if unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            let e = std::io::Error::last_os_error();
+            self.inbox.lock().retain(|(t, _)| *t != token);
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe { libc::close(self.epfd) };
+    }
+}
+
+/// Per-worker dispatch: this worker reads its own connections, keeps a
+/// local FIFO of whole frames (stamped `enqueued` right after the read that
+/// completed them) and serves it. Before each request it polls once without
+/// waiting, so frames that arrived during the previous request are stamped
+/// as early as this design allows.
+fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode, spin_ns: u64, p: &Poller) {
+    use std::collections::{HashMap, VecDeque};
+    let mut conns: HashMap<u64, Owned> = HashMap::new();
+    let mut local: VecDeque<Job> = VecDeque::new();
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+    let mut chunk = vec![0u8; 64 * 1024];
+    let (mut resp, mut frame) = (Vec::with_capacity(4096), Vec::with_capacity(4096));
+    let mut idle_since = now_ns();
+    loop {
+        let stopping = st.stop.load(Ordering::Acquire);
+        if stopping && local.is_empty() {
+            return;
+        }
+        // Wait only when there is nothing to serve: spin polls, block sleeps
+        // in epoll_wait, hybrid polls for `spin_ns` and then sleeps. Sleeps
+        // are capped so a stop is noticed.
+        let timeout = if !local.is_empty() || stopping {
+            0
+        } else {
+            match wait {
+                WaitMode::Spin => 0,
+                WaitMode::Block => 100,
+                WaitMode::Hybrid if now_ns() < idle_since + spin_ns => 0,
+                WaitMode::Hybrid => 100,
+            }
+        };
+        // SAFETY: events has room for 64 entries; epfd is valid while p lives.
+        let n = unsafe { libc::epoll_wait(p.epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
+        for ev in events.iter().take(n.max(0) as usize) {
+            let token = ev.u64;
+            if !conns.contains_key(&token) {
+                for (t, o) in p.inbox.lock().drain(..) {
+                    conns.insert(t, o);
+                }
+            }
+            let Some(o) = conns.get_mut(&token) else { continue };
+            if let Some(why) = read_ready(st, o, &mut chunk, &mut local) {
+                let o = conns.remove(&token).expect("present");
+                use std::os::fd::AsRawFd;
+                // The writer's dup keeps the socket open: leave the set now.
+                // SAFETY: valid fds; a null event is allowed for DEL.
+                unsafe { libc::epoll_ctl(p.epfd, libc::EPOLL_CTL_DEL, o.s.as_raw_fd(), std::ptr::null_mut()) };
+                close_conn(st, &o.conn, why.as_deref());
             }
         }
-        if job.conn.dead.load(Ordering::Acquire) {
+        let Some(job) = local.pop_front() else {
+            if timeout == 0 && n <= 0 && wait != WaitMode::Hybrid {
+                std::hint::spin_loop();
+            }
             continue;
+        };
+        serve_one(st, worker, job, &mut resp, &mut frame);
+        idle_since = now_ns();
+    }
+}
+
+/// Reads everything `o` has without blocking and queues its whole frames.
+/// `Some(reason)` closes the connection (`Some(None)`: a clean disconnect).
+fn read_ready(
+    st: &State,
+    o: &mut Owned,
+    chunk: &mut [u8],
+    local: &mut std::collections::VecDeque<Job>,
+) -> Option<Option<String>> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: chunk is a valid writable buffer of its length.
+        let r = unsafe { libc::recv(o.s.as_raw_fd(), chunk.as_mut_ptr().cast(), chunk.len(), libc::MSG_DONTWAIT) };
+        if r == 0 {
+            return Some((!o.buf.is_empty()).then(|| "client disconnected in the middle of a frame".to_string()));
         }
-        let res = job.conn.w.lock().write_all(&frame);
-        if let Err(e) = res {
-            close_conn(st, &job.conn, Some(&format!("write failed: {e}")));
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.kind() {
+                std::io::ErrorKind::WouldBlock => None,
+                std::io::ErrorKind::Interrupted => continue,
+                _ => Some(Some(format!("read failed: {e}"))),
+            };
         }
+        let enqueued = now_ns();
+        o.buf.extend_from_slice(&chunk[..r as usize]);
+        let mut off = 0;
+        loop {
+            match proto::parse(&o.buf[off..], st.max_frame, Kind::Request) {
+                Ok(Some(h)) => {
+                    let payload = o.buf[off + h.header_len()..off + h.frame_len()].to_vec();
+                    local.push_back(Job { conn: o.conn.clone(), id: h.id, enqueued, payload });
+                    off += h.frame_len();
+                }
+                Ok(None) => break,
+                Err(e) => return Some(Some(e.to_string())),
+            }
+        }
+        o.buf.drain(..off);
     }
 }
