@@ -456,15 +456,25 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     spec.validate()?;
     let params = Params::parse(a.set.iter().map(|s| s.as_str()))?;
     params.check_keys(app.name(), app.keys())?;
-    let out = a.out.clone().unwrap_or_else(|| default_out(app.name()));
-    taillab_core::summary::ensure_writable(&out)?;
-    warn_if_saturating(&app, &params, spec.qps, spec.threads);
     set_env_options(&a)?;
     if a.redo_disturbed > 0 && a.ci.is_none() {
         bail!("--redo-disturbed applies to repeated runs: add --ci TARGET (or drop it)");
     }
+    let out = a.out.clone().unwrap_or_else(|| default_out(app.name()));
+    let existed = out.exists();
+    taillab_core::summary::ensure_writable(&out)?;
+    warn_if_saturating(&app, &params, spec.qps, spec.threads);
+    // A run that fails before writing anything (e.g. a bad app setting found
+    // when the app starts) leaves no empty results folder behind.
+    let forget_empty = |e: anyhow::Error| {
+        if !existed {
+            let _ = std::fs::remove_dir(&out);
+        }
+        e
+    };
     if let Some(target) = a.ci {
-        return crate::experiment::run_repeated(&a, &app, &params, &spec, target, &out);
+        return crate::experiment::run_repeated(&a, &app, &params, &spec, target, &out)
+            .map_err(forget_empty);
     }
     let summary = run_once(
         &app,
@@ -474,7 +484,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         &out,
         a.save_requests,
         !(a.quiet || a.json),
-    )?;
+    )
+    .map_err(forget_empty)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

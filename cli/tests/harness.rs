@@ -593,6 +593,15 @@ fn bad_input_gets_one_clear_line() {
         &with(&["--qps", "10", "--set", "colour=red"]),
         "unknown key `colour`",
     );
+    // A setting refused when the app starts leaves no empty results folder.
+    let out = tmp("bad-set");
+    let out_s = out.to_str().unwrap().to_string();
+    let leaked: &'static str = Box::leak(out_s.into_boxed_str());
+    fails_with(
+        &with(&["--qps", "10", "--set", "service=exp:200", "--out", leaked]),
+        "no unit",
+    );
+    assert!(!out.exists(), "{} was left behind", out.display());
     fails_with(&with(&["--qps", "10", "--wait", "nap"]), "--wait");
     fails_with(
         &["run", "--app", "synth", "--qps", "10", "-q"],
