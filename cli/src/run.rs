@@ -203,6 +203,56 @@ fn start_monitor(spec: &RunSpec, period_ns: u64) -> anyhow::Result<taillab_monit
     taillab_monitor::Sampler::start(cfg).map_err(|e| anyhow::anyhow!("environment monitor: {e}"))
 }
 
+/// The environment monitor of a loopback/networked run: it samples this
+/// host from the moment the server and clients are up, counts their CPU as
+/// the experiment's (not foreign), and attaches the measured window.
+struct EnvObserver {
+    env: EnvOptions,
+    spec: RunSpec,
+    sampler: Option<taillab_monitor::Sampler>,
+}
+
+impl taillab_transport::coord::RunObserver for EnvObserver {
+    fn started(&mut self, pids: &[i32]) {
+        match start_monitor(&self.spec, self.env.period_ns) {
+            Ok(s) => {
+                for p in pids {
+                    s.add_pid(*p);
+                }
+                self.sampler = Some(s);
+            }
+            Err(e) => eprintln!("warning: {e}; this run has no environment check"),
+        }
+    }
+
+    fn finished(
+        &mut self,
+        r: &taillab_core::RunResult,
+        origin_ns: u64,
+        summary: &mut Summary,
+        out: &Path,
+    ) -> Result<(), String> {
+        let Some(s) = self.sampler.take() else {
+            return Ok(());
+        };
+        let start = origin_ns + r.measure_start;
+        let end = if r.totals.last_completed > r.measure_start {
+            origin_ns + r.totals.last_completed
+        } else {
+            start + (summary.duration_s * 1e9) as u64
+        };
+        attach_environment_window(
+            s,
+            (start, end),
+            r.spec.interval_ns,
+            summary,
+            &self.env.thresholds,
+            out,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
 /// Stops the sampler with the run's measured window, adds `environment` and
 /// `checks.environment` to the summary and writes `environment.json` (the
 /// time series, also re-bucketed to the interval histograms' intervals).
@@ -220,6 +270,18 @@ fn attach_environment(
     } else {
         start + (summary.duration_s * 1e9) as u64
     };
+    attach_environment_window(sampler, (start, end), r.spec.interval_ns, summary, th, out)
+}
+
+/// [`attach_environment`] for a window given on this host's clock.
+fn attach_environment_window(
+    sampler: taillab_monitor::Sampler,
+    (start, end): (u64, u64),
+    interval_ns: u64,
+    summary: &mut Summary,
+    th: &taillab_monitor::Thresholds,
+    out: &Path,
+) -> anyhow::Result<()> {
     let report = sampler.stop_measured(start, end.max(start + 1))?;
     let check = report.summary.check(th);
     let s = &report.summary;
@@ -244,7 +306,7 @@ fn attach_environment(
         .insert("environment".to_string(), serde_json::to_value(s)?);
     let series = serde_json::json!({
         "schema": "taillab.environment/1",
-        "intervals": report.intervals(start, r.spec.interval_ns),
+        "intervals": report.intervals(start, interval_ns),
         "report": report,
     });
     let path = out.join("environment.json");
@@ -381,6 +443,12 @@ pub fn run_once(
             keep_records: save_requests,
             ..spec.clone()
         };
+        let env = env_options();
+        let mut obs = EnvObserver {
+            env: env.clone(),
+            spec: spec.clone(),
+            sampler: None,
+        };
         return Ok(taillab_transport::coord::run_config(
             config,
             &net,
@@ -389,6 +457,8 @@ pub fn run_once(
             params,
             out,
             !show_progress,
+            env.enabled
+                .then_some(&mut obs as &mut dyn taillab_transport::coord::RunObserver),
         )?);
     }
     let ctx = DataCtx::from_env();

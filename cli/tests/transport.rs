@@ -120,6 +120,22 @@ fn loopback_two_clients_merge_into_one_result() {
     assert_eq!(s["server"]["requests"], 3201, "{}", s["server"]);
     assert_eq!(s["server"]["connections"], 4, "{}", s["server"]);
     assert_eq!(s["server"]["dropped"], 0, "clean disconnects are not drops");
+    // The environment monitor covered the run; server and clients are the
+    // experiment's own processes, not foreign ones.
+    assert!(
+        s["checks"]["environment"]["ok"].is_boolean(),
+        "{}",
+        s["checks"]
+    );
+    let extra = s["environment"]["extra"]
+        .as_array()
+        .expect("environment.extra");
+    assert_eq!(extra.len(), 3, "server + 2 clients: {extra:?}");
+    assert!(
+        extra.iter().all(|x| x["cpu_pct"].as_f64().unwrap() > 0.0),
+        "{extra:?}"
+    );
+    assert!(out.join("environment.json").exists());
     // Every client's stamps, with the client named.
     let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
     let mut lines = csv.lines();

@@ -522,6 +522,19 @@ impl fmt::Display for EnvSummary {
             self.harness.vol_cs,
             self.harness.invol_cs
         )?;
+        for x in &self.extra {
+            writeln!(
+                f,
+                "  process {} (server/client): CPU {:.0} %, RSS max {:.1} MiB, faults {} minor / {} major, ctx switches {} vol / {} invol",
+                x.pid,
+                x.cpu_pct,
+                x.rss_max_bytes as f64 / (1 << 20) as f64,
+                x.minflt,
+                x.majflt,
+                x.vol_cs,
+                x.invol_cs
+            )?;
+        }
         for w in &self.workers {
             writeln!(
                 f,

@@ -341,6 +341,18 @@ fn bound_args(flag_req: &str, flag_s: &str, b: Bound) -> Vec<String> {
 
 /// Runs `spec` as server + `net.clients` client processes and writes the
 /// merged result into `out`. Returns the summary (written already).
+/// Watches a coordinated run from this host (the CLI's environment monitor).
+pub trait RunObserver {
+    /// The experiment's local processes (the server unless `--target` was
+    /// given, and the clients, or their launchers) are up, before the start.
+    fn started(&mut self, pids: &[i32]);
+    /// The merged result and its summary, before they are written.
+    /// `origin_ns` is the clients' time zero on this host's clock
+    /// ([`taillab_core::clock::now_ns`]); result times are relative to it.
+    fn finished(&mut self, r: &RunResult, origin_ns: u64, summary: &mut Summary, out: &Path) -> Result<(), String>;
+}
+
+#[allow(clippy::too_many_arguments)]
 pub fn run_config(
     config: &str,
     net: &NetArgs,
@@ -349,6 +361,7 @@ pub fn run_config(
     params: &Params,
     out: &Path,
     quiet: bool,
+    mut obs: Option<&mut dyn RunObserver>,
 ) -> Result<Summary, TransportError> {
     let c = net.clients;
     if c == 0 || c > 256 {
@@ -524,8 +537,13 @@ pub fn run_config(
             }
         }
     }
+    if let Some(o) = obs.as_deref_mut() {
+        let pids: Vec<i32> = kids.0.iter().map(|(_, k)| k.id() as i32).collect();
+        o.started(&pids);
+    }
     // 3. Go: every client starts 200 ms from now on its own clock.
     const START_DELAY_NS: u64 = 200_000_000;
+    let origin_ns = taillab_core::clock::now_ns() + START_DELAY_NS;
     let wall_start = std::time::SystemTime::now() + Duration::from_nanos(START_DELAY_NS);
     for (i, s) in stdins.iter_mut().enumerate() {
         let s = s.as_mut().expect("stdin is piped");
@@ -613,6 +631,9 @@ pub fn run_config(
     );
     if let Some(serve) = server_stats.get("serve") {
         summary.extra.insert("server".into(), serve.clone());
+    }
+    if let Some(o) = obs {
+        o.finished(&result, origin_ns, &mut summary, out).map_err(TransportError::Launch)?;
     }
     if spec.keep_records {
         write_requests(out, &reqs)?;
