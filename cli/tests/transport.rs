@@ -231,14 +231,33 @@ fn same_seed_same_schedule_as_integrated() {
             .collect();
         v.iter().map(|x| x - v[0]).collect()
     };
-    let (x, y) = (offsets(&a), offsets(&b));
+    // And through the coordinator (loopback, one client): same schedule, and
+    // its records feed the sequence checks as in an integrated run.
+    let c = tmp("seed-loopback");
+    let o = Command::new(bin())
+        .args(["run", "--config", "loopback"])
+        .args(args)
+        .args(["-q", "--out"])
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (x, y, z) = (offsets(&a), offsets(&b), offsets(&c));
     assert_eq!(x.len(), 300);
     assert_eq!(
         x, y,
         "the same seed must give the same arrival schedule in every configuration"
     );
+    assert_eq!(x, z, "loopback run schedule");
+    let s = read_summary(&c);
+    let verdict = s["checks"]["interarrival"]["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("KS"),
+        "interarrival check not run: {verdict}"
+    );
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
+    let _ = std::fs::remove_dir_all(&c);
 }
 
 #[test]

@@ -413,7 +413,7 @@ fn measured_stamps(r: &RunResult, limit: usize) -> Option<Vec<crate::collector::
 /// (fails at p < 0.001). Fixed: gaps within ±5 % of their mean at p99.
 fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
     let Some(st) = measured_stamps(r, CHECK_SAMPLE + 1) else {
-        return skipped("no per-request records (integrated: raise --max-record-mem; loopback/networked runs merge histograms, not records)");
+        return skipped("no per-request records (integrated: raise --max-record-mem; loopback/networked: one client with --save-requests)");
     };
     if st.len() < 50 {
         return skipped("fewer than 50 measured requests");
@@ -458,7 +458,7 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
 /// few independent observations and should be longer.
 fn independence_check(r: &RunResult) -> Check {
     let Some(st) = measured_stamps(r, CHECK_SAMPLE) else {
-        return skipped("no per-request records (integrated: raise --max-record-mem; loopback/networked runs merge histograms, not records)");
+        return skipped("no per-request records (integrated: raise --max-record-mem; loopback/networked: one client with --save-requests)");
     };
     if st.len() < 200 {
         return skipped("fewer than 200 measured requests");

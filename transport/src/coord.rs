@@ -613,6 +613,12 @@ pub fn run_config(
     }
     let dumps: Vec<ShardDump> = dumps.into_iter().flatten().collect();
     let (mut result, th, tsum) = merge(spec, &dumps, wall_start)?;
+    // One client's stamps, when kept, feed the sequence checks (inter-arrival
+    // fit, independence) exactly as in an integrated run. Several clients'
+    // streams are on different clocks in general, so they are not merged.
+    if spec.keep_records && c == 1 {
+        result.records = Some(std::sync::Arc::new(records_of(&reqs[0])?));
+    }
     // The server's app statistics cover its whole life (warmup included):
     // it does not know where the clients' measured phase starts.
     result.app_stats = server_stats.get("app").cloned().unwrap_or(Value::Null);
@@ -644,6 +650,33 @@ pub fn run_config(
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
     }
     Ok(summary)
+}
+
+/// Parses a client's `req` lines back into records.
+fn records_of(lines: &[String]) -> Result<taillab_core::harness::Records, TransportError> {
+    let mut rows = Vec::with_capacity(lines.len());
+    for l in lines {
+        let v: Vec<u64> =
+            l.split(',').map(|x| x.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad_shard("req line"))?;
+        if v.len() != 9 {
+            return Err(bad_shard("req line"));
+        }
+        rows.push(v);
+    }
+    // Ids run from 0; a request that never completed has no line.
+    let rec = taillab_core::harness::Records::new(rows.iter().map(|v| v[0] + 1).max().unwrap_or(0));
+    for v in rows {
+        let st = taillab_core::collector::Stamps {
+            intended: v[2],
+            sent: v[3],
+            enqueued: v[4],
+            started: v[5],
+            finished: v[6],
+            completed: v[7],
+        };
+        rec.set(v[0], &st, v[1] as usize, v[8] == 1);
+    }
+    Ok(rec)
 }
 
 /// `requests.csv` of a transport run: the integrated columns for one
