@@ -235,15 +235,10 @@ impl taillab_transport::coord::RunObserver for EnvObserver {
         let Some(s) = self.sampler.take() else {
             return Ok(());
         };
-        let start = origin_ns + r.measure_start;
-        let end = if r.totals.last_completed > r.measure_start {
-            origin_ns + r.totals.last_completed
-        } else {
-            start + (summary.duration_s * 1e9) as u64
-        };
+        let (start, end) = measured_window(r, summary);
         attach_environment_window(
             s,
-            (start, end),
+            (origin_ns + start, origin_ns + end),
             r.spec.interval_ns,
             summary,
             &self.env.thresholds,
@@ -263,14 +258,20 @@ fn attach_environment(
     th: &taillab_monitor::Thresholds,
     out: &Path,
 ) -> anyhow::Result<()> {
+    let window = measured_window(r, summary);
+    attach_environment_window(sampler, window, r.spec.interval_ns, summary, th, out)
+}
+
+/// The measured phase on the run's clock: from its start until its last
+/// request completed.
+fn measured_window(r: &taillab_core::RunResult, summary: &Summary) -> (u64, u64) {
     let start = r.measure_start;
-    // The measured phase lasts until its last request completed.
     let end = if r.totals.last_completed > start {
         r.totals.last_completed
     } else {
         start + (summary.duration_s * 1e9) as u64
     };
-    attach_environment_window(sampler, (start, end), r.spec.interval_ns, summary, th, out)
+    (start, end)
 }
 
 /// [`attach_environment`] for a window given on this host's clock.

@@ -545,6 +545,25 @@ pub fn write_json_atomic(path: &Path, v: &impl Serialize) -> Result<(), ResultEr
     std::fs::rename(&tmp, path).map_err(werr(path))
 }
 
+/// Header of `requests.csv`: the six stamps of each request, in ns.
+pub const REQUESTS_CSV_HEADER: &str =
+    "id,worker,intended,sent,enqueued,started,finished,completed,measured";
+
+/// One `requests.csv` row (no line end), in [`REQUESTS_CSV_HEADER`]'s order.
+pub fn write_request_row(
+    w: &mut impl Write,
+    id: u64,
+    worker: usize,
+    measured: bool,
+    st: &crate::collector::Stamps,
+) -> std::io::Result<()> {
+    write!(
+        w,
+        "{id},{worker},{},{},{},{},{},{},{}",
+        st.intended, st.sent, st.enqueued, st.started, st.finished, st.completed, measured as u8
+    )
+}
+
 /// Writes a run's folder: `hist/*.hlog`, optional `requests.csv`, and
 /// `summary.json` last (its presence marks the run finished).
 pub fn write_run(
@@ -601,22 +620,10 @@ pub fn write_run(
             let f = std::fs::File::create(&path).map_err(werr(&path))?;
             let mut w = std::io::BufWriter::new(f);
             let mut go = || -> std::io::Result<()> {
-                writeln!(
-                    w,
-                    "id,worker,intended,sent,enqueued,started,finished,completed,measured"
-                )?;
+                writeln!(w, "{REQUESTS_CSV_HEADER}")?;
                 for (i, wk, measured, st) in rec.iter() {
-                    writeln!(
-                        w,
-                        "{i},{wk},{},{},{},{},{},{},{}",
-                        st.intended,
-                        st.sent,
-                        st.enqueued,
-                        st.started,
-                        st.finished,
-                        st.completed,
-                        measured as u8
-                    )?;
+                    write_request_row(&mut w, i, wk, measured, &st)?;
+                    writeln!(w)?;
                 }
                 w.flush()
             };

@@ -350,11 +350,9 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
             if let Some(rec) = &r.result.records {
                 let mut o = std::io::BufWriter::new(std::io::stdout().lock());
                 for (i, wk, measured, st) in rec.iter() {
-                    let _ = writeln!(
-                        o,
-                        "req {i},{wk},{},{},{},{},{},{},{}",
-                        st.intended, st.sent, st.enqueued, st.started, st.finished, st.completed, measured as u8
-                    );
+                    let _ = write!(o, "req ")
+                        .and_then(|_| taillab_core::summary::write_request_row(&mut o, i, wk, measured, &st))
+                        .and_then(|_| writeln!(o));
                 }
             }
         }

@@ -641,10 +641,12 @@ pub fn run_config(
     if let Some(o) = obs {
         o.finished(&result, origin_ns, &mut summary, out).map_err(TransportError::Launch)?;
     }
-    if spec.keep_records {
+    // One client's records are the run's (written by write_run as in
+    // integrated); several clients' rows get a `client` column.
+    if spec.keep_records && c > 1 {
         write_requests(out, &reqs)?;
     }
-    taillab_core::write_run(out, &summary, &result, false)?;
+    taillab_core::write_run(out, &summary, &result, spec.keep_records && c == 1)?;
     drop(kids);
     if let Some(l) = lost {
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
@@ -679,23 +681,16 @@ fn records_of(lines: &[String]) -> Result<taillab_core::harness::Records, Transp
     Ok(rec)
 }
 
-/// `requests.csv` of a transport run: the integrated columns for one
-/// client; with several, a `client` column is added (ids and clocks are
-/// each client's own).
+/// `requests.csv` of a run with several clients: the integrated columns
+/// plus `client` (ids and clocks are each client's own).
 fn write_requests(out: &Path, reqs: &[Vec<String>]) -> Result<(), TransportError> {
     let io = |e| TransportError::Io { what: format!("writing {}/requests.csv", out.display()), source: e };
     std::fs::create_dir_all(out).map_err(io)?;
     let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("requests.csv")).map_err(io)?);
-    let many = reqs.len() > 1;
-    let head = "id,worker,intended,sent,enqueued,started,finished,completed,measured";
-    writeln!(w, "{head}{}", if many { ",client" } else { "" }).map_err(io)?;
+    writeln!(w, "{},client", taillab_core::summary::REQUESTS_CSV_HEADER).map_err(io)?;
     for (i, rows) in reqs.iter().enumerate() {
         for r in rows {
-            if many {
-                writeln!(w, "{r},{i}").map_err(io)?;
-            } else {
-                writeln!(w, "{r}").map_err(io)?;
-            }
+            writeln!(w, "{r},{i}").map_err(io)?;
         }
     }
     w.flush().map_err(io)
