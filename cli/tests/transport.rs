@@ -97,6 +97,9 @@ fn loopback_two_clients_merge_into_one_result() {
             "2",
             "--connections",
             "2",
+            // Each client's sender reads its two connections through epoll.
+            "--receive",
+            "sender",
         ])
         .args([
             "--qps",
@@ -212,7 +215,8 @@ fn same_seed_same_schedule_as_integrated() {
         "42",
         "--save-requests",
     ];
-    let o = load(&addr, &args, &a);
+    // Both receive modes record every request of the same schedule.
+    let o = load(&addr, &[&args[..], &["--receive", "threads"]].concat(), &a);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = Command::new(bin())
         .arg("run")
@@ -263,7 +267,7 @@ fn same_seed_same_schedule_as_integrated() {
 #[test]
 fn serve_places_its_workers() {
     let _s = serial();
-    let (srv, _addr) = serve(&[
+    let (srv, addr) = serve(&[
         "--app",
         "null",
         "--threads",
@@ -296,6 +300,39 @@ fn serve_places_its_workers() {
         assert_eq!((f[40 - 3], f[41 - 3]), ("5", "1"), "{comm}: {stat}");
     }
     assert_eq!(seen, 2, "two worker threads");
+    // `load --cpus`: the sender on the first CPU, receiver i on the (i+1)-th, round-robin.
+    let out = tmp("load-cpus");
+    #[rustfmt::skip]
+    let mut c = background_load(&addr, "threads", "200",
+                                &["--cpus", "1,0", "--connections", "2"], &out);
+    let want = [
+        ("taillab-sender", "1"),
+        ("taillab-recv-0", "0"),
+        ("taillab-recv-1", "1"),
+    ];
+    let since = Instant::now();
+    let mut found = Vec::new();
+    while found.len() < want.len() && since.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        found.clear();
+        for t in std::fs::read_dir(format!("/proc/{}/task", c.0.id()))
+            .unwrap()
+            .flatten()
+        {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            if let Some((_, cpu)) = want.iter().find(|(n, _)| comm.trim() == *n) {
+                assert!(
+                    status.contains(&format!("Cpus_allowed_list:\t{cpu}\n")),
+                    "{comm}: {status}"
+                );
+                found.push(comm);
+            }
+        }
+    }
+    assert_eq!(found.len(), want.len(), "threads seen: {found:?}");
+    let _ = c.0.kill();
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
@@ -366,48 +403,42 @@ fn garbage_case(dispatch: &str) {
     assert!(err.contains("exceeds the 1024-byte cap"), "{err}");
 }
 
-#[test]
-fn dead_server_is_detected_and_the_measured_part_kept() {
-    let _s = serial();
-    let (mut srv, addr) = serve(&["--app", "null"]);
-    let out = tmp("dead");
-    let mut c = Kid(Command::new(bin())
-        .args([
-            "load",
-            "--app",
-            "null",
-            "--target",
-            &addr,
-            "--qps",
-            "1000",
-            "--duration",
-            "20s",
-            "-q",
-            "--out",
-        ])
-        .arg(&out)
+/// A load client against a fresh null server, in the background.
+fn background_load(addr: &str, receive: &str, qps: &str, extra: &[&str], out: &Path) -> Kid {
+    #[rustfmt::skip]
+    let c = Command::new(bin())
+        .args(["load", "--app", "null", "--target", addr, "--qps", qps, "--duration", "20s",
+               "--receive", receive, "-q", "--out"])
+        .arg(out)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap());
-    std::thread::sleep(Duration::from_millis(1500));
-    srv.0.kill().unwrap();
-    let killed = Instant::now();
+        .unwrap();
+    Kid(c)
+}
+
+/// Waits for `c` to exit, failing if it takes longer than `limit`; returns its status and stderr.
+fn exits_within(c: &mut Kid, limit: Duration, what: &str) -> (std::process::ExitStatus, String) {
+    let since = Instant::now();
     let status = loop {
         if let Some(s) = c.0.try_wait().unwrap() {
             break s;
         }
         assert!(
-            killed.elapsed() < Duration::from_secs(5),
-            "load still running 5 s after the server died"
+            since.elapsed() < limit,
+            "load still running {limit:?} after {what}"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(!status.success());
     let mut err = String::new();
     c.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(err.contains("closed") || err.contains("failed"), "{err}");
-    let s = read_summary(&out);
+    (status, err)
+}
+
+/// What a client keeps from a run that lost its server.
+fn kept_what_it_measured(out: &Path) {
+    let s = read_summary(out);
     assert!(
         s["requests"]["measured"].as_u64().unwrap() > 200,
         "kept what it measured"
@@ -416,7 +447,51 @@ fn dead_server_is_detected_and_the_measured_part_kept() {
         s["checks"]["saturation"]["ok"], false,
         "a lost server must fail a check"
     );
-    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn dead_server_is_detected_and_the_measured_part_kept() {
+    let _s = serial();
+    for receive in ["sender", "threads"] {
+        let (mut srv, addr) = serve(&["--app", "null"]);
+        let out = tmp("dead");
+        let mut c = background_load(&addr, receive, "1000", &[], &out);
+        std::thread::sleep(Duration::from_millis(1500));
+        srv.0.kill().unwrap();
+        let (status, err) = exits_within(&mut c, Duration::from_secs(5), "the server died");
+        assert!(!status.success(), "--receive {receive}");
+        assert!(
+            err.contains("closed") || err.contains("failed"),
+            "--receive {receive}: {err}"
+        );
+        kept_what_it_measured(&out);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn hung_server_is_detected_and_the_measured_part_kept() {
+    let _s = serial();
+    for receive in ["sender", "threads"] {
+        let (srv, addr) = serve(&["--app", "null"]);
+        let out = tmp("hung");
+        // Fast enough that a stopped server's socket buffers fill within the
+        // wait, so a sender blocked in a full socket is exercised too.
+        let mut c = background_load(&addr, receive, "50000", &["--dead-after", "2s"], &out);
+        std::thread::sleep(Duration::from_millis(1500));
+        let pid = srv.0.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let (status, err) = exits_within(&mut c, Duration::from_secs(8), "the server hung");
+        let _ = Command::new("kill").args(["-CONT", &pid]).status();
+        assert!(!status.success(), "--receive {receive}");
+        assert!(err.contains("dead or hung"), "--receive {receive}: {err}");
+        kept_what_it_measured(&out);
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }
 
 #[test]
@@ -463,15 +538,28 @@ fn bad_flags_give_one_clear_error() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+    // Each bad value is refused before anything starts, naming the flag and what to use.
+    let lb: &[&str] = &["run", "--config", "loopback"];
+    let ld: &[&str] = &["load", "--target", "127.0.0.1:1"];
     #[rustfmt::skip]
-    let o = Command::new(bin())
-        .args(["run", "--app", "null", "--config", "loopback", "--dispatch", "mine", "--qps", "10",
-               "--requests", "5", "-q"])
-        .output()
-        .unwrap();
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains("--dispatch") && e.contains("per-worker"), "{e}");
+    let cases: [(&[&str], &[&str], &[&str]); 5] = [
+        (lb, &["--dispatch", "mine"], &["--dispatch", "per-worker"]),
+        (lb, &["--receive", "nap"], &["--receive", "threads"]),
+        (ld, &["--receive", "nap"], &["--receive", "threads"]),
+        (lb, &["--client-cpus", "4096"], &["--client-cpus", "CPU 4096"]),
+        (ld, &["--cpus", "4096"], &["--cpus", "CPU 4096"]),
+    ];
+    for (cmd, bad, want) in cases {
+        let o = Command::new(bin())
+            .args(cmd)
+            .args(bad)
+            .args(["--app", "null", "--qps", "10", "--requests", "5", "-q"])
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?} {bad:?}: {e}");
+        assert!(want.iter().all(|w| e.contains(w)), "{cmd:?} {bad:?}: {e}");
+    }
 }
 
 #[test]
@@ -482,7 +570,7 @@ fn per_worker_dispatch_serves_every_connection() {
     #[rustfmt::skip]
     let o = Command::new(bin())
         .args(["run", "--app", "synth", "--config", "loopback", "--dispatch", "per-worker",
-               "--threads", "2", "--clients", "2", "--connections", "2", "--qps", "3000",
+               "--receive", "threads", "--threads", "2", "--clients", "2", "--connections", "2", "--qps", "3000",
                "--warmup-requests", "200", "--requests", "4000", "--set", "service=fixed:50us",
                "-q", "--out"])
         .arg(&out)

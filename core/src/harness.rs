@@ -206,6 +206,7 @@ impl RunSpec {
                 self.discipline
             ));
         }
+        check_cpus("--cpus", &self.cpus)?;
         let cap = self.record_capacity();
         if self.keep_records && cap * RECORD_BYTES > self.record_mem_cap {
             return Err(RunError::RecordsTooBig {
@@ -743,6 +744,39 @@ pub fn run_integrated(
 /// worker index, `usize::MAX` for the shaper).
 fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
     place_thread_on(&spec.cpus, spec.rt_priority, w)
+}
+
+/// Checks that every CPU in `cpus` (given with `flag`) is one this process
+/// may run on, so a bad list is refused before a run starts rather than inside a thread.
+pub fn check_cpus(flag: &str, cpus: &[usize]) -> Result<(), RunError> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: cpu_set_t is plain data; we pass its true size.
+    let (r, set) = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let r = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        (r, set)
+    };
+    if r != 0 {
+        return Ok(()); // cannot tell; placing the thread will say what is wrong
+    }
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET only reads the set, `i` is below its size.
+    let allowed: Vec<usize> = (0..max)
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect();
+    match cpus.iter().find(|c| !allowed.contains(c)) {
+        None => Ok(()),
+        Some(c) => Err(RunError::Invalid(format!(
+            "{flag}: CPU {c} is not available to this process (it may use {}; see `nproc`)",
+            allowed
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ))),
+    }
 }
 
 /// Pins the calling thread to `cpus[w % len]` (the last CPU for

@@ -8,7 +8,12 @@
 //! ends, so the only difference from `--app null` over loopback is the
 //! harness itself (queue hand-off, stamps, separate send/receive threads).
 //!
-//! Usage: pingpong [--size 64] [--n 20000] [--gap-us 500] [--warmup 1000]
+//! With `--poll 1` both ends busy-poll instead of blocking: non-blocking
+//! reads in a loop, so neither side is ever woken by the kernel (the floor
+//! for a spinning client and server; on a host without a cpuidle driver the
+//! wake-ups are most of the blocking RTT).
+//!
+//! Usage: pingpong [--size 64] [--n 20000] [--gap-us 500] [--warmup 1000] [--poll 0|1]
 //! Prints one JSON line: {"n":…, "size":…, "p50_ns":…, "p90_ns":…, "p99_ns":…, "mean_ns":…}
 
 use std::io::{Read, Write};
@@ -24,20 +29,37 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// `read_exact` that also works on a non-blocking socket (spins on WouldBlock).
+fn read_full(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn main() {
     let size = arg("--size", 64) as usize;
     let n = arg("--n", 20_000) as usize;
     let gap = arg("--gap-us", 500) * 1000;
     let warmup = arg("--warmup", 1000) as usize;
+    let poll = arg("--poll", 0) == 1;
     let (req_len, resp_len) = (16 + size, 32 + size);
     let l = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let addr = l.local_addr().expect("local addr");
     std::thread::spawn(move || {
         let (mut s, _) = l.accept().expect("accept");
         s.set_nodelay(true).expect("nodelay");
+        s.set_nonblocking(poll).expect("nonblocking");
         let mut req = vec![0u8; req_len];
         let resp = vec![1u8; resp_len];
-        while s.read_exact(&mut req).is_ok() {
+        while read_full(&mut s, &mut req).is_ok() {
             if s.write_all(&resp).is_err() {
                 break;
             }
@@ -46,6 +68,8 @@ fn main() {
     set_timer_slack_1ns();
     let mut c = TcpStream::connect(addr).expect("connect");
     c.set_nodelay(true).expect("nodelay");
+    // A write of one small frame never finds a full send buffer here.
+    c.set_nonblocking(poll).expect("nonblocking");
     let req = vec![2u8; req_len];
     let mut resp = vec![0u8; resp_len];
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
@@ -57,7 +81,7 @@ fn main() {
         wait_until(next, WaitMode::Hybrid, 1_000_000.min(gap / 2));
         let t = now_ns();
         c.write_all(&req).expect("write");
-        c.read_exact(&mut resp).expect("read");
+        read_full(&mut c, &mut resp).expect("read");
         let rtt = now_ns() - t;
         if i >= warmup {
             h.record(rtt).expect("auto range");
@@ -65,7 +89,7 @@ fn main() {
         }
     }
     println!(
-        "{{\"n\":{n},\"size\":{size},\"p50_ns\":{},\"p90_ns\":{},\"p99_ns\":{},\"mean_ns\":{:.0}}}",
+        "{{\"n\":{n},\"size\":{size},\"poll\":{poll},\"p50_ns\":{},\"p90_ns\":{},\"p99_ns\":{},\"mean_ns\":{:.0}}}",
         h.value_at_quantile(0.5),
         h.value_at_quantile(0.9),
         h.value_at_quantile(0.99),

@@ -5,7 +5,7 @@
 //! ([`crate::coord`]) builds `serve`/`load` command lines: flag names are
 //! defined and used in one place.
 
-use crate::client::{connect, run_load, LoadOpts};
+use crate::client::{connect, run_load, LoadOpts, Receive};
 use crate::coord::{transport_section, ShardDump};
 use crate::server::{serve, ServeOpts};
 use crate::TransportError;
@@ -218,6 +218,15 @@ pub struct LoadArgs {
     /// Most due requests coalesced into one write when the sender runs late.
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
+    /// Pin the client's threads to these CPUs, round-robin: the sender to the first, receiver
+    /// threads to the next ones (e.g. 0 while the server runs with --cpus 1).
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Vec<usize>,
+    /// Who reads responses: sender (the sender reads its connections without blocking while it waits
+    /// for the next send: one thread, no wake-ups) or threads (one blocking receiver thread per
+    /// connection). Default: sender with --wait spin, threads otherwise.
+    #[arg(long)]
+    pub receive: Option<String>,
     /// Label for summary.json's `config` (default: loopback for 127.x targets, else networked).
     #[arg(long)]
     pub config_label: Option<String>,
@@ -265,6 +274,7 @@ impl LoadArgs {
             interval_ns: self.interval,
             drain_timeout_ns: self.drain_timeout,
             send_lag_p99_max_ns: self.max_send_lag,
+            cpus: self.cpus.clone(),
             ..RunSpec::default()
         };
         spec.validate()?;
@@ -307,6 +317,10 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
         connections: a.connections,
         dead_after_ns: a.dead_after,
         max_batch: a.max_batch,
+        receive: match &a.receive {
+            Some(r) => parse_enum("receive", r)?,
+            None => Receive::default_for(spec.wait),
+        },
     };
     let streams = connect(&opts, wire.as_ref())?;
     let barrier = a.barrier;
@@ -420,4 +434,10 @@ pub struct NetArgs {
     /// How the server started for loopback/networked hands requests to workers: shared or per-worker (see `taillab serve --help`).
     #[arg(long, default_value = "shared")]
     pub dispatch: String,
+    /// Pin each client's threads to these CPUs (`taillab load --cpus`; --cpus places the server's workers).
+    #[arg(long, value_delimiter = ',')]
+    pub client_cpus: Vec<usize>,
+    /// Who reads responses in each client: sender or threads (see `taillab load --help`).
+    #[arg(long)]
+    pub receive: Option<String>,
 }

@@ -3,23 +3,36 @@
 //! Threads and why:
 //! - one **sender** runs the same [`Schedule`] as the integrated harness (so
 //!   a seed gives the same arrivals and requests in every configuration),
-//!   waits for each intended time the hybrid way (sleep, then spin the last
-//!   `spin_margin`), stamps `sent` and writes. It never reads, so a slow or
-//!   stalled server can never hold the schedule back (no coordinated
-//!   omission). When it is late it coalesces every request already due into
-//!   one `write` per connection, so a burst costs one syscall per
-//!   connection instead of one per request; each of those requests keeps
-//!   its own `intended`, so lateness is still charged in full.
-//! - one **receiver per connection** blocks in `read`, stamps `completed`
-//!   once per read (every response in that read arrived then), and records
-//!   into its own [`Shard`]. Receivers share nothing on the hot path; their
-//!   histograms are added after the run. A blocking read per connection
-//!   wakes as fast as an epoll loop would and needs no demultiplexing.
+//!   waits for each intended time (spin, or hybrid: sleep, then spin the last
+//!   `spin_margin`), stamps `sent` and writes. It never waits for a
+//!   response, so a slow or stalled server can never hold the schedule back
+//!   (no coordinated omission). When it is late it coalesces every request
+//!   already due into one `write` per connection, so a burst costs one
+//!   syscall per connection instead of one per request; each of those
+//!   requests keeps its own `intended`, so lateness is still charged in full.
+//! - responses are read one of two ways (`--receive`):
+//!   - **sender** (default with `--wait spin`): the sender reads its connections without
+//!     blocking whenever it would otherwise wait for the next send time
+//!     (spin: a non-blocking `read` per turn; hybrid: it sleeps in epoll
+//!     until a response arrives or the spin margin before the next send).
+//!     One thread in all: on a small host nothing has to be woken up to
+//!     take a response, which is most of what a loopback round trip costs.
+//!     Reading never blocks the schedule, but the time spent reading a
+//!     burst of responses can delay the next send a little; that shows up
+//!     as send lag, which is measured and charged.
+//!   - **threads** (default otherwise): one receiver thread per connection
+//!     blocks in `read`.
+//!     Sending and receiving share nothing but the in-flight ring; costs a
+//!     wake-up per response.
+//!
+//!   Either way the receive side stamps `completed` once per read (every
+//!   response in that read arrived then) and records into its own
+//!   [`Shard`]; the shards' histograms are added after the run.
 //! - the calling thread collects interval histograms, drives the progress
 //!   callback, and watches for a dead server.
 //!
 //! Requests go round-robin over the K connections, request `i` on
-//! connection `i mod K`. The sender and receivers meet only in a ring of
+//! connection `i mod K`. Send and receive sides meet only in a ring of
 //! in-flight slots indexed by request id (intended, sent, tag), written
 //! before the request's bytes hit the socket and read when the response
 //! comes back.
@@ -30,6 +43,7 @@
 //! service`, so every derived duration is exact and `transport = completed −
 //! finished` is the network's (both directions') share. See docs/protocol.md.
 
+use crate::epoll::Epoll;
 use crate::wire::Wire;
 use crate::TransportError;
 use hdrhistogram::Histogram;
@@ -54,6 +68,51 @@ pub struct LoadOpts {
     pub dead_after_ns: u64,
     /// Most requests coalesced into one write when the sender is late.
     pub max_batch: usize,
+    pub receive: Receive,
+}
+
+/// Who reads the responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receive {
+    /// One receiver thread per connection, blocked in `read`.
+    Threads,
+    /// The sender itself, reading without blocking whenever it would wait
+    /// for the next send time: one thread in all, nothing to wake up.
+    Sender,
+}
+
+impl Receive {
+    /// The sender polls when it spins anyway; a hybrid sender that sleeps
+    /// would be woken by each response like a receiver thread, and on a
+    /// small host where it shares CPUs with the server that measured no
+    /// better (docs/protocol.md).
+    pub fn default_for(wait: WaitMode) -> Receive {
+        if wait == WaitMode::Spin {
+            Receive::Sender
+        } else {
+            Receive::Threads
+        }
+    }
+}
+
+impl std::str::FromStr for Receive {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "threads" => Ok(Receive::Threads),
+            "sender" => Ok(Receive::Sender),
+            _ => Err(format!("unknown receive mode {s:?}: use sender or threads")),
+        }
+    }
+}
+
+impl std::fmt::Display for Receive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Receive::Threads => "threads",
+            Receive::Sender => "sender",
+        })
+    }
 }
 
 /// A load run's result: the run, the transport-time histogram, and why it
@@ -220,21 +279,33 @@ pub fn run_load(
     let mut writers = Vec::with_capacity(k);
     let mut killers = Vec::with_capacity(k);
     let mut receivers = Vec::with_capacity(k);
-    for (c, s) in streams.into_iter().enumerate() {
-        let w = s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e })?;
-        writers.push(w);
-        killers.push(s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e })?);
-        // The timeout only lets an idle receiver notice the end of the run.
-        s.set_read_timeout(Some(Duration::from_millis(50)))
-            .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
-        let (sh, wire, spec) = (sh.clone(), wire.clone(), spec.clone());
-        receivers.push(
-            std::thread::Builder::new()
-                .name(format!("taillab-recv-{c}"))
-                .spawn(move || receiver(&sh, &spec, wire.as_ref(), s, c, k, slice_ns))
-                .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
-        );
+    let clone =
+        |s: &TcpStream| s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e });
+    for s in &streams {
+        killers.push(clone(s)?);
     }
+    let side = match opts.receive {
+        Receive::Sender => SendSide::Polling(
+            Polling::new(&sh, spec, streams, slice_ns)
+                .map_err(|e| TransportError::Io { what: "setting up the polling sender".into(), source: e })?,
+        ),
+        Receive::Threads => {
+            for (c, s) in streams.into_iter().enumerate() {
+                writers.push(clone(&s)?);
+                // The timeout only lets an idle receiver notice the end of the run.
+                s.set_read_timeout(Some(Duration::from_millis(50)))
+                    .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
+                let (sh, wire, spec) = (sh.clone(), wire.clone(), spec.clone());
+                receivers.push(
+                    std::thread::Builder::new()
+                        .name(format!("taillab-recv-{c}"))
+                        .spawn(move || receiver(&sh, &spec, wire.as_ref(), s, c, k, slice_ns))
+                        .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
+                );
+            }
+            SendSide::Writers(writers)
+        }
+    };
 
     let delay = start_delay()?;
     let t0 = now_ns() + delay.max(1_000_000);
@@ -244,7 +315,7 @@ pub fn run_load(
         let (sh, wire, spec, max_batch) = (sh.clone(), wire.clone(), spec.clone(), opts.max_batch.max(1));
         std::thread::Builder::new()
             .name("taillab-sender".into())
-            .spawn(move || sender(&sh, &spec, wire.as_ref(), sched, writers, max_batch))
+            .spawn(move || sender(&sh, &spec, wire.as_ref(), sched, side, max_batch))
             .map_err(|e| TransportError::Io { what: "spawning the sender".into(), source: e })?
     };
 
@@ -291,18 +362,17 @@ pub fn run_load(
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
-    let _ = sender.join();
+    let mut outs = sender.join().unwrap_or_default();
+    outs.extend(receivers.into_iter().filter_map(|r| r.join().ok()));
     let mut totals: Option<Shard> = None;
     let mut transport = new_hist();
     let mut transport_sum = 0u128;
-    for r in receivers {
-        if let Ok((shard, th, ts)) = r.join() {
-            transport.add(&th).expect("auto-resizing histograms add");
-            transport_sum += ts;
-            match &mut totals {
-                None => totals = Some(shard),
-                Some(t) => t.absorb(&shard),
-            }
+    for (shard, th, ts) in outs {
+        transport.add(&th).expect("auto-resizing histograms add");
+        transport_sum += ts;
+        match &mut totals {
+            None => totals = Some(shard),
+            Some(t) => t.absorb(&shard),
         }
     }
     let stats = sh.sched.lock().take().expect("the sender stores its schedule stats");
@@ -352,16 +422,36 @@ pub fn new_hist() -> Histogram<u64> {
     h
 }
 
+/// `--cpus`: thread `i` (0 = the sender) on `cpus[i mod len]`. The list
+/// was checked before the run, so a failure here is only reported.
+fn place(spec: &RunSpec, i: usize) {
+    if let Err(e) = taillab_core::harness::place_thread_on(&spec.cpus, None, i) {
+        eprintln!("taillab load: {e}");
+    }
+}
+
+/// How the sender reaches its connections.
+enum SendSide {
+    /// Write-only clones; receiver threads read.
+    Writers(Vec<TcpStream>),
+    /// The sender reads responses itself (`--receive sender`).
+    Polling(Polling),
+}
+
 fn sender(
     sh: &Shared,
     spec: &RunSpec,
     wire: &dyn Wire,
     mut sched: Schedule,
-    mut writers: Vec<TcpStream>,
+    mut io: SendSide,
     max_batch: usize,
-) {
+) -> Vec<RecvOut> {
     set_timer_slack_1ns();
-    let k = writers.len();
+    place(spec, 0);
+    let k = match &io {
+        SendSide::Writers(w) => w.len(),
+        SendSide::Polling(p) => p.streams.len(),
+    };
     let mode = if spec.wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid };
     let mut bufs: Vec<Vec<u8>> = (0..k).map(|_| Vec::with_capacity(64 * 1024)).collect();
     let mut payload = Vec::with_capacity(4096);
@@ -378,7 +468,12 @@ fn sender(
                 None => break,
             },
         };
-        wait_until(first.intended, mode, spec.spin_margin_ns);
+        match &mut io {
+            SendSide::Writers(_) => {
+                wait_until(first.intended, mode, spec.spin_margin_ns);
+            }
+            SendSide::Polling(p) => p.wait_until(sh, wire, first.intended, mode, spec.spin_margin_ns),
+        }
         batch.clear();
         wire.encode(first.index, &p, &mut bufs[(first.index % k as u64) as usize]);
         payload = p;
@@ -411,7 +506,11 @@ fn sender(
             if b.is_empty() {
                 continue;
             }
-            if let Err(e) = writers[c].write_all(b) {
+            let res = match &mut io {
+                SendSide::Writers(w) => w[c].write_all(b),
+                SendSide::Polling(p) => p.write(sh, wire, c, b),
+            };
+            if let Err(e) = res {
                 sh.lose(format!("sending on connection {c} failed: {e} (the server closed it or died)"));
                 break 'run;
             }
@@ -420,10 +519,104 @@ fn sender(
     }
     *sh.sched.lock() = Some(sched.stats());
     sh.sender_done.store(true, Ordering::Release);
+    match io {
+        SendSide::Writers(_) => Vec::new(),
+        SendSide::Polling(mut p) => {
+            // The stragglers, until the run is over.
+            while !sh.stop.load(Ordering::Acquire) {
+                let wait = if mode == WaitMode::Spin { 0 } else { 1_000_000 };
+                if !p.poll(sh, wire, wait) {
+                    std::hint::spin_loop();
+                }
+            }
+            p.finish(sh)
+        }
+    }
 }
 
 type RecvOut = (Shard, Histogram<u64>, u128);
 
+/// One connection's receive side: matches responses to their in-flight
+/// slots and records them. Used by a receiver thread or by the polling
+/// sender.
+struct Receiver {
+    c: usize,
+    k: usize,
+    shard: Shard,
+    th: Histogram<u64>,
+    tsum: u128,
+    buf: Vec<u8>,
+    /// In-order protocols answer request c, c+k, c+2k, … on this connection.
+    next_in_order: u64,
+}
+
+impl Receiver {
+    fn new(sh: &Shared, spec: &RunSpec, c: usize, k: usize, slice_ns: u64) -> Self {
+        Receiver {
+            c,
+            k,
+            shard: Shard::new(c, &sh.sink, slice_ns, spec.interval_ns),
+            th: new_hist(),
+            tsum: 0,
+            buf: Vec::with_capacity(64 * 1024),
+            next_in_order: c as u64,
+        }
+    }
+
+    /// Takes `bytes` read at `completed` (every response they finish
+    /// arrived then). `Err` is garbage from the server.
+    fn take(&mut self, sh: &Shared, wire: &dyn Wire, bytes: &[u8], completed: u64) -> Result<(), String> {
+        self.buf.extend_from_slice(bytes);
+        let mut off = 0;
+        let res = loop {
+            let r = match wire.decode(&self.buf[off..]) {
+                Ok(Some(r)) => r,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(format!("garbage from the server on connection {}: {e}", self.c)),
+            };
+            off += r.consumed;
+            let id = r.id.unwrap_or_else(|| {
+                let i = self.next_in_order;
+                self.next_in_order += self.k as u64;
+                i
+            });
+            let slot = &sh.ring[id as usize % RING];
+            let tag = slot.tag.load(Ordering::Acquire);
+            if tag & !(1 << 63) != id + 1 {
+                sh.unmatched.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let (intended, sent) = (slot.intended.load(Ordering::Relaxed), slot.sent.load(Ordering::Relaxed));
+            slot.tag.store(0, Ordering::Release);
+            let measured = tag >> 63 == 1;
+            let started = sent + r.queue_ns;
+            let finished = started + r.service_ns;
+            let st = Stamps { intended, sent, enqueued: sent, started, finished, completed: completed.max(finished) };
+            if let Some(e) = r.error {
+                sh.note_error(e);
+            }
+            if let Some(rec) = &sh.records {
+                rec.set(id, &st, self.c, measured);
+            }
+            if measured {
+                let t = st.completed - finished;
+                self.th.saturating_record(t);
+                self.tsum += t as u128;
+            }
+            self.shard.record(&st, measured, &sh.sink);
+            sh.completed.fetch_add(1, Ordering::Release);
+        };
+        self.buf.drain(..off);
+        res
+    }
+
+    fn finish(mut self, sh: &Shared) -> RecvOut {
+        self.shard.flush(&sh.sink);
+        (self.shard, self.th, self.tsum)
+    }
+}
+
+/// A receiver thread: blocks in `read` on its connection.
 fn receiver(
     sh: &Shared,
     spec: &RunSpec,
@@ -434,14 +627,10 @@ fn receiver(
     slice_ns: u64,
 ) -> RecvOut {
     set_timer_slack_1ns();
-    let mut shard = Shard::new(c, &sh.sink, slice_ns, spec.interval_ns);
-    let mut th = new_hist();
-    let mut tsum = 0u128;
-    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    place(spec, c + 1);
+    let mut r = Receiver::new(sh, spec, c, k, slice_ns);
     let mut chunk = vec![0u8; 64 * 1024];
-    // In-order protocols answer request c, c+k, c+2k, … on this connection.
-    let mut next_in_order = c as u64;
-    'read: loop {
+    loop {
         let n = match s.read(&mut chunk) {
             Ok(0) => {
                 if !sh.stop.load(Ordering::Acquire) {
@@ -462,52 +651,134 @@ fn receiver(
                 break;
             }
         };
-        let completed = now_ns();
-        buf.extend_from_slice(&chunk[..n]);
-        let mut off = 0;
-        loop {
-            let r = match wire.decode(&buf[off..]) {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
-                    sh.lose(format!("garbage from the server on connection {c}: {e}"));
-                    break 'read;
-                }
-            };
-            off += r.consumed;
-            let id = r.id.unwrap_or_else(|| {
-                let i = next_in_order;
-                next_in_order += k as u64;
-                i
-            });
-            let slot = &sh.ring[id as usize % RING];
-            let tag = slot.tag.load(Ordering::Acquire);
-            if tag & !(1 << 63) != id + 1 {
-                sh.unmatched.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            let (intended, sent) = (slot.intended.load(Ordering::Relaxed), slot.sent.load(Ordering::Relaxed));
-            slot.tag.store(0, Ordering::Release);
-            let measured = tag >> 63 == 1;
-            let started = sent + r.queue_ns;
-            let finished = started + r.service_ns;
-            let st = Stamps { intended, sent, enqueued: sent, started, finished, completed: completed.max(finished) };
-            if let Some(e) = r.error {
-                sh.note_error(e);
-            }
-            if let Some(rec) = &sh.records {
-                rec.set(id, &st, c, measured);
-            }
-            if measured {
-                let t = st.completed - finished;
-                th.saturating_record(t);
-                tsum += t as u128;
-            }
-            shard.record(&st, measured, &sh.sink);
-            sh.completed.fetch_add(1, Ordering::Release);
+        if let Err(e) = r.take(sh, wire, &chunk[..n], now_ns()) {
+            sh.lose(e);
+            break;
         }
-        buf.drain(..off);
     }
-    shard.flush(&sh.sink);
-    (shard, th, tsum)
+    r.finish(sh)
+}
+
+/// `--receive sender`: the sender's connections, read without blocking
+/// whenever the sender would otherwise wait.
+struct Polling {
+    streams: Vec<TcpStream>,
+    recv: Vec<Receiver>,
+    live: Vec<bool>,
+    /// For several connections, or for sleeping until a response or the
+    /// next send time (hybrid); one connection spinning just reads it.
+    ep: Epoll,
+    events: Vec<libc::epoll_event>,
+    chunk: Vec<u8>,
+    /// When the last write went out (hybrid waits poll for its response).
+    last_send: u64,
+}
+
+impl Polling {
+    fn new(sh: &Shared, spec: &RunSpec, streams: Vec<TcpStream>, slice_ns: u64) -> std::io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        let k = streams.len();
+        let ep = Epoll::new()?;
+        for (c, s) in streams.iter().enumerate() {
+            s.set_nonblocking(true)?;
+            ep.add(s.as_raw_fd(), c as u64)?;
+        }
+        Ok(Polling {
+            recv: (0..k).map(|c| Receiver::new(sh, spec, c, k, slice_ns)).collect(),
+            live: vec![true; k],
+            streams,
+            ep,
+            events: crate::epoll::events(),
+            chunk: vec![0u8; 64 * 1024],
+            last_send: 0,
+        })
+    }
+
+    /// Reads what connection `c` has; true if anything arrived.
+    fn read(&mut self, sh: &Shared, wire: &dyn Wire, c: usize) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut got = false;
+        while self.live[c] {
+            let why = match self.streams[c].read(&mut self.chunk) {
+                Ok(0) => (!sh.stop.load(Ordering::Acquire)).then(|| format!("the server closed connection {c}")),
+                Ok(n) => {
+                    got = true;
+                    match self.recv[c].take(sh, wire, &self.chunk[..n], now_ns()) {
+                        // A short read emptied the socket.
+                        Ok(()) if n < self.chunk.len() => return true,
+                        Ok(()) => continue,
+                        Err(e) => Some(e),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return got,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => Some(format!("reading connection {c} failed: {e}")),
+            };
+            if let Some(why) = why {
+                sh.lose(why);
+            }
+            self.live[c] = false;
+            self.ep.del(self.streams[c].as_raw_fd());
+        }
+        got
+    }
+
+    /// Reads every connection that has something, waiting up to
+    /// `timeout_ns` for one to; true if anything arrived.
+    fn poll(&mut self, sh: &Shared, wire: &dyn Wire, timeout_ns: u64) -> bool {
+        if timeout_ns == 0 && self.streams.len() == 1 {
+            return self.read(sh, wire, 0);
+        }
+        let ready: Vec<usize> = self.ep.wait(&mut self.events, timeout_ns).map(|t| t as usize).collect();
+        let mut got = false;
+        for c in ready {
+            got |= self.read(sh, wire, c);
+        }
+        got
+    }
+
+    /// Serves responses until `t`: spin polls; hybrid polls while a
+    /// response is due (a request went out less than `margin` ago and is
+    /// unanswered) and otherwise sleeps in epoll until a response or
+    /// `t − margin`, then polls.
+    fn wait_until(&mut self, sh: &Shared, wire: &dyn Wire, t: u64, mode: WaitMode, margin: u64) {
+        loop {
+            let now = now_ns();
+            if now >= t {
+                return;
+            }
+            let awaited = now < self.last_send + margin
+                && sh.completed.load(Ordering::Relaxed) + sh.unmatched.load(Ordering::Relaxed)
+                    < sh.sent.load(Ordering::Relaxed);
+            let sleep = if mode == WaitMode::Spin || awaited { 0 } else { (t - now).saturating_sub(margin) };
+            if !self.poll(sh, wire, sleep) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Writes `b` on connection `c`, reading responses while the socket is
+    /// full (a server blocked on its own writes to us must be drained).
+    fn write(&mut self, sh: &Shared, wire: &dyn Wire, c: usize, b: &[u8]) -> std::io::Result<()> {
+        self.last_send = now_ns();
+        let mut off = 0;
+        while off < b.len() {
+            match self.streams[c].write(&b[off..]) {
+                Ok(n) => off += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if sh.stop.load(Ordering::Acquire) {
+                        return Err(e);
+                    }
+                    self.poll(sh, wire, 100_000);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, sh: &Shared) -> Vec<RecvOut> {
+        self.recv.into_iter().map(|r| r.finish(sh)).collect()
+    }
 }

@@ -388,6 +388,10 @@ pub fn run_config(
             .parse::<crate::server::Dispatch>()
             .map_err(|e| TransportError::Invalid(format!("--dispatch: {e}")))?;
     }
+    taillab_core::harness::check_cpus("--client-cpus", &net.client_cpus)?;
+    if let Some(r) = &net.receive {
+        r.parse::<crate::client::Receive>().map_err(|e| TransportError::Invalid(format!("--receive: {e}")))?;
+    }
     if spec.net_delay.is_some() {
         return Err(TransportError::Invalid(
             "--net-delay simulates a network in --config integrated; loopback/networked have a real one".into(),
@@ -506,6 +510,13 @@ pub fn run_config(
         ]);
         if spec.keep_records {
             argv.push("--save-requests".into());
+        }
+        if let Some(r) = &net.receive {
+            argv.extend(["--receive".into(), r.clone()]);
+        }
+        if !net.client_cpus.is_empty() {
+            let l: Vec<String> = net.client_cpus.iter().map(|c| c.to_string()).collect();
+            argv.extend(["--cpus".into(), l.join(",")]);
         }
         argv.extend(sets.iter().cloned());
         let tpl = match net.client_launcher.len() {

@@ -12,12 +12,15 @@
 //! - [`coord`]: `taillab run --config loopback|networked`, which launches a
 //!   server and C clients, starts them behind a barrier and merges their
 //!   histograms into one ordinary result folder;
+//! - [`epoll`]: the epoll set behind per-worker dispatch and the polling
+//!   client;
 //! - [`cli`]: the `serve` and `load` subcommands' flags and entry points.
 
 pub mod apps;
 pub mod cli;
 pub mod client;
 pub mod coord;
+pub mod epoll;
 pub mod proto;
 pub mod server;
 pub mod wire;

@@ -21,6 +21,7 @@
 //! `--exit-on-eof`) stop it cleanly: no new connections, open ones shut
 //! down, workers finish the request in hand and exit.
 
+use crate::epoll::Epoll;
 use crate::proto::{self, Kind};
 use crate::TransportError;
 use parking_lot::Mutex;
@@ -365,22 +366,15 @@ struct Owned {
 
 /// One worker's epoll set and the connections the acceptor handed it.
 struct Poller {
-    epfd: i32,
+    ep: Epoll,
     inbox: Mutex<Vec<(u64, Owned)>>,
     next_token: AtomicU64,
 }
 
 impl Poller {
     fn new() -> Result<Self, TransportError> {
-        // SAFETY: plain syscall; the fd is closed in Drop.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if epfd < 0 {
-            return Err(TransportError::Io {
-                what: "creating an epoll set".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(Poller { epfd, inbox: Mutex::new(Vec::new()), next_token: AtomicU64::new(0) })
+        let ep = Epoll::new().map_err(|e| TransportError::Io { what: "creating an epoll set".into(), source: e })?;
+        Ok(Poller { ep, inbox: Mutex::new(Vec::new()), next_token: AtomicU64::new(0) })
     }
 
     /// Called by the acceptor: the worker picks the connection up at its next event.
@@ -389,21 +383,11 @@ impl Poller {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let fd = s.as_raw_fd();
         self.inbox.lock().push((token, Owned { s, conn, buf: Vec::with_capacity(64 * 1024) }));
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
-        // SAFETY: valid epoll fd and socket fd, ev outlives the call.
-        if unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = self.ep.add(fd, token) {
             self.inbox.lock().retain(|(t, _)| *t != token);
             return Err(e);
         }
         Ok(())
-    }
-}
-
-impl Drop for Poller {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe { libc::close(self.epfd) };
     }
 }
 
@@ -416,7 +400,7 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
     use std::collections::{HashMap, VecDeque};
     let mut conns: HashMap<u64, Owned> = HashMap::new();
     let mut local: VecDeque<Job> = VecDeque::new();
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+    let mut events = crate::epoll::events();
     let mut chunk = vec![0u8; 64 * 1024];
     let (mut resp, mut frame) = (Vec::with_capacity(4096), Vec::with_capacity(4096));
     let mut idle_since = now_ns();
@@ -433,15 +417,14 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
         } else {
             match wait {
                 WaitMode::Spin => 0,
-                WaitMode::Block => 100,
+                WaitMode::Block => 100_000_000,
                 WaitMode::Hybrid if now_ns() < idle_since + spin_ns => 0,
-                WaitMode::Hybrid => 100,
+                WaitMode::Hybrid => 100_000_000,
             }
         };
-        // SAFETY: events has room for 64 entries; epfd is valid while p lives.
-        let n = unsafe { libc::epoll_wait(p.epfd, events.as_mut_ptr(), events.len() as i32, timeout) };
-        for ev in events.iter().take(n.max(0) as usize) {
-            let token = ev.u64;
+        let mut n = 0;
+        for token in p.ep.wait(&mut events, timeout) {
+            n += 1;
             if !conns.contains_key(&token) {
                 for (t, o) in p.inbox.lock().drain(..) {
                     conns.insert(t, o);
@@ -452,13 +435,12 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
                 let o = conns.remove(&token).expect("present");
                 use std::os::fd::AsRawFd;
                 // The writer's dup keeps the socket open: leave the set now.
-                // SAFETY: valid fds; a null event is allowed for DEL.
-                unsafe { libc::epoll_ctl(p.epfd, libc::EPOLL_CTL_DEL, o.s.as_raw_fd(), std::ptr::null_mut()) };
+                p.ep.del(o.s.as_raw_fd());
                 close_conn(st, &o.conn, why.as_deref());
             }
         }
         let Some(job) = local.pop_front() else {
-            if timeout == 0 && n <= 0 && wait != WaitMode::Hybrid {
+            if timeout == 0 && n == 0 && wait != WaitMode::Hybrid {
                 std::hint::spin_loop();
             }
             continue;
@@ -468,7 +450,7 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
     }
 }
 
-/// Reads everything `o` has without blocking and queues its whole frames.
+/// Reads what `o` has without blocking and queues its whole frames.
 /// `Some(reason)` closes the connection (`Some(None)`: a clean disconnect).
 fn read_ready(
     st: &State,
@@ -506,5 +488,10 @@ fn read_ready(
             }
         }
         o.buf.drain(..off);
+        // A short read emptied the socket: skip the read that would only
+        // say so (the set is level-triggered, so later bytes still wake us).
+        if (r as usize) < chunk.len() {
+            return None;
+        }
     }
 }

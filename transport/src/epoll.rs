@@ -1,0 +1,59 @@
+//! A minimal level-triggered epoll set (Linux), shared by the per-worker
+//! server dispatch and the polling load client.
+
+use std::os::fd::RawFd;
+
+pub struct Epoll {
+    fd: RawFd,
+}
+
+/// A buffer for [`Epoll::wait`]'s ready list.
+pub fn events() -> Vec<libc::epoll_event> {
+    vec![libc::epoll_event { events: 0, u64: 0 }; 64]
+}
+
+impl Epoll {
+    pub fn new() -> std::io::Result<Self> {
+        // SAFETY: plain syscall; the fd is closed in Drop.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Epoll { fd })
+    }
+
+    /// Watches `fd` for input, reporting it as `token`.
+    pub fn add(&self, fd: RawFd, token: u64) -> std::io::Result<()> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        // SAFETY: valid epoll fd; ev outlives the call; a bad `fd` is an error return.
+        if unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Stops watching `fd` (errors ignored: the fd may be gone already).
+    pub fn del(&self, fd: RawFd) {
+        // SAFETY: a null event is allowed for DEL.
+        unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+    }
+
+    /// Waits up to `timeout_ns` (0: just look; nanosecond resolution) and
+    /// returns the tokens of the ready fds (interrupted waits return none).
+    pub fn wait<'a>(&self, events: &'a mut [libc::epoll_event], timeout_ns: u64) -> impl Iterator<Item = u64> + 'a {
+        let ts = libc::timespec {
+            tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: events has room for its length; ts lives across the call; no signal mask.
+        let n = unsafe { libc::epoll_pwait2(self.fd, events.as_mut_ptr(), events.len() as i32, &ts, std::ptr::null()) };
+        events.iter().take(n.max(0) as usize).map(|e| e.u64)
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe { libc::close(self.fd) };
+    }
+}
