@@ -670,8 +670,6 @@ struct Polling {
     ep: Epoll,
     events: Vec<libc::epoll_event>,
     chunk: Vec<u8>,
-    /// When the last write went out (hybrid waits poll for its response).
-    last_send: u64,
 }
 
 impl Polling {
@@ -690,7 +688,6 @@ impl Polling {
             ep,
             events: crate::epoll::events(),
             chunk: vec![0u8; 64 * 1024],
-            last_send: 0,
         })
     }
 
@@ -737,20 +734,15 @@ impl Polling {
         got
     }
 
-    /// Serves responses until `t`: spin polls; hybrid polls while a
-    /// response is due (a request went out less than `margin` ago and is
-    /// unanswered) and otherwise sleeps in epoll until a response or
-    /// `t − margin`, then polls.
+    /// Serves responses until `t`: spin polls; hybrid sleeps in epoll until
+    /// a response or `t − margin`, then polls.
     fn wait_until(&mut self, sh: &Shared, wire: &dyn Wire, t: u64, mode: WaitMode, margin: u64) {
         loop {
             let now = now_ns();
             if now >= t {
                 return;
             }
-            let awaited = now < self.last_send + margin
-                && sh.completed.load(Ordering::Relaxed) + sh.unmatched.load(Ordering::Relaxed)
-                    < sh.sent.load(Ordering::Relaxed);
-            let sleep = if mode == WaitMode::Spin || awaited { 0 } else { (t - now).saturating_sub(margin) };
+            let sleep = if mode == WaitMode::Spin { 0 } else { (t - now).saturating_sub(margin) };
             if !self.poll(sh, wire, sleep) {
                 std::hint::spin_loop();
             }
@@ -760,7 +752,6 @@ impl Polling {
     /// Writes `b` on connection `c`, reading responses while the socket is
     /// full (a server blocked on its own writes to us must be drained).
     fn write(&mut self, sh: &Shared, wire: &dyn Wire, c: usize, b: &[u8]) -> std::io::Result<()> {
-        self.last_send = now_ns();
         let mut off = 0;
         while off < b.len() {
             match self.streams[c].write(&b[off..]) {
