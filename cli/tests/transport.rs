@@ -157,6 +157,12 @@ fn loopback_two_clients_merge_into_one_result() {
     assert!(rows
         .iter()
         .all(|r| r[2] <= r[3] && r[5] <= r[6] && r[6] <= r[7]));
+    // The sequence checks ran on both clients' streams, merged (whether the
+    // sends fit Poisson depends on how quiet the host is, so only that they
+    // ran on every measured request is asserted here).
+    let ia = &s["checks"]["interarrival"];
+    assert_eq!(ia["test"], "ks_exponential", "{ia}");
+    assert_eq!(ia["gaps"], 3000, "{ia}");
     assert_eq!(s["requests"]["measured"], 3001);
     assert_eq!(s["requests"]["warmup"], 200);
     assert_eq!(s["requests"]["unfinished"], 0);

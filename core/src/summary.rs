@@ -408,12 +408,15 @@ fn measured_stamps(r: &RunResult, limit: usize) -> Option<Vec<crate::collector::
     )
 }
 
+/// Why the sequence checks were skipped: the stamps they need were not kept.
+const NO_RECORDS: &str = "no per-request records (integrated: raise --max-record-mem; loopback: --save-requests; networked: one client with --save-requests)";
+
 /// Inter-arrival fit: do the actual send gaps follow the intended process?
 /// Poisson: Kolmogorov–Smirnov against exponential with the schedule's rate
 /// (fails at p < 0.001). Fixed: gaps within ±5 % of their mean at p99.
 fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
     let Some(st) = measured_stamps(r, CHECK_SAMPLE + 1) else {
-        return skipped("no per-request records (integrated: raise --max-record-mem; loopback/networked: one client with --save-requests)");
+        return skipped(NO_RECORDS);
     };
     if st.len() < 50 {
         return skipped("fewer than 50 measured requests");
@@ -458,7 +461,7 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
 /// few independent observations and should be longer.
 fn independence_check(r: &RunResult) -> Check {
     let Some(st) = measured_stamps(r, CHECK_SAMPLE) else {
-        return skipped("no per-request records (integrated: raise --max-record-mem; loopback/networked: one client with --save-requests)");
+        return skipped(NO_RECORDS);
     };
     if st.len() < 200 {
         return skipped("fewer than 200 measured requests");

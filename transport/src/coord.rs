@@ -624,11 +624,14 @@ pub fn run_config(
     }
     let dumps: Vec<ShardDump> = dumps.into_iter().flatten().collect();
     let (mut result, th, tsum) = merge(spec, &dumps, wall_start)?;
-    // One client's stamps, when kept, feed the sequence checks (inter-arrival
-    // fit, independence) exactly as in an integrated run. Several clients'
-    // streams are on different clocks in general, so they are not merged.
-    if spec.keep_records && c == 1 {
-        result.records = Some(std::sync::Arc::new(records_of(&reqs[0])?));
+    // Kept stamps feed the sequence checks (inter-arrival fit, independence)
+    // as in an integrated run: one client's as they are; several loopback
+    // clients' merged into one stream (they share this host's monotonic
+    // clock, and independent Poisson streams superpose to a Poisson stream
+    // of the total rate). Networked clients' clocks are their hosts' own,
+    // so their streams are not merged.
+    if spec.keep_records && (c == 1 || config == "loopback") {
+        result.records = Some(std::sync::Arc::new(records_of(&reqs)?));
     }
     // The server's app statistics cover its whole life (warmup included):
     // it does not know where the clients' measured phase starts.
@@ -665,20 +668,30 @@ pub fn run_config(
     Ok(summary)
 }
 
-/// Parses a client's `req` lines back into records.
-fn records_of(lines: &[String]) -> Result<taillab_core::harness::Records, TransportError> {
-    let mut rows = Vec::with_capacity(lines.len());
-    for l in lines {
-        let v: Vec<u64> =
-            l.split(',').map(|x| x.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad_shard("req line"))?;
-        if v.len() != 9 {
-            return Err(bad_shard("req line"));
+/// Parses the clients' `req` lines back into records. One client's keep
+/// their ids (a request that never completed has no line and leaves a
+/// hole); several clients' are merged in order of intended send time and
+/// numbered 0, 1, … in that order.
+fn records_of(clients: &[Vec<String>]) -> Result<taillab_core::harness::Records, TransportError> {
+    let mut rows = Vec::new();
+    for (i, lines) in clients.iter().enumerate() {
+        for l in lines {
+            let v: Vec<u64> =
+                l.split(',').map(|x| x.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad_shard("req line"))?;
+            if v.len() != 9 {
+                return Err(bad_shard("req line"));
+            }
+            rows.push((v, i));
         }
-        rows.push(v);
     }
-    // Ids run from 0; a request that never completed has no line.
-    let rec = taillab_core::harness::Records::new(rows.iter().map(|v| v[0] + 1).max().unwrap_or(0));
-    for v in rows {
+    if clients.len() > 1 {
+        rows.sort_by_key(|(v, i)| (v[2], *i));
+        for (n, (v, _)) in rows.iter_mut().enumerate() {
+            v[0] = n as u64;
+        }
+    }
+    let rec = taillab_core::harness::Records::new(rows.iter().map(|(v, _)| v[0] + 1).max().unwrap_or(0));
+    for (v, _) in rows {
         let st = taillab_core::collector::Stamps {
             intended: v[2],
             sent: v[3],
@@ -723,6 +736,23 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(&o.stdout), "a b it's x=1\n");
         assert!(expand("ssh host", &argv, 0).is_err());
         assert_eq!(expand("ip netns exec ns{i} {cmd}", &argv[..1], 3).unwrap(), "ip netns exec ns3 /bin/echo");
+    }
+
+    #[test]
+    fn several_clients_records_merge_in_intended_order() {
+        // id,worker,intended,sent,enqueued,started,finished,completed,measured
+        let line =
+            |id: u64, t: u64, m: u64| format!("{id},0,{t},{},{},{},{},{},{m}", t + 1, t + 1, t + 2, t + 3, t + 9);
+        let a = vec![line(0, 100, 0), line(1, 300, 1), line(2, 500, 1)];
+        let b = vec![line(0, 200, 0), line(1, 400, 1)];
+        let rec = records_of(&[a.clone(), b]).unwrap();
+        let got: Vec<(u64, u64, bool)> = rec.iter().map(|x| (x.0, x.3.intended, x.2)).collect();
+        assert_eq!(got, vec![(0, 100, false), (1, 200, false), (2, 300, true), (3, 400, true), (4, 500, true)]);
+        // One client keeps its ids, holes included.
+        let rec = records_of(&[vec![a[0].clone(), a[2].clone()]]).unwrap();
+        let ids: Vec<u64> = rec.iter().map(|x| x.0).collect();
+        assert_eq!(ids, vec![0, 2]);
+        assert!(records_of(&[vec!["1,2,3".into()]]).is_err());
     }
 
     #[test]
