@@ -386,9 +386,11 @@ pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Resul
                 "isolated_cpus",
                 "nohz_full",
                 "clocksource",
+                "cpuidle_driver",
             ]
             .into_iter()
-            .filter(|k| x.get(*k) != y.get(*k))
+            // A key the old report lacks was not recorded then (older taillab).
+            .filter(|k| x.get(*k).is_some() && x.get(*k) != y.get(*k))
             .collect();
             if !changed.is_empty() {
                 eprintln!(

@@ -8,7 +8,8 @@
 //! for 5 % of every second unless it is -1), this process's timer slack
 //! (sleeps are rounded up by it), transparent huge pages (khugepaged and
 //! compaction stalls), the clock source (reading a non-TSC clock costs
-//! microseconds), and — measured over a short window with the same
+//! microseconds), the cpuidle driver (a VM without one halts idle vCPUs at
+//! once, and every wake-up then costs tens of microseconds), and — measured over a short window with the same
 //! [`Sampler`] the runs use — steal and foreign CPU use with the processes
 //! that cause it. [`SystemReport::warnings`] turns these into reasons not to
 //! measure now.
@@ -53,6 +54,10 @@ pub struct SystemReport {
     /// Timer slack of this process's thread, in ns.
     pub timer_slack_ns: i64,
     pub clocksource: Option<String>,
+    /// `/sys/devices/system/cpu/cpuidle/current_driver` (`none`: an idle
+    /// CPU just halts, and on a VM waking it goes through the hypervisor).
+    #[serde(default)]
+    pub cpuidle_driver: Option<String>,
     pub transparent_hugepage: Option<String>,
     pub numa_balancing: Option<i64>,
     pub isolated_cpus: Option<String>,
@@ -171,6 +176,7 @@ impl SystemReport {
             clocksource: read_trim(&p(
                 "sys/devices/system/clocksource/clocksource0/current_clocksource",
             )),
+            cpuidle_driver: read_trim(&p("sys/devices/system/cpu/cpuidle/current_driver")),
             transparent_hugepage: read_trim(&p("sys/kernel/mm/transparent_hugepage/enabled"))
                 .map(|v| bracketed(&v).unwrap_or(v)),
             numa_balancing: num("proc/sys/kernel/numa_balancing"),
@@ -285,6 +291,9 @@ impl SystemReport {
                 ));
             }
         }
+        if self.virtualized && self.cpuidle_driver.as_deref() == Some("none") {
+            w.push("no cpuidle driver on this VM: an idle vCPU halts at once and waking it costs tens of µs, paid by every request that wakes a sleeping thread (`--wait spin` avoids it; the cpuidle-haltpoll driver, where the kernel has it, polls before halting)".into());
+        }
         if self.numa_balancing.unwrap_or(0) > 0 {
             w.push("automatic NUMA balancing is on: it unmaps pages to sample them, causing minor faults in workers (`taillab system tune` turns it off)".into());
         }
@@ -383,6 +392,7 @@ impl fmt::Display for SystemReport {
             self.timer_slack_ns
         )?;
         writeln!(f, "clock source:         {}", opt(&self.clocksource))?;
+        writeln!(f, "cpuidle driver:       {}", opt(&self.cpuidle_driver))?;
         writeln!(
             f,
             "transparent hugepage: {}",

@@ -206,6 +206,11 @@ fn report_of_a_fake_host_warns_about_each_setting() {
         "sys/devices/system/clocksource/clocksource0/current_clocksource",
         "kvm-clock\n",
     );
+    put(
+        root,
+        "sys/devices/system/cpu/cpuidle/current_driver",
+        "none\n",
+    );
     let r = SystemReport::collect_with(root, Duration::ZERO).unwrap();
     assert_eq!(r.cpu_model.as_deref(), Some("Test CPU @ 1GHz"));
     assert!(r.virtualized);
@@ -222,6 +227,7 @@ fn report_of_a_fake_host_warns_about_each_setting() {
         "transparent huge pages",
         "kvm-clock",
         "NUMA",
+        "no cpuidle driver",
     ] {
         assert!(w.contains(needle), "missing `{needle}` in:\n{w}");
     }
