@@ -143,10 +143,12 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
             };
             for a in list {
                 params.check_keys(a.name(), a.keys())?;
+                // The folder is the app's to name (oltp's depends on the
+                // warehouses, search's on the corpus): it says so when it builds.
                 eprintln!(
-                    "preparing data for {} in {}",
+                    "preparing data for {} under {}",
                     a.name(),
-                    ctx.app_dir(a.name()).display()
+                    ctx.root.display()
                 );
                 a.prepare(&ctx, &params)?;
             }

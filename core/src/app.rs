@@ -195,6 +195,7 @@ impl DataCtx {
             return Ok(());
         }
         std::fs::create_dir_all(&self.root).map_err(|e| AppError::io(&self.root, e))?;
+        eprintln!("building {}", self.app_dir(app).display());
         let tmp = self
             .root
             .join(format!(".{app}.partial-{}", std::process::id()));
