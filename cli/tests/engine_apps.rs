@@ -3,32 +3,10 @@
 //! answers' evidence (decoding takes milliseconds, the JVM reports the
 //! collector that was asked for).
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("taillab-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn run(args: &[&str], out: &Path) -> Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_taillab"))
-        .arg("run")
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .arg("-q")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "taillab run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
-}
+mod common;
+use common::*;
 
 #[cfg(feature = "middleware")]
 #[test]

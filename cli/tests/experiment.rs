@@ -1,33 +1,12 @@
 //! Experiments and sweeps through the real binary: the results tree, the CI
 //! stopping rule's bookkeeping, resume after a kill, and refusal to mix runs.
 
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_taillab")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("taillab-exp-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn json(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
+mod common;
+use common::*;
 
 fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut v = Vec::new();

@@ -9,42 +9,15 @@
 //! failures fail the test; a systematic error fails every try.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+mod common;
+use common::*;
+
 /// Timing tests must not share the 2 cores with each other: one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_taillab")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("taillab-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
 fn run(args: &[&str], out: &Path) -> Value {
-    let o = Command::new(bin())
-        .arg("run")
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .arg("-q")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "taillab run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s = common::run(args, out);
     // Only what comes from outside counts: hypervisor steal and other
     // processes' CPU. Preemption of a worker by the harness's own threads
     // (the thread shaper on 2 CPUs) is the harness's business.

@@ -9,6 +9,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::*;
+
 /// Shared with apps/oltp's tests (same target folder), so the one-warehouse
 /// database is prepared once per checkout.
 fn data_root() -> PathBuf {
@@ -24,22 +27,7 @@ fn taillab(args: &[&str]) -> std::process::Output {
 }
 
 fn run(args: &[&str], out: &Path) -> Value {
-    let mut a = vec!["run"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
-    let o = taillab(&a);
-    assert!(
-        o.status.success(),
-        "taillab run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("taillab-oltp-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    common::run_env(args, out, &[("TAILLAB_DATA", &data_root())])
 }
 
 /// All requests (warmup and measured) were answered, with no error.
