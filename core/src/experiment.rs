@@ -122,30 +122,7 @@ pub struct Aggregate {
 
 impl Aggregate {
     pub fn read(path: &Path) -> Result<Self, ResultError> {
-        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read {
-            path: path.into(),
-            why: e.to_string(),
-        })?;
-        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read {
-            path: path.into(),
-            why: e.to_string(),
-        })?;
-        let found = v
-            .get("schema")
-            .and_then(|s| s.as_str())
-            .unwrap_or("(none)")
-            .to_string();
-        if found != AGGREGATE_SCHEMA {
-            return Err(ResultError::Schema {
-                path: path.into(),
-                found,
-                want: AGGREGATE_SCHEMA.into(),
-            });
-        }
-        serde_json::from_value(v).map_err(|e| ResultError::Read {
-            path: path.into(),
-            why: e.to_string(),
-        })
+        crate::summary::read_with_schema(path, AGGREGATE_SCHEMA)
     }
 }
 

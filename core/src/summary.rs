@@ -153,31 +153,34 @@ impl Summary {
 
     /// Reads a `summary.json`, refusing unknown schemas.
     pub fn read(path: &Path) -> Result<Self, ResultError> {
-        let txt = std::fs::read_to_string(path).map_err(|e| ResultError::Read {
-            path: path.into(),
-            why: e.to_string(),
-        })?;
-        let v: Value = serde_json::from_str(&txt).map_err(|e| ResultError::Read {
-            path: path.into(),
-            why: e.to_string(),
-        })?;
-        let found = v
-            .get("schema")
-            .and_then(|s| s.as_str())
-            .unwrap_or("(none)")
-            .to_string();
-        if found != RUN_SCHEMA {
-            return Err(ResultError::Schema {
-                path: path.into(),
-                found,
-                want: RUN_SCHEMA.into(),
-            });
-        }
-        serde_json::from_value(v).map_err(|e| ResultError::Read {
-            path: path.into(),
-            why: e.to_string(),
-        })
+        read_with_schema(path, RUN_SCHEMA)
     }
+}
+
+/// Reads a JSON result file whose `schema` field must be `want`.
+pub fn read_with_schema<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    want: &str,
+) -> Result<T, ResultError> {
+    let read_err = |why: String| ResultError::Read {
+        path: path.into(),
+        why,
+    };
+    let txt = std::fs::read_to_string(path).map_err(|e| read_err(e.to_string()))?;
+    let v: Value = serde_json::from_str(&txt).map_err(|e| read_err(e.to_string()))?;
+    let found = v
+        .get("schema")
+        .and_then(|s| s.as_str())
+        .unwrap_or("(none)")
+        .to_string();
+    if found != want {
+        return Err(ResultError::Schema {
+            path: path.into(),
+            found,
+            want: want.into(),
+        });
+    }
+    serde_json::from_value(v).map_err(|e| read_err(e.to_string()))
 }
 
 /// Formats a SystemTime as RFC 3339 UTC (no external date crate needed).
