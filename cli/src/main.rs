@@ -78,6 +78,7 @@ enum DataCmd {
 }
 
 fn main() {
+    let _ = taillab_core::summary::BUILD_GIT.set(env!("TAILLAB_GIT"));
     let cli = Cli::parse();
     let code = match dispatch(cli.cmd) {
         Ok(code) => code,

@@ -104,10 +104,14 @@ impl Host {
             kernel: read("/proc/sys/kernel/osrelease"),
             hostname: read("/proc/sys/kernel/hostname"),
             taillab: env!("CARGO_PKG_VERSION").to_string(),
-            git: option_env!("TAILLAB_GIT").unwrap_or("unknown").to_string(),
+            git: BUILD_GIT.get().copied().unwrap_or("unknown").to_string(),
         }
     }
 }
+
+/// The git commit the running binary was built from, set once by the
+/// binary at start-up (`host.git`; "unknown" when unset).
+pub static BUILD_GIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
 
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

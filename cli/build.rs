@@ -1,4 +1,6 @@
 // Records the git commit the binary was built from (summary.json `host.git`).
+// It lives in the binary's crate, so a commit rebuilds only this crate, not
+// the library crates below it.
 fn main() {
     let sha = std::process::Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=12"])
