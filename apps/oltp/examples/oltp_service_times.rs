@@ -5,7 +5,7 @@
 //! thread).
 //!
 //! ```text
-//! cargo run --release -p taillab-oltp --example service_times -- \
+//! cargo run --release -p taillab-oltp --example oltp_service_times -- \
 //!     --app oltp-mem --threads 1 --requests 20000 [--set warehouses=1 ...]
 //! ```
 //! Data goes to `$TAILLAB_DATA` (default `~/.local/share/taillab`).

@@ -1,6 +1,6 @@
 //! Service time of the translate app on one worker, until the harness runs it.
 //!
-//! `cargo run --release -p taillab-translate --example service_time -- [N] [corpus]`
+//! `cargo run --release -p taillab-translate --example translate_service_time -- [N] [corpus]`
 //! prepares the data (in `$TAILLAB_DATA`), draws N sentences with seed 1,
 //! calls `Worker::handle` back to back and prints percentiles of the time
 //! per call, then word-count statistics of each sentence pool.

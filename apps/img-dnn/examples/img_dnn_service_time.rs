@@ -1,6 +1,6 @@
 //! Service time of the img-dnn app on one worker, until the harness runs it.
 //!
-//! `cargo run --release -p taillab-img-dnn --example service_time -- [N] [dataset]`
+//! `cargo run --release -p taillab-img-dnn --example img_dnn_service_time -- [N] [dataset]`
 //! prepares the data (in `$TAILLAB_DATA`), draws N test images with seed 1,
 //! calls `Worker::handle` back to back and prints percentiles of the time
 //! per call.
