@@ -97,7 +97,17 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::System { cmd } => system::run(cmd),
         Cmd::Sweep(a) => experiment::sweep(*a),
         Cmd::Serve(a) => Ok(taillab_transport::cli::serve_main(apps::find(&a.app)?, &a)?),
-        Cmd::Load(a) => Ok(taillab_transport::cli::load_main(apps::find(&a.app)?, &a)?),
+        Cmd::Load(a) => {
+            // A coordinator's client (--emit-shard) is watched by the coordinator.
+            let mut obs = run::EnvObserver::new(a.spec()?);
+            let watch = !a.no_monitor && !a.emit_shard;
+            let obs = watch.then_some(&mut obs as &mut dyn taillab_transport::coord::RunObserver);
+            Ok(taillab_transport::cli::load_main(
+                apps::find(&a.app)?,
+                &a,
+                obs,
+            )?)
+        }
         Cmd::Report { results, out } => {
             let mut args = vec!["report".to_string(), results.display().to_string()];
             if let Some(o) = out {

@@ -203,13 +203,25 @@ fn start_monitor(spec: &RunSpec, period_ns: u64) -> anyhow::Result<taillab_monit
     taillab_monitor::Sampler::start(cfg).map_err(|e| anyhow::anyhow!("environment monitor: {e}"))
 }
 
-/// The environment monitor of a loopback/networked run: it samples this
-/// host from the moment the server and clients are up, counts their CPU as
-/// the experiment's (not foreign), and attaches the measured window.
-struct EnvObserver {
+/// The environment monitor of a loopback/networked run or a `taillab load`:
+/// it samples this host from the moment the server and clients are up,
+/// counts their CPU as the experiment's (not foreign), and attaches the
+/// measured window.
+pub struct EnvObserver {
     env: EnvOptions,
     spec: RunSpec,
     sampler: Option<taillab_monitor::Sampler>,
+}
+
+impl EnvObserver {
+    /// With the process's environment options (`taillab load` has the defaults).
+    pub fn new(spec: RunSpec) -> Self {
+        EnvObserver {
+            env: env_options(),
+            spec,
+            sampler: None,
+        }
+    }
 }
 
 impl taillab_transport::coord::RunObserver for EnvObserver {
@@ -245,6 +257,10 @@ impl taillab_transport::coord::RunObserver for EnvObserver {
             out,
         )
         .map_err(|e| e.to_string())
+    }
+
+    fn table_lines(&self, summary: &Summary) -> String {
+        env_lines(summary)
     }
 }
 
@@ -444,12 +460,8 @@ pub fn run_once(
             keep_records: save_requests,
             ..spec.clone()
         };
-        let env = env_options();
-        let mut obs = EnvObserver {
-            env: env.clone(),
-            spec: spec.clone(),
-            sampler: None,
-        };
+        let mut obs = EnvObserver::new(spec.clone());
+        let monitor = obs.env.enabled;
         return Ok(taillab_transport::coord::run_config(
             config,
             &net,
@@ -458,8 +470,7 @@ pub fn run_once(
             params,
             out,
             !show_progress,
-            env.enabled
-                .then_some(&mut obs as &mut dyn taillab_transport::coord::RunObserver),
+            monitor.then_some(&mut obs as &mut dyn taillab_transport::coord::RunObserver),
         )?);
     }
     let ctx = DataCtx::from_env();

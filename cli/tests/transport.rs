@@ -644,6 +644,17 @@ fn external_load(app: &str, port: u16, sets: &[&str]) -> Value {
         "{app}: p50 below 1 µs is not a TCP round trip"
     );
     assert_eq!(p(&s, "service", "max"), 0);
+    // `load` watched the host, and found the server listening on the target
+    // port: its CPU is the experiment's, listed apart, not foreign.
+    assert!(
+        s["checks"]["environment"]["ok"].is_boolean(),
+        "{app}: {}",
+        s["checks"]
+    );
+    let extra = s["environment"]["extra"]
+        .as_array()
+        .expect("environment.extra");
+    assert!(!extra.is_empty(), "{app}: the local server was not found");
     s
 }
 

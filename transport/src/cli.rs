@@ -6,11 +6,12 @@
 //! defined and used in one place.
 
 use crate::client::{connect, run_load, LoadOpts, Receive};
-use crate::coord::{transport_section, ShardDump};
+use crate::coord::{transport_section, RunObserver, ShardDump};
 use crate::server::{serve, ServeOpts};
 use crate::TransportError;
 use clap::Args;
 use std::io::{BufRead, Write};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -244,6 +245,10 @@ pub struct LoadArgs {
     /// Exit with status 1 when a check failed.
     #[arg(long)]
     pub strict: bool,
+    /// Do not sample the host during the run (no environment check). A server listening on
+    /// --target on this host is counted as the experiment's, not as foreign CPU.
+    #[arg(long)]
+    pub no_monitor: bool,
 }
 
 impl LoadArgs {
@@ -290,9 +295,52 @@ fn default_label(target: &str) -> &'static str {
     }
 }
 
+/// The processes on this host with a listening TCP socket on `addr`'s port
+/// (any local address): the server a loopback `load` drives, so that its
+/// CPU counts as the experiment's. Empty for other hosts' addresses or when
+/// /proc does not say.
+pub fn local_listeners(addr: &SocketAddr) -> Vec<i32> {
+    if !addr.ip().is_loopback() {
+        return Vec::new();
+    }
+    let port = format!(":{:04X}", addr.port());
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let txt = std::fs::read_to_string(table).unwrap_or_default();
+        for l in txt.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode; st 0A = LISTEN
+            if f.len() > 9 && f[1].ends_with(&port) && f[3] == "0A" {
+                inodes.push(format!("socket:[{}]", f[9]));
+            }
+        }
+    }
+    let mut pids = Vec::new();
+    if inodes.is_empty() {
+        return pids;
+    }
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let owns =
+            std::fs::read_dir(e.path().join("fd")).into_iter().flatten().flatten().any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == i.as_str()))
+            });
+        if owns && pid != std::process::id() as i32 {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 /// Runs `taillab load`; returns the exit code (2 when the server was lost:
-/// what was measured until then is still written).
-pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError> {
+/// what was measured until then is still written). `obs` (the CLI's
+/// environment monitor) watches the run; a local server at the target is
+/// reported to it as the experiment's own process.
+pub fn load_main(
+    app: Arc<dyn App>,
+    a: &LoadArgs,
+    mut obs: Option<&mut dyn RunObserver>,
+) -> Result<i32, TransportError> {
     let spec = a.spec()?;
     let params = Params::parse(a.set.iter().map(|s| s.as_str()))?;
     params.check_keys(app.name(), app.keys())?;
@@ -349,6 +397,10 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
             eprint!("\r{:>5.1}% {} requests", 100.0 * p.elapsed_ns as f64 / p.expected_ns.max(1) as f64, p.completed);
         }
     };
+    if let Some(o) = obs.as_deref_mut() {
+        let server = streams.first().and_then(|s| s.peer_addr().ok()).map(|a| local_listeners(&a)).unwrap_or_default();
+        o.started(&server);
+    }
     let r = run_load(&spec, &opts, wire, client, streams, &mut start, &mut on_progress)?;
     if show {
         eprintln!();
@@ -388,11 +440,17 @@ pub fn load_main(app: Arc<dyn App>, a: &LoadArgs) -> Result<i32, TransportError>
         ),
     );
     let out = out.expect("set unless emitting a shard");
+    let mut env_lines = String::new();
+    if let Some(o) = obs {
+        // The load's stamps are on this host's clock already.
+        o.finished(&r.result, 0, &mut summary, &out).map_err(TransportError::Launch)?;
+        env_lines = o.table_lines(&summary);
+    }
     taillab_core::write_run(&out, &summary, &r.result, a.save_requests)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary).expect("summaries serialize"));
     } else {
-        print!("{}", taillab_core::summary::human_table(&summary));
+        print!("{}{env_lines}", taillab_core::summary::human_table(&summary));
         println!("results: {}", out.display());
     }
     Ok(if r.lost.is_some() {

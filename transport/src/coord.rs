@@ -350,6 +350,10 @@ pub trait RunObserver {
     /// `origin_ns` is the clients' time zero on this host's clock
     /// ([`taillab_core::clock::now_ns`]); result times are relative to it.
     fn finished(&mut self, r: &RunResult, origin_ns: u64, summary: &mut Summary, out: &Path) -> Result<(), String>;
+    /// Lines it adds to the human run table (after `finished`).
+    fn table_lines(&self, _summary: &Summary) -> String {
+        String::new()
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
