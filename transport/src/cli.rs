@@ -245,8 +245,8 @@ pub struct LoadArgs {
     /// Exit with status 1 when a check failed.
     #[arg(long)]
     pub strict: bool,
-    /// Do not sample the host during the run (no environment check). A server listening on
-    /// --target on this host is counted as the experiment's, not as foreign CPU.
+    /// Do not sample the host during the run (no environment check). When it is sampled, a
+    /// server listening on --target on this host counts as the experiment's, not as foreign CPU.
     #[arg(long)]
     pub no_monitor: bool,
 }
