@@ -197,7 +197,7 @@ fn start_monitor(spec: &RunSpec, period_ns: u64) -> anyhow::Result<taillab_monit
         period,
         scan_period: period.max(std::time::Duration::from_secs(1)),
         pin_cpu,
-        worker_name_prefix: Some("taillab-worker".into()),
+        worker_name_prefix: Some("taillab-wrk-".into()),
         ..Default::default()
     };
     taillab_monitor::Sampler::start(cfg).map_err(|e| anyhow::anyhow!("environment monitor: {e}"))

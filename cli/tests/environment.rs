@@ -100,7 +100,7 @@ fn hog_on_the_workers_cpu_fails_the_environment_check_and_is_named() {
     // The pinned worker was found by name and shared CPU 0 with the hog.
     let w = &env["workers"][0];
     assert!(
-        w["name"].as_str().unwrap().starts_with("taillab-worker"),
+        w["name"].as_str().unwrap().starts_with("taillab-wrk-"),
         "{w}"
     );
     assert_eq!(w["cpus"], serde_json::json!([0]));

@@ -273,7 +273,7 @@ fn serve_places_its_workers() {
         .flatten()
     {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("taillab-serve-") {
+        if !comm.starts_with("taillab-srv-") {
             continue;
         }
         seen += 1;

@@ -589,7 +589,7 @@ pub fn run_integrated(
             init_errors.clone(),
         );
         let h = std::thread::Builder::new()
-            .name(format!("taillab-worker-{w}"))
+            .name(format!("taillab-wrk-{w}"))
             .spawn(move || -> Option<Shard> {
                 let _guard = PanicGuard(&sh, w);
                 set_timer_slack_1ns();

@@ -107,7 +107,8 @@ pub struct SamplerConfig {
     /// Keep per-sample records (the time series); off keeps only the summary.
     pub keep_series: bool,
     /// Threads whose name starts with this are workers too (the harness
-    /// names its workers `taillab-worker-N`; the kernel keeps 15 bytes).
+    /// names its workers `taillab-wrk-N`, short enough that the 15 bytes
+    /// the kernel keeps still tell them apart).
     pub worker_name_prefix: Option<String>,
 }
 

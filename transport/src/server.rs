@@ -158,7 +158,7 @@ pub fn serve(
         let (cpus, rt) = (opts.cpus.clone(), opts.rt_priority);
         workers.push(
             std::thread::Builder::new()
-                .name(format!("taillab-serve-{w}"))
+                .name(format!("taillab-srv-{w}"))
                 .spawn(move || {
                     set_timer_slack_1ns();
                     if let Err(e) = taillab_core::harness::place_thread_on(&cpus, rt, w) {
