@@ -726,10 +726,10 @@ impl Polling {
         if timeout_ns == 0 && self.streams.len() == 1 {
             return self.read(sh, wire, 0);
         }
-        let ready: Vec<usize> = self.ep.wait(&mut self.events, timeout_ns).map(|t| t as usize).collect();
+        let n = self.ep.wait(&mut self.events, timeout_ns);
         let mut got = false;
-        for c in ready {
-            got |= self.read(sh, wire, c);
+        for i in 0..n {
+            got |= self.read(sh, wire, crate::epoll::token(&self.events, i) as usize);
         }
         got
     }

@@ -39,16 +39,24 @@ impl Epoll {
     }
 
     /// Waits up to `timeout_ns` (0: just look; nanosecond resolution) and
-    /// returns the tokens of the ready fds (interrupted waits return none).
-    pub fn wait<'a>(&self, events: &'a mut [libc::epoll_event], timeout_ns: u64) -> impl Iterator<Item = u64> + 'a {
+    /// returns how many fds are ready: their tokens are `token(events, i)`
+    /// for `i < n` (an interrupted wait reports none).
+    pub fn wait(&self, events: &mut [libc::epoll_event], timeout_ns: u64) -> usize {
         let ts = libc::timespec {
             tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
         };
         // SAFETY: events has room for its length; ts lives across the call; no signal mask.
-        let n = unsafe { libc::epoll_pwait2(self.fd, events.as_mut_ptr(), events.len() as i32, &ts, std::ptr::null()) };
-        events.iter().take(n.max(0) as usize).map(|e| e.u64)
+        let n = unsafe {
+            libc::epoll_pwait2(self.fd, events.as_mut_ptr(), events.len() as i32, &ts, std::ptr::null())
+        };
+        n.max(0) as usize
     }
+}
+
+/// The token of ready entry `i` after [`Epoll::wait`].
+pub fn token(events: &[libc::epoll_event], i: usize) -> u64 {
+    events[i].u64
 }
 
 impl Drop for Epoll {

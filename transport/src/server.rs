@@ -422,9 +422,9 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
                 WaitMode::Hybrid => 100_000_000,
             }
         };
-        let mut n = 0;
-        for token in p.ep.wait(&mut events, timeout) {
-            n += 1;
+        let n = p.ep.wait(&mut events, timeout);
+        for i in 0..n {
+            let token = crate::epoll::token(&events, i);
             if !conns.contains_key(&token) {
                 for (t, o) in p.inbox.lock().drain(..) {
                     conns.insert(t, o);
