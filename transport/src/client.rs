@@ -616,6 +616,39 @@ impl Receiver {
     }
 }
 
+/// What one `read` of a connection gave its [`Receiver`].
+enum Got {
+    /// This many bytes, taken.
+    Bytes(usize),
+    /// Nothing now (would block, timed out, interrupted).
+    Nothing,
+    /// The connection is over: closed, failed or sent garbage (the run is
+    /// told why unless it is stopping anyway).
+    Over,
+}
+
+/// Reads `s` once into `chunk` and feeds `r`: the one place that decides
+/// what a read result means, for receiver threads and the polling sender.
+fn read_once(sh: &Shared, wire: &dyn Wire, s: &mut TcpStream, r: &mut Receiver, chunk: &mut [u8]) -> Got {
+    use std::io::ErrorKind;
+    let c = r.c;
+    let why = match s.read(chunk) {
+        Ok(0) => (!sh.stop.load(Ordering::Acquire)).then(|| format!("the server closed connection {c}")),
+        Ok(n) => match r.take(sh, wire, &chunk[..n], now_ns()) {
+            Ok(()) => return Got::Bytes(n),
+            Err(e) => Some(e),
+        },
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+            return Got::Nothing
+        }
+        Err(e) => Some(format!("reading connection {c} failed: {e}")),
+    };
+    if let Some(why) = why {
+        sh.lose(why);
+    }
+    Got::Over
+}
+
 /// A receiver thread: blocks in `read` on its connection.
 fn receiver(
     sh: &Shared,
@@ -631,29 +664,11 @@ fn receiver(
     let mut r = Receiver::new(sh, spec, c, k, slice_ns);
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        let n = match s.read(&mut chunk) {
-            Ok(0) => {
-                if !sh.stop.load(Ordering::Acquire) {
-                    sh.lose(format!("the server closed connection {c}"));
-                }
-                break;
-            }
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                if sh.stop.load(Ordering::Acquire) {
-                    break;
-                }
-                continue;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                sh.lose(format!("reading connection {c} failed: {e}"));
-                break;
-            }
-        };
-        if let Err(e) = r.take(sh, wire, &chunk[..n], now_ns()) {
-            sh.lose(e);
-            break;
+        match read_once(sh, wire, &mut s, &mut r, &mut chunk) {
+            Got::Bytes(_) => {}
+            // The read timeout lets an idle receiver notice the end of the run.
+            Got::Nothing if !sh.stop.load(Ordering::Acquire) => {}
+            Got::Nothing | Got::Over => break,
         }
     }
     r.finish(sh)
@@ -696,26 +711,16 @@ impl Polling {
         use std::os::fd::AsRawFd;
         let mut got = false;
         while self.live[c] {
-            let why = match self.streams[c].read(&mut self.chunk) {
-                Ok(0) => (!sh.stop.load(Ordering::Acquire)).then(|| format!("the server closed connection {c}")),
-                Ok(n) => {
-                    got = true;
-                    match self.recv[c].take(sh, wire, &self.chunk[..n], now_ns()) {
-                        // A short read emptied the socket.
-                        Ok(()) if n < self.chunk.len() => return true,
-                        Ok(()) => continue,
-                        Err(e) => Some(e),
-                    }
+            match read_once(sh, wire, &mut self.streams[c], &mut self.recv[c], &mut self.chunk) {
+                // A short read emptied the socket.
+                Got::Bytes(n) if n < self.chunk.len() => return true,
+                Got::Bytes(_) => got = true,
+                Got::Nothing => return got,
+                Got::Over => {
+                    self.live[c] = false;
+                    self.ep.del(self.streams[c].as_raw_fd());
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return got,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => Some(format!("reading connection {c} failed: {e}")),
-            };
-            if let Some(why) = why {
-                sh.lose(why);
             }
-            self.live[c] = false;
-            self.ep.del(self.streams[c].as_raw_fd());
         }
         got
     }
