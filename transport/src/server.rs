@@ -304,23 +304,38 @@ fn reader(st: &State, mut s: TcpStream, conn: Arc<Conn>) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return close_conn(st, &conn, Some(&format!("read failed: {e}"))),
         };
-        // Every frame this read completed became whole now.
-        let enqueued = now_ns();
-        buf.extend_from_slice(&chunk[..n]);
-        let mut off = 0;
-        loop {
-            match proto::parse(&buf[off..], st.max_frame, Kind::Request) {
-                Ok(Some(h)) => {
-                    let payload = buf[off + h.header_len()..off + h.frame_len()].to_vec();
-                    st.q.push(Job { conn: conn.clone(), id: h.id, enqueued, payload });
-                    off += h.frame_len();
-                }
-                Ok(None) => break,
-                Err(e) => return close_conn(st, &conn, Some(&e.to_string())),
-            }
+        if let Err(e) = take_frames(st, &conn, &mut buf, &chunk[..n], |job| st.q.push(job)) {
+            return close_conn(st, &conn, Some(&e));
         }
-        buf.drain(..off);
     }
+}
+
+/// Appends `bytes` (just read) to the connection's `buf` and hands every
+/// frame they complete to `push`, stamped `enqueued` now: every frame one
+/// read completed became whole at that read. `Err` is a protocol error.
+fn take_frames(
+    st: &State,
+    conn: &Arc<Conn>,
+    buf: &mut Vec<u8>,
+    bytes: &[u8],
+    mut push: impl FnMut(Job),
+) -> Result<(), String> {
+    let enqueued = now_ns();
+    buf.extend_from_slice(bytes);
+    let mut off = 0;
+    let res = loop {
+        match proto::parse(&buf[off..], st.max_frame, Kind::Request) {
+            Ok(Some(h)) => {
+                let payload = buf[off + h.header_len()..off + h.frame_len()].to_vec();
+                push(Job { conn: conn.clone(), id: h.id, enqueued, payload });
+                off += h.frame_len();
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.to_string()),
+        }
+    };
+    buf.drain(..off);
+    res
 }
 
 fn worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode) {
@@ -473,21 +488,9 @@ fn read_ready(
                 _ => Some(Some(format!("read failed: {e}"))),
             };
         }
-        let enqueued = now_ns();
-        o.buf.extend_from_slice(&chunk[..r as usize]);
-        let mut off = 0;
-        loop {
-            match proto::parse(&o.buf[off..], st.max_frame, Kind::Request) {
-                Ok(Some(h)) => {
-                    let payload = o.buf[off + h.header_len()..off + h.frame_len()].to_vec();
-                    local.push_back(Job { conn: o.conn.clone(), id: h.id, enqueued, payload });
-                    off += h.frame_len();
-                }
-                Ok(None) => break,
-                Err(e) => return Some(Some(e.to_string())),
-            }
+        if let Err(e) = take_frames(st, &o.conn, &mut o.buf, &chunk[..r as usize], |job| local.push_back(job)) {
+            return Some(Some(e));
         }
-        o.buf.drain(..off);
         // A short read emptied the socket: skip the read that would only
         // say so (the set is level-triggered, so later bytes still wake us).
         if (r as usize) < chunk.len() {
