@@ -275,6 +275,51 @@ pub trait Client: Send {
     fn next_request(&mut self, out: &mut Vec<u8>);
 }
 
+/// Service times of `n` back-to-back `handle` calls on one worker, on
+/// requests drawn from `client`, after `warmup` untimed calls; `each` sees
+/// every timed response. Sorted, in ns. For the apps' `*_service_time`
+/// examples, which measure an engine before the harness does.
+pub fn time_handles(
+    worker: &mut dyn Worker,
+    client: &mut dyn Client,
+    warmup: usize,
+    n: usize,
+    mut each: impl FnMut(&[u8]),
+) -> Result<Vec<u64>, AppError> {
+    let (mut req, mut resp) = (Vec::new(), Vec::new());
+    let mut ns = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        req.clear();
+        resp.clear();
+        client.next_request(&mut req);
+        let t = std::time::Instant::now();
+        worker.handle(&req, &mut resp)?;
+        let dt = t.elapsed().as_nanos() as u64;
+        if i >= warmup {
+            ns.push(dt);
+            each(&resp);
+        }
+    }
+    ns.sort_unstable();
+    Ok(ns)
+}
+
+/// `mean … p50 … p95 … p99 … max …` of sorted ns, in µs (one decimal).
+pub fn service_line(sorted_ns: &[u64]) -> String {
+    if sorted_ns.is_empty() {
+        return "no samples".into();
+    }
+    let q = |p: f64| sorted_ns[((sorted_ns.len() - 1) as f64 * p).round() as usize] as f64 / 1e3;
+    let mean = sorted_ns.iter().sum::<u64>() as f64 / sorted_ns.len() as f64 / 1e3;
+    format!(
+        "mean {mean:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1} (µs)",
+        q(0.5),
+        q(0.95),
+        q(0.99),
+        q(1.0)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use taillab_core::app::{service_line, time_handles};
 use taillab_core::{DataCtx, Params};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,32 +30,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut worker = server.worker(0)?;
     let mut client = app.client(&data, &params, 1)?;
-    let (mut req, mut resp) = (Vec::new(), Vec::new());
-    // Warm up caches and the allocator before timing.
-    for _ in 0..requests / 10 {
-        req.clear();
-        resp.clear();
-        client.next_request(&mut req);
-        worker.handle(&req, &mut resp)?;
-    }
-    let mut ns = Vec::with_capacity(requests);
-    for _ in 0..requests {
-        req.clear();
-        resp.clear();
-        client.next_request(&mut req);
-        let t = Instant::now();
-        worker.handle(&req, &mut resp)?;
-        ns.push(t.elapsed().as_nanos() as u64);
-    }
-    ns.sort_unstable();
-    let q = |p: f64| ns[((ns.len() as f64 * p) as usize).min(ns.len() - 1)] as f64 / 1e3;
-    let mean = ns.iter().sum::<u64>() as f64 / ns.len() as f64 / 1e3;
+    // A tenth untimed first warms caches and the allocator.
+    let ns = time_handles(
+        worker.as_mut(),
+        client.as_mut(),
+        requests / 10,
+        requests,
+        |_| {},
+    )?;
     println!(
-        "service time over {requests} requests (µs): mean {mean:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
-        q(0.5),
-        q(0.95),
-        q(0.99),
-        q(1.0)
+        "service time over {requests} requests: {}",
+        service_line(&ns)
     );
     println!(
         "loadavg: {}",

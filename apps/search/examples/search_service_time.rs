@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use taillab_core::app::{service_line, time_handles};
 use taillab_core::{DataCtx, Params};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,31 +32,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("server: {}", server.report());
     let mut worker = server.worker(0)?;
     let mut client = app.client(&data, &params, 1)?;
-    let (mut req, mut resp) = (Vec::new(), Vec::new());
+    // The first tenth, untimed, warms the page cache and tantivy's block caches.
     let mut hits = 0usize;
-    let mut ns = Vec::with_capacity(requests);
-    for i in 0..requests + requests / 10 {
-        req.clear();
-        resp.clear();
-        client.next_request(&mut req);
-        let t = Instant::now();
-        worker.handle(&req, &mut resp)?;
-        let dt = t.elapsed().as_nanos() as u64;
-        // The first tenth warms the page cache and tantivy's block caches.
-        if i >= requests / 10 {
-            ns.push(dt);
-            hits += resp[0] as usize;
-        }
-    }
-    ns.sort_unstable();
-    let q = |p: f64| ns[((ns.len() as f64 * p) as usize).min(ns.len() - 1)] as f64 / 1e3;
-    let mean = ns.iter().sum::<u64>() as f64 / ns.len() as f64 / 1e3;
+    let ns = time_handles(
+        worker.as_mut(),
+        client.as_mut(),
+        requests / 10,
+        requests,
+        |resp| hits += resp[0] as usize,
+    )?;
     println!(
-        "service time over {requests} queries (µs): mean {mean:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}; {:.2} hits/query",
-        q(0.5),
-        q(0.95),
-        q(0.99),
-        q(1.0),
+        "service time over {requests} queries: {}; {:.2} hits/query",
+        service_line(&ns),
         hits as f64 / requests as f64
     );
     println!(

@@ -5,9 +5,7 @@
 //! calls `Worker::handle` back to back and prints percentiles of the time
 //! per call, then word-count statistics of each sentence pool.
 
-use std::time::Instant;
-
-use taillab_core::app::{DataCtx, Params};
+use taillab_core::app::{service_line, time_handles, DataCtx, Params};
 
 fn pct(sorted: &[u64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64
@@ -24,26 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = app.server(&data, &params, 1)?;
     let mut w = server.worker(0)?;
     let mut client = app.client(&data, &params, 1)?;
-    let (mut req, mut resp) = (Vec::new(), Vec::new());
-    let mut us = Vec::with_capacity(n);
-    for _ in 0..n {
-        req.clear();
-        resp.clear();
-        client.next_request(&mut req);
-        let t0 = Instant::now();
-        w.handle(&req, &mut resp)?;
-        us.push(t0.elapsed().as_micros() as u64);
-    }
-    us.sort_unstable();
-    let mean = us.iter().sum::<u64>() as f64 / n as f64;
-    println!(
-        "translate corpus={corpus} n={n}: mean {:.0} us, p50 {:.0} us, p95 {:.0} us, p99 {:.0} us, max {} us",
-        mean,
-        pct(&us, 0.5),
-        pct(&us, 0.95),
-        pct(&us, 0.99),
-        us[n - 1]
-    );
+    let ns = time_handles(w.as_mut(), client.as_mut(), 0, n, |_| {})?;
+    println!("translate corpus={corpus} n={n}: {}", service_line(&ns));
     let all = taillab_translate::load_sentences(&data.app_dir("translate"))?;
     for src in ["wordnet", "gcide"] {
         let mut words: Vec<u64> = all
