@@ -69,39 +69,15 @@ pub fn spin_until(t_ns: u64) -> u64 {
     }
 }
 
+crate::names_enum! {
 /// How a thread waits for a deadline or for work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WaitMode {
-    /// Busy-spin on the clock: most accurate, burns a core.
-    Spin,
-    /// Sleep in the kernel: frees the core, pays the wake-up latency.
-    Block,
-    /// Sleep until `margin` before the deadline, then spin.
-    Hybrid,
-}
-
-impl std::str::FromStr for WaitMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "spin" => Ok(WaitMode::Spin),
-            "block" => Ok(WaitMode::Block),
-            "hybrid" => Ok(WaitMode::Hybrid),
-            _ => Err(format!(
-                "unknown wait mode `{s}`; use spin, block or hybrid"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for WaitMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            WaitMode::Spin => "spin",
-            WaitMode::Block => "block",
-            WaitMode::Hybrid => "hybrid",
-        })
+    pub enum WaitMode ("wait mode") {
+        /// Busy-spin on the clock: most accurate, burns a core.
+        Spin = "spin",
+        /// Sleep in the kernel: frees the core, pays the wake-up latency.
+        Block = "block",
+        /// Sleep until `margin` before the deadline, then spin.
+        Hybrid = "hybrid",
     }
 }
 

@@ -59,31 +59,13 @@ pub enum Bound {
     Seconds(f64),
 }
 
+crate::names_enum! {
 /// Who releases requests at their intended times (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ShaperMode {
-    Inline,
-    Thread,
-}
-
-impl std::str::FromStr for ShaperMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "inline" => Ok(ShaperMode::Inline),
-            "thread" => Ok(ShaperMode::Thread),
-            _ => Err(format!("unknown shaper `{s}`; use inline or thread")),
-        }
-    }
-}
-
-impl std::fmt::Display for ShaperMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ShaperMode::Inline => "inline",
-            ShaperMode::Thread => "thread",
-        })
+    pub enum ShaperMode ("shaper") {
+        /// Workers claim the next scheduled arrival and wait for it (FIFO, no extra thread).
+        Inline = "inline",
+        /// A shaper thread releases requests into a real queue (any discipline).
+        Thread = "thread",
     }
 }
 

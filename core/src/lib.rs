@@ -10,11 +10,15 @@ pub mod app;
 pub mod arrival;
 pub mod clock;
 pub mod collector;
+#[macro_use]
+mod macros;
+pub mod config;
 pub mod dist;
 pub mod experiment;
 pub mod harness;
 pub mod model;
 pub mod queue;
+pub mod search;
 pub mod stats;
 pub mod summary;
 

@@ -18,36 +18,15 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+crate::names_enum! {
 /// Which waiting request a free worker takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Discipline {
-    Fifo,
-    Lifo,
-    Random,
-}
-
-impl std::str::FromStr for Discipline {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fifo" => Ok(Discipline::Fifo),
-            "lifo" => Ok(Discipline::Lifo),
-            "random" => Ok(Discipline::Random),
-            _ => Err(format!(
-                "unknown queue discipline `{s}`; use fifo, lifo or random"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Discipline {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Discipline::Fifo => "fifo",
-            Discipline::Lifo => "lifo",
-            Discipline::Random => "random",
-        })
+    pub enum Discipline ("queue discipline") {
+        /// The oldest waiting request first.
+        Fifo = "fifo",
+        /// The newest waiting request first.
+        Lifo = "lifo",
+        /// A waiting request chosen uniformly at random.
+        Random = "random",
     }
 }
 

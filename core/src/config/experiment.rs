@@ -1,0 +1,470 @@
+//! An experiment: a base configuration and the axes it sweeps.
+//!
+//! An experiment file is a run configuration (sections `[load]`,
+//! `[harness]`, …, `[app]`) plus two tables of its own: `[sweep]` (relative
+//! loads, the SLO search, probe length) and `[grid]` (axes: `"KEY" = [values]`).
+//! A list where a section expects one value is an axis too (`qps = [500,
+//! 1500]` in `[load]`, `workload = ["a", "c"]` in `[app]`); list-valued keys
+//! such as `harness.cpus` take their axes from `[grid]`. On the command line
+//! every configuration flag of `taillab sweep` may be an axis: `a|b` always,
+//! `a,b` for numbers and names, `FROM:TO:STEP` for numbers; `--grid KEY=a|b`
+//! works for any key, app settings included. Flags override the file key by
+//! key (a fixed value replaces a file's axis and the other way round).
+//!
+//! Points are every combination of axis values; their ids keep the shape
+//! `TOPOLOGY-tTHREADS-qQPS[-KEY-VALUE…]` so results folders read the same.
+
+use super::sections::{view, Field, Opts};
+use super::value::{ConfigValue, Dur};
+use super::{fields, resolve, toml_items, ConfigError, RunConfig, Target};
+use crate::search::Slo;
+use std::path::Path;
+
+section! {
+    /// What a sweep does besides running its points.
+    Sweep "sweep" {
+        /// Loads as fractions of the saturation rate, measured first (a list or FROM:TO:STEP).
+        load: Option<Loads> = None, Opts::on(view::SWEEP);
+        /// Find the highest load meeting this SLO, e.g. p99<=2ms or service.p95<=1ms.
+        slo: Option<Slo> = None, Opts::on(view::SWEEP);
+        /// Length of each saturation or SLO probe run.
+        probe: Dur = Dur(2_000_000_000), Opts::on(view::SWEEP).aliases(&["probe-seconds"]);
+        /// Run a grid of more than 10 000 points without asking.
+        yes: bool = false, Opts::on(view::SWEEP);
+    }
+}
+
+/// A list of positive numbers: `0.2,0.5` or `FROM:TO:STEP`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loads(pub Vec<f64>);
+
+impl ConfigValue for Loads {
+    const FORM: &'static str = "a list like 0.2,0.5 or a range FROM:TO:STEP like 0.1:0.9:0.1";
+    const LIST: bool = true;
+    fn parse(s: &str) -> Result<Self, String> {
+        parse_values(s).map(Loads)
+    }
+    fn parse_many(items: &[&str]) -> Result<Self, String> {
+        Self::parse(&items.join(","))
+    }
+    fn show(&self) -> String {
+        self.0.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Array(self.0.iter().map(|v| toml::Value::Float(*v)).collect()))
+    }
+}
+
+/// Parses `a:b:step` or `x,y,z` into positive values.
+pub fn parse_values(s: &str) -> Result<Vec<f64>, String> {
+    let bad = || format!("`{s}` is not a list like 1000,2000 or a range FROM:TO:STEP like 0.1:0.9:0.1");
+    let v: Vec<f64> = if s.contains(':') {
+        let p: Vec<f64> = s.split(':').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
+        if p.len() != 3 || !(p[2] > 0.0) || p[1] < p[0] {
+            return Err(bad());
+        }
+        let n = ((p[1] - p[0]) / p[2] + 1e-9).floor() as usize;
+        if n >= 100_000 {
+            return Err(format!("`{s}` expands to {} values; at most 100000", n + 1));
+        }
+        (0..=n).map(|i| ((p[0] + i as f64 * p[2]) * 1e9).round() / 1e9).collect()
+    } else {
+        s.split(',').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?
+    };
+    if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+        return Err(format!("`{s}`: every value must be a positive number"));
+    }
+    Ok(v)
+}
+
+/// One swept key and its values (text forms, checked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    /// Canonical key (`harness.threads`, `app.workload`).
+    pub key: String,
+    /// Values in order.
+    pub values: Vec<String>,
+}
+
+/// A run configuration with axes.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Every fixed setting.
+    pub base: RunConfig,
+    /// The axes, in point-expansion order (outermost first; `load.qps` last).
+    pub axes: Vec<Axis>,
+    /// The sweep's own settings.
+    pub sweep: Sweep,
+}
+
+/// One point of a plan.
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// Folder name under `points/`.
+    pub id: String,
+    /// Its resolved configuration.
+    pub config: RunConfig,
+    /// Its value on each axis, `(key, value)`.
+    pub coords: Vec<(String, String)>,
+}
+
+/// Points that share everything but the load (one saturation search each).
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// Configuration without the load axis applied.
+    pub config: RunConfig,
+    /// Coordinates on the other axes.
+    pub coords: Vec<(String, String)>,
+}
+
+fn canonical(key: &str) -> Result<(String, Option<Field>), ConfigError> {
+    Ok(match resolve(key)? {
+        Target::Field(f) => (f.key(), Some(f)),
+        Target::AppSetting(k) => (format!("app.{k}"), None),
+    })
+}
+
+/// Splits a sweep flag's value into axis values, if it names several.
+fn axis_values(f: Option<&Field>, items: &[String]) -> Option<Vec<String>> {
+    if items.len() > 1 && !f.is_some_and(|f| f.repeated || f.list) {
+        return Some(items.to_vec());
+    }
+    let [one] = items else { return None };
+    if one.contains('|') {
+        return Some(one.split('|').map(|v| v.trim().to_string()).collect());
+    }
+    let f = f?;
+    if f.list {
+        return None;
+    }
+    if f.comma_axis && f.form.contains("number") && one.contains(':') {
+        return parse_values(one).ok().map(|v| v.iter().map(|x| x.to_string()).collect());
+    }
+    if f.comma_axis && one.contains(',') {
+        return Some(one.split(',').map(|v| v.trim().to_string()).collect());
+    }
+    None
+}
+
+impl Plan {
+    /// Builds and checks a plan: `file` (an experiment file), then `flags`
+    /// (the sweep's configuration flags, values possibly axes), then `grid`
+    /// (`KEY=a|b`). Every point must be a valid run.
+    pub fn build(
+        file: Option<&Path>,
+        flags: &[(String, Vec<String>)],
+        sweep_flags: &[(String, Vec<String>)],
+        grid: &[String],
+    ) -> Result<Plan, ConfigError> {
+        let plan = Self::parse(file, flags, sweep_flags, grid)?;
+        plan.check()?;
+        Ok(plan)
+    }
+
+    /// [`Plan::build`] without checking the points.
+    pub fn parse(
+        file: Option<&Path>,
+        flags: &[(String, Vec<String>)],
+        sweep_flags: &[(String, Vec<String>)],
+        grid: &[String],
+    ) -> Result<Plan, ConfigError> {
+        let mut fixed: Vec<(String, Vec<String>)> = Vec::new();
+        let mut axes: Vec<Axis> = Vec::new();
+        let mut sweep = Sweep::default();
+        let put = |key: &str, items: Vec<String>, axis: bool, fixed: &mut Vec<(String, Vec<String>)>, axes: &mut Vec<Axis>| -> Result<(), ConfigError> {
+            let (k, f) = canonical(key)?;
+            fixed.retain(|(fk, _)| canonical(fk).map(|c| c.0 != k).unwrap_or(true));
+            axes.retain(|a| a.key != k);
+            if axis {
+                if items.is_empty() {
+                    return Err(ConfigError::BadValue { key: k, why: "an axis needs at least one value".into() });
+                }
+                for v in &items {
+                    if let Some(f) = &f {
+                        (f.check)(v).map_err(|why| ConfigError::BadValue { key: k.clone(), why: format!("{why} (expected {})", f.form) })?;
+                    }
+                }
+                axes.push(Axis { key: k, values: items });
+            } else {
+                fixed.push((k, items));
+            }
+            Ok(())
+        };
+        if let Some(path) = file {
+            let doc = super::read_toml(path)?;
+            let origin = path.display().to_string();
+            for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid"])? {
+                let (_, f) = canonical(&k)?;
+                let is_list = f.is_some_and(|f| f.list || f.repeated);
+                let axis = items.len() > 1 && !is_list || doc_is_array(&doc, &k) && !is_list;
+                put(&k, items, axis, &mut fixed, &mut axes)?;
+            }
+            if let Some(t) = doc.get("sweep") {
+                let t = t.as_table().ok_or_else(|| ConfigError::BadValue { key: "sweep".into(), why: "must be a table".into() })?;
+                for (k, v) in t {
+                    let items = toml_items(v).map_err(|why| ConfigError::BadValue { key: format!("sweep.{k}"), why })?;
+                    set_sweep(&mut sweep, k, &items, &origin)?;
+                }
+            }
+            if let Some(t) = doc.get("grid") {
+                let t = t.as_table().ok_or_else(|| ConfigError::BadValue { key: "grid".into(), why: "must be a table of KEY = [values]".into() })?;
+                for (k, v) in t {
+                    let items = match v {
+                        toml::Value::Array(a) => a.iter().map(|x| toml_items(x).map(|i| i.join(","))).collect::<Result<Vec<_>, _>>(),
+                        v => toml_items(v),
+                    }
+                    .map_err(|why| ConfigError::BadValue { key: format!("grid.{k}"), why })?;
+                    put(k, items, true, &mut fixed, &mut axes)?;
+                }
+            }
+        }
+        for (k, items) in flags {
+            let (_, f) = canonical(k)?;
+            match axis_values(f.as_ref(), items) {
+                Some(vals) => put(k, vals, true, &mut fixed, &mut axes)?,
+                None => put(k, items.clone(), false, &mut fixed, &mut axes)?,
+            }
+        }
+        for (k, items) in sweep_flags {
+            let name = k.strip_prefix("sweep.").unwrap_or(k);
+            set_sweep(&mut sweep, name, items, "flags")?;
+        }
+        for g in grid {
+            let (k, vs) = g.split_once('=').ok_or_else(|| ConfigError::BadValue {
+                key: g.clone(),
+                why: "--grid takes KEY=V1|V2|…, e.g. --grid harness.rt_priority=0|10".into(),
+            })?;
+            put(k, vs.split('|').map(|v| v.trim().to_string()).collect(), true, &mut fixed, &mut axes)?;
+        }
+        let mut base = RunConfig::default();
+        base.apply(&fixed, file.map(|p| p.display().to_string()).as_deref().unwrap_or("flags"))?;
+        axes.sort_by_key(|a| match a.key.as_str() {
+            "net.topology" => 0,
+            "harness.threads" => 1,
+            "load.qps" => 3,
+            _ => 2,
+        });
+        Ok(Plan { base, axes, sweep })
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let has_qps_axis = self.axes.iter().any(|a| a.key == "load.qps");
+        if let Some(l) = &self.sweep.load {
+            if has_qps_axis || self.base.load.qps.is_some() {
+                return Err(ConfigError::Invalid(
+                    "give loads either as rates (load.qps / --qps) or as fractions of saturation (sweep.load / --load), not both".into(),
+                ));
+            }
+            if l.0.iter().any(|x| *x > 1.5) {
+                return Err(ConfigError::Invalid(format!(
+                    "sweep.load takes fractions of the saturation rate (e.g. 0.1:0.9:0.1), got {}",
+                    l.show()
+                )));
+            }
+        } else if !has_qps_axis && self.base.load.qps.is_none() && self.sweep.slo.is_none() {
+            return Err(ConfigError::Invalid(
+                "say which loads: --qps LIST|RANGE (load.qps), or --load FRACTIONS to measure the saturation rate first (sweep.load)".into(),
+            ));
+        }
+        let n = self.count();
+        if n > 10_000 && !self.sweep.yes {
+            return Err(ConfigError::Invalid(format!(
+                "this grid has {n} points (more than 10 000); check the axes or add --yes"
+            )));
+        }
+        // Every combination must be a valid run (names the first bad one).
+        for g in self.groups()? {
+            for p in self.points(&g, 1.0)? {
+                p.config.validate().map_err(|e| ConfigError::Invalid(format!("point {}: {e}", p.id)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of points.
+    pub fn count(&self) -> usize {
+        let loads = self.sweep.load.as_ref().map_or(1, |l| l.0.len());
+        self.axes.iter().map(|a| a.values.len()).product::<usize>() * loads
+    }
+
+    /// Whether loads are fractions of a measured saturation rate.
+    pub fn of_saturation(&self) -> bool {
+        self.sweep.load.is_some()
+    }
+
+    /// Every combination of the axes other than the load.
+    pub fn groups(&self) -> Result<Vec<Group>, ConfigError> {
+        let mut groups = vec![Group { config: self.base.clone(), coords: vec![] }];
+        for a in self.axes.iter().filter(|a| a.key != "load.qps") {
+            let mut next = Vec::new();
+            for g in &groups {
+                for v in &a.values {
+                    let mut c = g.config.clone();
+                    c.set(&a.key, &[v])?;
+                    let mut coords = g.coords.clone();
+                    coords.push((a.key.clone(), v.clone()));
+                    next.push(Group { config: c, coords });
+                }
+            }
+            groups = next;
+        }
+        Ok(groups)
+    }
+
+    /// The group's points: its loads are the `load.qps` axis (or the base
+    /// rate), or `sweep.load` fractions × `saturation`.
+    pub fn points(&self, g: &Group, saturation: f64) -> Result<Vec<Point>, ConfigError> {
+        let rates: Vec<f64> = match (&self.sweep.load, self.axes.iter().find(|a| a.key == "load.qps")) {
+            (Some(l), _) => l.0.iter().map(|f| (f * saturation * 100.0).round() / 100.0).collect(),
+            (None, Some(a)) => a.values.iter().map(|v| f64::parse(v).unwrap_or(0.0)).collect(),
+            (None, None) => self.base.load.qps.into_iter().collect(),
+        };
+        rates
+            .into_iter()
+            .map(|q| {
+                let mut c = g.config.clone();
+                c.load.qps = Some(q);
+                Ok(Point { id: point_id(&c, &g.coords), config: c, coords: g.coords.clone() })
+            })
+            .collect()
+    }
+}
+
+fn doc_is_array(doc: &toml::Table, key: &str) -> bool {
+    let (sec, k) = key.split_once('.').unwrap_or(("", key));
+    doc.get(sec).and_then(|t| t.get(k)).is_some_and(|v| v.is_array())
+}
+
+fn set_sweep(s: &mut Sweep, k: &str, items: &[String], origin: &str) -> Result<(), ConfigError> {
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let name = if k == "probe_seconds" || k == "probe-seconds" { "probe" } else { k };
+    match s.set(name, &refs) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            let keys: Vec<String> = Sweep::fields().iter().map(|f| f.name.to_string()).collect();
+            let near = super::value::nearest(k, keys.iter().map(String::as_str));
+            Err(ConfigError::UnknownKey {
+                key: format!("sweep.{k}"),
+                hint: format!(
+                    " in {origin}; [sweep] takes {}{}",
+                    keys.join(", "),
+                    near.map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default()
+                ),
+            })
+        }
+        Err(why) => Err(ConfigError::BadValue { key: format!("sweep.{k}"), why }),
+    }
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
+}
+
+/// `TOPOLOGY-tTHREADS-qQPS` and `-NAME-VALUE` for every other axis.
+pub fn point_id(c: &RunConfig, coords: &[(String, String)]) -> String {
+    let mut id = format!(
+        "{}-t{}-q{}",
+        c.net.topology,
+        c.harness.threads,
+        sanitize(&format!("{:.0}", c.load.qps.unwrap_or(0.0)))
+    );
+    for (k, v) in coords {
+        if k == "net.topology" || k == "harness.threads" || k == "load.qps" {
+            continue;
+        }
+        let name = k.rsplit('.').next().unwrap_or(k);
+        id.push_str(&format!("-{}-{}", sanitize(name), sanitize(v)));
+    }
+    id
+}
+
+/// Every declared key of `[sweep]` (for `taillab config keys`).
+pub fn sweep_fields() -> Vec<Field> {
+    Sweep::fields()
+}
+
+/// The keys any experiment may sweep (all configuration keys).
+pub fn sweepable() -> Vec<String> {
+    fields().iter().map(|f| f.key()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, Vec<String>)> {
+        v.iter().map(|(k, x)| (k.to_string(), vec![x.to_string()])).collect()
+    }
+
+    fn base() -> Vec<(String, Vec<String>)> {
+        pairs(&[("app.name", "synth"), ("load.requests", "100")])
+    }
+
+    #[test]
+    fn flags_make_axes_and_points() {
+        let mut f = base();
+        f.extend(pairs(&[("net.topology", "integrated|loopback"), ("load.qps", "1000,2000"), ("harness.cpus", "0,1")]));
+        let p = Plan::build(None, &f, &[], &["harness.rt_priority=0|10".into()]).unwrap();
+        assert_eq!(p.count(), 8);
+        assert_eq!(p.base.harness.cpus.0, vec![0, 1], "a list value is not an axis");
+        let groups = p.groups().unwrap();
+        assert_eq!(groups.len(), 4);
+        let pts = p.points(&groups[3], 1.0).unwrap();
+        assert_eq!(pts[1].id, "loopback-t1-q2000-rt_priority-10");
+        assert_eq!(pts[1].config.harness.rt_priority, 10);
+        assert_eq!(pts[1].config.load.qps, Some(2000.0));
+    }
+
+    #[test]
+    fn ranges_fractions_and_errors() {
+        let mut f = base();
+        f.extend(pairs(&[("load.qps", "100:300:100")]));
+        assert_eq!(Plan::build(None, &f, &[], &[]).unwrap().count(), 3);
+        let s = pairs(&[("load", "0.2:0.8:0.2")]);
+        let p = Plan::build(None, &base(), &s, &[]).unwrap();
+        assert!(p.of_saturation());
+        let g = &p.groups().unwrap()[0];
+        assert_eq!(p.points(g, 1000.0).unwrap()[3].config.load.qps, Some(800.0));
+        let e = Plan::build(None, &base(), &[], &[]).unwrap_err().to_string();
+        assert!(e.contains("say which loads"), "{e}");
+        let e = Plan::build(None, &f, &[], &["harness.thread=1|2".into()]).unwrap_err().to_string();
+        assert!(e.contains("harness.threads"), "{e}");
+        let e = Plan::build(None, &f, &[], &["harness.threads=1|two".into()]).unwrap_err().to_string();
+        assert!(e.contains("harness.threads") && e.contains("whole number"), "{e}");
+        let e = Plan::build(None, &f, &[], &["load.seed=1:20000:1".into(), "harness.threads=1|2".into()]);
+        assert!(e.is_err());
+        let mut big = f.clone();
+        big.extend(pairs(&[("load.seed", "1:20000:1")]));
+        let e = Plan::build(None, &big, &[], &[]).unwrap_err().to_string();
+        assert!(e.contains("--yes"), "{e}");
+    }
+
+    #[test]
+    fn file_axes_and_flag_overrides() {
+        let dir = std::env::temp_dir().join(format!("taillab-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.toml");
+        std::fs::write(
+            &path,
+            "[app]\nname = \"synth\"\nservice = [\"exp:100us\", \"exp:200us\"]\n[load]\nqps = [500, 1500]\nduration = \"1s\"\n\
+             [harness]\ncpus = [0]\n[grid]\n\"harness.threads\" = [1, 2]\n[sweep]\nprobe_seconds = 1\n",
+        )
+        .unwrap();
+        let p = Plan::build(Some(&path), &[], &[], &[]).unwrap();
+        assert_eq!(p.count(), 8);
+        assert_eq!(p.sweep.probe, Dur(1_000_000_000));
+        let p = Plan::build(Some(&path), &pairs(&[("harness.threads", "2"), ("load.qps", "700")]), &[], &[]).unwrap();
+        assert_eq!(p.count(), 2);
+        assert_eq!(p.base.harness.threads, 2);
+        std::fs::write(&path, "[app]\nname = \"synth\"\n[load]\nqps = 5\nrequests = 10\n[harness]\nthreds = 2\n").unwrap();
+        let e = Plan::build(Some(&path), &[], &[], &[]).unwrap_err().to_string();
+        assert!(e.contains("harness.threds") && e.contains("did you mean `harness.threads`"), "{e}");
+        std::fs::write(&path, "app = \"synth\"\n").unwrap();
+        let e = Plan::build(Some(&path), &[], &[], &[]).unwrap_err().to_string();
+        assert!(e.contains("section [app]"), "{e}");
+        std::fs::write(&path, "[app]\nname = \"synth\"\n[load]\nqps = 5\nrequests = 10\nduration = \"1s\"\n").unwrap();
+        let e = Plan::build(Some(&path), &[], &[], &[]).unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

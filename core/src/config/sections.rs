@@ -1,0 +1,311 @@
+//! The sections of a run's configuration, each field declared once: its
+//! type, default, help (the doc comment) and where it appears (which
+//! commands take it as a flag). Flags, TOML keys, `--grid` axes and the
+//! resolved `config.toml` are all generated from these declarations.
+
+use super::value::{CpuList, Dur, Items, Names, Size};
+use crate::arrival::ArrivalSpec;
+use crate::clock::WaitMode;
+use crate::dist::Dist;
+use crate::harness::ShaperMode;
+use crate::queue::Discipline;
+
+/// Commands a field is a flag of (bit set).
+pub mod view {
+    /// `taillab run`.
+    pub const RUN: u8 = 1;
+    /// `taillab sweep` (a value with `|` there is an axis).
+    pub const SWEEP: u8 = 2;
+    /// `taillab serve`.
+    pub const SERVE: u8 = 4;
+    /// `taillab load`.
+    pub const LOAD: u8 = 8;
+    /// `run` and `sweep`: what an experiment sets.
+    pub const EXP: u8 = RUN | SWEEP;
+    /// Every command.
+    pub const ALL: u8 = RUN | SWEEP | SERVE | LOAD;
+}
+
+/// How a field appears besides its TOML key.
+#[derive(Debug, Clone, Copy)]
+pub struct Opts {
+    /// Flag name without `--`; empty: the field name with `-` for `_`.
+    pub flag: &'static str,
+    /// Commands taking the flag ([`view`] bits).
+    pub views: u8,
+    /// Setting this field unsets these (same section): the other half of an
+    /// either/or pair such as `requests` / `duration`.
+    pub clears: &'static [&'static str],
+    /// A switch that sets the field to `false` (`--no-monitor`).
+    pub negate: bool,
+    /// Other accepted flag names.
+    pub aliases: &'static [&'static str],
+}
+
+impl Opts {
+    /// A flag named after the field in `views`.
+    pub const fn on(views: u8) -> Opts {
+        Opts { flag: "", views, clears: &[], negate: false, aliases: &[] }
+    }
+    /// Named `flag` instead.
+    pub const fn flag(self, flag: &'static str) -> Opts {
+        Opts { flag, ..self }
+    }
+    /// Unsets `keys` when set.
+    pub const fn clears(self, keys: &'static [&'static str]) -> Opts {
+        Opts { clears: keys, ..self }
+    }
+    /// A `--no-…` switch.
+    pub const fn negated(self) -> Opts {
+        Opts { negate: true, ..self }
+    }
+    /// Also accepted under these names.
+    pub const fn aliases(self, aliases: &'static [&'static str]) -> Opts {
+        Opts { aliases, ..self }
+    }
+}
+
+/// One field's description, generated from its declaration.
+#[derive(Clone, Copy)]
+pub struct Field {
+    /// Section key (`harness`).
+    pub section: &'static str,
+    /// Field key (`threads`).
+    pub name: &'static str,
+    /// The doc comment.
+    pub doc: &'static str,
+    /// The written form of values.
+    pub form: &'static str,
+    /// Allowed names, for enumerations.
+    pub possible: Option<&'static [&'static str]>,
+    /// A switch (boolean) flag.
+    pub switch: bool,
+    /// May be given several times.
+    pub repeated: bool,
+    /// The value is a list.
+    pub list: bool,
+    /// In a sweep, `a,b` means two axis values.
+    pub comma_axis: bool,
+    /// Flag and views.
+    pub opts: Opts,
+    /// Checks a text value.
+    pub check: fn(&str) -> Result<(), String>,
+    /// The default's text form.
+    pub default: fn() -> String,
+}
+
+impl Field {
+    /// `section.name`.
+    pub fn key(&self) -> String {
+        format!("{}.{}", self.section, self.name)
+    }
+    /// The flag name without `--`.
+    pub fn flag(&self) -> String {
+        if self.opts.flag.is_empty() {
+            self.name.replace('_', "-")
+        } else {
+            self.opts.flag.to_string()
+        }
+    }
+    /// The first paragraph of the doc comment, on one line.
+    pub fn help(&self) -> String {
+        self.doc
+            .split("\n\n")
+            .next()
+            .unwrap_or("")
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+    /// Whether command `v` ([`view`] bit) takes this field's flag.
+    pub fn in_view(&self, v: u8) -> bool {
+        self.opts.views & v != 0
+    }
+}
+
+impl std::fmt::Debug for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Field({})", self.key())
+    }
+}
+
+use view::*;
+
+crate::names_enum! {
+    /// Where client, harness and app run.
+    pub enum Topology ("topology") {
+        /// One process: client, harness and app share memory, no syscalls on the hot path.
+        Integrated = "integrated",
+        /// A `taillab serve` process and client processes on this host, over TCP on 127.0.0.1.
+        Loopback = "loopback",
+        /// Server and clients started through launcher templates (ssh, ip netns exec, …).
+        Networked = "networked",
+    }
+}
+
+crate::names_enum! {
+    /// Who reads a TCP client's responses.
+    pub enum Receive ("receive mode") {
+        /// One receiver thread per connection, blocked in `read`.
+        Threads = "threads",
+        /// The sender itself, reading without blocking whenever it would wait
+        /// for the next send time: one thread in all, nothing to wake up.
+        Sender = "sender",
+    }
+}
+
+impl Receive {
+    /// The sender polls when it spins anyway; a hybrid sender that sleeps
+    /// would be woken by each response like a receiver thread, and on a
+    /// small host where it shares CPUs with the server that measured no
+    /// better (docs/protocol.md).
+    pub fn default_for(wait: WaitMode) -> Receive {
+        if wait == WaitMode::Spin {
+            Receive::Sender
+        } else {
+            Receive::Threads
+        }
+    }
+}
+
+crate::names_enum! {
+    /// How a server hands requests to its workers.
+    #[derive(Default)]
+    pub enum Dispatch ("dispatch") {
+        /// One queue shared by all workers (reader threads feed it over TCP):
+        /// the M/G/n server of the model, queue time measured from the moment
+        /// a request is whole.
+        #[default]
+        Shared = "shared",
+        /// Each worker serves its own requests (over TCP: the connections it
+        /// owns, read with epoll; no thread hand-off, n separate queues; a
+        /// frame that arrives while its worker is busy is stamped `enqueued`
+        /// only when the worker reads it).
+        PerWorker = "per-worker",
+    }
+}
+
+section! {
+    /// The offered load: rate, arrival process, seed, how long to measure and warm up.
+    Load "load" {
+        /// Offered load in requests per second.
+        qps: Option<f64> = None, Opts::on(RUN | LOAD);
+        /// Arrival process of the open-loop schedule.
+        arrival: ArrivalSpec = ArrivalSpec::Poisson, Opts::on(EXP | LOAD);
+        /// Base seed: arrivals, request contents and per-run seeds derive their own streams from it.
+        seed: u64 = 1, Opts::on(ALL);
+        /// Measured requests (the run ends after them); or give `duration`.
+        requests: Option<u64> = None, Opts::on(EXP | LOAD).clears(&["duration"]);
+        /// Measured time (the schedule's span after warmup); or give `requests`.
+        duration: Option<Dur> = None, Opts::on(EXP | LOAD).clears(&["requests"]);
+        /// Warmup length in requests (not measured); or give `warmup`.
+        warmup_requests: Option<u64> = None, Opts::on(EXP | LOAD).clears(&["warmup"]);
+        /// Warmup length in time (not measured); or give `warmup_requests`.
+        warmup: Option<Dur> = None, Opts::on(EXP | LOAD).clears(&["warmup_requests"]).aliases(&["warmup-seconds"]);
+        /// How long to wait for stragglers after the schedule's expected end.
+        drain_timeout: Dur = Dur(10_000_000_000), Opts::on(EXP | LOAD);
+    }
+}
+
+section! {
+    /// The server side: workers, how they wait and take work, where they run.
+    Harness "harness" {
+        /// Worker threads serving the requests.
+        threads: usize = 1, Opts::on(RUN | SERVE | LOAD);
+        /// How integrated runs release requests: inline (workers claim arrivals; FIFO) or thread (a shaper thread feeds a real queue).
+        shaper: ShaperMode = ShaperMode::Inline, Opts::on(EXP);
+        /// How workers (and clients' senders) wait: spin, block, or hybrid (sleep, then spin the last `spin_margin`).
+        wait: WaitMode = WaitMode::Hybrid, Opts::on(ALL);
+        /// Hybrid waits spin this long before a deadline.
+        spin_margin: Dur = Dur(crate::harness::DEFAULT_SPIN_MARGIN_NS), Opts::on(ALL);
+        /// Order in which a shared queue is served.
+        discipline: Discipline = Discipline::Fifo, Opts::on(EXP | SERVE);
+        /// How requests reach workers: shared (one queue, M/G/n) or per-worker (each worker its own).
+        dispatch: Dispatch = Dispatch::Shared, Opts::on(EXP | SERVE);
+        /// Pin workers to these CPUs, round-robin.
+        cpus: CpuList = CpuList::default(), Opts::on(EXP | SERVE);
+        /// Run workers under SCHED_FIFO at this priority (1..=99; needs root); 0 = normal scheduling.
+        rt_priority: u32 = 0, Opts::on(EXP | SERVE);
+    }
+}
+
+section! {
+    /// Where the parts run and how they talk over TCP.
+    Net "net" {
+        /// Where client, harness and app run: integrated (one process), loopback (server and client processes on this host) or networked (through launchers).
+        topology: Topology = Topology::Integrated, Opts::on(RUN).aliases(&["config"]);
+        /// Client processes (loopback/networked); the rate is split evenly, each stream with its own seed.
+        clients: usize = 1, Opts::on(EXP);
+        /// TCP connections per client; requests go round-robin over them.
+        connections: usize = 1, Opts::on(EXP | LOAD);
+        /// Server listen address; port 0 lets the kernel pick (`taillab serve` defaults to 127.0.0.1:7878).
+        listen: String = "127.0.0.1:0".into(), Opts::on(EXP | SERVE);
+        /// An already running server at HOST:PORT (external apps such as memcached need one).
+        target: Option<String> = None, Opts::on(EXP | LOAD);
+        /// How to start the server (networked): a shell template with {cmd} or {cmdq}, e.g. `ip netns exec NS {cmd}`.
+        server_launcher: String = "{cmd}".into(), Opts::on(EXP);
+        /// How to start client i (networked): once for all clients or once per client; {i} is the client number.
+        client_launcher: Items = Items::default(), Opts::on(EXP);
+        /// Path of the taillab binary on the hosts the launchers reach (default: this binary).
+        remote_taillab: Option<String> = None, Opts::on(EXP);
+        /// Declare the server dead after this long without a response while requests are outstanding.
+        dead_after: Dur = Dur(4_000_000_000), Opts::on(EXP | LOAD);
+        /// Pin each client's threads to these CPUs (the sender first, receiver threads next).
+        client_cpus: CpuList = CpuList::default(), Opts::on(EXP | LOAD);
+        /// Who reads responses in a client: sender (polls while it waits: one thread) or threads; default: sender with wait=spin, threads otherwise.
+        receive: Option<Receive> = None, Opts::on(EXP | LOAD);
+        /// Largest frame payload accepted; bigger frames drop the connection.
+        max_frame: Size = Size(16 << 20), Opts::on(EXP | SERVE | LOAD);
+        /// Most due requests a late client sender coalesces into one write.
+        max_batch: usize = 64, Opts::on(EXP | LOAD);
+        /// Simulated one-way network delay per direction in integrated runs (a distribution).
+        delay: Option<Dist> = None, Opts::on(EXP).flag("net-delay");
+        /// Label for summary.json's `config` of a `taillab load` (default: loopback for 127.x targets, else networked).
+        label: Option<String> = None, Opts::on(LOAD).flag("config-label");
+    }
+}
+
+section! {
+    /// What each run keeps beyond its histograms.
+    Record "record" {
+        /// Also write requests.csv with every request's six stamps.
+        save_requests: bool = false, Opts::on(EXP | LOAD);
+        /// Memory cap for per-request records (beyond it, histograms only).
+        max_record_mem: Size = Size(1 << 30), Opts::on(EXP | LOAD);
+        /// Length of one interval histogram.
+        interval: Dur = Dur(1_000_000_000), Opts::on(EXP | LOAD);
+    }
+}
+
+section! {
+    /// The environment monitor and the limits of the self-checks.
+    Monitor "monitor" {
+        /// Sample the environment (steal, other processes' CPU, own resource use) during runs.
+        enabled: bool = true, Opts::on(EXP | LOAD).flag("no-monitor").negated();
+        /// Sampling period of the environment monitor (10ms..60s).
+        period: Dur = Dur(100_000_000), Opts::on(EXP | LOAD).flag("monitor-period");
+        /// Mean hypervisor steal over the measured phase (% of one CPU) above which a run is disturbed.
+        max_steal: f64 = 1.0, Opts::on(EXP | LOAD);
+        /// Mean CPU use of other processes (% of one CPU) above which a run is disturbed.
+        max_foreign: f64 = 5.0, Opts::on(EXP | LOAD);
+        /// Send-lag p99 above this fails the send-lag check.
+        max_send_lag: Dur = Dur(50_000), Opts::on(EXP | LOAD);
+    }
+}
+
+section! {
+    /// Repeating a point with fresh seeds until its confidence interval is tight.
+    Ci "ci" {
+        /// Repeat until the 95 % CI half-width of each metric is within this fraction of its estimate (e.g. 0.01); none: one run.
+        target: Option<f64> = None, Opts::on(EXP).flag("ci");
+        /// Fewest runs per point with a CI target.
+        min_runs: usize = 3, Opts::on(EXP);
+        /// Most runs per point with a CI target (the report says when the target was not met).
+        max_runs: usize = 20, Opts::on(EXP);
+        /// Metrics the CI target applies to (none: sojourn.mean,sojourn.p95,sojourn.p99).
+        metrics: Names = Names::default(), Opts::on(EXP).flag("ci-metrics");
+        /// Discard a run whose environment check failed and redo it with the same seed, at most this many times per run.
+        redo_disturbed: usize = 0, Opts::on(EXP);
+    }
+}

@@ -1,0 +1,427 @@
+//! How one setting's value is written: the one parser (and printer) per kind
+//! of value that flags, TOML files, `--grid` axes and `config.toml` share.
+//!
+//! Every value type implements [`ConfigValue`]: `parse` reads the text form
+//! (a flag's argument, a grid alternative, a TOML scalar turned into text),
+//! `show` writes it back so that `parse(show(v)) == v`, and `to_toml` gives
+//! the native TOML form for `config.toml` (numbers stay numbers). Errors are
+//! the expected form (`FORM`), which the caller prefixes with the key.
+
+use crate::dist::Dist;
+use std::fmt;
+use std::str::FromStr;
+
+/// A value a setting can hold.
+pub trait ConfigValue: Sized + Clone + PartialEq {
+    /// The written form, for errors and help (`a duration like 30s`).
+    const FORM: &'static str;
+    /// A flag of this type takes no argument (a switch: `--save-requests`).
+    const SWITCH: bool = false;
+    /// A flag of this type may be repeated, each occurrence one item.
+    const REPEATED: bool = false;
+    /// The value is itself a list (a TOML array is one value, not an axis).
+    const LIST: bool = false;
+    /// In a sweep, `a,b` is two values of an axis (numbers and names; not
+    /// texts or distributions, which may contain commas).
+    const COMMA_AXIS: bool = false;
+    /// Parses the text form.
+    fn parse(s: &str) -> Result<Self, String>;
+    /// Parses several items (a repeated flag or a TOML array).
+    fn parse_many(items: &[&str]) -> Result<Self, String> {
+        match items {
+            [one] => Self::parse(one),
+            _ => Err(format!("takes one value, got {}", items.len())),
+        }
+    }
+    /// The text form (`parse(show(v)) == v`).
+    fn show(&self) -> String;
+    /// The native TOML form, or `None` for "not set" (the key is left out).
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::String(self.show()))
+    }
+    /// The allowed names, for enumerations.
+    fn possible() -> Option<&'static [&'static str]> {
+        None
+    }
+}
+
+fn int_err<T>(s: &str, form: &str) -> Result<T, String> {
+    Err(format!("`{s}` is not {form}"))
+}
+
+impl ConfigValue for u64 {
+    const COMMA_AXIS: bool = true;
+    const FORM: &'static str = "a whole number like 1000";
+    fn parse(s: &str) -> Result<Self, String> {
+        s.trim().replace('_', "").parse().or_else(|_| int_err(s, Self::FORM))
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(i64::try_from(*self).map_or_else(|_| toml::Value::String(self.show()), toml::Value::Integer))
+    }
+}
+
+impl ConfigValue for usize {
+    const COMMA_AXIS: bool = true;
+    const FORM: &'static str = "a whole number like 2";
+    fn parse(s: &str) -> Result<Self, String> {
+        s.trim().replace('_', "").parse().or_else(|_| int_err(s, Self::FORM))
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Integer(*self as i64))
+    }
+}
+
+impl ConfigValue for u32 {
+    const COMMA_AXIS: bool = true;
+    const FORM: &'static str = "a whole number like 10";
+    fn parse(s: &str) -> Result<Self, String> {
+        s.trim().parse().or_else(|_| int_err(s, Self::FORM))
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Integer(*self as i64))
+    }
+}
+
+impl ConfigValue for f64 {
+    const COMMA_AXIS: bool = true;
+    const FORM: &'static str = "a number like 2500 or 0.5";
+    fn parse(s: &str) -> Result<Self, String> {
+        match s.trim().replace('_', "").parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            _ => int_err(s, Self::FORM),
+        }
+    }
+    fn show(&self) -> String {
+        // Rust prints the shortest text that reads back to the same f64.
+        self.to_string()
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Float(*self))
+    }
+}
+
+impl ConfigValue for bool {
+    const FORM: &'static str = "true or false";
+    const SWITCH: bool = true;
+    fn parse(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "true" | "yes" | "on" | "1" => Ok(true),
+            "false" | "no" | "off" | "0" => Ok(false),
+            _ => int_err(s, Self::FORM),
+        }
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Boolean(*self))
+    }
+}
+
+impl ConfigValue for String {
+    const FORM: &'static str = "text";
+    fn parse(s: &str) -> Result<Self, String> {
+        Ok(s.to_string())
+    }
+    fn show(&self) -> String {
+        self.clone()
+    }
+}
+
+/// `none` (or an empty value) means "not set".
+impl<T: ConfigValue> ConfigValue for Option<T> {
+    const FORM: &'static str = T::FORM;
+    const SWITCH: bool = T::SWITCH;
+    const LIST: bool = T::LIST;
+    const COMMA_AXIS: bool = T::COMMA_AXIS;
+    fn parse(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "" | "none" => Ok(None),
+            v => T::parse(v).map(Some),
+        }
+    }
+    fn show(&self) -> String {
+        self.as_ref().map_or_else(|| "none".to_string(), T::show)
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        self.as_ref().and_then(T::to_toml)
+    }
+    fn possible() -> Option<&'static [&'static str]> {
+        T::possible()
+    }
+}
+
+/// A CPU list: `0,1`, `0-3` or a mix (`0,2-3`); empty means "not pinned".
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuList(pub Vec<usize>);
+
+impl ConfigValue for CpuList {
+    const LIST: bool = true;
+    const FORM: &'static str = "a CPU list like 0,1 or 0-3 (none for no pinning)";
+    fn parse(s: &str) -> Result<Self, String> {
+        let mut v = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "none") {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b) = (usize::parse(a), usize::parse(b));
+            match (a, b) {
+                (Ok(a), Ok(b)) if a <= b && b < 4096 => v.extend(a..=b),
+                _ => return int_err(s, Self::FORM),
+            }
+        }
+        Ok(CpuList(v))
+    }
+    fn parse_many(items: &[&str]) -> Result<Self, String> {
+        Self::parse(&items.join(","))
+    }
+    fn show(&self) -> String {
+        if self.0.is_empty() {
+            return "none".into();
+        }
+        self.0.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Array(self.0.iter().map(|c| toml::Value::Integer(*c as i64)).collect()))
+    }
+}
+
+/// A comma-separated list of names (`sojourn.mean,sojourn.p99`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Names(pub Vec<String>);
+
+impl ConfigValue for Names {
+    const LIST: bool = true;
+    const FORM: &'static str = "a comma-separated list like sojourn.mean,sojourn.p99";
+    fn parse(s: &str) -> Result<Self, String> {
+        Ok(Names(
+            s.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "none").map(String::from).collect(),
+        ))
+    }
+    fn parse_many(items: &[&str]) -> Result<Self, String> {
+        Self::parse(&items.join(","))
+    }
+    fn show(&self) -> String {
+        if self.0.is_empty() {
+            "none".into()
+        } else {
+            self.0.join(",")
+        }
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Array(self.0.iter().cloned().map(toml::Value::String).collect()))
+    }
+}
+
+/// Repeatable items that may contain commas (launcher templates): each flag
+/// occurrence or TOML array element is one item.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Items(pub Vec<String>);
+
+impl ConfigValue for Items {
+    const LIST: bool = true;
+    const FORM: &'static str = "text (repeat the flag, or a TOML array, for several)";
+    const REPEATED: bool = true;
+    fn parse(s: &str) -> Result<Self, String> {
+        Ok(Items(if s.is_empty() || s == "none" { vec![] } else { vec![s.to_string()] }))
+    }
+    fn parse_many(items: &[&str]) -> Result<Self, String> {
+        Ok(Items(items.iter().filter(|s| !s.is_empty() && **s != "none").map(|s| s.to_string()).collect()))
+    }
+    fn show(&self) -> String {
+        match self.0.as_slice() {
+            [] => "none".into(),
+            [one] => one.clone(),
+            many => many.join(" ; "),
+        }
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Array(self.0.iter().cloned().map(toml::Value::String).collect()))
+    }
+}
+
+/// A duration in nanoseconds, written with a unit (`30s`, `500ms`, `200us`,
+/// `150ns`); a bare number is seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Dur(pub u64);
+
+impl Dur {
+    /// Seconds as a float.
+    pub fn secs(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+    /// From seconds (rounded to the nanosecond).
+    pub fn from_secs(s: f64) -> Self {
+        Dur((s * 1e9).round() as u64)
+    }
+}
+
+impl ConfigValue for Dur {
+    const FORM: &'static str = "a duration like 30s, 500ms or 200us";
+    fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if let Ok(v) = t.parse::<f64>() {
+            return if v.is_finite() && v >= 0.0 { Ok(Dur::from_secs(v)) } else { int_err(s, Self::FORM) };
+        }
+        crate::dist::parse_duration_ns(t).map(|ns| Dur(ns.round() as u64)).map_err(|e| format!("{e} ({})", Self::FORM))
+    }
+    fn show(&self) -> String {
+        let n = self.0;
+        for (unit, k) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+            if n >= k && n % k == 0 {
+                return format!("{}{unit}", n / k);
+            }
+        }
+        format!("{n}ns")
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.show())
+    }
+}
+
+/// A size in bytes, written with a unit (`16MiB`, `1GiB`, `64KiB`, `512B`);
+/// a bare number is bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Size(pub u64);
+
+impl ConfigValue for Size {
+    const FORM: &'static str = "a size like 16MiB, 1GiB or 4096 (bytes)";
+    fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let mult: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "KiB" | "K" | "k" | "KB" => 1 << 10,
+            "MiB" | "M" | "MB" => 1 << 20,
+            "GiB" | "G" | "GB" => 1 << 30,
+            _ => return int_err(s, Self::FORM),
+        };
+        match num.trim().parse::<u64>() {
+            Ok(v) => v.checked_mul(mult).map(Size).ok_or_else(|| format!("`{s}` is too large")),
+            Err(_) => int_err(s, Self::FORM),
+        }
+    }
+    fn show(&self) -> String {
+        let n = self.0;
+        for (unit, k) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+            if n >= k && n % k == 0 {
+                return format!("{}{unit}", n / k);
+            }
+        }
+        format!("{n}")
+    }
+}
+
+impl ConfigValue for Dist {
+    const FORM: &'static str = "a distribution like exp:200us, fixed:1ms or mix:0.9*exp:100us+0.1*fixed:2ms";
+    fn parse(s: &str) -> Result<Self, String> {
+        s.parse::<Dist>().map_err(|e| e.to_string())
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl ConfigValue for crate::arrival::ArrivalSpec {
+    const FORM: &'static str = "an arrival process: poisson or fixed";
+    fn parse(s: &str) -> Result<Self, String> {
+        s.trim().parse()
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// `a, b or c`.
+pub fn one_of(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// Edit distance, for "did you mean" hints.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The candidate nearest to `key` (by edit distance, then by a shared
+/// suffix after the section), if any is plausibly what was meant.
+pub fn nearest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let last = |k: &'a str| k.rsplit('.').next().unwrap_or(k);
+    let key_last = key.rsplit('.').next().unwrap_or(key);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(key, c).min(edit_distance(key_last, last(c)) + 1), c))
+        .filter(|(d, c)| *d <= 3.max(c.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Parses `T: FromStr` through its own error (for types defined elsewhere).
+pub fn parse_via<T: FromStr>(s: &str) -> Result<T, String>
+where
+    T::Err: fmt::Display,
+{
+    s.trim().parse::<T>().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_round_trip() {
+        for s in ["30s", "500ms", "200us", "150ns", "1500us", "0ns"] {
+            assert_eq!(Dur::parse(s).unwrap().show(), s);
+        }
+        assert_eq!(Dur::parse("2").unwrap(), Dur(2_000_000_000));
+        assert_eq!(Dur::parse("0.5").unwrap(), Dur(500_000_000));
+        assert!(Dur::parse("3 parsecs").unwrap_err().contains("duration like 30s"));
+        for s in ["16MiB", "1GiB", "64KiB", "4097"] {
+            assert_eq!(Size::parse(s).unwrap().show(), s);
+        }
+        assert_eq!(Size::parse("4096").unwrap().show(), "4KiB");
+        assert!(Size::parse("12 furlongs").is_err());
+    }
+
+    #[test]
+    fn lists_and_options() {
+        assert_eq!(CpuList::parse("0,2-3").unwrap().0, vec![0, 2, 3]);
+        assert_eq!(CpuList::parse("none").unwrap().0, Vec::<usize>::new());
+        assert!(CpuList::parse("3-1").is_err() && CpuList::parse("x").is_err());
+        assert_eq!(<Option<u64>>::parse("none").unwrap(), None);
+        assert_eq!(<Option<u64>>::parse("7").unwrap(), Some(7));
+        assert_eq!(Items::parse_many(&["a,b", "c"]).unwrap().0.len(), 2);
+        assert!(u64::parse("two").unwrap_err().contains("whole number"));
+    }
+
+    #[test]
+    fn nearest_key() {
+        let keys = ["harness.threads", "harness.wait", "load.qps"];
+        assert_eq!(nearest("harness.thread", keys), Some("harness.threads"));
+        assert_eq!(nearest("threds", keys), Some("harness.threads"));
+        assert_eq!(nearest("completely.different", keys), None);
+    }
+}
