@@ -9,7 +9,7 @@ rm -rf "$out"
 target/release/taillab sweep --file configs/demo.toml --out "$out"
 echo
 echo "M/M/1 theory for the same loads (mean and p99 sojourn):"
-for qps in $(python3 -c "import tomllib;print(' '.join(str(q) for q in tomllib.load(open('configs/demo.toml','rb'))['qps']))"); do
+for qps in $(python3 -c "import tomllib;print(' '.join(str(q) for q in tomllib.load(open('configs/demo.toml','rb'))['load']['qps']))"); do
   target/release/taillab model --qps "$qps" --service exp:200us --requests 200000 | sed -n 2p | sed "s/^/  $qps qps: /"
 done
 if [ -x "${TAILLAB_PYTHON:-.venv/bin/python}" ] && "${TAILLAB_PYTHON:-.venv/bin/python}" -c "import taillab" 2>/dev/null; then

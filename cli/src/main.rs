@@ -6,9 +6,14 @@
 
 mod analysis;
 mod apps;
+mod config_cmd;
 mod experiment;
 mod model;
+mod progress;
 mod run;
+mod runner;
+mod serve;
+mod sweep;
 mod system;
 
 use clap::{Parser, Subcommand};
@@ -23,15 +28,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// One measurement of an app under open-loop load; writes OUT/summary.json.
-    Run(Box<run::RunArgs>),
+    /// One measurement of an app under open-loop load; writes OUT/summary.json and OUT/config.toml.
+    Run(Box<run::RunCmd>),
     /// Serve an app over TCP (the server side of loopback/networked runs).
-    Serve(Box<taillab_transport::cli::ServeArgs>),
+    Serve(Box<serve::ServeCmd>),
     /// Open-loop load over TCP against a `taillab serve` or an external server; writes OUT/summary.json.
-    Load(Box<taillab_transport::cli::LoadArgs>),
-    /// A grid of runs: loads × threads × configs × app settings, each point
-    /// optionally repeated to a CI target; resumable.
-    Sweep(Box<experiment::SweepArgs>),
+    Load(Box<serve::LoadCmd>),
+    /// A grid of runs over any configuration keys (loads, threads, topologies,
+    /// app settings, ...), each point optionally repeated to a CI target; resumable.
+    Sweep(Box<sweep::SweepCmd>),
+    /// The configuration's keys (`keys`) and a resolved configuration (`show`).
+    Config {
+        #[command(subcommand)]
+        cmd: config_cmd::ConfigCmd,
+    },
     /// Write an HTML report (figures, tables, checks) for a results folder.
     Report {
         /// A run, experiment or sweep folder.
@@ -95,19 +105,10 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
         Cmd::System { cmd } => system::run(cmd),
-        Cmd::Sweep(a) => experiment::sweep(*a),
-        Cmd::Serve(a) => Ok(taillab_transport::cli::serve_main(apps::find(&a.app)?, &a)?),
-        Cmd::Load(a) => {
-            // A coordinator's client (--emit-shard) is watched by the coordinator.
-            let mut obs = run::EnvObserver::new(a.spec()?);
-            let watch = !a.no_monitor && !a.emit_shard;
-            let obs = watch.then_some(&mut obs as &mut dyn taillab_transport::coord::RunObserver);
-            Ok(taillab_transport::cli::load_main(
-                apps::find(&a.app)?,
-                &a,
-                obs,
-            )?)
-        }
+        Cmd::Sweep(a) => sweep::sweep(*a),
+        Cmd::Serve(a) => serve::serve_cmd(*a),
+        Cmd::Load(a) => serve::load_cmd(*a),
+        Cmd::Config { cmd } => config_cmd::run(cmd),
         Cmd::Report { results, out } => {
             let mut args = vec!["report".to_string(), results.display().to_string()];
             if let Some(o) = out {

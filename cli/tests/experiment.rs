@@ -214,30 +214,41 @@ fn experiment_files_are_validated_with_the_key_named() {
     let dir = tmp("toml");
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("bad.toml");
+    let head = "[app]\nname = \"synth\"\n";
     for (body, needle) in [
         (
-            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nthreds = [1]\n",
-            "threds",
+            "[load]\nqps = [100.0]\nduration = \"1s\"\n[harness]\nthreds = [1]\n",
+            "did you mean `harness.threads`",
         ),
-        ("app = \"synth\"\nqps = [0.0]\nduration = \"1s\"\n", "qps"),
+        ("[load]\nqps = [0.0]\nduration = \"1s\"\n", "qps"),
+        ("[load]\nqps = [100.0]\n", "--requests N or --duration"),
         (
-            "app = \"synth\"\nqps = [100.0]\n",
-            "requests N or --duration",
-        ),
-        (
-            "app = \"synth\"\nload = \"0.1:0.5:0.1\"\nduration = \"1s\"\n",
-            "--of-saturation",
+            "[load]\nduration = \"soon\"\nqps = 5\n",
+            "duration like 30s",
         ),
         (
-            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\n[set]\ncolour = \"red\"\n",
-            "colour",
+            "[load]\nqps = 100\nduration = \"1s\"\ncolour = \"red\"\n",
+            "load.colour",
         ),
         (
-            "app = \"synth\"\nqps = [100.0]\nduration = \"1s\"\nslo = \"p99 < 1ms\"\n",
-            "--slo",
+            "colour = \"red\"\n[load]\nqps = 100\nduration = \"1s\"\n",
+            "app.colour",
+        ),
+        (
+            "[load]\nqps = [100.0]\nduration = \"1s\"\n[sweep]\nslo = \"p99 < 1ms\"\n",
+            "sweep.slo",
+        ),
+        (
+            "[load]\nduration = \"1s\"\n[sweep]\nload = \"0.1:0.5:0.1\"\nprobe_secs = 1\n",
+            "did you mean `probe`",
+        ),
+        (
+            "[load]\nqps = 10\nduration = \"1s\"\n[grid]\n\"harness.rt_priority\" = [0, 100]\n",
+            "rt_priority",
         ),
     ] {
-        std::fs::write(&f, body).unwrap();
+        let body = format!("{head}{body}");
+        std::fs::write(&f, &body).unwrap();
         let o = Command::new(bin())
             .args(["sweep", "--file"])
             .arg(&f)
@@ -250,6 +261,22 @@ fn experiment_files_are_validated_with_the_key_named() {
         assert!(err.contains(needle), "{body}: `{err}` lacks `{needle}`");
     }
     // The shipped files parse and validate.
+    for entry in
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")).unwrap()
+    {
+        let p = entry.unwrap().path();
+        let o = Command::new(bin())
+            .args(["sweep", "--dry-run", "--file"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     for cfg in ["demo.toml", "synth.toml"] {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../configs")
@@ -277,7 +304,6 @@ fn saturation_finder_brackets_the_service_rate() {
             "synth",
             "--load",
             "0.5,0.8",
-            "--of-saturation",
             "--probe-seconds",
             "0.7",
             "--duration",
@@ -291,7 +317,7 @@ fn saturation_finder_brackets_the_service_rate() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let sat = json(&out.join("saturation/integrated-t1-q0-service-fixed_400us/saturation.json"));
+    let sat = json(&out.join("saturation/integrated-t1-q0/saturation.json"));
     let q = sat["qps"].as_f64().unwrap();
     // A noisy VM steals some capacity; it can never exceed the service rate.
     assert!((1000.0..=2550.0).contains(&q), "saturation rate {q}");

@@ -293,7 +293,7 @@ fn serve_places_its_workers() {
     let out = tmp("load-cpus");
     #[rustfmt::skip]
     let mut c = background_load(&addr, "threads", "200",
-                                &["--cpus", "1,0", "--connections", "2"], &out);
+                                &["--client-cpus", "1,0", "--connections", "2"], &out);
     let want = [
         ("taillab-sender", "1"),
         ("taillab-recv-0", "0"),
@@ -531,12 +531,13 @@ fn bad_flags_give_one_clear_error() {
     let lb: &[&str] = &["run", "--config", "loopback"];
     let ld: &[&str] = &["load", "--target", "127.0.0.1:1"];
     #[rustfmt::skip]
-    let cases: [(&[&str], &[&str], &[&str]); 5] = [
+    let cases: [(&[&str], &[&str], &[&str]); 6] = [
         (lb, &["--dispatch", "mine"], &["--dispatch", "per-worker"]),
         (lb, &["--receive", "nap"], &["--receive", "threads"]),
         (ld, &["--receive", "nap"], &["--receive", "threads"]),
         (lb, &["--client-cpus", "4096"], &["--client-cpus", "CPU 4096"]),
-        (ld, &["--cpus", "4096"], &["--cpus", "CPU 4096"]),
+        (ld, &["--client-cpus", "4096"], &["--client-cpus", "CPU 4096"]),
+        (ld, &["--cpus", "0"], &["--cpus", "--client-cpus"]),
     ];
     for (cmd, bad, want) in cases {
         let o = Command::new(bin())

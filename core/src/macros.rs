@@ -17,6 +17,12 @@ macro_rules! section {
             }
         }
 
+        impl $crate::config::flags::FieldSource for $name {
+            fn fields() -> Vec<$crate::config::Field> {
+                $name::fields()
+            }
+        }
+
         impl $name {
             /// The section's TOML key.
             pub const KEY: &'static str = $key;
@@ -67,7 +73,6 @@ macro_rules! section {
         }
     };
 }
-
 
 /// Declares an enumeration of named choices with its one parser and printer
 /// (`FromStr`, `Display`, serde as the name, `clap::ValueEnum`,
@@ -141,4 +146,3 @@ macro_rules! names_enum {
         }
     };
 }
-

@@ -87,7 +87,11 @@ pub struct SearchOpts {
 
 impl Default for SearchOpts {
     fn default() -> Self {
-        SearchOpts { max_probes: 20, rel_tol: 0.02, redo_disturbed: 1 }
+        SearchOpts {
+            max_probes: 20,
+            rel_tol: 0.02,
+            redo_disturbed: 1,
+        }
     }
 }
 
@@ -119,10 +123,24 @@ pub struct Saturation {
 }
 
 /// Runs `p` at `qps`, redoing a disturbed probe up to the budget.
-fn probe_once<P: Probe>(p: &mut P, qps: f64, name: &str, o: &SearchOpts) -> Result<(Outcome, ProbeRecord), P::Error> {
+fn probe_once<P: Probe>(
+    p: &mut P,
+    qps: f64,
+    name: &str,
+    o: &SearchOpts,
+) -> Result<(Outcome, ProbeRecord), P::Error> {
     let (out, _) = with_redos(
         o.redo_disturbed,
-        |k| p.probe(qps, &if k == 0 { name.to_string() } else { format!("{name}.redo-{k}") }),
+        |k| {
+            p.probe(
+                qps,
+                &if k == 0 {
+                    name.to_string()
+                } else {
+                    format!("{name}.redo-{k}")
+                },
+            )
+        },
         |out| out.disturbed,
         |_, _| Ok(()),
     )?;
@@ -188,7 +206,9 @@ impl std::str::FromStr for Slo {
     type Err = String;
     /// `p99<=2ms` (sojourn) or `service.p95<=500us`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not an SLO; write STAT<=TIME, e.g. p99<=2ms or service.p95<=500us");
+        let bad = || {
+            format!("`{s}` is not an SLO; write STAT<=TIME, e.g. p99<=2ms or service.p95<=500us")
+        };
         let (lhs, rhs) = s.split_once("<=").ok_or_else(bad)?;
         let (metric, stat) = match lhs.trim().split_once('.') {
             Some((m, st)) => (m.to_string(), st.to_string()),
@@ -198,7 +218,11 @@ impl std::str::FromStr for Slo {
             return Err(bad());
         }
         let bound_ns = crate::dist::parse_duration_ns(rhs).map_err(|e| format!("`{s}`: {e}"))?;
-        Ok(Slo { metric, stat, bound_ns })
+        Ok(Slo {
+            metric,
+            stat,
+            bound_ns,
+        })
     }
 }
 
@@ -226,7 +250,9 @@ impl crate::config::ConfigValue for Slo {
 impl Slo {
     /// Whether a probe met it (and kept up).
     pub fn met_by(&self, o: &Outcome) -> bool {
-        o.value(&self.metric, &self.stat).is_some_and(|v| v <= self.bound_ns) && o.sustainable()
+        o.value(&self.metric, &self.stat)
+            .is_some_and(|v| v <= self.bound_ns)
+            && o.sustainable()
     }
 }
 
@@ -305,8 +331,18 @@ mod tests {
             }
             let keeps = qps < self.mu;
             let mut lat = BTreeMap::new();
-            let p99 = if keeps { (100f64.ln() / (self.mu - qps) * 1e9) as u64 } else { u64::MAX };
-            lat.insert("sojourn".to_string(), MetricStats { p99, ..Default::default() });
+            let p99 = if keeps {
+                (100f64.ln() / (self.mu - qps) * 1e9) as u64
+            } else {
+                u64::MAX
+            };
+            lat.insert(
+                "sojourn".to_string(),
+                MetricStats {
+                    p99,
+                    ..Default::default()
+                },
+            );
             Ok(Outcome {
                 achieved_qps: if keeps { qps } else { self.mu },
                 scheduled_qps: qps,
@@ -318,7 +354,12 @@ mod tests {
     }
 
     fn mm1(mu: f64) -> Mm1 {
-        Mm1 { mu, calls: vec![], disturb: vec![], fail_at: None }
+        Mm1 {
+            mu,
+            calls: vec![],
+            disturb: vec![],
+            fail_at: None,
+        }
     }
 
     #[test]
@@ -326,7 +367,11 @@ mod tests {
         for guess in [10.0, 900.0, 1000.0, 50_000.0] {
             let mut p = mm1(1000.0);
             let s = find_saturation(&mut p, guess, &SearchOpts::default(), &mut |_| {}).unwrap();
-            assert!(s.qps < 1000.0 && s.qps > 1000.0 * 0.97, "guess {guess}: {}", s.qps);
+            assert!(
+                s.qps < 1000.0 && s.qps > 1000.0 * 0.97,
+                "guess {guess}: {}",
+                s.qps
+            );
             assert!(s.upper.unwrap() >= 1000.0);
             assert_eq!(s.probes.len(), p.calls.len());
         }
@@ -360,15 +405,28 @@ mod tests {
         let q = q.unwrap();
         assert!(q <= want && q > want - 0.02 * 990.0, "{q} vs {want}");
         let tight: Slo = "p99<=1us".parse().unwrap();
-        assert_eq!(slo_search(&mut mm1(1000.0), 990.0, &tight, &SearchOpts::default()).unwrap().0, None);
+        assert_eq!(
+            slo_search(&mut mm1(1000.0), 990.0, &tight, &SearchOpts::default())
+                .unwrap()
+                .0,
+            None
+        );
         let easy: Slo = "p99<=10s".parse().unwrap();
-        assert_eq!(slo_search(&mut mm1(1000.0), 990.0, &easy, &SearchOpts::default()).unwrap().0, Some(990.0));
+        assert_eq!(
+            slo_search(&mut mm1(1000.0), 990.0, &easy, &SearchOpts::default())
+                .unwrap()
+                .0,
+            Some(990.0)
+        );
     }
 
     #[test]
     fn slo_grammar() {
         let s: Slo = "service.p95<=500us".parse().unwrap();
-        assert_eq!((s.metric.as_str(), s.stat.as_str(), s.bound_ns), ("service", "p95", 5e5));
+        assert_eq!(
+            (s.metric.as_str(), s.stat.as_str(), s.bound_ns),
+            ("service", "p95", 5e5)
+        );
         assert_eq!(s.to_string().parse::<Slo>().unwrap(), s);
         for bad in ["p98<=1ms", "p99<2ms", "lag.p99<=1ms", "p99<=fast"] {
             assert!(bad.parse::<Slo>().is_err(), "{bad}");
@@ -378,13 +436,18 @@ mod tests {
     #[test]
     fn redos_stop_at_the_budget() {
         let mut discarded = vec![];
-        let (r, n) = with_redos(2, |k| Ok::<_, ()>(k), |_| true, |k, _| {
-            discarded.push(k);
-            Ok(())
-        })
+        let (r, n) = with_redos(
+            2,
+            Ok::<_, ()>,
+            |_| true,
+            |k, _| {
+                discarded.push(k);
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!((r, n, discarded), (2, 2, vec![0, 1]));
-        let (r, n) = with_redos(5, |k| Ok::<_, ()>(k), |k| *k < 1, |_, _| Ok(())).unwrap();
+        let (r, n) = with_redos(5, Ok::<_, ()>, |k| *k < 1, |_, _| Ok(())).unwrap();
         assert_eq!((r, n), (1, 1));
     }
 }

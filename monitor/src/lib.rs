@@ -36,14 +36,16 @@
 
 pub mod error;
 pub mod procfs;
+pub mod sample;
 pub mod sampler;
 pub mod summary;
 pub mod system;
 
 pub use error::MonitorError;
+pub use sample::{ForeignProcess, Phase, Sample, SamplerCost};
 pub use sampler::{
-    register_worker_thread, unregister_worker_thread, ForeignProcess, IntervalEnv, MonitorReport,
-    Phase, Sample, Sampler, SamplerConfig, SamplerCost,
+    register_worker_thread, unregister_worker_thread, IntervalEnv, MonitorReport, Sampler,
+    SamplerConfig,
 };
 pub use summary::{CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds};
 pub use system::{default_state_path, OpState, SystemReport, Tuner};

@@ -38,7 +38,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sampler::{ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
+use crate::sample::{ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
 
 /// Totals of a process over the measured phase.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::MonitorError;
 use crate::procfs;
-use crate::sampler::{ForeignProcess, Sampler, SamplerConfig};
+use crate::sample::ForeignProcess;
+use crate::sampler::{Sampler, SamplerConfig};
 use crate::summary::Thresholds;
 
 /// Host facts plus a short measurement of steal and foreign CPU use.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use taillab_monitor::procfs::{
     parse_loadavg, parse_pid_stat, parse_pid_status, parse_schedstat, parse_stat,
 };
-use taillab_monitor::sampler::HostSample;
+use taillab_monitor::sample::HostSample;
 
 fn data(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

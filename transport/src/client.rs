@@ -55,6 +55,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use taillab_core::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
 use taillab_core::collector::{IntervalSink, Shard, Stamps};
+use taillab_core::config::RunConfig;
 use taillab_core::harness::{Progress, Records, Schedule, ScheduleStats};
 use taillab_core::{Client, RunResult, RunSpec};
 
@@ -71,46 +72,20 @@ pub struct LoadOpts {
     pub receive: Receive,
 }
 
-/// Who reads the responses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Receive {
-    /// One receiver thread per connection, blocked in `read`.
-    Threads,
-    /// The sender itself, reading without blocking whenever it would wait
-    /// for the next send time: one thread in all, nothing to wake up.
-    Sender,
-}
+pub use taillab_core::config::Receive;
 
-impl Receive {
-    /// The sender polls when it spins anyway; a hybrid sender that sleeps
-    /// would be woken by each response like a receiver thread, and on a
-    /// small host where it shares CPUs with the server that measured no
-    /// better (docs/protocol.md).
-    pub fn default_for(wait: WaitMode) -> Receive {
-        if wait == WaitMode::Spin {
-            Receive::Sender
-        } else {
-            Receive::Threads
-        }
-    }
-}
-
-impl std::str::FromStr for Receive {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "threads" => Ok(Receive::Threads),
-            "sender" => Ok(Receive::Sender),
-            _ => Err(format!("unknown receive mode {s:?}: use sender or threads")),
-        }
-    }
-}
-
-impl std::fmt::Display for Receive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Receive::Threads => "threads",
-            Receive::Sender => "sender",
+impl LoadOpts {
+    /// The client side of `cfg` (`net.target` must be set).
+    pub fn from_config(cfg: &RunConfig) -> Result<LoadOpts, TransportError> {
+        let n = &cfg.net;
+        Ok(LoadOpts {
+            target: n.target.clone().ok_or_else(|| {
+                TransportError::Invalid("say where the server is: --target HOST:PORT (net.target)".into())
+            })?,
+            connections: n.connections,
+            dead_after_ns: n.dead_after.0,
+            max_batch: n.max_batch,
+            receive: n.receive.unwrap_or_else(|| Receive::default_for(cfg.harness.wait)),
         })
     }
 }

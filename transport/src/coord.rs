@@ -1,4 +1,4 @@
-//! `taillab run --config loopback|networked`: one server, C client
+//! `taillab run --topology loopback|networked`: one server, C client
 //! processes, one ordinary result folder.
 //!
 //! The coordinator starts `taillab serve` and C × `taillab load` through
@@ -28,7 +28,6 @@
 //! Any child still running when the coordinator returns (error or not) is
 //! killed by [`Children`]'s `Drop`.
 
-use crate::cli::NetArgs;
 use crate::client::{new_hist, LoadResult};
 use crate::TransportError;
 use hdrhistogram::Histogram;
@@ -41,7 +40,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 use taillab_core::arrival::derive_seed;
 use taillab_core::collector::{decode_hist, encode_hist, Hists, IntervalBlob, IntervalSink, MetricStats, Shard};
-use taillab_core::{Bound, Params, RunResult, RunSpec, Summary};
+use taillab_core::config::{view, RunConfig, Topology};
+use taillab_core::{Bound, RunResult, RunSpec, Summary};
 
 /// One client's measurement as it crosses the pipe. Times are relative to
 /// the client's own schedule start (clocks of different hosts never meet).
@@ -227,32 +227,38 @@ pub fn merge(
     Ok((r, transport, transport_sum))
 }
 
-/// The `transport` section of summary.json.
-#[allow(clippy::too_many_arguments)]
-pub fn transport_section(
-    h: &Histogram<u64>,
-    sum: u128,
-    server_timed: bool,
-    clients: usize,
-    connections: usize,
-    target: &str,
-    lost: Option<String>,
-    per_client: Option<Vec<Value>>,
-) -> Value {
-    let mut v = json!({
-        "clients": clients,
-        "connections_per_client": connections,
-        "target": target,
-        // External servers report nothing: their queue/service read 0 and
-        // `transport` is then everything but send lag.
-        "server_timed": server_timed,
-        "transport_ns": MetricStats::from_hist(h, Some(sum)),
-        "server_lost": lost,
-    });
-    if let Some(p) = per_client {
-        v["per_client"] = Value::Array(p);
+/// The `transport` section of summary.json: how the load crossed the wire.
+pub struct TransportSection<'a> {
+    /// Client processes.
+    pub clients: usize,
+    /// Connections per client.
+    pub connections: usize,
+    /// The server address.
+    pub target: &'a str,
+    /// Why the server was lost, if it was.
+    pub lost: Option<String>,
+    /// Per-client counts and histograms (coordinated runs).
+    pub per_client: Option<Vec<Value>>,
+}
+
+impl TransportSection<'_> {
+    /// With the transport-time histogram `h` (exact sum `sum`).
+    pub fn to_json(&self, h: &Histogram<u64>, sum: u128, server_timed: bool) -> Value {
+        let mut v = json!({
+            "clients": self.clients,
+            "connections_per_client": self.connections,
+            "target": self.target,
+            // External servers report nothing: their queue/service read 0 and
+            // `transport` is then everything but send lag.
+            "server_timed": server_timed,
+            "transport_ns": MetricStats::from_hist(h, Some(sum)),
+            "server_lost": self.lost,
+        });
+        if let Some(p) = &self.per_client {
+            v["per_client"] = Value::Array(p.clone());
+        }
+        v
     }
-    v
 }
 
 /// Quotes `s` for a POSIX shell.
@@ -332,13 +338,6 @@ fn split_bound(b: Bound, c: usize, i: usize) -> Bound {
     }
 }
 
-fn bound_args(flag_req: &str, flag_s: &str, b: Bound) -> Vec<String> {
-    match b {
-        Bound::Requests(n) => vec![flag_req.into(), n.to_string()],
-        Bound::Seconds(s) => vec![flag_s.into(), format!("{s}")],
-    }
-}
-
 /// Runs `spec` as server + `net.clients` client processes and writes the
 /// merged result into `out`. Returns the summary (written already).
 /// Watches a coordinated run from this host (the CLI's environment monitor).
@@ -356,188 +355,227 @@ pub trait RunObserver {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The server and clients of a coordinated run, and their output lines.
+struct Fleet {
+    kids: Children,
+    /// The server's stdout lines (tag 0), when this run started one.
+    server_lines: Option<mpsc::Receiver<(usize, Option<String>)>>,
+    /// The clients' stdout lines, tagged by client number.
+    client_lines: mpsc::Receiver<(usize, Option<String>)>,
+    stdins: Vec<Option<ChildStdin>>,
+    target: String,
+}
+
+/// Runs `cfg` (topology loopback or networked) as a server and
+/// `net.clients` client processes, and writes the merged result into `out`.
+/// Returns the summary (written already).
 pub fn run_config(
-    config: &str,
-    net: &NetArgs,
-    spec: &RunSpec,
-    app: &str,
-    params: &Params,
+    cfg: &RunConfig,
     out: &Path,
     quiet: bool,
     mut obs: Option<&mut dyn RunObserver>,
 ) -> Result<Summary, TransportError> {
-    let c = net.clients;
-    if c == 0 || c > 256 {
-        return Err(TransportError::Invalid(format!("--clients must be in 1..=256, got {c}")));
+    let app = cfg.app_name().map_err(|e| TransportError::Invalid(e.to_string()))?;
+    let spec = check(cfg)?;
+    let exe = taillab_exe(cfg)?;
+    // 1. The server, unless one is given; 2. the clients, up to the barrier.
+    let mut fleet = start_server(cfg, &exe)?;
+    start_clients(cfg, &spec, &exe, &mut fleet)?;
+    await_ready(&fleet, cfg.net.clients)?;
+    if let Some(o) = obs.as_deref_mut() {
+        let pids: Vec<i32> = fleet.kids.0.iter().map(|(_, k)| k.id() as i32).collect();
+        o.started(&pids);
     }
-    if !net.client_launcher.is_empty() && net.client_launcher.len() != 1 && net.client_launcher.len() != c {
-        return Err(TransportError::Invalid(format!(
-            "give --client-launcher once (for all clients) or {c} times (one per client), not {} times",
-            net.client_launcher.len()
-        )));
+    // 3. Go; 4. one shard per client; 5. stop the server.
+    let (origin_ns, wall_start) = go(&mut fleet)?;
+    if !quiet {
+        eprintln!(
+            "{}: {} client(s) × {} connection(s) → {}",
+            cfg.net.topology, cfg.net.clients, cfg.net.connections, fleet.target
+        );
     }
-    if config == "loopback" && (net.server_launcher != "{cmd}" || !net.client_launcher.is_empty()) {
-        return Err(TransportError::Invalid(
-            "launchers are for --config networked; loopback runs everything here".into(),
-        ));
+    let (dumps, reqs) = collect_shards(&fleet, &spec, cfg.net.clients)?;
+    let server_stats = stop_server(&mut fleet);
+    // 6. Merge into one result folder.
+    let lost = dumps.iter().enumerate().find_map(|(i, d)| d.lost.as_ref().map(|l| format!("client {i}: {l}")));
+    let (mut result, th, tsum) = merge(&spec, &dumps, wall_start)?;
+    let many = cfg.net.clients > 1;
+    // Kept stamps feed the sequence checks (inter-arrival fit, independence)
+    // as in an integrated run: one client's as they are; several loopback
+    // clients' merged into one stream (they share this host's monotonic
+    // clock, and independent Poisson streams superpose to a Poisson stream
+    // of the total rate). Networked clients' clocks are their hosts' own,
+    // so their streams are not merged.
+    if spec.keep_records && (!many || cfg.net.topology == Topology::Loopback) {
+        result.records = Some(std::sync::Arc::new(records_of(&reqs)?));
     }
-    if crate::apps::is_external(app) && net.target.is_none() {
+    // The server's app statistics cover its whole life (warmup included):
+    // it does not know where the clients' measured phase starts.
+    result.app_stats = server_stats.get("app").cloned().unwrap_or(Value::Null);
+    let mut summary = taillab_core::summarize(&result, app, &cfg.settings, cfg.net.topology.name());
+    let per_client: Vec<Value> = dumps
+        .iter()
+        .map(|d| {
+            json!({"seed": d.seed, "qps": d.qps, "measured": d.measured, "warmup": d.warmup, "errors": d.errors,
+                   "lost": d.lost, "sojourn_hist": d.hists[0]})
+        })
+        .collect();
+    let server_timed = dumps.iter().all(|d| d.server_timed);
+    let section = TransportSection {
+        clients: cfg.net.clients,
+        connections: cfg.net.connections,
+        target: &fleet.target,
+        lost: lost.clone(),
+        per_client: Some(per_client),
+    };
+    summary.extra.insert("transport".into(), section.to_json(&th, tsum, server_timed));
+    if let Some(serve) = server_stats.get("serve") {
+        summary.extra.insert("server".into(), serve.clone());
+    }
+    if let Some(o) = obs {
+        o.finished(&result, origin_ns, &mut summary, out).map_err(TransportError::Launch)?;
+    }
+    // One client's records are the run's (written by write_run as in
+    // integrated); several clients' rows get a `client` column.
+    if spec.keep_records && many {
+        write_requests(out, &reqs)?;
+    }
+    taillab_core::write_run(out, &summary, &result, spec.keep_records && !many)?;
+    drop(fleet);
+    if let Some(l) = lost {
+        return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
+    }
+    Ok(summary)
+}
+
+/// What can be refused before any process starts; the harness spec.
+fn check(cfg: &RunConfig) -> Result<RunSpec, TransportError> {
+    let invalid = |e: taillab_core::config::ConfigError| TransportError::Invalid(e.to_string());
+    cfg.validate().map_err(invalid)?;
+    if cfg.net.topology == Topology::Integrated {
+        return Err(TransportError::Invalid("run_config runs loopback or networked topologies".into()));
+    }
+    let app = cfg.app_name().map_err(invalid)?;
+    if crate::apps::is_external(app) && cfg.net.target.is_none() {
         return Err(TransportError::Invalid(format!(
             "`{app}` is an external server: start it and pass --target HOST:PORT (taillab cannot serve it)"
         )));
     }
-    if !net.dispatch.is_empty() {
-        net.dispatch
-            .parse::<crate::server::Dispatch>()
-            .map_err(|e| TransportError::Invalid(format!("--dispatch: {e}")))?;
-    }
-    taillab_core::harness::check_cpus("--client-cpus", &net.client_cpus)?;
-    if let Some(r) = &net.receive {
-        r.parse::<crate::client::Receive>().map_err(|e| TransportError::Invalid(format!("--receive: {e}")))?;
-    }
-    if spec.net_delay.is_some() {
-        return Err(TransportError::Invalid(
-            "--net-delay simulates a network in --config integrated; loopback/networked have a real one".into(),
-        ));
-    }
-    let exe = match &net.remote_taillab {
+    taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
+    cfg.spec().map_err(invalid)
+}
+
+fn taillab_exe(cfg: &RunConfig) -> Result<String, TransportError> {
+    Ok(match &cfg.net.remote_taillab {
         Some(p) => p.clone(),
         None => std::env::current_exe()
             .map_err(|e| TransportError::Io { what: "locating the taillab binary".into(), source: e })?
             .to_string_lossy()
             .into_owned(),
-    };
-    let sets: Vec<String> = params.iter().flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")]).collect();
-    let mut kids = Children(Vec::new());
+    })
+}
 
-    // 1. The server, unless one is given.
+/// The configuration `taillab serve` starts with when given no flags.
+pub fn serve_defaults() -> RunConfig {
+    let mut c = RunConfig::default();
+    c.net.listen = "127.0.0.1:7878".into();
+    c
+}
+
+/// Starts `taillab serve` (unless `net.target` names a running server) and
+/// waits for its `listening ADDR` line.
+fn start_server(cfg: &RunConfig, exe: &str) -> Result<Fleet, TransportError> {
+    let (_, client_lines) = mpsc::channel();
+    let mut fleet =
+        Fleet { kids: Children(Vec::new()), server_lines: None, client_lines, stdins: vec![], target: String::new() };
+    if let Some(t) = &cfg.net.target {
+        fleet.target = t.clone();
+        return Ok(fleet);
+    }
+    // The server's own configuration: its random discipline gets its own stream.
+    let mut sc = cfg.clone();
+    sc.load.seed = derive_seed(cfg.load.seed, 3);
+    let mut argv = vec![exe.to_string(), "serve".into()];
+    argv.extend(sc.flags_for(view::SERVE, &serve_defaults()));
+    argv.push("--exit-on-eof".into());
+    let line = expand(&cfg.net.server_launcher, &argv, 0)?;
+    let mut child = spawn("server", &line)?;
     let (stx, srx) = mpsc::channel();
-    let target = match &net.target {
-        Some(t) => t.clone(),
-        None => {
-            let mut argv = vec![
-                exe.clone(),
-                "serve".into(),
-                "--app".into(),
-                app.into(),
-                "--threads".into(),
-                spec.threads.to_string(),
-            ];
-            argv.extend(["--listen".into(), net.listen.clone(), "--wait".into(), spec.wait.to_string()]);
-            argv.extend([
-                "--spin-margin".into(),
-                format!("{}ns", spec.spin_margin_ns),
-                "--discipline".into(),
-                spec.discipline.to_string(),
-            ]);
-            argv.extend(["--seed".into(), derive_seed(spec.seed, 3).to_string(), "--exit-on-eof".into()]);
-            if !net.dispatch.is_empty() {
-                argv.extend(["--dispatch".into(), net.dispatch.clone()]);
-            }
-            // --cpus and --rt-priority place the server's workers (the system under test).
-            if !spec.cpus.is_empty() {
-                let l: Vec<String> = spec.cpus.iter().map(|c| c.to_string()).collect();
-                argv.extend(["--cpus".into(), l.join(",")]);
-            }
-            if let Some(p) = spec.rt_priority {
-                argv.extend(["--rt-priority".into(), p.to_string()]);
-            }
-            argv.extend(sets.iter().cloned());
-            let line = expand(&net.server_launcher, &argv, 0)?;
-            let mut child = spawn("server", &line)?;
-            lines_of(&mut child, 0, stx);
-            kids.0.push(("server".into(), child));
-            // Engines load before the port opens, so allow a slow app start.
-            let deadline = std::time::Instant::now() + Duration::from_secs(300);
-            loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match srx.recv_timeout(left) {
-                    Ok((_, Some(l))) => {
-                        if let Some(a) = l.strip_prefix("listening ") {
-                            break a.trim().to_string();
-                        }
-                    }
-                    Ok((_, None)) => {
-                        return Err(TransportError::Launch(format!(
-                            "the server (`{line}`) exited before listening; see its error above"
-                        )))
-                    }
-                    Err(_) => {
-                        return Err(TransportError::Launch(format!(
-                            "the server (`{line}`) did not start listening within 300 s"
-                        )))
-                    }
+    lines_of(&mut child, 0, stx);
+    fleet.kids.0.push(("server".into(), child));
+    // Engines load before the port opens, so allow a slow app start.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match srx.recv_timeout(left) {
+            Ok((_, Some(l))) => {
+                if let Some(a) = l.strip_prefix("listening ") {
+                    fleet.target = a.trim().to_string();
+                    break;
                 }
             }
+            Ok((_, None)) => {
+                return Err(TransportError::Launch(format!(
+                    "the server (`{line}`) exited before listening; see its error above"
+                )))
+            }
+            Err(_) => {
+                return Err(TransportError::Launch(format!(
+                    "the server (`{line}`) did not start listening within 300 s"
+                )))
+            }
         }
-    };
+    }
+    fleet.server_lines = Some(srx);
+    Ok(fleet)
+}
 
-    // 2. The clients, each connecting and then waiting at the barrier.
+/// Client `i`'s configuration: its share of the rate and of a request
+/// count, its own seed (the base seed when alone, so one client sends what
+/// an integrated run would), and the coordinator's target.
+fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> RunConfig {
+    let c = cfg.net.clients;
+    let mut k = cfg.clone();
+    k.load.qps = Some(spec.qps / c as f64);
+    k.load.seed = if c == 1 { cfg.load.seed } else { derive_seed(cfg.load.seed, 1000 + i as u64) };
+    if let Bound::Requests(n) = split_bound(spec.warmup, c, i) {
+        k.load.warmup_requests = Some(n);
+    }
+    if let Bound::Requests(n) = split_bound(spec.measure, c, i) {
+        k.load.requests = Some(n);
+    }
+    k.net.target = Some(target.to_string());
+    k.record.save_requests = spec.keep_records;
+    k
+}
+
+/// Starts the clients; each connects, then prints `ready`.
+fn start_clients(cfg: &RunConfig, spec: &RunSpec, exe: &str, fleet: &mut Fleet) -> Result<(), TransportError> {
     let (tx, rx) = mpsc::channel();
-    let mut stdins: Vec<Option<ChildStdin>> = Vec::new();
-    for i in 0..c {
-        let seed = if c == 1 { spec.seed } else { derive_seed(spec.seed, 1000 + i as u64) };
-        let mut argv = vec![exe.clone(), "load".into(), "--app".into(), app.into(), "--target".into(), target.clone()];
-        argv.extend([
-            "--connections".into(),
-            net.connections.to_string(),
-            "--qps".into(),
-            format!("{}", spec.qps / c as f64),
-        ]);
-        argv.extend(["--arrival".into(), spec.arrival.to_string(), "--seed".into(), seed.to_string()]);
-        argv.extend(bound_args("--warmup-requests", "--warmup-seconds", split_bound(spec.warmup, c, i)));
-        argv.extend(bound_args("--requests", "--duration", split_bound(spec.measure, c, i)));
-        argv.extend([
-            "--wait".into(),
-            spec.wait.to_string(),
-            "--spin-margin".into(),
-            format!("{}ns", spec.spin_margin_ns),
-        ]);
-        argv.extend([
-            "--threads".into(),
-            spec.threads.to_string(),
-            "--interval".into(),
-            format!("{}ns", spec.interval_ns),
-        ]);
-        argv.extend([
-            "--drain-timeout".into(),
-            format!("{}ns", spec.drain_timeout_ns),
-            "--dead-after".into(),
-            format!("{}ns", net.dead_after),
-        ]);
-        argv.extend([
-            "--max-send-lag".into(),
-            format!("{}ns", spec.send_lag_p99_max_ns),
-            "--barrier".into(),
-            "--emit-shard".into(),
-        ]);
-        if spec.keep_records {
-            argv.push("--save-requests".into());
-        }
-        if let Some(r) = &net.receive {
-            argv.extend(["--receive".into(), r.clone()]);
-        }
-        if !net.client_cpus.is_empty() {
-            let l: Vec<String> = net.client_cpus.iter().map(|c| c.to_string()).collect();
-            argv.extend(["--cpus".into(), l.join(",")]);
-        }
-        argv.extend(sets.iter().cloned());
-        let tpl = match net.client_launcher.len() {
-            0 => "{cmd}",
-            1 => &net.client_launcher[0],
-            _ => &net.client_launcher[i],
+    let base = RunConfig::default();
+    for i in 0..cfg.net.clients {
+        let mut argv = vec![exe.to_string(), "load".into()];
+        argv.extend(client_config(cfg, spec, &fleet.target, i).flags_for(view::LOAD, &base));
+        argv.extend(["--barrier".into(), "--emit-shard".into()]);
+        let tpl = match cfg.net.client_launcher.0.as_slice() {
+            [] => "{cmd}",
+            [one] => one.as_str(),
+            many => many[i].as_str(),
         };
         let line = expand(tpl, &argv, i)?;
         let mut child = spawn(&format!("client {i}"), &line)?;
-        stdins.push(child.stdin.take());
+        fleet.stdins.push(child.stdin.take());
         lines_of(&mut child, i, tx.clone());
-        kids.0.push((format!("client {i}"), child));
+        fleet.kids.0.push((format!("client {i}"), child));
     }
-    drop(tx);
+    fleet.client_lines = rx;
+    Ok(())
+}
+
+fn await_ready(fleet: &Fleet, c: usize) -> Result<(), TransportError> {
     let mut ready = 0;
     while ready < c {
-        match rx.recv_timeout(Duration::from_secs(120)) {
+        match fleet.client_lines.recv_timeout(Duration::from_secs(120)) {
             Ok((_, Some(l))) if l.trim() == "ready" => ready += 1,
             Ok((_, Some(_))) => {}
             Ok((i, None)) => {
@@ -552,25 +590,30 @@ pub fn run_config(
             }
         }
     }
-    if let Some(o) = obs.as_deref_mut() {
-        let pids: Vec<i32> = kids.0.iter().map(|(_, k)| k.id() as i32).collect();
-        o.started(&pids);
-    }
-    // 3. Go: every client starts 200 ms from now on its own clock.
+    Ok(())
+}
+
+/// Every client starts 200 ms from now on its own clock; returns that
+/// origin on this host's clock and the wall time.
+fn go(fleet: &mut Fleet) -> Result<(u64, std::time::SystemTime), TransportError> {
     const START_DELAY_NS: u64 = 200_000_000;
     let origin_ns = taillab_core::clock::now_ns() + START_DELAY_NS;
     let wall_start = std::time::SystemTime::now() + Duration::from_nanos(START_DELAY_NS);
-    for (i, s) in stdins.iter_mut().enumerate() {
+    for (i, s) in fleet.stdins.iter_mut().enumerate() {
         let s = s.as_mut().expect("stdin is piped");
         s.write_all(format!("go {START_DELAY_NS}\n").as_bytes())
             .and_then(|_| s.flush())
             .map_err(|e| TransportError::Io { what: format!("starting client {i}"), source: e })?;
     }
-    if !quiet {
-        eprintln!("{config}: {c} client(s) × {} connection(s) → {target}", net.connections);
-    }
+    Ok((origin_ns, wall_start))
+}
 
-    // 4. Collect one shard per client.
+/// Reads each client's `shard` line (and `req` lines) until all exit.
+fn collect_shards(
+    fleet: &Fleet,
+    spec: &RunSpec,
+    c: usize,
+) -> Result<(Vec<ShardDump>, Vec<Vec<String>>), TransportError> {
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
     let mut reqs: Vec<Vec<String>> = vec![Vec::new(); c];
     let mut open = c;
@@ -578,7 +621,7 @@ pub fn run_config(
     let deadline = std::time::Instant::now() + limit;
     while open > 0 {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
+        match fleet.client_lines.recv_timeout(left) {
             Ok((i, Some(l))) => {
                 if let Some(r) = l.strip_prefix("req ") {
                     reqs[i].push(r.to_string());
@@ -592,24 +635,26 @@ pub fn run_config(
             }
         }
     }
-    let mut lost = None;
-    for (i, d) in dumps.iter().enumerate() {
-        match d {
-            None => {
-                return Err(TransportError::Launch(format!(
+    let dumps = dumps
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            d.ok_or_else(|| {
+                TransportError::Launch(format!(
                     "client {i} ended without reporting its histograms; see its error above"
-                )))
-            }
-            Some(d) if d.lost.is_some() && lost.is_none() => {
-                lost = Some(format!("client {i}: {}", d.lost.clone().unwrap_or_default()))
-            }
-            _ => {}
-        }
-    }
-    // 5. Stop the server: EOF on its stdin, then wait (killed by Drop if
-    // stuck) for its last line: what it and the app saw.
-    let mut server_stats = Value::Null;
-    for (name, k) in &mut kids.0 {
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((dumps, reqs))
+}
+
+/// EOF on the server's stdin, then its last line: what it and the app saw
+/// (killed by `Children`'s drop if stuck).
+fn stop_server(fleet: &mut Fleet) -> Value {
+    let mut stats = Value::Null;
+    let Some(srx) = &fleet.server_lines else { return stats };
+    for (name, k) in &mut fleet.kids.0 {
         if name == "server" {
             drop(k.stdin.take());
             let until = std::time::Instant::now() + Duration::from_secs(5);
@@ -617,7 +662,7 @@ pub fn run_config(
                 match srx.recv_timeout(left) {
                     Ok((_, Some(l))) => {
                         if let Some(j) = l.strip_prefix("stats ") {
-                            server_stats = serde_json::from_str(j).unwrap_or(Value::Null);
+                            stats = serde_json::from_str(j).unwrap_or(Value::Null);
                         }
                     }
                     _ => break,
@@ -626,50 +671,47 @@ pub fn run_config(
             let _ = k.try_wait();
         }
     }
-    let dumps: Vec<ShardDump> = dumps.into_iter().flatten().collect();
-    let (mut result, th, tsum) = merge(spec, &dumps, wall_start)?;
-    // Kept stamps feed the sequence checks (inter-arrival fit, independence)
-    // as in an integrated run: one client's as they are; several loopback
-    // clients' merged into one stream (they share this host's monotonic
-    // clock, and independent Poisson streams superpose to a Poisson stream
-    // of the total rate). Networked clients' clocks are their hosts' own,
-    // so their streams are not merged.
-    if spec.keep_records && (c == 1 || config == "loopback") {
-        result.records = Some(std::sync::Arc::new(records_of(&reqs)?));
+    stats
+}
+
+/// A coordinated client's start: print `ready`, read `go DELAY_NS`.
+pub fn barrier() -> Result<u64, TransportError> {
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| TransportError::Io { what: "reading the coordinator's go".into(), source: e })?;
+    line.trim().strip_prefix("go ").and_then(|d| d.parse::<u64>().ok()).ok_or_else(|| {
+        TransportError::Launch(format!("expected `go DELAY_NS` from the coordinator, got {:?}", line.trim()))
+    })
+}
+
+/// A coordinated client's report: one `shard {json}` line, then one `req`
+/// line per kept record (this client's clock and ids).
+pub fn emit_shard(r: &LoadResult, qps: f64, seed: u64, with_records: bool) {
+    let d = ShardDump::from_load(r, qps, seed);
+    println!("shard {}", serde_json::to_string(&d).expect("shards serialize"));
+    if with_records {
+        if let Some(rec) = &r.result.records {
+            let mut o = std::io::BufWriter::new(std::io::stdout().lock());
+            for (i, wk, measured, st) in rec.iter() {
+                let _ = write!(o, "req ")
+                    .and_then(|_| taillab_core::summary::write_request_row(&mut o, i, wk, measured, &st))
+                    .and_then(|_| writeln!(o));
+            }
+        }
     }
-    // The server's app statistics cover its whole life (warmup included):
-    // it does not know where the clients' measured phase starts.
-    result.app_stats = server_stats.get("app").cloned().unwrap_or(Value::Null);
-    let mut summary = taillab_core::summarize(&result, app, params, config);
-    let per_client: Vec<Value> = dumps
-        .iter()
-        .map(|d| {
-            json!({"seed": d.seed, "qps": d.qps, "measured": d.measured, "warmup": d.warmup, "errors": d.errors,
-                   "lost": d.lost, "sojourn_hist": d.hists[0]})
-        })
-        .collect();
-    let server_timed = dumps.iter().all(|d| d.server_timed);
-    summary.extra.insert(
-        "transport".into(),
-        transport_section(&th, tsum, server_timed, c, net.connections, &target, lost.clone(), Some(per_client)),
-    );
-    if let Some(serve) = server_stats.get("serve") {
-        summary.extra.insert("server".into(), serve.clone());
-    }
-    if let Some(o) = obs {
-        o.finished(&result, origin_ns, &mut summary, out).map_err(TransportError::Launch)?;
-    }
-    // One client's records are the run's (written by write_run as in
-    // integrated); several clients' rows get a `client` column.
-    if spec.keep_records && c > 1 {
-        write_requests(out, &reqs)?;
-    }
-    taillab_core::write_run(out, &summary, &result, spec.keep_records && c == 1)?;
-    drop(kids);
-    if let Some(l) = lost {
-        return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
-    }
-    Ok(summary)
+    let _ = std::io::stdout().flush();
+}
+
+/// A server's last line for the coordinator: what it and the app saw.
+pub fn emit_server_stats(stats: &crate::server::ServeStats, app_report: Value) {
+    // Nobody may be reading any more (a script took the port and left): ignore EPIPE.
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "stats {}", json!({"serve": stats, "app": app_report}));
+    let _ = o.flush();
 }
 
 /// Parses the clients' `req` lines back into records. One client's keep

@@ -9,18 +9,22 @@
 //! - [`wire`]: client-side protocols, the taillab one and the external
 //!   servers' (memcached text, redis RESP, HTTP/1.1);
 //! - [`apps`]: `null` (echo) and the external-server adapter apps;
-//! - [`coord`]: `taillab run --config loopback|networked`, which launches a
+//! - [`coord`]: `taillab run --topology loopback|networked`, which launches a
 //!   server and C clients, starts them behind a barrier and merges their
 //!   histograms into one ordinary result folder;
+//! - [`load`]: `taillab load` as a library (a result folder, or a shard for
+//!   the coordinator);
 //! - [`epoll`]: the epoll set behind per-worker dispatch and the polling
-//!   client;
-//! - [`cli`]: the `serve` and `load` subcommands' flags and entry points.
+//!   client.
+//!
+//! The binary (cli/) parses flags into a [`taillab_core::config::RunConfig`]
+//! and decides exit codes; nothing here exits or parses a command line.
 
 pub mod apps;
-pub mod cli;
 pub mod client;
 pub mod coord;
 pub mod epoll;
+pub mod load;
 pub mod proto;
 pub mod server;
 pub mod wire;

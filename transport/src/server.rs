@@ -30,6 +30,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use taillab_core::clock::{now_ns, set_timer_slack_1ns, WaitMode};
+use taillab_core::config::RunConfig;
 use taillab_core::queue::{Discipline, RequestQueue};
 use taillab_core::{AppError, Server};
 
@@ -52,39 +53,29 @@ pub struct ServeOpts {
     pub dispatch: Dispatch,
 }
 
-/// How requests reach the workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Dispatch {
-    /// One reader thread per connection feeds one queue shared by all
-    /// workers: the M/G/n server of the model, queue time measured from
-    /// the moment a frame is whole.
-    #[default]
-    Shared,
-    /// Each worker owns the connections assigned to it round-robin and
-    /// reads them itself (epoll; spin/hybrid poll without blocking): no
-    /// thread hand-off, so the lowest latency, but n separate M/G/1 queues,
-    /// and a frame that arrives while its worker is busy is stamped
-    /// `enqueued` only when the worker reads it (the wait in the socket
-    /// buffer shows as transport, not server queue).
-    PerWorker,
-}
+pub use taillab_core::config::Dispatch;
 
-impl std::str::FromStr for Dispatch {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "shared" => Ok(Dispatch::Shared),
-            "per-worker" => Ok(Dispatch::PerWorker),
-            _ => Err(format!("unknown dispatch `{s}`; use shared or per-worker")),
-        }
-    }
-}
-
-impl std::fmt::Display for Dispatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Dispatch::Shared => "shared",
-            Dispatch::PerWorker => "per-worker",
+impl ServeOpts {
+    /// The server side of `cfg`; the listen address must parse.
+    pub fn from_config(cfg: &RunConfig) -> Result<ServeOpts, TransportError> {
+        let h = &cfg.harness;
+        Ok(ServeOpts {
+            listen: cfg.net.listen.parse().map_err(|_| {
+                TransportError::Invalid(format!(
+                    "net.listen `{}` is not an address like 127.0.0.1:7878",
+                    cfg.net.listen
+                ))
+            })?,
+            threads: h.threads,
+            wait: h.wait,
+            spin_ns: h.spin_margin.0,
+            discipline: h.discipline,
+            max_frame: u32::try_from(cfg.net.max_frame.0)
+                .map_err(|_| TransportError::Invalid("net.max_frame must be at most 1GiB".into()))?,
+            seed: cfg.load.seed,
+            cpus: h.cpus.0.clone(),
+            rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),
+            dispatch: h.dispatch,
         })
     }
 }

@@ -48,28 +48,44 @@ impl ConfigValue for Loads {
         Self::parse(&items.join(","))
     }
     fn show(&self) -> String {
-        self.0.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")
+        self.0
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     }
     fn to_toml(&self) -> Option<toml::Value> {
-        Some(toml::Value::Array(self.0.iter().map(|v| toml::Value::Float(*v)).collect()))
+        Some(toml::Value::Array(
+            self.0.iter().map(|v| toml::Value::Float(*v)).collect(),
+        ))
     }
 }
 
 /// Parses `a:b:step` or `x,y,z` into positive values.
 pub fn parse_values(s: &str) -> Result<Vec<f64>, String> {
-    let bad = || format!("`{s}` is not a list like 1000,2000 or a range FROM:TO:STEP like 0.1:0.9:0.1");
+    let bad =
+        || format!("`{s}` is not a list like 1000,2000 or a range FROM:TO:STEP like 0.1:0.9:0.1");
     let v: Vec<f64> = if s.contains(':') {
-        let p: Vec<f64> = s.split(':').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
-        if p.len() != 3 || !(p[2] > 0.0) || p[1] < p[0] {
+        let p: Vec<f64> = s
+            .split(':')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        if p.len() != 3 || p[2].is_nan() || p[2] <= 0.0 || p[1] < p[0] {
             return Err(bad());
         }
         let n = ((p[1] - p[0]) / p[2] + 1e-9).floor() as usize;
         if n >= 100_000 {
             return Err(format!("`{s}` expands to {} values; at most 100000", n + 1));
         }
-        (0..=n).map(|i| ((p[0] + i as f64 * p[2]) * 1e9).round() / 1e9).collect()
+        (0..=n)
+            .map(|i| ((p[0] + i as f64 * p[2]) * 1e9).round() / 1e9)
+            .collect()
     } else {
-        s.split(',').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?
+        s.split(',')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?
     };
     if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
         return Err(format!("`{s}`: every value must be a positive number"));
@@ -138,7 +154,9 @@ fn axis_values(f: Option<&Field>, items: &[String]) -> Option<Vec<String>> {
         return None;
     }
     if f.comma_axis && f.form.contains("number") && one.contains(':') {
-        return parse_values(one).ok().map(|v| v.iter().map(|x| x.to_string()).collect());
+        return parse_values(one)
+            .ok()
+            .map(|v| v.iter().map(|x| x.to_string()).collect());
     }
     if f.comma_axis && one.contains(',') {
         return Some(one.split(',').map(|v| v.trim().to_string()).collect());
@@ -171,20 +189,34 @@ impl Plan {
         let mut fixed: Vec<(String, Vec<String>)> = Vec::new();
         let mut axes: Vec<Axis> = Vec::new();
         let mut sweep = Sweep::default();
-        let put = |key: &str, items: Vec<String>, axis: bool, fixed: &mut Vec<(String, Vec<String>)>, axes: &mut Vec<Axis>| -> Result<(), ConfigError> {
+        let put = |key: &str,
+                   items: Vec<String>,
+                   axis: bool,
+                   fixed: &mut Vec<(String, Vec<String>)>,
+                   axes: &mut Vec<Axis>|
+         -> Result<(), ConfigError> {
             let (k, f) = canonical(key)?;
             fixed.retain(|(fk, _)| canonical(fk).map(|c| c.0 != k).unwrap_or(true));
             axes.retain(|a| a.key != k);
             if axis {
                 if items.is_empty() {
-                    return Err(ConfigError::BadValue { key: k, why: "an axis needs at least one value".into() });
+                    return Err(ConfigError::BadValue {
+                        key: k,
+                        why: "an axis needs at least one value".into(),
+                    });
                 }
                 for v in &items {
                     if let Some(f) = &f {
-                        (f.check)(v).map_err(|why| ConfigError::BadValue { key: k.clone(), why: format!("{why} (expected {})", f.form) })?;
+                        (f.check)(v).map_err(|why| ConfigError::BadValue {
+                            key: k.clone(),
+                            why: format!("{why} (expected {})", f.form),
+                        })?;
                     }
                 }
-                axes.push(Axis { key: k, values: items });
+                axes.push(Axis {
+                    key: k,
+                    values: items,
+                });
             } else {
                 fixed.push((k, items));
             }
@@ -196,24 +228,39 @@ impl Plan {
             for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid"])? {
                 let (_, f) = canonical(&k)?;
                 let is_list = f.is_some_and(|f| f.list || f.repeated);
-                let axis = items.len() > 1 && !is_list || doc_is_array(&doc, &k) && !is_list;
+                let axis = !is_list && (items.len() > 1 || doc_is_array(&doc, &k));
                 put(&k, items, axis, &mut fixed, &mut axes)?;
             }
             if let Some(t) = doc.get("sweep") {
-                let t = t.as_table().ok_or_else(|| ConfigError::BadValue { key: "sweep".into(), why: "must be a table".into() })?;
+                let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
+                    key: "sweep".into(),
+                    why: "must be a table".into(),
+                })?;
                 for (k, v) in t {
-                    let items = toml_items(v).map_err(|why| ConfigError::BadValue { key: format!("sweep.{k}"), why })?;
+                    let items = toml_items(v).map_err(|why| ConfigError::BadValue {
+                        key: format!("sweep.{k}"),
+                        why,
+                    })?;
                     set_sweep(&mut sweep, k, &items, &origin)?;
                 }
             }
             if let Some(t) = doc.get("grid") {
-                let t = t.as_table().ok_or_else(|| ConfigError::BadValue { key: "grid".into(), why: "must be a table of KEY = [values]".into() })?;
+                let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
+                    key: "grid".into(),
+                    why: "must be a table of KEY = [values]".into(),
+                })?;
                 for (k, v) in t {
                     let items = match v {
-                        toml::Value::Array(a) => a.iter().map(|x| toml_items(x).map(|i| i.join(","))).collect::<Result<Vec<_>, _>>(),
+                        toml::Value::Array(a) => a
+                            .iter()
+                            .map(|x| toml_items(x).map(|i| i.join(",")))
+                            .collect::<Result<Vec<_>, _>>(),
                         v => toml_items(v),
                     }
-                    .map_err(|why| ConfigError::BadValue { key: format!("grid.{k}"), why })?;
+                    .map_err(|why| ConfigError::BadValue {
+                        key: format!("grid.{k}"),
+                        why,
+                    })?;
                     put(k, items, true, &mut fixed, &mut axes)?;
                 }
             }
@@ -234,10 +281,21 @@ impl Plan {
                 key: g.clone(),
                 why: "--grid takes KEY=V1|V2|…, e.g. --grid harness.rt_priority=0|10".into(),
             })?;
-            put(k, vs.split('|').map(|v| v.trim().to_string()).collect(), true, &mut fixed, &mut axes)?;
+            put(
+                k,
+                vs.split('|').map(|v| v.trim().to_string()).collect(),
+                true,
+                &mut fixed,
+                &mut axes,
+            )?;
         }
         let mut base = RunConfig::default();
-        base.apply(&fixed, file.map(|p| p.display().to_string()).as_deref().unwrap_or("flags"))?;
+        base.apply(
+            &fixed,
+            file.map(|p| p.display().to_string())
+                .as_deref()
+                .unwrap_or("flags"),
+        )?;
         axes.sort_by_key(|a| match a.key.as_str() {
             "net.topology" => 0,
             "harness.threads" => 1,
@@ -275,7 +333,9 @@ impl Plan {
         // Every combination must be a valid run (names the first bad one).
         for g in self.groups()? {
             for p in self.points(&g, 1.0)? {
-                p.config.validate().map_err(|e| ConfigError::Invalid(format!("point {}: {e}", p.id)))?;
+                p.config
+                    .validate()
+                    .map_err(|e| ConfigError::Invalid(format!("point {}: {e}", p.id)))?;
             }
         }
         Ok(())
@@ -294,7 +354,10 @@ impl Plan {
 
     /// Every combination of the axes other than the load.
     pub fn groups(&self) -> Result<Vec<Group>, ConfigError> {
-        let mut groups = vec![Group { config: self.base.clone(), coords: vec![] }];
+        let mut groups = vec![Group {
+            config: self.base.clone(),
+            coords: vec![],
+        }];
         for a in self.axes.iter().filter(|a| a.key != "load.qps") {
             let mut next = Vec::new();
             for g in &groups {
@@ -314,9 +377,20 @@ impl Plan {
     /// The group's points: its loads are the `load.qps` axis (or the base
     /// rate), or `sweep.load` fractions × `saturation`.
     pub fn points(&self, g: &Group, saturation: f64) -> Result<Vec<Point>, ConfigError> {
-        let rates: Vec<f64> = match (&self.sweep.load, self.axes.iter().find(|a| a.key == "load.qps")) {
-            (Some(l), _) => l.0.iter().map(|f| (f * saturation * 100.0).round() / 100.0).collect(),
-            (None, Some(a)) => a.values.iter().map(|v| f64::parse(v).unwrap_or(0.0)).collect(),
+        let rates: Vec<f64> = match (
+            &self.sweep.load,
+            self.axes.iter().find(|a| a.key == "load.qps"),
+        ) {
+            (Some(l), _) => {
+                l.0.iter()
+                    .map(|f| (f * saturation * 100.0).round() / 100.0)
+                    .collect()
+            }
+            (None, Some(a)) => a
+                .values
+                .iter()
+                .map(|v| f64::parse(v).unwrap_or(0.0))
+                .collect(),
             (None, None) => self.base.load.qps.into_iter().collect(),
         };
         rates
@@ -324,7 +398,11 @@ impl Plan {
             .map(|q| {
                 let mut c = g.config.clone();
                 c.load.qps = Some(q);
-                Ok(Point { id: point_id(&c, &g.coords), config: c, coords: g.coords.clone() })
+                Ok(Point {
+                    id: point_id(&c, &g.coords),
+                    config: c,
+                    coords: g.coords.clone(),
+                })
             })
             .collect()
     }
@@ -332,12 +410,18 @@ impl Plan {
 
 fn doc_is_array(doc: &toml::Table, key: &str) -> bool {
     let (sec, k) = key.split_once('.').unwrap_or(("", key));
-    doc.get(sec).and_then(|t| t.get(k)).is_some_and(|v| v.is_array())
+    doc.get(sec)
+        .and_then(|t| t.get(k))
+        .is_some_and(|v| v.is_array())
 }
 
 fn set_sweep(s: &mut Sweep, k: &str, items: &[String], origin: &str) -> Result<(), ConfigError> {
     let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let name = if k == "probe_seconds" || k == "probe-seconds" { "probe" } else { k };
+    let name = if k == "probe_seconds" || k == "probe-seconds" {
+        "probe"
+    } else {
+        k
+    };
     match s.set(name, &refs) {
         Ok(true) => Ok(()),
         Ok(false) => {
@@ -348,16 +432,28 @@ fn set_sweep(s: &mut Sweep, k: &str, items: &[String], origin: &str) -> Result<(
                 hint: format!(
                     " in {origin}; [sweep] takes {}{}",
                     keys.join(", "),
-                    near.map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default()
+                    near.map(|n| format!(" (did you mean `{n}`?)"))
+                        .unwrap_or_default()
                 ),
             })
         }
-        Err(why) => Err(ConfigError::BadValue { key: format!("sweep.{k}"), why }),
+        Err(why) => Err(ConfigError::BadValue {
+            key: format!("sweep.{k}"),
+            why,
+        }),
     }
 }
 
 fn sanitize(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// `TOPOLOGY-tTHREADS-qQPS` and `-NAME-VALUE` for every other axis.
@@ -393,7 +489,9 @@ mod tests {
     use super::*;
 
     fn pairs(v: &[(&str, &str)]) -> Vec<(String, Vec<String>)> {
-        v.iter().map(|(k, x)| (k.to_string(), vec![x.to_string()])).collect()
+        v.iter()
+            .map(|(k, x)| (k.to_string(), vec![x.to_string()]))
+            .collect()
     }
 
     fn base() -> Vec<(String, Vec<String>)> {
@@ -403,10 +501,18 @@ mod tests {
     #[test]
     fn flags_make_axes_and_points() {
         let mut f = base();
-        f.extend(pairs(&[("net.topology", "integrated|loopback"), ("load.qps", "1000,2000"), ("harness.cpus", "0,1")]));
+        f.extend(pairs(&[
+            ("net.topology", "integrated|loopback"),
+            ("load.qps", "1000,2000"),
+            ("harness.cpus", "0,1"),
+        ]));
         let p = Plan::build(None, &f, &[], &["harness.rt_priority=0|10".into()]).unwrap();
         assert_eq!(p.count(), 8);
-        assert_eq!(p.base.harness.cpus.0, vec![0, 1], "a list value is not an axis");
+        assert_eq!(
+            p.base.harness.cpus.0,
+            vec![0, 1],
+            "a list value is not an axis"
+        );
         let groups = p.groups().unwrap();
         assert_eq!(groups.len(), 4);
         let pts = p.points(&groups[3], 1.0).unwrap();
@@ -425,13 +531,27 @@ mod tests {
         assert!(p.of_saturation());
         let g = &p.groups().unwrap()[0];
         assert_eq!(p.points(g, 1000.0).unwrap()[3].config.load.qps, Some(800.0));
-        let e = Plan::build(None, &base(), &[], &[]).unwrap_err().to_string();
+        let e = Plan::build(None, &base(), &[], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("say which loads"), "{e}");
-        let e = Plan::build(None, &f, &[], &["harness.thread=1|2".into()]).unwrap_err().to_string();
+        let e = Plan::build(None, &f, &[], &["harness.thread=1|2".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("harness.threads"), "{e}");
-        let e = Plan::build(None, &f, &[], &["harness.threads=1|two".into()]).unwrap_err().to_string();
-        assert!(e.contains("harness.threads") && e.contains("whole number"), "{e}");
-        let e = Plan::build(None, &f, &[], &["load.seed=1:20000:1".into(), "harness.threads=1|2".into()]);
+        let e = Plan::build(None, &f, &[], &["harness.threads=1|two".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("harness.threads") && e.contains("whole number"),
+            "{e}"
+        );
+        let e = Plan::build(
+            None,
+            &f,
+            &[],
+            &["load.seed=1:20000:1".into(), "harness.threads=1|2".into()],
+        );
         assert!(e.is_err());
         let mut big = f.clone();
         big.extend(pairs(&[("load.seed", "1:20000:1")]));
@@ -453,17 +573,40 @@ mod tests {
         let p = Plan::build(Some(&path), &[], &[], &[]).unwrap();
         assert_eq!(p.count(), 8);
         assert_eq!(p.sweep.probe, Dur(1_000_000_000));
-        let p = Plan::build(Some(&path), &pairs(&[("harness.threads", "2"), ("load.qps", "700")]), &[], &[]).unwrap();
+        let p = Plan::build(
+            Some(&path),
+            &pairs(&[("harness.threads", "2"), ("load.qps", "700")]),
+            &[],
+            &[],
+        )
+        .unwrap();
         assert_eq!(p.count(), 2);
         assert_eq!(p.base.harness.threads, 2);
-        std::fs::write(&path, "[app]\nname = \"synth\"\n[load]\nqps = 5\nrequests = 10\n[harness]\nthreds = 2\n").unwrap();
-        let e = Plan::build(Some(&path), &[], &[], &[]).unwrap_err().to_string();
-        assert!(e.contains("harness.threds") && e.contains("did you mean `harness.threads`"), "{e}");
+        std::fs::write(
+            &path,
+            "[app]\nname = \"synth\"\n[load]\nqps = 5\nrequests = 10\n[harness]\nthreds = 2\n",
+        )
+        .unwrap();
+        let e = Plan::build(Some(&path), &[], &[], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("harness.threds") && e.contains("did you mean `harness.threads`"),
+            "{e}"
+        );
         std::fs::write(&path, "app = \"synth\"\n").unwrap();
-        let e = Plan::build(Some(&path), &[], &[], &[]).unwrap_err().to_string();
+        let e = Plan::build(Some(&path), &[], &[], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("section [app]"), "{e}");
-        std::fs::write(&path, "[app]\nname = \"synth\"\n[load]\nqps = 5\nrequests = 10\nduration = \"1s\"\n").unwrap();
-        let e = Plan::build(Some(&path), &[], &[], &[]).unwrap_err().to_string();
+        std::fs::write(
+            &path,
+            "[app]\nname = \"synth\"\n[load]\nqps = 5\nrequests = 10\nduration = \"1s\"\n",
+        )
+        .unwrap();
+        let e = Plan::build(Some(&path), &[], &[], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not both"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -41,14 +41,23 @@ pub fn arg_of(f: &Field, v: u8) -> Arg {
         help.push_str(&format!(" [default: {default}]"));
     }
     help.push_str(&format!(" [{}]", f.key()));
-    let mut a = Arg::new(f.key()).long(f.flag()).help(help).help_heading(heading(f.section));
+    let mut a = Arg::new(f.key())
+        .long(f.flag())
+        .help(help)
+        .help_heading(heading(f.section));
     for al in f.opts.aliases {
         a = a.alias(*al);
     }
     if f.switch {
         return a.action(ArgAction::SetTrue);
     }
-    a = a.action(if f.repeated { ArgAction::Append } else { ArgAction::Set }).value_name(value_name(f));
+    a = a
+        .action(if f.repeated {
+            ArgAction::Append
+        } else {
+            ArgAction::Set
+        })
+        .value_name(value_name(f));
     if v & view::SWEEP != 0 {
         // A sweep's value may be several (an axis): checked when the plan is built.
         return a;
@@ -115,15 +124,73 @@ impl<const V: u8> clap::Args for ConfigFlags<V> {
     }
 }
 
+/// A set of declared fields (a section).
+pub trait FieldSource {
+    /// Its fields.
+    fn fields() -> Vec<Field>;
+}
+
+/// The flags of one section's fields (e.g. a sweep's own `[sweep]` keys),
+/// parsed into `(name, items)` pairs.
+#[derive(Debug, Clone)]
+pub struct FieldFlags<S> {
+    /// Field name and the value items given.
+    pub pairs: Vec<(String, Vec<String>)>,
+    _s: std::marker::PhantomData<S>,
+}
+
+impl<S: FieldSource> clap::FromArgMatches for FieldFlags<S> {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut pairs = Vec::new();
+        for f in S::fields() {
+            let id = f.key();
+            if f.switch {
+                if m.get_flag(&id) {
+                    pairs.push((f.name.to_string(), vec![(!f.opts.negate).to_string()]));
+                }
+            } else if let Some(vals) = m.get_many::<String>(&id) {
+                pairs.push((f.name.to_string(), vals.cloned().collect()));
+            }
+        }
+        Ok(FieldFlags {
+            pairs,
+            _s: std::marker::PhantomData,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl<S: FieldSource> clap::Args for FieldFlags<S> {
+    fn augment_args(mut cmd: Command) -> Command {
+        for f in S::fields() {
+            cmd = cmd.arg(arg_of(&f, 0).help_heading("Sweep [sweep]"));
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
 /// Every key with its form, default and help, one per line (`taillab config keys`).
 pub fn describe_keys() -> String {
     let mut o = String::new();
     for f in fields() {
-        let views: Vec<&str> = [(view::RUN, "run"), (view::SWEEP, "sweep"), (view::SERVE, "serve"), (view::LOAD, "load")]
-            .iter()
-            .filter(|(b, _)| f.in_view(*b))
-            .map(|(_, n)| *n)
-            .collect();
+        let views: Vec<&str> = [
+            (view::RUN, "run"),
+            (view::SWEEP, "sweep"),
+            (view::SERVE, "serve"),
+            (view::LOAD, "load"),
+        ]
+        .iter()
+        .filter(|(b, _)| f.in_view(*b))
+        .map(|(_, n)| *n)
+        .collect();
         o.push_str(&format!(
             "{:<26} --{:<18} default {:<12} {}\n{:<26} {} (flag of: {})\n",
             f.key(),
@@ -135,9 +202,16 @@ pub fn describe_keys() -> String {
                 Some(p) => format!("one of {}", one_of(p)),
                 None => f.form.to_string(),
             },
-            if views.is_empty() { "none".to_string() } else { views.join(", ") }
+            if views.is_empty() {
+                "none".to_string()
+            } else {
+                views.join(", ")
+            }
         ));
     }
-    o.push_str(&format!("{:<26} --{:<18} {:<20} {}\n", "app.KEY", "set KEY=VALUE", "", "the app's own settings (`taillab apps`)"));
+    o.push_str(&format!(
+        "{:<26} --{:<18} {:<20} {}\n",
+        "app.KEY", "set KEY=VALUE", "", "the app's own settings (`taillab apps`)"
+    ));
     o
 }

@@ -22,7 +22,9 @@ pub mod flags;
 pub mod sections;
 pub mod value;
 
-pub use sections::{view, Ci, Dispatch, Field, Harness, Load, Monitor, Net, Opts, Receive, Record, Topology};
+pub use sections::{
+    view, Ci, Dispatch, Field, Harness, Load, Monitor, Net, Opts, Receive, Record, Topology,
+};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size};
 
 use crate::app::{KeySpec, Params};
@@ -153,11 +155,17 @@ pub fn resolve(key: &str) -> Result<Target, ConfigError> {
         let keys: Vec<String> = named.iter().map(|f| f.key()).collect();
         return Err(ConfigError::UnknownKey {
             key: key.into(),
-            hint: format!(" without a section: it could be {}; write the section too", keys.join(" or ")),
+            hint: format!(
+                " without a section: it could be {}; write the section too",
+                keys.join(" or ")
+            ),
         });
     }
     let flag = key.trim_start_matches("--");
-    if let Some(f) = all.iter().find(|f| f.flag() == flag || f.opts.aliases.contains(&flag)) {
+    if let Some(f) = all
+        .iter()
+        .find(|f| f.flag() == flag || f.opts.aliases.contains(&flag))
+    {
         return Ok(Target::Field(*f));
     }
     Err(unknown(key, &all))
@@ -172,7 +180,10 @@ fn unknown(key: &str, all: &[Field]) -> ConfigError {
         }
         None => "; `taillab config keys` lists every key".into(),
     };
-    ConfigError::UnknownKey { key: key.into(), hint }
+    ConfigError::UnknownKey {
+        key: key.into(),
+        hint,
+    }
 }
 
 /// The text items of a TOML value (an array gives one item per element).
@@ -201,7 +212,12 @@ impl RunConfig {
             Target::AppSetting(k) => {
                 match items {
                     [v] => self.settings.insert(&k, v),
-                    _ => return Err(ConfigError::BadValue { key: format!("app.{k}"), why: "takes one value".into() }),
+                    _ => {
+                        return Err(ConfigError::BadValue {
+                            key: format!("app.{k}"),
+                            why: "takes one value".into(),
+                        })
+                    }
                 }
                 Ok(())
             }
@@ -213,7 +229,11 @@ impl RunConfig {
     pub fn set_field(&mut self, f: &Field, items: &[&str]) -> Result<(), ConfigError> {
         let bad = |why: String| ConfigError::BadValue {
             key: f.key(),
-            why: if why.contains(f.form) { why } else { format!("{why} (expected {})", f.form) },
+            why: if why.contains(f.form) {
+                why
+            } else {
+                format!("{why} (expected {})", f.form)
+            },
         };
         let known = match f.section {
             "load" => self.load.set(f.name, items),
@@ -234,10 +254,18 @@ impl RunConfig {
         .map_err(bad)?;
         debug_assert!(known, "declared field {} has no setter", f.key());
         for other in f.opts.clears {
-            let g = fields().into_iter().find(|g| g.section == f.section && g.name == *other);
+            let g = fields()
+                .into_iter()
+                .find(|g| g.section == f.section && g.name == *other);
             if let Some(g) = g {
                 let none = ["none"];
-                self.set_field(&Field { opts: Opts::on(0), ..g }, &none)?;
+                self.set_field(
+                    &Field {
+                        opts: Opts::on(0),
+                        ..g
+                    },
+                    &none,
+                )?;
             }
         }
         Ok(())
@@ -281,11 +309,18 @@ impl RunConfig {
 
     /// Applies one layer of `(key, items)` pairs: later pairs override
     /// earlier ones, and an either/or pair given whole is refused.
-    pub fn apply(&mut self, pairs: &[(String, Vec<String>)], origin: &str) -> Result<(), ConfigError> {
+    pub fn apply(
+        &mut self,
+        pairs: &[(String, Vec<String>)],
+        origin: &str,
+    ) -> Result<(), ConfigError> {
         let mut seen: Vec<Field> = Vec::new();
         for (k, items) in pairs {
             if let Target::Field(f) = resolve(k)? {
-                if let Some(g) = seen.iter().find(|g| g.section == f.section && f.opts.clears.contains(&g.name)) {
+                if let Some(g) = seen
+                    .iter()
+                    .find(|g| g.section == f.section && f.opts.clears.contains(&g.name))
+                {
                     return Err(ConfigError::Invalid(format!(
                         "{origin}: give either {} or {}, not both",
                         g.key(),
@@ -303,7 +338,10 @@ impl RunConfig {
     /// The `(key, items)` pairs of a parsed TOML document's run sections
     /// (`[load]`, `[harness]`, …, `[app]`); `extra` names other top-level
     /// tables the caller handles itself (an experiment's `[sweep]`, `[grid]`).
-    pub fn toml_pairs(doc: &toml::Table, extra: &[&str]) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    pub fn toml_pairs(
+        doc: &toml::Table,
+        extra: &[&str],
+    ) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
         let mut pairs = Vec::new();
         for (sec, v) in doc {
             if extra.contains(&sec.as_str()) {
@@ -313,7 +351,10 @@ impl RunConfig {
                 return Err(match resolve(sec) {
                     Ok(Target::Field(f)) => ConfigError::UnknownKey {
                         key: sec.clone(),
-                        hint: format!(" at the top level; it belongs in section [{}] as `{}`", f.section, f.name),
+                        hint: format!(
+                            " at the top level; it belongs in section [{}] as `{}`",
+                            f.section, f.name
+                        ),
                     },
                     _ => unknown_top(sec, extra),
                 });
@@ -323,7 +364,10 @@ impl RunConfig {
             }
             for (k, v) in t {
                 let key = format!("{sec}.{k}");
-                let items = toml_items(v).map_err(|why| ConfigError::BadValue { key: key.clone(), why })?;
+                let items = toml_items(v).map_err(|why| ConfigError::BadValue {
+                    key: key.clone(),
+                    why,
+                })?;
                 pairs.push((key, items));
             }
         }
@@ -331,7 +375,12 @@ impl RunConfig {
     }
 
     /// Applies a TOML document's run sections (see [`RunConfig::toml_pairs`]).
-    pub fn apply_toml(&mut self, doc: &toml::Table, origin: &str, extra: &[&str]) -> Result<(), ConfigError> {
+    pub fn apply_toml(
+        &mut self,
+        doc: &toml::Table,
+        origin: &str,
+        extra: &[&str],
+    ) -> Result<(), ConfigError> {
         let pairs = Self::toml_pairs(doc, extra)?;
         self.apply(&pairs, origin)
     }
@@ -362,7 +411,10 @@ impl RunConfig {
             }
             if sec == "app" {
                 for (k, v) in self.settings.iter() {
-                    o.push_str(&format!("{k} = {}\n", toml_value(&toml::Value::String(v.to_string()))));
+                    o.push_str(&format!(
+                        "{k} = {}\n",
+                        toml_value(&toml::Value::String(v.to_string()))
+                    ));
                 }
             }
         }
@@ -431,13 +483,20 @@ impl RunConfig {
             let cfg_keys: Vec<String> = fields().iter().map(|f| f.key()).collect();
             let near = value::nearest(k, app_keys.iter().copied())
                 .map(|n| format!("`{n}` (an app key)"))
-                .or_else(|| value::nearest(k, cfg_keys.iter().map(String::as_str)).map(|n| format!("`{n}`")));
+                .or_else(|| {
+                    value::nearest(k, cfg_keys.iter().map(String::as_str)).map(|n| format!("`{n}`"))
+                });
             return Err(ConfigError::UnknownKey {
                 key: format!("app.{k}"),
                 hint: format!(
                     ": `{app}` has no setting `{k}`{}; its keys are {} (see `taillab apps`)",
-                    near.map(|n| format!(" — did you mean {n}?")).unwrap_or_default(),
-                    if app_keys.is_empty() { "(none)".to_string() } else { app_keys.join(", ") }
+                    near.map(|n| format!(" — did you mean {n}?"))
+                        .unwrap_or_default(),
+                    if app_keys.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        app_keys.join(", ")
+                    }
                 ),
             });
         }
@@ -448,7 +507,11 @@ impl RunConfig {
     /// setting is missing or a value is out of range.
     pub fn spec(&self) -> Result<RunSpec, ConfigError> {
         let l = &self.load;
-        let qps = l.qps.ok_or_else(|| ConfigError::Invalid("say the offered load: --qps RATE (or `qps` in section [load])".into()))?;
+        let qps = l.qps.ok_or_else(|| {
+            ConfigError::Invalid(
+                "say the offered load: --qps RATE (or `qps` in section [load])".into(),
+            )
+        })?;
         let measure = match (l.requests, l.duration) {
             (Some(n), None) => Bound::Requests(n),
             (None, Some(d)) => Bound::Seconds(d.secs()),
@@ -473,7 +536,7 @@ impl RunConfig {
         let spec = RunSpec {
             qps,
             threads: h.threads,
-            arrival: l.arrival.clone(),
+            arrival: l.arrival,
             seed: l.seed,
             warmup,
             measure,
@@ -490,7 +553,8 @@ impl RunConfig {
             send_lag_p99_max_ns: self.monitor.max_send_lag.0,
             net_delay: self.net.delay.clone(),
         };
-        spec.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        spec.validate()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         Ok(spec)
     }
 
@@ -504,7 +568,10 @@ impl RunConfig {
             return bad(format!("net.clients must be in 1..=256, got {}", n.clients));
         }
         if n.connections == 0 || n.connections > 4096 {
-            return bad(format!("net.connections must be in 1..=4096, got {}", n.connections));
+            return bad(format!(
+                "net.connections must be in 1..=4096, got {}",
+                n.connections
+            ));
         }
         let launchers = n.client_launcher.0.len();
         if launchers > 1 && launchers != n.clients {
@@ -526,8 +593,13 @@ impl RunConfig {
                 if n.delay.is_some() {
                     return bad("net.delay simulates a network in integrated runs; loopback/networked have a real one".into());
                 }
-                if n.topology == Topology::Loopback && (n.server_launcher != "{cmd}" || launchers > 0) {
-                    return bad("launchers are for --topology networked; loopback runs everything here".into());
+                if n.topology == Topology::Loopback
+                    && (n.server_launcher != "{cmd}" || launchers > 0)
+                {
+                    return bad(
+                        "launchers are for --topology networked; loopback runs everything here"
+                            .into(),
+                    );
                 }
             }
         }
@@ -536,15 +608,23 @@ impl RunConfig {
         }
         let m = &self.monitor;
         if !(10_000_000..=60_000_000_000).contains(&m.period.0) {
-            return bad(format!("monitor.period must be within 10ms..60s, got {}", m.period));
+            return bad(format!(
+                "monitor.period must be within 10ms..60s, got {}",
+                m.period
+            ));
         }
         for (k, v) in [("max_steal", m.max_steal), ("max_foreign", m.max_foreign)] {
             if !(v.is_finite() && v >= 0.0) {
-                return bad(format!("monitor.{k} must be a percentage of one CPU ≥ 0, got {v}"));
+                return bad(format!(
+                    "monitor.{k} must be a percentage of one CPU ≥ 0, got {v}"
+                ));
             }
         }
         if self.ci.redo_disturbed > 20 {
-            return bad(format!("ci.redo_disturbed must be in 0..=20 (redos per run), got {}", self.ci.redo_disturbed));
+            return bad(format!(
+                "ci.redo_disturbed must be in 0..=20 (redos per run), got {}",
+                self.ci.redo_disturbed
+            ));
         }
         if let Some(t) = self.ci_target()? {
             t.validate().map_err(ConfigError::Invalid)?;
@@ -579,8 +659,10 @@ pub fn read_toml(path: &Path) -> Result<toml::Table, ConfigError> {
         path: path.display().to_string(),
         why: format!("{e} (give a readable TOML file)"),
     })?;
-    txt.parse::<toml::Table>()
-        .map_err(|e| ConfigError::File { path: path.display().to_string(), why: e.to_string().trim().to_string() })
+    txt.parse::<toml::Table>().map_err(|e| ConfigError::File {
+        path: path.display().to_string(),
+        why: e.to_string().trim().to_string(),
+    })
 }
 
 fn unknown_top(sec: &str, extra: &[&str]) -> ConfigError {
@@ -588,13 +670,19 @@ fn unknown_top(sec: &str, extra: &[&str]) -> ConfigError {
     names.extend_from_slice(extra);
     let keys: Vec<String> = fields().iter().map(|f| f.key()).collect();
     let hint = match value::nearest(sec, names.iter().copied()) {
-        Some(n) => format!(" at the top level; did you mean section [{n}]? sections are {}", names.join(", ")),
+        Some(n) => format!(
+            " at the top level; did you mean section [{n}]? sections are {}",
+            names.join(", ")
+        ),
         None => match value::nearest(sec, keys.iter().map(String::as_str)) {
             Some(k) => format!(" at the top level; did you mean `{k}`?"),
             None => format!(" at the top level; sections are {}", names.join(", ")),
         },
     };
-    ConfigError::UnknownKey { key: sec.into(), hint }
+    ConfigError::UnknownKey {
+        key: sec.into(),
+        hint,
+    }
 }
 
 #[cfg(test)]
@@ -608,11 +696,19 @@ mod tests {
     fn sample(f: &Field) -> String {
         if let Some(p) = f.possible {
             let d = (f.default)();
-            return p.iter().find(|n| **n != d).expect("two choices").to_string();
+            return p
+                .iter()
+                .find(|n| **n != d)
+                .expect("two choices")
+                .to_string();
         }
         let form = f.form;
         let v = if f.switch {
-            if (f.default)() == "true" { "false" } else { "true" }
+            if (f.default)() == "true" {
+                "false"
+            } else {
+                "true"
+            }
         } else if form.contains("duration") {
             "3ms"
         } else if form.contains("size") {
@@ -638,13 +734,16 @@ mod tests {
     fn roundtrip(c: &RunConfig) -> RunConfig {
         let doc: toml::Table = c.to_toml().parse().expect("config.toml is TOML");
         let mut back = RunConfig::default();
-        back.apply_toml(&doc, "config.toml", &[]).expect("config.toml reads back");
+        back.apply_toml(&doc, "config.toml", &[])
+            .expect("config.toml reads back");
         back
     }
 
     fn parse_flags<const V: u8>(argv: &[String]) -> Vec<(String, Vec<String>)> {
         let cmd = ConfigFlags::<V>::augment_args(clap::Command::new("t").no_binary_name(true));
-        let m = cmd.try_get_matches_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        let m = cmd
+            .try_get_matches_from(argv)
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         ConfigFlags::<V>::from_arg_matches(&m).unwrap().pairs
     }
 
@@ -657,22 +756,41 @@ mod tests {
             let v = sample(f);
             let want = {
                 let mut c = RunConfig::default();
-                c.set_field(f, &[&v]).unwrap_or_else(|e| panic!("{}: {e}", f.key()));
+                c.set_field(f, &[&v])
+                    .unwrap_or_else(|e| panic!("{}: {e}", f.key()));
                 let got = c.get_field(f);
-                assert_ne!(got, (f.default)(), "{}: sample {v} equals the default", f.key());
+                assert_ne!(
+                    got,
+                    (f.default)(),
+                    "{}: sample {v} equals the default",
+                    f.key()
+                );
                 c
             };
             // TOML.
-            let lit = if f.switch || v.parse::<f64>().is_ok() { v.clone() } else { format!("{v:?}") };
-            let doc: toml::Table = format!("[{}]\n{} = {lit}\n", f.section, f.name).parse().unwrap();
+            let lit = if f.switch || v.parse::<f64>().is_ok() {
+                v.clone()
+            } else {
+                format!("{v:?}")
+            };
+            let doc: toml::Table = format!("[{}]\n{} = {lit}\n", f.section, f.name)
+                .parse()
+                .unwrap();
             let mut c = RunConfig::default();
-            c.apply_toml(&doc, "t", &[]).unwrap_or_else(|e| panic!("{}: {e}", f.key()));
+            c.apply_toml(&doc, "t", &[])
+                .unwrap_or_else(|e| panic!("{}: {e}", f.key()));
             assert_eq!(c, want, "{} from TOML", f.key());
             // Flags, in every command that takes them.
-            let argv: Vec<String> =
-                if f.switch { vec![format!("--{}", f.flag())] } else { vec![format!("--{}", f.flag()), v.clone()] };
+            let argv: Vec<String> = if f.switch {
+                vec![format!("--{}", f.flag())]
+            } else {
+                vec![format!("--{}", f.flag()), v.clone()]
+            };
             for (bit, pairs) in [
-                (view::RUN, parse_flags::<{ view::RUN }> as fn(&[String]) -> _),
+                (
+                    view::RUN,
+                    parse_flags::<{ view::RUN }> as fn(&[String]) -> _,
+                ),
                 (view::SERVE, parse_flags::<{ view::SERVE }>),
                 (view::LOAD, parse_flags::<{ view::LOAD }>),
             ] {
@@ -692,11 +810,17 @@ mod tests {
                 continue;
             }
             let grid = format!("{}={}|{}", f.key(), (f.default)(), v);
-            let plan = Plan::parse(None, &[], &[], &[grid]).unwrap_or_else(|e| panic!("{}: {e}", f.key()));
+            let plan =
+                Plan::parse(None, &[], &[], &[grid]).unwrap_or_else(|e| panic!("{}: {e}", f.key()));
             let groups = plan.groups().unwrap();
             assert_eq!(groups.len(), 2, "{}", f.key());
             assert_eq!(groups[1].config, want, "{} from --grid", f.key());
-            assert_eq!(groups[0].config, RunConfig::default(), "{} default from --grid", f.key());
+            assert_eq!(
+                groups[0].config,
+                RunConfig::default(),
+                "{} default from --grid",
+                f.key()
+            );
             // config.toml.
             assert_eq!(roundtrip(&want), want, "{} through config.toml", f.key());
         }
@@ -707,7 +831,9 @@ mod tests {
         for bit in [view::RUN, view::SWEEP, view::SERVE, view::LOAD] {
             let mut seen = std::collections::BTreeSet::new();
             for f in fields().iter().filter(|f| f.in_view(bit)) {
-                for n in std::iter::once(f.flag()).chain(f.opts.aliases.iter().map(|a| a.to_string())) {
+                for n in
+                    std::iter::once(f.flag()).chain(f.opts.aliases.iter().map(|a| a.to_string()))
+                {
                     assert!(seen.insert(n.clone()), "flag --{n} twice in view {bit}");
                 }
             }
@@ -718,19 +844,38 @@ mod tests {
     fn bad_values_name_key_and_form() {
         let mut c = RunConfig::default();
         let e = c.set("harness.threads", &["two"]).unwrap_err().to_string();
-        assert!(e.starts_with("harness.threads:") && e.contains("whole number"), "{e}");
+        assert!(
+            e.starts_with("harness.threads:") && e.contains("whole number"),
+            "{e}"
+        );
         let e = c.set("load.duration", &["soon"]).unwrap_err().to_string();
-        assert!(e.contains("load.duration") && e.contains("duration like 30s"), "{e}");
+        assert!(
+            e.contains("load.duration") && e.contains("duration like 30s"),
+            "{e}"
+        );
         let e = c.set("harness.wait", &["nap"]).unwrap_err().to_string();
         assert!(e.contains("spin, block or hybrid"), "{e}");
         let e = c.set("harness.thread", &["2"]).unwrap_err().to_string();
-        assert!(e.contains("did you mean `harness.threads` (section [harness])"), "{e}");
+        assert!(
+            e.contains("did you mean `harness.threads` (section [harness])"),
+            "{e}"
+        );
         // Later layers clear the other half of a pair; one layer may not give both.
         c.set("requests", &["10"]).unwrap();
         c.set("duration", &["1s"]).unwrap();
-        assert_eq!((c.load.requests, c.load.duration), (None, Some(Dur(1_000_000_000))));
-        let both = vec![("load.requests".into(), vec!["1".into()]), ("load.duration".into(), vec!["1s".into()])];
-        assert!(c.apply(&both, "flags").unwrap_err().to_string().contains("not both"));
+        assert_eq!(
+            (c.load.requests, c.load.duration),
+            (None, Some(Dur(1_000_000_000)))
+        );
+        let both = vec![
+            ("load.requests".into(), vec!["1".into()]),
+            ("load.duration".into(), vec!["1s".into()]),
+        ];
+        assert!(c
+            .apply(&both, "flags")
+            .unwrap_err()
+            .to_string()
+            .contains("not both"));
     }
 
     #[test]
@@ -741,7 +886,11 @@ mod tests {
         c.set("harness.threads", &["2"]).unwrap();
         c.set("net.client_cpus", &["0"]).unwrap();
         assert_eq!(roundtrip(&c), c);
-        let keys = [KeySpec { name: "workload", default: "a", help: "" }];
+        let keys = [KeySpec {
+            name: "workload",
+            default: "a",
+            help: "",
+        }];
         c.check_app_keys("kv", &keys).unwrap();
         c.set("app.worklaod", &["c"]).unwrap();
         let e = c.check_app_keys("kv", &keys).unwrap_err().to_string();
@@ -753,6 +902,9 @@ mod tests {
         let serve = c.flags_for(view::SERVE, &RunConfig::default());
         assert_eq!(serve, ["--threads", "2", "--wait", "spin"]);
         let load = c.flags_for(view::LOAD, &RunConfig::default());
-        assert_eq!(load, ["--threads", "2", "--wait", "spin", "--client-cpus", "0"]);
+        assert_eq!(
+            load,
+            ["--threads", "2", "--wait", "spin", "--client-cpus", "0"]
+        );
     }
 }

@@ -45,7 +45,13 @@ pub struct Opts {
 impl Opts {
     /// A flag named after the field in `views`.
     pub const fn on(views: u8) -> Opts {
-        Opts { flag: "", views, clears: &[], negate: false, aliases: &[] }
+        Opts {
+            flag: "",
+            views,
+            clears: &[],
+            negate: false,
+            aliases: &[],
+        }
     }
     /// Named `flag` instead.
     pub const fn flag(self, flag: &'static str) -> Opts {
@@ -53,11 +59,17 @@ impl Opts {
     }
     /// Unsets `keys` when set.
     pub const fn clears(self, keys: &'static [&'static str]) -> Opts {
-        Opts { clears: keys, ..self }
+        Opts {
+            clears: keys,
+            ..self
+        }
     }
     /// A `--no-…` switch.
     pub const fn negated(self) -> Opts {
-        Opts { negate: true, ..self }
+        Opts {
+            negate: true,
+            ..self
+        }
     }
     /// Also accepted under these names.
     pub const fn aliases(self, aliases: &'static [&'static str]) -> Opts {
@@ -190,7 +202,7 @@ section! {
     /// The offered load: rate, arrival process, seed, how long to measure and warm up.
     Load "load" {
         /// Offered load in requests per second.
-        qps: Option<f64> = None, Opts::on(RUN | LOAD);
+        qps: Option<f64> = None, Opts::on(EXP | LOAD);
         /// Arrival process of the open-loop schedule.
         arrival: ArrivalSpec = ArrivalSpec::Poisson, Opts::on(EXP | LOAD);
         /// Base seed: arrivals, request contents and per-run seeds derive their own streams from it.
@@ -212,7 +224,7 @@ section! {
     /// The server side: workers, how they wait and take work, where they run.
     Harness "harness" {
         /// Worker threads serving the requests.
-        threads: usize = 1, Opts::on(RUN | SERVE | LOAD);
+        threads: usize = 1, Opts::on(ALL);
         /// How integrated runs release requests: inline (workers claim arrivals; FIFO) or thread (a shaper thread feeds a real queue).
         shaper: ShaperMode = ShaperMode::Inline, Opts::on(EXP);
         /// How workers (and clients' senders) wait: spin, block, or hybrid (sleep, then spin the last `spin_margin`).
@@ -234,7 +246,7 @@ section! {
     /// Where the parts run and how they talk over TCP.
     Net "net" {
         /// Where client, harness and app run: integrated (one process), loopback (server and client processes on this host) or networked (through launchers).
-        topology: Topology = Topology::Integrated, Opts::on(RUN).aliases(&["config"]);
+        topology: Topology = Topology::Integrated, Opts::on(EXP).aliases(&["config", "configs"]);
         /// Client processes (loopback/networked); the rate is split evenly, each stream with its own seed.
         clients: usize = 1, Opts::on(EXP);
         /// TCP connections per client; requests go round-robin over them.

@@ -53,13 +53,19 @@ impl ConfigValue for u64 {
     const COMMA_AXIS: bool = true;
     const FORM: &'static str = "a whole number like 1000";
     fn parse(s: &str) -> Result<Self, String> {
-        s.trim().replace('_', "").parse().or_else(|_| int_err(s, Self::FORM))
+        s.trim()
+            .replace('_', "")
+            .parse()
+            .or_else(|_| int_err(s, Self::FORM))
     }
     fn show(&self) -> String {
         self.to_string()
     }
     fn to_toml(&self) -> Option<toml::Value> {
-        Some(i64::try_from(*self).map_or_else(|_| toml::Value::String(self.show()), toml::Value::Integer))
+        Some(
+            i64::try_from(*self)
+                .map_or_else(|_| toml::Value::String(self.show()), toml::Value::Integer),
+        )
     }
 }
 
@@ -67,7 +73,10 @@ impl ConfigValue for usize {
     const COMMA_AXIS: bool = true;
     const FORM: &'static str = "a whole number like 2";
     fn parse(s: &str) -> Result<Self, String> {
-        s.trim().replace('_', "").parse().or_else(|_| int_err(s, Self::FORM))
+        s.trim()
+            .replace('_', "")
+            .parse()
+            .or_else(|_| int_err(s, Self::FORM))
     }
     fn show(&self) -> String {
         self.to_string()
@@ -169,11 +178,15 @@ impl ConfigValue for CpuList {
     const FORM: &'static str = "a CPU list like 0,1 or 0-3 (none for no pinning)";
     fn parse(s: &str) -> Result<Self, String> {
         let mut v = Vec::new();
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "none") {
+        for part in s
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty() && *p != "none")
+        {
             let (a, b) = part.split_once('-').unwrap_or((part, part));
             let (a, b) = (usize::parse(a), usize::parse(b));
             match (a, b) {
-                (Ok(a), Ok(b)) if a <= b && b < 4096 => v.extend(a..=b),
+                (Ok(a), Ok(b)) if a <= b && b < 65536 => v.extend(a..=b),
                 _ => return int_err(s, Self::FORM),
             }
         }
@@ -186,10 +199,19 @@ impl ConfigValue for CpuList {
         if self.0.is_empty() {
             return "none".into();
         }
-        self.0.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+        self.0
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     }
     fn to_toml(&self) -> Option<toml::Value> {
-        Some(toml::Value::Array(self.0.iter().map(|c| toml::Value::Integer(*c as i64)).collect()))
+        Some(toml::Value::Array(
+            self.0
+                .iter()
+                .map(|c| toml::Value::Integer(*c as i64))
+                .collect(),
+        ))
     }
 }
 
@@ -202,7 +224,11 @@ impl ConfigValue for Names {
     const FORM: &'static str = "a comma-separated list like sojourn.mean,sojourn.p99";
     fn parse(s: &str) -> Result<Self, String> {
         Ok(Names(
-            s.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "none").map(String::from).collect(),
+            s.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty() && *p != "none")
+                .map(String::from)
+                .collect(),
         ))
     }
     fn parse_many(items: &[&str]) -> Result<Self, String> {
@@ -216,7 +242,9 @@ impl ConfigValue for Names {
         }
     }
     fn to_toml(&self) -> Option<toml::Value> {
-        Some(toml::Value::Array(self.0.iter().cloned().map(toml::Value::String).collect()))
+        Some(toml::Value::Array(
+            self.0.iter().cloned().map(toml::Value::String).collect(),
+        ))
     }
 }
 
@@ -230,10 +258,20 @@ impl ConfigValue for Items {
     const FORM: &'static str = "text (repeat the flag, or a TOML array, for several)";
     const REPEATED: bool = true;
     fn parse(s: &str) -> Result<Self, String> {
-        Ok(Items(if s.is_empty() || s == "none" { vec![] } else { vec![s.to_string()] }))
+        Ok(Items(if s.is_empty() || s == "none" {
+            vec![]
+        } else {
+            vec![s.to_string()]
+        }))
     }
     fn parse_many(items: &[&str]) -> Result<Self, String> {
-        Ok(Items(items.iter().filter(|s| !s.is_empty() && **s != "none").map(|s| s.to_string()).collect()))
+        Ok(Items(
+            items
+                .iter()
+                .filter(|s| !s.is_empty() && **s != "none")
+                .map(|s| s.to_string())
+                .collect(),
+        ))
     }
     fn show(&self) -> String {
         match self.0.as_slice() {
@@ -243,7 +281,9 @@ impl ConfigValue for Items {
         }
     }
     fn to_toml(&self) -> Option<toml::Value> {
-        Some(toml::Value::Array(self.0.iter().cloned().map(toml::Value::String).collect()))
+        Some(toml::Value::Array(
+            self.0.iter().cloned().map(toml::Value::String).collect(),
+        ))
     }
 }
 
@@ -268,14 +308,20 @@ impl ConfigValue for Dur {
     fn parse(s: &str) -> Result<Self, String> {
         let t = s.trim();
         if let Ok(v) = t.parse::<f64>() {
-            return if v.is_finite() && v >= 0.0 { Ok(Dur::from_secs(v)) } else { int_err(s, Self::FORM) };
+            return if v.is_finite() && v >= 0.0 {
+                Ok(Dur::from_secs(v))
+            } else {
+                int_err(s, Self::FORM)
+            };
         }
-        crate::dist::parse_duration_ns(t).map(|ns| Dur(ns.round() as u64)).map_err(|e| format!("{e} ({})", Self::FORM))
+        crate::dist::parse_duration_ns(t)
+            .map(|ns| Dur(ns.round() as u64))
+            .map_err(|e| format!("{e} ({})", Self::FORM))
     }
     fn show(&self) -> String {
         let n = self.0;
         for (unit, k) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-            if n >= k && n % k == 0 {
+            if n >= k && n.is_multiple_of(k) {
                 return format!("{}{unit}", n / k);
             }
         }
@@ -308,14 +354,17 @@ impl ConfigValue for Size {
             _ => return int_err(s, Self::FORM),
         };
         match num.trim().parse::<u64>() {
-            Ok(v) => v.checked_mul(mult).map(Size).ok_or_else(|| format!("`{s}` is too large")),
+            Ok(v) => v
+                .checked_mul(mult)
+                .map(Size)
+                .ok_or_else(|| format!("`{s}` is too large")),
             Err(_) => int_err(s, Self::FORM),
         }
     }
     fn show(&self) -> String {
         let n = self.0;
         for (unit, k) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-            if n >= k && n % k == 0 {
+            if n >= k && n.is_multiple_of(k) {
                 return format!("{}{unit}", n / k);
             }
         }
@@ -324,7 +373,8 @@ impl ConfigValue for Size {
 }
 
 impl ConfigValue for Dist {
-    const FORM: &'static str = "a distribution like exp:200us, fixed:1ms or mix:0.9*exp:100us+0.1*fixed:2ms";
+    const FORM: &'static str =
+        "a distribution like exp:200us, fixed:1ms or mix:0.9*exp:100us+0.1*fixed:2ms";
     fn parse(s: &str) -> Result<Self, String> {
         s.parse::<Dist>().map_err(|e| e.to_string())
     }
@@ -359,7 +409,11 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
         }
         prev = cur;
     }
@@ -373,7 +427,12 @@ pub fn nearest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>) -> 
     let key_last = key.rsplit('.').next().unwrap_or(key);
     candidates
         .into_iter()
-        .map(|c| (edit_distance(key, c).min(edit_distance(key_last, last(c)) + 1), c))
+        .map(|c| {
+            (
+                edit_distance(key, c).min(edit_distance(key_last, last(c)) + 1),
+                c,
+            )
+        })
         .filter(|(d, c)| *d <= 3.max(c.len() / 3))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
@@ -398,7 +457,9 @@ mod tests {
         }
         assert_eq!(Dur::parse("2").unwrap(), Dur(2_000_000_000));
         assert_eq!(Dur::parse("0.5").unwrap(), Dur(500_000_000));
-        assert!(Dur::parse("3 parsecs").unwrap_err().contains("duration like 30s"));
+        assert!(Dur::parse("3 parsecs")
+            .unwrap_err()
+            .contains("duration like 30s"));
         for s in ["16MiB", "1GiB", "64KiB", "4097"] {
             assert_eq!(Size::parse(s).unwrap().show(), s);
         }
@@ -423,5 +484,6 @@ mod tests {
         assert_eq!(nearest("harness.thread", keys), Some("harness.threads"));
         assert_eq!(nearest("threds", keys), Some("harness.threads"));
         assert_eq!(nearest("completely.different", keys), None);
+        assert_eq!(nearest("probe_secs", ["load", "slo", "probe"]), Some("probe"));
     }
 }

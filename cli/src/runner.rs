@@ -1,0 +1,317 @@
+//! One run of a configuration into one result folder — the unit every
+//! command is built from — and the environment monitor that watches it.
+//!
+//! A run receives its whole configuration: nothing here reads a global.
+//! Its folder gets `config.toml` (the resolved configuration, so
+//! `taillab run --from DIR` reruns it) before anything is measured, then
+//! `summary.json`, the interval logs and, when asked, `requests.csv`.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use taillab_core::config::{RunConfig, Topology};
+use taillab_core::dist::fmt_ns;
+use taillab_core::harness::Progress;
+use taillab_core::{App, DataCtx, RunSpec, Summary};
+use taillab_transport::coord::RunObserver;
+
+/// The app a configuration names, with its settings checked.
+pub fn app_of(cfg: &RunConfig) -> anyhow::Result<Arc<dyn App>> {
+    let app = crate::apps::find(cfg.app_name()?)?;
+    cfg.check_app_keys(app.name(), app.keys())?;
+    Ok(app)
+}
+
+/// `results/<app>-<time>`.
+pub fn default_out(app: &str) -> PathBuf {
+    let t = taillab_core::summary::rfc3339(std::time::SystemTime::now()).replace([':', '.'], "-");
+    PathBuf::from("results").join(format!("{app}-{t}"))
+}
+
+/// Writes the resolved configuration beside the run's results.
+pub fn write_config(cfg: &RunConfig, out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let p = out.join("config.toml");
+    std::fs::write(&p, cfg.to_toml()).with_context(|| format!("writing {}", p.display()))
+}
+
+/// One run of `cfg` into `out`: prepares data, builds server and client (or
+/// starts the processes of a loopback/networked run), measures, writes the
+/// run folder, returns the summary.
+pub fn run_once(
+    app: &Arc<dyn App>,
+    cfg: &RunConfig,
+    out: &Path,
+    show_progress: bool,
+) -> anyhow::Result<Summary> {
+    cfg.validate()?;
+    let spec = cfg.spec()?;
+    taillab_core::summary::ensure_writable(out)?;
+    write_config(cfg, out)?;
+    if cfg.net.topology != Topology::Integrated {
+        // Server and client processes; the same result folder as integrated.
+        let mut obs = EnvObserver::new(cfg, spec.clone());
+        let watch = cfg.monitor.enabled;
+        return Ok(taillab_transport::coord::run_config(
+            cfg,
+            out,
+            !show_progress,
+            watch.then_some(&mut obs as &mut dyn RunObserver),
+        )?);
+    }
+    let spec = keep_records_in_memory(spec, cfg);
+    let ctx = DataCtx::from_env();
+    app.prepare(&ctx, &cfg.settings)
+        .with_context(|| format!("preparing data for {}", app.name()))?;
+    let server = app.server(&ctx, &cfg.settings, spec.threads)?;
+    let client = app.client(
+        &ctx,
+        &cfg.settings,
+        taillab_core::arrival::derive_seed(spec.seed, 2),
+    )?;
+    // Started last, just before the run, so preparing data is not sampled.
+    let sampler = if cfg.monitor.enabled {
+        Some(start_monitor(&spec, cfg.monitor.period.0)?)
+    } else {
+        None
+    };
+    let bar = progress_bar(&spec, !show_progress);
+    let mut on_progress = |p: Progress| {
+        if let Some(b) = &bar {
+            b.set_length(p.expected_ns / 1_000_000);
+            b.set_position((p.elapsed_ns / 1_000_000).min(p.expected_ns / 1_000_000));
+            b.set_message(format!("{} requests", p.completed));
+        }
+    };
+    let result = taillab_core::run_integrated(&spec, server, client, &mut on_progress)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let mut summary =
+        taillab_core::summarize(&result, app.name(), &cfg.settings, cfg.net.topology.name());
+    if let Some(s) = sampler {
+        let window = measured_window(&result, &summary);
+        attach_environment(
+            s,
+            window,
+            spec.interval_ns,
+            &mut summary,
+            &thresholds(cfg),
+            out,
+        )?;
+    }
+    taillab_core::write_run(out, &summary, &result, cfg.record.save_requests)?;
+    Ok(summary)
+}
+
+/// Integrated runs keep every request's stamps in memory whenever they fit
+/// (the sequence checks use them) and write them only when asked to.
+fn keep_records_in_memory(spec: RunSpec, cfg: &RunConfig) -> RunSpec {
+    let fits = spec.record_capacity() * taillab_core::harness::RECORD_BYTES <= spec.record_mem_cap;
+    if !fits && !cfg.record.save_requests {
+        eprintln!(
+            "note: {} requests exceed record.max_record_mem {} for per-request records; keeping histograms only (sequence checks skipped)",
+            spec.record_capacity(),
+            taillab_core::config::ConfigValue::show(&cfg.record.max_record_mem)
+        );
+    }
+    RunSpec {
+        keep_records: fits || cfg.record.save_requests,
+        ..spec
+    }
+}
+
+/// Warns before a run whose offered load already exceeds what the threads can serve.
+pub fn warn_if_saturating(app: &Arc<dyn App>, cfg: &RunConfig) {
+    let (Some(svc), Some(qps)) = (app.expected_service_ns(&cfg.settings), cfg.load.qps) else {
+        return;
+    };
+    let threads = cfg.harness.threads;
+    let rho = qps * svc / 1e9 / threads as f64;
+    if rho >= 1.0 {
+        eprintln!(
+            "warning: mean service {} × {} qps over {} thread(s) is utilization {:.2} ≥ 1: the run will saturate (running it anyway)",
+            fmt_ns(svc),
+            qps,
+            threads,
+            rho
+        );
+    }
+}
+
+fn thresholds(cfg: &RunConfig) -> taillab_monitor::Thresholds {
+    taillab_monitor::Thresholds {
+        max_steal_pct: cfg.monitor.max_steal,
+        max_foreign_pct: cfg.monitor.max_foreign,
+        ..Default::default()
+    }
+}
+
+fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
+    // Only for runs long enough to wait on; the bar redraws at most 20×/s
+    // from the main thread, never from a worker.
+    let expected_s = spec.expected_measure_ns() as f64 / 1e9;
+    if quiet || expected_s < 1.0 {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(0);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
+        )
+        .expect("valid template"),
+    );
+    Some(b)
+}
+
+/// Starts the environment sampler for a run. Worker threads are found by
+/// their name; when workers are pinned, the sampler goes to a CPU they do not
+/// use (if there is one), so it never competes with them.
+fn start_monitor(spec: &RunSpec, period_ns: u64) -> anyhow::Result<taillab_monitor::Sampler> {
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let pin_cpu = if spec.cpus.is_empty() {
+        None
+    } else {
+        (0..ncpu).find(|c| !spec.cpus.contains(c))
+    };
+    let period = std::time::Duration::from_nanos(period_ns);
+    let cfg = taillab_monitor::SamplerConfig {
+        period,
+        scan_period: period.max(std::time::Duration::from_secs(1)),
+        pin_cpu,
+        worker_name_prefix: Some("taillab-wrk-".into()),
+        ..Default::default()
+    };
+    taillab_monitor::Sampler::start(cfg).map_err(|e| anyhow::anyhow!("environment monitor: {e}"))
+}
+
+/// The environment monitor of a loopback/networked run or a `taillab load`:
+/// it samples this host from the moment the server and clients are up,
+/// counts their CPU as the experiment's (not foreign), and attaches the
+/// measured window.
+pub struct EnvObserver {
+    period_ns: u64,
+    thresholds: taillab_monitor::Thresholds,
+    spec: RunSpec,
+    sampler: Option<taillab_monitor::Sampler>,
+}
+
+impl EnvObserver {
+    /// With `cfg`'s monitor settings.
+    pub fn new(cfg: &RunConfig, spec: RunSpec) -> Self {
+        EnvObserver {
+            period_ns: cfg.monitor.period.0,
+            thresholds: thresholds(cfg),
+            spec,
+            sampler: None,
+        }
+    }
+}
+
+impl RunObserver for EnvObserver {
+    fn started(&mut self, pids: &[i32]) {
+        match start_monitor(&self.spec, self.period_ns) {
+            Ok(s) => {
+                for p in pids {
+                    s.add_pid(*p);
+                }
+                self.sampler = Some(s);
+            }
+            Err(e) => eprintln!("warning: {e}; this run has no environment check"),
+        }
+    }
+
+    fn finished(
+        &mut self,
+        r: &taillab_core::RunResult,
+        origin_ns: u64,
+        summary: &mut Summary,
+        out: &Path,
+    ) -> Result<(), String> {
+        let Some(s) = self.sampler.take() else {
+            return Ok(());
+        };
+        let (start, end) = measured_window(r, summary);
+        attach_environment(
+            s,
+            (origin_ns + start, origin_ns + end),
+            r.spec.interval_ns,
+            summary,
+            &self.thresholds,
+            out,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn table_lines(&self, summary: &Summary) -> String {
+        env_lines(summary)
+    }
+}
+
+/// The measured phase on the run's clock: from its start until its last
+/// request completed.
+fn measured_window(r: &taillab_core::RunResult, summary: &Summary) -> (u64, u64) {
+    let start = r.measure_start;
+    let end = if r.totals.last_completed > start {
+        r.totals.last_completed
+    } else {
+        start + (summary.duration_s * 1e9) as u64
+    };
+    (start, end)
+}
+
+/// Stops the sampler with the run's measured window (on this host's clock),
+/// adds `environment` and `checks.environment` to the summary and writes
+/// `environment.json` (the time series, also re-bucketed to the interval
+/// histograms' intervals).
+fn attach_environment(
+    sampler: taillab_monitor::Sampler,
+    (start, end): (u64, u64),
+    interval_ns: u64,
+    summary: &mut Summary,
+    th: &taillab_monitor::Thresholds,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let report = sampler.stop_measured(start, end.max(start + 1))?;
+    let check = report.summary.check(th);
+    let s = &report.summary;
+    let verdict = if check.ok {
+        format!(
+            "steal {:.2} %, other processes {:.1} % of a CPU",
+            s.steal_pct, s.foreign_cpu_pct
+        )
+    } else {
+        check.reasons.join("; ")
+    };
+    summary.checks.insert(
+        "environment".to_string(),
+        taillab_core::summary::Check::new(
+            check.ok,
+            verdict,
+            serde_json::json!({ "reasons": check.reasons, "items": check.items, "thresholds": check.thresholds }),
+        ),
+    );
+    summary
+        .extra
+        .insert("environment".to_string(), serde_json::to_value(s)?);
+    let series = serde_json::json!({
+        "schema": "taillab.environment/1",
+        "intervals": report.intervals(start, interval_ns),
+        "report": report,
+    });
+    let path = out.join("environment.json");
+    std::fs::write(&path, serde_json::to_string(&series)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The environment lines of the human table, if the run was monitored.
+pub fn env_lines(s: &Summary) -> String {
+    s.extra
+        .get("environment")
+        .and_then(|v| serde_json::from_value::<taillab_monitor::EnvSummary>(v.clone()).ok())
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}

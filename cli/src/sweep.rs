@@ -1,0 +1,314 @@
+//! `taillab sweep`: a grid of points over any configuration keys, each point
+//! repeated to a CI target (or run once); relative loads measured against a
+//! saturation search first; the SLO search; resumable.
+
+use crate::experiment::{describe, meta, point_bar, point_value, run_point, single_run, table};
+use crate::runner::{app_of, default_out, run_once};
+use anyhow::Context;
+use clap::Args;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use taillab_core::config::experiment::{Group, Plan, Point, Sweep};
+use taillab_core::config::flags::{ConfigFlags, FieldFlags};
+use taillab_core::config::{view, Dur, RunConfig};
+use taillab_core::dist::fmt_ns;
+use taillab_core::experiment::{open_experiment, Aggregate, CiTarget};
+use taillab_core::search::{find_saturation, slo_search, Outcome, Probe, SearchOpts, Slo};
+use taillab_core::summary::write_json_atomic;
+use taillab_core::Summary;
+
+/// `taillab sweep`: any configuration flag may be an axis (`a|b`; `a,b` for
+/// numbers and names; `FROM:TO:STEP` for numbers), and `--grid KEY=a|b`
+/// sweeps any key, app settings included.
+#[derive(Args, Debug, Clone)]
+pub struct SweepCmd {
+    #[command(flatten)]
+    pub cfg: ConfigFlags<{ view::SWEEP }>,
+    #[command(flatten)]
+    pub sweep: FieldFlags<Sweep>,
+    /// Experiment file (commented TOML, see configs/); flags override its keys.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// A key to sweep, KEY=V1|V2|... (repeatable; any key of `taillab config keys`, or app.KEY).
+    #[arg(long = "grid", value_name = "KEY=V1|V2")]
+    pub grid: Vec<String>,
+    /// Results folder (default results/sweep-<app>-<time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted sweep in --out: finished runs and points are kept as they are.
+    #[arg(long)]
+    pub resume: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the points the sweep would run (loads relative to saturation as fractions) and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The probe of saturation and SLO searches: a short run of the group's
+/// configuration at a rate, found again by name on resume.
+struct CliProbe<'a> {
+    cfg: &'a RunConfig,
+    dir: PathBuf,
+    resume: bool,
+    probe: Dur,
+}
+
+impl Probe for CliProbe<'_> {
+    type Error = anyhow::Error;
+    fn probe(&mut self, qps: f64, name: &str) -> anyhow::Result<Outcome> {
+        let dir = self.dir.join(name);
+        if self.resume {
+            if let Ok(s) = Summary::read(&dir.join("summary.json")) {
+                return Ok(Outcome::from_summary(&s));
+            }
+        }
+        let mut c = self.cfg.clone();
+        c.load.qps = Some(qps);
+        c.load.warmup_requests = None;
+        c.load.warmup = Some(Dur(300_000_000));
+        c.load.requests = None;
+        c.load.duration = Some(self.probe);
+        c.load.drain_timeout = Dur(2_000_000_000);
+        c.ci.target = None;
+        let app = app_of(&c)?;
+        Ok(Outcome::from_summary(&run_once(&app, &c, &dir, false)?))
+    }
+}
+
+fn group_tag(g: &Group) -> String {
+    let mut c = g.config.clone();
+    c.load.qps = Some(0.0);
+    taillab_core::config::experiment::point_id(&c, &g.coords)
+}
+
+/// The saturation rate of a group: searched once, then read back on resume.
+fn saturation(
+    g: &Group,
+    plan: &Plan,
+    out: &Path,
+    resume: bool,
+    quiet: bool,
+) -> anyhow::Result<f64> {
+    let dir = out.join("saturation").join(group_tag(g));
+    let result = dir.join("saturation.json");
+    if resume && result.exists() {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&result)?)?;
+        return v["qps"]
+            .as_f64()
+            .ok_or_else(|| anyhow::anyhow!("{} lacks qps", result.display()));
+    }
+    let app = app_of(&g.config)?;
+    let threads = g.config.harness.threads as f64;
+    let mut probe = CliProbe {
+        cfg: &g.config,
+        dir: dir.clone(),
+        resume,
+        probe: plan.sweep.probe,
+    };
+    let guess = match app.expected_service_ns(&g.config.settings) {
+        Some(svc) if svc > 0.0 => threads * 1e9 / svc,
+        // Measure the service time at a light load first.
+        _ => {
+            let o = probe.probe(200.0, "calibrate")?;
+            threads * 1e9 / o.value("service", "mean").unwrap_or(1.0).max(1.0)
+        }
+    };
+    let opts = SearchOpts {
+        redo_disturbed: g.config.ci.redo_disturbed.max(1),
+        ..Default::default()
+    };
+    let sat = find_saturation(&mut probe, guess, &opts, &mut |r| {
+        if !quiet {
+            eprintln!(
+                "  saturation probe {}: {:.0} qps → achieved {:.0} {}{}",
+                r.name,
+                r.qps,
+                r.achieved_qps,
+                if r.sustainable { "ok" } else { "saturated" },
+                if r.disturbed { " (disturbed)" } else { "" }
+            );
+        }
+    })
+    .map_err(|e| anyhow::anyhow!("{e} for {} ({})", app.name(), group_tag(g)))?;
+    write_json_atomic(&result, &sat)?;
+    Ok(sat.qps)
+}
+
+pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
+    let plan = Plan::build(a.file.as_deref(), &a.cfg.pairs, &a.sweep.pairs, &a.grid)?;
+    let groups = plan.groups()?;
+    for g in &groups {
+        app_of(&g.config)?;
+    }
+    if a.dry_run {
+        return dry_run(&plan, &groups);
+    }
+    let name = plan.base.app.name.clone().unwrap_or_else(|| "apps".into());
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&format!("sweep-{name}")));
+    // One run per point unless a CI target was asked for.
+    let ci = plan.base.ci_target()?.unwrap_or_else(single_run);
+    let parameters = json!({
+        "base": plan.base.to_json(),
+        "axes": plan.axes.iter().map(|x| json!({"key": x.key, "values": x.values})).collect::<Vec<_>>(),
+        "sweep": {"load": plan.sweep.load.as_ref().map(|l| l.0.clone()), "slo": plan.sweep.slo.as_ref().map(|s| s.to_string()),
+                  "probe_s": plan.sweep.probe.secs()},
+    });
+    let mut m = meta("sweep", parameters, plan.base.load.seed, &ci);
+    open_experiment(&out, &m, a.resume).map_err(anyhow::Error::msg)?;
+    // Expand the points (saturation first where loads are relative).
+    let mut points: Vec<Point> = Vec::new();
+    for g in &groups {
+        let scale = if plan.of_saturation() {
+            let sat = saturation(g, &plan, &out, a.resume, a.quiet)?;
+            eprintln!("saturation of {}: {sat:.0} qps", group_tag(g));
+            sat
+        } else {
+            1.0
+        };
+        points.extend(plan.points(g, scale)?);
+    }
+    m.points = points.iter().map(point_value).collect();
+    // Rewrite with the point list (first start) — on resume the parameters matched, so the list is the same.
+    if !a.resume || !out.join("points").exists() {
+        write_json_atomic(&out.join("experiment.json"), &m)?;
+    }
+    let aggs = run_points(&points, &out, &ci, a.resume, a.quiet)?;
+    print!("{}", table(&aggs));
+    if let Some(slo) = &plan.sweep.slo {
+        for g in &groups {
+            slo_point(g, &plan, slo, &out, a.resume, a.quiet)?;
+        }
+    }
+    println!("results: {}", out.display());
+    Ok(0)
+}
+
+fn run_points(
+    points: &[Point],
+    out: &Path,
+    ci: &CiTarget,
+    resume: bool,
+    quiet: bool,
+) -> anyhow::Result<Vec<Aggregate>> {
+    let bar = (!quiet).then(|| point_bar((points.len() * ci.max_runs) as u64));
+    let mut aggs = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let base = (i * ci.max_runs) as u64;
+        let agg = run_point(
+            p,
+            &out.join("points").join(&p.id),
+            ci,
+            resume,
+            &mut |k, agg| {
+                if let Some(b) = &bar {
+                    b.set_position(base + k as u64);
+                    b.set_message(format!(
+                        "point {}/{} {} {}",
+                        i + 1,
+                        points.len(),
+                        p.id,
+                        describe(agg)
+                    ));
+                }
+            },
+        )
+        .with_context(|| format!("point {}", p.id))?;
+        if let Some(b) = &bar {
+            b.set_position(base + ci.max_runs as u64);
+        }
+        aggs.push(agg);
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(aggs)
+}
+
+/// Highest load meeting the SLO: probes up to the saturation rate, then a
+/// point at that load for the CI.
+fn slo_point(
+    g: &Group,
+    plan: &Plan,
+    slo: &Slo,
+    out: &Path,
+    resume: bool,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let sat = saturation(g, plan, out, resume, quiet)?;
+    let dir = out.join("slo").join(group_tag(g));
+    let mut probe = CliProbe {
+        cfg: &g.config,
+        dir: dir.clone(),
+        resume,
+        probe: plan.sweep.probe,
+    };
+    let opts = SearchOpts {
+        redo_disturbed: g.config.ci.redo_disturbed,
+        ..Default::default()
+    };
+    let (found, probes) = slo_search(&mut probe, sat, slo, &opts)?;
+    let report = match found {
+        None => {
+            json!({"slo": slo.to_string(), "qps": null, "saturation_qps": sat, "probes": probes,
+                       "verdict": "no load met the SLO"})
+        }
+        Some(lo) => {
+            let key = format!("{}.{}", slo.metric, slo.stat);
+            let ci = g.config.ci_target()?.unwrap_or(CiTarget {
+                target: 0.05,
+                min_runs: 3,
+                max_runs: 5,
+                metrics: vec![],
+            });
+            let ci = CiTarget {
+                metrics: vec![key.clone()],
+                ..ci
+            };
+            let mut c = g.config.clone();
+            c.load.qps = Some(lo);
+            let point = Point {
+                id: "slo".into(),
+                config: c,
+                coords: g.coords.clone(),
+            };
+            let agg = run_point(&point, &dir.join("point"), &ci, resume, &mut |_, _| {})?;
+            let m = &agg.metrics[&key];
+            json!({"slo": slo.to_string(), "qps": lo, "saturation_qps": sat, "probes": probes,
+                   "estimate_ns": m.estimate, "ci_low_ns": m.ci_low, "ci_high_ns": m.ci_high, "runs": agg.runs,
+                   "verdict": format!("highest load meeting the SLO: {lo:.0} qps ({key} {} ±{:.1}%)", fmt_ns(m.estimate), m.rel_half_width * 100.0)})
+        }
+    };
+    println!(
+        "slo {}: {}",
+        group_tag(g),
+        report["verdict"].as_str().unwrap_or("")
+    );
+    write_json_atomic(&dir.join("slo.json"), &report)?;
+    Ok(())
+}
+
+fn dry_run(plan: &Plan, groups: &[Group]) -> anyhow::Result<i32> {
+    let rel = plan.of_saturation();
+    for g in groups {
+        for p in plan.points(g, 1.0)? {
+            let load = p.config.load.qps.unwrap_or(0.0);
+            if rel {
+                println!("{:<48} load {load} × saturation of {}", p.id, group_tag(g));
+            } else {
+                println!("{:<48} {load} qps", p.id);
+            }
+        }
+    }
+    let runs = plan.base.ci.target.map_or(1, |_| plan.base.ci.max_runs);
+    println!(
+        "{} points, at most {} runs",
+        plan.count(),
+        plan.count() * runs
+    );
+    Ok(0)
+}
