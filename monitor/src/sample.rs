@@ -134,4 +134,3 @@ pub struct SamplerCost {
     /// the interval is split at the mark, so this only smears rates.
     pub max_mark_delay_ms: f64,
 }
-

@@ -69,7 +69,9 @@ use serde::Serialize;
 
 use crate::error::MonitorError;
 use crate::procfs::{self, counter_delta, CpuTimes, HostStat};
-use crate::sample::{ForeignProcess, HostSample, Phase, ProcSample, Sample, SamplerCost, ThreadInfo, ThreadSample};
+use crate::sample::{
+    ForeignProcess, HostSample, Phase, ProcSample, Sample, SamplerCost, ThreadInfo, ThreadSample,
+};
 use crate::summary::EnvSummary;
 
 /// How the sampler samples.

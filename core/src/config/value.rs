@@ -428,8 +428,16 @@ pub fn nearest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>) -> 
     candidates
         .into_iter()
         .map(|c| {
+            let c_last = last(c);
+            // A key written longer or shorter than the real one (`probe_secs` for `probe`).
+            let affix = key_last.starts_with(c_last) || c_last.starts_with(key_last);
+            let d = edit_distance(key, c).min(edit_distance(key_last, c_last) + 1);
             (
-                edit_distance(key, c).min(edit_distance(key_last, last(c)) + 1),
+                if affix && key_last.len().min(c_last.len()) >= 3 {
+                    d.min(1)
+                } else {
+                    d
+                },
                 c,
             )
         })
@@ -484,6 +492,9 @@ mod tests {
         assert_eq!(nearest("harness.thread", keys), Some("harness.threads"));
         assert_eq!(nearest("threds", keys), Some("harness.threads"));
         assert_eq!(nearest("completely.different", keys), None);
-        assert_eq!(nearest("probe_secs", ["load", "slo", "probe"]), Some("probe"));
+        assert_eq!(
+            nearest("probe_secs", ["load", "slo", "probe"]),
+            Some("probe")
+        );
     }
 }
