@@ -1,7 +1,7 @@
 //! The real binary against queueing theory, a server stall, and bad input.
 //!
 //! Bounds: a noisy 2-vCPU VM moves tails by several percent from minute to
-//! minute (FINDINGS.md), so closed-form comparisons use ±15 %. A wrong
+//! minute (docs/hosts.md), so closed-form comparisons use ±15 %. A wrong
 //! formula, coordinated omission or a harness that adds its own delay is off
 //! by far more (TailBench's harness was +52–78 % on the M/M/1 mean here). A
 //! comparison that fails is retried (see `within_tries`): a try on a host the
@@ -225,7 +225,7 @@ struct ReplayCheck {
 }
 
 /// No code path of the harness between two requests takes this long; a gap
-/// this long is the VM descheduling the worker (FINDINGS.md: ms-scale steal).
+/// this long is the VM descheduling the worker (docs/hosts.md: ms-scale steal).
 const STALL_NS: u64 = 500_000;
 
 fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {

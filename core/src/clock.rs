@@ -6,7 +6,7 @@
 //!
 //! Waiting matters for accuracy: on a VM a sleeping thread wakes late
 //! (`clock_nanosleep` oversleeps by tens of µs, p99 ≈ 180 µs here; see
-//! FINDINGS.md). [`wait_until`] therefore sleeps only until `margin` before
+//! docs/hosts.md). [`wait_until`] therefore sleeps only until `margin` before
 //! the deadline and spins the rest, with the timer slack set to 1 ns by
 //! [`set_timer_slack_1ns`].
 

@@ -40,7 +40,7 @@ pub struct Stamps {
 }
 
 impl Stamps {
-    /// sojourn, service, queue, send_lag (see DESIGN.md). Saturating, so a
+    /// sojourn, service, queue, send_lag (see docs/design.md). Saturating, so a
     /// stamp taken on another host (where only durations cross) never wraps.
     #[inline]
     pub fn durations(&self) -> [u64; 4] {

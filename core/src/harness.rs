@@ -135,7 +135,7 @@ impl Default for RunSpec {
 }
 
 /// Default hybrid spin margin. Sleeping until 200 µs before a deadline cost
-/// +2.5 % on M/M/1 mean here, 50 µs cost +6 % (FINDINGS.md): the VM's
+/// +2.5 % on M/M/1 mean here, 50 µs cost +6 % (docs/hosts.md): the VM's
 /// wake-ups are that slow. 1 ms keeps the error near pure spinning while
 /// still sleeping through long idle gaps.
 pub const DEFAULT_SPIN_MARGIN_NS: u64 = 1_000_000;

@@ -3,7 +3,7 @@
 //! A run is an open-loop schedule of requests (from an [`arrival`] process),
 //! served by N worker threads ([`harness`]) through a FIFO request queue
 //! ([`queue`]) or by workers that claim scheduled arrivals directly, with
-//! every request's six stamps (see DESIGN.md) turned into histograms by the
+//! every request's six stamps (see docs/design.md) turned into histograms by the
 //! [`collector`] and into a [`summary`] with self-checks.
 
 pub mod app;

@@ -5,7 +5,7 @@
 //! and it returns the sojourn times an ideal FIFO G/G/n server would have
 //! given. Measured − replayed is then the harness's own error, free of the
 //! sampling noise that makes a comparison with the closed form fuzzy
-//! (≈ ±1–2 % on p99 at 150 k requests, FINDINGS.md).
+//! (≈ ±1–2 % on p99 at 150 k requests, docs/hosts.md).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -6,7 +6,7 @@
 //! Three things take them away, and each has a direct measurement:
 //! - **steal**: the hypervisor runs another guest on our vCPU. On the 2-vCPU
 //!   VMs we develop on, steal swings from 0 % to 78 % of a CPU within
-//!   minutes, and 0.7 % steal moved an M/D/1 run's p99 by +7 % (FINDINGS.md),
+//!   minutes, and 0.7 % steal moved an M/D/1 run's p99 by +7 % (docs/hosts.md),
 //!   several times the ±1–2 % sampling noise of p99 at 150 k requests.
 //!   Default limit: **1 % of a CPU** averaged over the measured phase. The
 //!   same evidence would justify an even lower limit, but steal of a few

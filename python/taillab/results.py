@@ -36,7 +36,7 @@ EXPERIMENT_SCHEMA = "taillab.experiment"
 AGGREGATE_SCHEMA = "taillab.aggregate"
 SUPPORTED = {RUN_SCHEMA: {1}, EXPERIMENT_SCHEMA: {1}, AGGREGATE_SCHEMA: {1}}
 
-# The stamps of requests.csv, in the order a request passes them (DESIGN.md).
+# The stamps of requests.csv, in the order a request passes them (docs/design.md).
 STAMPS = ["intended", "sent", "enqueued", "started", "finished", "completed"]
 STATS = ["count", "mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max"]
 QUANTILE_OF = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
@@ -343,7 +343,7 @@ def _read_requests(path: Path) -> pd.DataFrame:
     missing = [c for c in ["id", "worker", *STAMPS] if c not in df.columns]
     if missing:
         raise SchemaError(f"{path} lacks the columns {missing}; it was not written by taillab")
-    # Derived durations exactly as DESIGN.md defines them.
+    # Derived durations exactly as docs/design.md defines them.
     df["send_lag"] = df["sent"] - df["intended"]
     df["queue"] = df["started"] - df["enqueued"]
     df["service"] = df["finished"] - df["started"]

@@ -10,7 +10,7 @@
 //!   decoded with a word-loop JSGF grammar over the AN4-like vocabulary. The
 //!   full LM is not used for it: it turns synthesized speech into unrelated
 //!   words ("seven three alpha" → "sadly three also"), while a small grammar
-//!   decodes it well and fast (see FINDINGS.md).
+//!   decodes it well and fast (see docs/hosts.md).
 //!
 //! Layout of the data folder: `utts.tsv` (id, set, search, audio file,
 //! transcript), `audio/*.raw` (little-endian i16 samples) and the grammars.

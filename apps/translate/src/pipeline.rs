@@ -8,7 +8,7 @@
 //! every stage flushes its output when it reads a NUL, so one sentence
 //! followed by a NUL comes out the far end as one translation followed by a
 //! NUL. `apertium -z` and the `apertium-destxt` deformatter swallow the NUL
-//! (see FINDINGS.md), so we escape the text ourselves and talk to the first
+//! (see docs/hosts.md), so we escape the text ourselves and talk to the first
 //! stage directly.
 //!
 //! A stage that dies shows up as end-of-file or a broken pipe; a stage that
