@@ -535,6 +535,26 @@ pub fn default_state_path() -> PathBuf {
     dir.join("system-tune.json")
 }
 
+/// Where a run keeps the prior values of the knobs it changes for its own
+/// duration (IRQ affinity, transparent huge pages): `run-tuning.json` next
+/// to [`default_state_path`]. A run that ends normally restores them and
+/// deletes the file; one killed outright leaves it for the next run's start
+/// or `taillab system reset`, which write the values back.
+pub fn default_run_journal_path() -> PathBuf {
+    default_state_path().with_file_name("run-tuning.json")
+}
+
+/// What [`Tuner::set_saving`] did to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// The file already held the value; nothing was saved or written.
+    Unchanged,
+    /// The value was written; `old` is saved in the state file.
+    Changed { old: String },
+    /// The kernel (or a missing file) refused; nothing changed.
+    Refused { why: String },
+}
+
 fn read_value(path: &Path, form: Form) -> Option<String> {
     let v = read_trim(path)?;
     Some(match form {
@@ -821,6 +841,54 @@ impl Tuner {
             out.push(after);
         }
         Ok(out)
+    }
+
+    /// Writes `value` to one file, saving the file's current value in the
+    /// state file first (a value saved earlier is kept), so that
+    /// [`reset`](Self::reset) — in this process or, after a crash, in the
+    /// next one — writes it back. Selector files (`always [madvise] never`)
+    /// are saved as their bracketed word.
+    pub fn set_saving(&self, file: &Path, value: &str) -> Result<SetOutcome, MonitorError> {
+        let form = match read_trim(file) {
+            Some(v) if bracketed(&v).is_some() => Form::Selector,
+            Some(_) => Form::Plain,
+            None => {
+                return Ok(SetOutcome::Refused {
+                    why: format!("{} does not exist or cannot be read", file.display()),
+                })
+            }
+        };
+        let Some(old) = read_value(file, form) else {
+            return Ok(SetOutcome::Refused {
+                why: format!("{} cannot be read", file.display()),
+            });
+        };
+        if old == value {
+            return Ok(SetOutcome::Unchanged);
+        }
+        let mut state = self.load_state()?;
+        let key = file.display().to_string();
+        let fresh = !state.saved.contains_key(&key);
+        state.saved.entry(key.clone()).or_insert(old.clone());
+        // Save before writing: a crash after the write can still be reset.
+        self.save_state(&state)?;
+        match std::fs::write(file, value) {
+            Ok(()) => Ok(SetOutcome::Changed { old }),
+            Err(e) => {
+                if fresh {
+                    state.saved.remove(&key);
+                    self.save_state(&state)?;
+                }
+                Ok(SetOutcome::Refused {
+                    why: format!("{}: {}", file.display(), write_error_text(&e)),
+                })
+            }
+        }
+    }
+
+    /// The state file this tuner saves prior values in.
+    pub fn state_path(&self) -> &Path {
+        &self.state_path
     }
 
     /// Writes back every value saved by `apply` and deletes the state file.
