@@ -80,7 +80,10 @@ impl Cgroup {
             let _ = std::fs::remove_dir(&dir);
             return None;
         }
-        match OpenOptions::new().write(true).open(dir.join("cgroup.procs")) {
+        match OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+        {
             Ok(procs) => Some(Cgroup { dir, procs }),
             Err(_) => {
                 let _ = std::fs::remove_dir(&dir);

@@ -250,7 +250,9 @@ pub fn describe_status(s: &ExitStatus) -> String {
 
 /// A free TCP port on 127.0.0.1 (the kernel's choice, released at once).
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Whether something listens on 127.0.0.1:`port` (from /proc/net/tcp, so
@@ -289,7 +291,11 @@ impl Interference {
             path: dir.clone(),
             source,
         })?;
-        let cgroup = if opts.use_cgroup { Cgroup::create() } else { None };
+        let cgroup = if opts.use_cgroup {
+            Cgroup::create()
+        } else {
+            None
+        };
         let watchdog = Watchdog::start(
             cgroup.as_ref().map(|c| c.dir.as_path()),
             dir_is_temp.then_some(dir.as_path()),
@@ -319,7 +325,10 @@ impl Interference {
             };
             let started = me.spawn_hog(&mut hog);
             // Kept even on failure, so that dropping `me` kills and reaps it.
-            me.hogs.get_mut().unwrap_or_else(|e| e.into_inner()).push(hog);
+            me.hogs
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(hog);
             if let Err(e) = started {
                 me.keep_dir = matches!(e, InterfereError::NotStarted { .. });
                 return Err(e);
@@ -440,11 +449,18 @@ impl Interference {
         loop {
             if let Ok(Some(st)) = hog.direct[0].child.try_wait() {
                 hog.direct[0].status = Some(st);
-                return Err(Self::not_started(hog, format!("stress-ng ended ({})", describe_status(&st))));
+                return Err(Self::not_started(
+                    hog,
+                    format!("stress-ng ended ({})", describe_status(&st)),
+                ));
             }
             let table = usage::process_table();
             let root = hog.direct[0].child.id() as i32;
-            let kids: Vec<i32> = table.iter().filter(|(_, pp)| *pp == root).map(|(p, _)| *p).collect();
+            let kids: Vec<i32> = table
+                .iter()
+                .filter(|(_, pp)| *pp == root)
+                .map(|(p, _)| *p)
+                .collect();
             let grandkids = table.iter().filter(|(_, pp)| kids.contains(pp)).count();
             let done = kids.len() >= want && (hog.spec.class != Class::Vm || grandkids >= want);
             if done {
@@ -478,10 +494,16 @@ impl Interference {
         let until = Instant::now() + self.opts.settle_timeout;
         while !listening(port.parse().unwrap_or(0)) {
             if let Ok(Some(st)) = hog.direct[0].child.try_wait() {
-                return Err(Self::not_started(hog, format!("iperf3 server ended ({})", describe_status(&st))));
+                return Err(Self::not_started(
+                    hog,
+                    format!("iperf3 server ended ({})", describe_status(&st)),
+                ));
             }
             if Instant::now() >= until {
-                return Err(Self::not_started(hog, format!("iperf3 server not listening on port {port}")));
+                return Err(Self::not_started(
+                    hog,
+                    format!("iperf3 server not listening on port {port}"),
+                ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -522,7 +544,11 @@ impl Interference {
                     if r.state == 'Z' {
                         continue;
                     }
-                    let role = if pid == d.child.id() as i32 { d.role } else { "worker" };
+                    let role = if pid == d.child.id() as i32 {
+                        d.role
+                    } else {
+                        "worker"
+                    };
                     hog.seen.entry(pid).or_insert(Seen {
                         role,
                         name: r.name,
@@ -623,7 +649,8 @@ impl Interference {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e6),
             _ => None,
         };
-        let hog_reports: Vec<HogReport> = hogs.iter().map(|h| hog_report(h, &usage, secs)).collect();
+        let hog_reports: Vec<HogReport> =
+            hogs.iter().map(|h| hog_report(h, &usage, secs)).collect();
         let keep_logs = !problems.is_empty() || !self.dir_is_temp;
         if !keep_logs {
             let _ = std::fs::remove_dir_all(&self.dir);
@@ -746,7 +773,11 @@ fn hog_problems(hog: &mut Hog) -> Vec<String> {
 
 fn preflight_specs(specs: &[InterfereSpec]) -> Result<(), PreflightError> {
     for s in specs {
-        preflight::require_program(s.class.program(), s.class.program(), &format!("interference {s}"))?;
+        preflight::require_program(
+            s.class.program(),
+            s.class.program(),
+            &format!("interference {s}"),
+        )?;
         if let Some(c) = &s.cpus {
             preflight::check_cpus(&format!("interference {s}"), c.cpus())?;
         }
@@ -776,7 +807,11 @@ impl Drop for Interference {
             return;
         }
         let mut hogs = std::mem::take(&mut *self.hogs.lock().unwrap_or_else(|e| e.into_inner()));
-        let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let groups = self
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         self.kill_all(&groups, &mut hogs);
         let left = group_leftovers(&groups, Duration::from_secs(1));
         if let Some(cg) = &self.cgroup {
@@ -850,8 +885,8 @@ fn hog_report(h: &Hog, usage: &[ProcessUsage], secs: f64) -> HogReport {
         processes.iter().filter_map(|p| f(&p.usage)).sum()
     };
     let cpu_s: f64 = processes.iter().map(|p| p.usage.cpu_s).sum();
-    let died_early = h.direct.iter().any(|d| d.early_exit.is_some())
-        || processes.iter().any(|p| !p.usage.alive);
+    let died_early =
+        h.direct.iter().any(|d| d.early_exit.is_some()) || processes.iter().any(|p| !p.usage.alive);
     HogReport {
         spec: h.spec.clone(),
         class: h.spec.class,
@@ -860,7 +895,11 @@ fn hog_report(h: &Hog, usage: &[ProcessUsage], secs: f64) -> HogReport {
         cpus: h.spec.cpus.clone(),
         nice: h.spec.nice,
         cpu_s,
-        cpu_pct: if secs > 0.0 { 100.0 * cpu_s / secs } else { 0.0 },
+        cpu_pct: if secs > 0.0 {
+            100.0 * cpu_s / secs
+        } else {
+            0.0
+        },
         read_bytes: sum(|u| u.read_bytes),
         write_bytes: sum(|u| u.write_bytes),
         read_chars: sum(|u| u.read_chars),
@@ -871,13 +910,30 @@ fn hog_report(h: &Hog, usage: &[ProcessUsage], secs: f64) -> HogReport {
             .direct
             .iter()
             .map(|d| {
-                let st = d.status.as_ref().map(describe_status).unwrap_or_else(|| "unknown".into());
-                let when = if d.early_exit.is_some() { "before stop" } else { "after stop" };
-                format!("{} {} (pid {}): {st} {when}", h.spec.class.program(), d.role, d.child.id())
+                let st = d
+                    .status
+                    .as_ref()
+                    .map(describe_status)
+                    .unwrap_or_else(|| "unknown".into());
+                let when = if d.early_exit.is_some() {
+                    "before stop"
+                } else {
+                    "after stop"
+                };
+                format!(
+                    "{} {} (pid {}): {st} {when}",
+                    h.spec.class.program(),
+                    d.role,
+                    d.child.id()
+                )
             })
             .collect(),
         log: h.log.display().to_string(),
-        log_tail: if died_early { tail_of(&h.log, 5) } else { Vec::new() },
+        log_tail: if died_early {
+            tail_of(&h.log, 5)
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -944,7 +1000,11 @@ impl InterferenceReport {
             seconds: a.seconds,
             containment: a.containment.into(),
             cpu_s,
-            cpu_pct: if a.seconds > 0.0 { 100.0 * cpu_s / a.seconds } else { 0.0 },
+            cpu_pct: if a.seconds > 0.0 {
+                100.0 * cpu_s / a.seconds
+            } else {
+                0.0
+            },
             read_bytes: a.hogs.iter().map(|h| h.read_bytes).sum(),
             write_bytes: a.hogs.iter().map(|h| h.write_bytes).sum(),
             read_chars: a.hogs.iter().map(|h| h.read_chars).sum(),
@@ -960,6 +1020,9 @@ impl InterferenceReport {
     /// Every pid of every hog (for telling interference apart from the
     /// server in the monitor's `extra` processes).
     pub fn all_pids(&self) -> Vec<i32> {
-        self.hogs.iter().flat_map(|h| h.pids.iter().copied()).collect()
+        self.hogs
+            .iter()
+            .flat_map(|h| h.pids.iter().copied())
+            .collect()
     }
 }

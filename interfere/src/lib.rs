@@ -54,5 +54,7 @@ pub use interference::{
 pub use preflight::PreflightError;
 pub use profile::{PerfOptions, PerfTarget, Profile, ProfileMode, ProfileOutcome};
 pub use spec::{Class, CpuList, InterfereSet, InterfereSpec};
-pub use tuning::{AppliedTuning, DmaLatency, KnobState, NumaNode, ThpMode, Tuning, TuningError, TuningGuard};
+pub use tuning::{
+    AppliedTuning, DmaLatency, KnobState, NumaNode, ThpMode, Tuning, TuningError, TuningGuard,
+};
 pub use usage::{ProcessUsage, UsageSnapshot};

@@ -126,7 +126,11 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 }
 
 /// [`find_program`] or an error naming the Debian package to install.
-pub fn require_program(program: &str, package: &str, what: &str) -> Result<PathBuf, PreflightError> {
+pub fn require_program(
+    program: &str,
+    package: &str,
+    what: &str,
+) -> Result<PathBuf, PreflightError> {
     find_program(program).ok_or_else(|| PreflightError::Missing {
         program: program.into(),
         package: package.into(),

@@ -98,6 +98,8 @@ pub struct PerfRecording {
     data: PathBuf,
     log: PathBuf,
     title: String,
+    /// Unit of the folded counts.
+    count_name: String,
 }
 
 /// The result of asking for a profile.
@@ -117,7 +119,9 @@ pub enum ProfileOutcome {
         data: String,
         folded: String,
         svg: String,
-        samples: u64,
+        /// Sum of the folded counts. perf weighs each sample by its
+        /// period, so with `cpu-clock` this is sampled CPU time in ns.
+        weight: u64,
         stacks: usize,
     },
     Skipped {
@@ -169,7 +173,13 @@ pub fn start_perf(target: &PerfTarget, dir: &Path, opts: &PerfOptions) -> Profil
         Err(e) => return Profile::Skipped(format!("cannot write {}: {e}", log.display())),
     };
     let mut cmd = Command::new("perf");
-    cmd.args(["record", "-e", &opts.event, "-F", &opts.frequency_hz.to_string()]);
+    cmd.args([
+        "record",
+        "-e",
+        &opts.event,
+        "-F",
+        &opts.frequency_hz.to_string(),
+    ]);
     if opts.call_graph == "fp" {
         cmd.arg("-g");
     } else {
@@ -190,14 +200,24 @@ pub fn start_perf(target: &PerfTarget, dir: &Path, opts: &PerfOptions) -> Profil
         data,
         log,
         title: format!("taillab: {title} {}", list.join(",")),
+        count_name: if matches!(opts.event.as_str(), "cpu-clock" | "task-clock") {
+            "ns".into()
+        } else {
+            "events".into()
+        },
     };
     // perf fails fast (bad event, no permission, gone pid): look before
-    // promising a profile.
-    std::thread::sleep(Duration::from_millis(300));
-    if let Some(Ok(Some(st))) = rec.child.as_mut().map(|c| c.try_wait()) {
-        rec.child = None;
-        let first = first_error_line(&rec.log);
-        return Profile::Skipped(format!("perf record ended at once ({st}): {first}"));
+    // promising a profile. A slower failure is caught by `finish`.
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        if let Some(Ok(Some(st))) = rec.child.as_mut().map(|c| c.try_wait()) {
+            rec.child = None;
+            return Profile::Skipped(format!(
+                "perf record ended at once ({st}): {}",
+                first_error_line(&rec.log)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
     Profile::Recording(rec)
 }
@@ -213,11 +233,12 @@ fn set_pdeathsig(cmd: &mut Command) {
     }
 }
 
+/// perf's first informative line (it prints a bare `Error:` first).
 fn first_error_line(log: &Path) -> String {
     let t = std::fs::read_to_string(log).unwrap_or_default();
     t.lines()
         .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('['))
+        .find(|l| !l.is_empty() && !l.starts_with('[') && *l != "Error:")
         .unwrap_or("no message")
         .to_string()
 }
@@ -227,6 +248,16 @@ impl PerfRecording {
     /// `perf.folded` and `flame.svg` next to `perf.data`.
     pub fn finish(mut self) -> ProfileOutcome {
         if let Some(mut c) = self.child.take() {
+            if let Ok(Some(st)) = c.try_wait() {
+                if !st.success() {
+                    return ProfileOutcome::Skipped {
+                        reason: format!(
+                            "perf record ended early ({st}): {}",
+                            first_error_line(&self.log)
+                        ),
+                    };
+                }
+            }
             // SAFETY: signalling our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
             let until = Instant::now() + Duration::from_secs(30);
@@ -258,20 +289,29 @@ impl PerfRecording {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         set_pdeathsig(&mut script);
-        let mut child = script.spawn().map_err(|e| format!("cannot run perf script: {e}"))?;
+        let mut child = script
+            .spawn()
+            .map_err(|e| format!("cannot run perf script: {e}"))?;
         let out = child.stdout.take().expect("piped stdout");
-        let (samples, stacks) = fold(BufReader::new(out), &folded)?;
+        let (weight, stacks) = fold(BufReader::new(out), &folded)?;
         let _ = child.wait();
         if stacks == 0 {
-            return Err("perf recorded no samples (were the threads idle, or did they exit?)".into());
+            return Err(
+                "perf recorded no samples (were the threads idle, or did they exit?)".into(),
+            );
         }
-        draw(&folded, &svg, &self.title)?;
-        let name = |p: &Path| p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        draw(&folded, &svg, &self.title, &self.count_name)?;
+        let name = |p: &Path| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        };
         Ok(ProfileOutcome::Written {
             data: name(&self.data),
             folded: name(&folded),
             svg: name(&svg),
-            samples,
+            weight,
             stacks,
         })
     }
@@ -286,7 +326,8 @@ impl Drop for PerfRecording {
     }
 }
 
-/// Folds `perf script` output into `out`; returns (samples, distinct stacks).
+/// Folds `perf script` output into `out`; returns (total weight, distinct
+/// stacks). The weight of a sample is its period when perf printed one.
 pub fn fold(script: impl std::io::BufRead, out: &Path) -> Result<(u64, usize), String> {
     use inferno::collapse::perf::{Folder, Options};
     use inferno::collapse::Collapse;
@@ -298,18 +339,19 @@ pub fn fold(script: impl std::io::BufRead, out: &Path) -> Result<(u64, usize), S
         .map_err(|e| format!("cannot fold perf script output: {e}"))?;
     std::fs::write(out, &buf).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     let text = String::from_utf8_lossy(&buf);
-    let samples = text
+    let weight = text
         .lines()
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
-    Ok((samples, text.lines().count()))
+    Ok((weight, text.lines().count()))
 }
 
-/// Draws a flame graph SVG from a folded-stack file.
-pub fn draw(folded: &Path, svg: &Path, title: &str) -> Result<(), String> {
+/// Draws a flame graph SVG from a folded-stack file; `count_name` is the
+/// unit of the counts shown on hover (`ns` for `cpu-clock`).
+pub fn draw(folded: &Path, svg: &Path, title: &str, count_name: &str) -> Result<(), String> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
-    opts.count_name = "samples".into();
+    opts.count_name = count_name.into();
     let input = File::open(folded).map_err(|e| format!("cannot read {}: {e}", folded.display()))?;
     let output = File::create(svg).map_err(|e| format!("cannot write {}: {e}", svg.display()))?;
     inferno::flamegraph::from_reader(&mut opts, BufReader::new(input), BufWriter::new(output))
@@ -325,15 +367,23 @@ mod tests {
         let script = "app 10/11 1.000: 250000 cpu-clock:\n\tffff0001 spin+0x10 (/bin/app)\n\tffff0002 main+0x20 (/bin/app)\n\napp 10/11 1.001: 250000 cpu-clock:\n\tffff0001 spin+0x10 (/bin/app)\n\tffff0002 main+0x20 (/bin/app)\n\napp 10/11 1.002: 250000 cpu-clock:\n\tffff0003 other+0x1 (/bin/app)\n\tffff0002 main+0x20 (/bin/app)\n\n";
         let dir = tempfile::tempdir().unwrap();
         let folded = dir.path().join("perf.folded");
-        let (samples, stacks) = fold(script.as_bytes(), &folded).unwrap();
-        assert_eq!((samples, stacks), (3, 2));
+        // Each sample weighs its period (250000 ns of cpu-clock).
+        let (weight, stacks) = fold(script.as_bytes(), &folded).unwrap();
+        assert_eq!((weight, stacks), (750_000, 2));
         let text = std::fs::read_to_string(&folded).unwrap();
-        assert!(text.contains("app;main;spin 2"), "{text}");
+        assert!(text.contains("app;main;spin 500000"), "{text}");
         let svg = dir.path().join("flame.svg");
-        draw(&folded, &svg, "t").unwrap();
+        draw(&folded, &svg, "t", "ns").unwrap();
         let s = std::fs::read_to_string(&svg).unwrap();
-        assert!(s.starts_with("<?xml") && s.contains("spin"), "{}", &s[..200.min(s.len())]);
+        assert!(
+            s.starts_with("<?xml") && s.contains("spin"),
+            "{}",
+            &s[..200.min(s.len())]
+        );
         assert_eq!("perf".parse::<ProfileMode>().unwrap().to_string(), "perf");
-        assert!("gprof".parse::<ProfileMode>().unwrap_err().contains("off or perf"));
+        assert!("gprof"
+            .parse::<ProfileMode>()
+            .unwrap_err()
+            .contains("off or perf"));
     }
 }

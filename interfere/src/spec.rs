@@ -24,7 +24,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-
 /// The kind of load a hog produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Class {
@@ -138,6 +137,9 @@ impl fmt::Display for CpuList {
     }
 }
 
+/// Class keys and their values, in the order given.
+type Params = Vec<(String, String)>;
+
 /// One planned hog: what it does, how many instances, and where it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct InterfereSpec {
@@ -218,7 +220,7 @@ impl InterfereSpec {
             .map(|(_, v)| v.as_str())
     }
 
-    fn parse_head(s: &str, head: &str) -> Result<(Class, u32, Vec<(String, String)>), String> {
+    fn parse_head(s: &str, head: &str) -> Result<(Class, u32, Params), String> {
         let mut parts = head.split(',');
         let first = parts.next().unwrap_or("");
         let (cname, count) = first

@@ -107,9 +107,7 @@ impl FromStr for DmaLatency {
             .ok()
             .filter(|v| *v <= 2_000_000_000)
             .map(DmaLatency)
-            .ok_or_else(|| {
-                format!("bad C-state limit `{s}`: expected microseconds like 0 or 10us")
-            })
+            .ok_or_else(|| format!("bad C-state limit `{s}`: expected microseconds like 0 or 10us"))
     }
 }
 
@@ -244,7 +242,12 @@ impl Tuning {
     pub fn validate(&self) -> Result<(), TuningError> {
         if let Some(c) = &self.irq_cpus {
             let online = online_cpus();
-            let bad: Vec<usize> = c.cpus().iter().copied().filter(|x| !online.contains(x)).collect();
+            let bad: Vec<usize> = c
+                .cpus()
+                .iter()
+                .copied()
+                .filter(|x| !online.contains(x))
+                .collect();
             if !bad.is_empty() {
                 return Err(TuningError::IrqCpus {
                     bad: CpuList(bad).to_string(),
@@ -452,7 +455,7 @@ impl TuningGuard {
                 format!(
                     "memory of threads created from now on is bound to node {} (nodes: {})",
                     n.0,
-                    CpuList(nodes).to_string()
+                    CpuList(nodes)
                 )
             },
         })
@@ -507,7 +510,10 @@ impl Drop for TuningGuard {
 pub fn read_dma_latency() -> Option<i32> {
     use std::io::Read;
     let mut b = [0u8; 4];
-    File::open("/dev/cpu_dma_latency").ok()?.read_exact(&mut b).ok()?;
+    File::open("/dev/cpu_dma_latency")
+        .ok()?
+        .read_exact(&mut b)
+        .ok()?;
     Some(i32::from_ne_bytes(b))
 }
 
@@ -520,7 +526,10 @@ mod tests {
         for s in ["always", "madvise", "never"] {
             assert_eq!(s.parse::<ThpMode>().unwrap().to_string(), s);
         }
-        assert!("sometimes".parse::<ThpMode>().unwrap_err().contains("always, madvise or never"));
+        assert!("sometimes"
+            .parse::<ThpMode>()
+            .unwrap_err()
+            .contains("always, madvise or never"));
         assert_eq!("0".parse::<DmaLatency>().unwrap().to_string(), "0us");
         assert_eq!("10us".parse::<DmaLatency>().unwrap(), DmaLatency(10));
         assert!("-1".parse::<DmaLatency>().is_err());

@@ -113,7 +113,11 @@ impl UsageSnapshot {
     pub fn usage_since(&self, earlier: &UsageSnapshot) -> Vec<ProcessUsage> {
         let secs = (self.mono_ns.saturating_sub(earlier.mono_ns)) as f64 / 1e9;
         let mut pids: Vec<i32> = earlier.readings.keys().copied().collect();
-        pids.extend(self.readings.keys().filter(|p| !earlier.readings.contains_key(p)));
+        pids.extend(
+            self.readings
+                .keys()
+                .filter(|p| !earlier.readings.contains_key(p)),
+        );
         pids.iter()
             .map(|p| usage_between(earlier.readings.get(p), self.readings.get(p), secs))
             .collect()
@@ -154,7 +158,7 @@ pub fn usage_between(a: Option<&ProcReading>, b: Option<&ProcReading>, secs: f64
         (_, Some(r)) | (Some(r), None) => (r.pid, r.name.clone()),
         (None, None) => (0, String::new()),
     };
-    let Some(b) = b.filter(|b| a.map_or(true, |a| a.starttime == b.starttime)) else {
+    let Some(b) = b.filter(|b| !matches!(a, Some(a) if a.starttime != b.starttime)) else {
         return ProcessUsage {
             pid,
             name,
@@ -240,12 +244,14 @@ mod tests {
         let mut x = 0u64;
         while t.elapsed().as_millis() < 120 {
             for (i, b) in v.iter_mut().enumerate().step_by(4096) {
-                *b = b.wrapping_add(i as u8);
+                // Never 0: storing what a fresh page holds could be optimised out.
+                *b = b.wrapping_add((i >> 12) as u8 | 1);
                 x = x.wrapping_add(*b as u64);
             }
         }
         std::hint::black_box(x);
         let b = UsageSnapshot::take(&[me]);
+        std::hint::black_box(&v);
         let u = b.usage_since(&a);
         assert_eq!(u.len(), 1);
         let u = &u[0];

@@ -39,7 +39,11 @@ fn run_class(s: &str) -> taillab_interfere::InterferenceReport {
     for p in &pids {
         assert!(all.contains(p), "{s}: pid {p} reported");
     }
-    assert_eq!(wait_gone(&all, Duration::from_secs(3)), Vec::<i32>::new(), "{s}: survivors");
+    assert_eq!(
+        wait_gone(&all, Duration::from_secs(3)),
+        Vec::<i32>::new(),
+        "{s}: survivors"
+    );
     if let Some(w) = watchdog {
         assert!(!usage_alive(w), "{s}: watchdog {w} still running");
     }
@@ -61,12 +65,27 @@ fn each_class_runs_is_measured_and_leaves_nothing() {
     assert!(r.cpu_pct > 30.0, "a cpu hog uses CPU: {} %", r.cpu_pct);
     let h = &r.hogs[0];
     assert!(h.processes.iter().any(|p| p.role == "parent"));
-    assert!(h.processes.iter().any(|p| p.role == "worker" && p.usage.name.starts_with("stress-ng-cpu")));
-    assert!(h.exit[0].contains("exit status 0 after stop"), "{:?}", h.exit);
+    assert!(h
+        .processes
+        .iter()
+        .any(|p| p.role == "worker" && p.usage.name.starts_with("stress-ng-cpu")));
+    assert!(
+        h.exit[0].contains("exit status 0 after stop"),
+        "{:?}",
+        h.exit
+    );
 
     let r = run_class("vm:1,bytes=32M");
-    let peak = r.hogs[0].processes.iter().map(|p| p.usage.rss_max_bytes).max().unwrap();
-    assert!(peak >= 16 << 20, "vm worker touches its 32 MiB: peak RSS {peak}");
+    let peak = r.hogs[0]
+        .processes
+        .iter()
+        .map(|p| p.usage.rss_max_bytes)
+        .max()
+        .unwrap();
+    assert!(
+        peak >= 16 << 20,
+        "vm worker touches its 32 MiB: peak RSS {peak}"
+    );
 
     let r = run_class("io:1,bytes=8M");
     assert!(r.write_chars > 0, "iomix writes: {r:?}");
@@ -75,9 +94,19 @@ fn each_class_runs_is_measured_and_leaves_nothing() {
     run_class("cache:1");
 
     let r = run_class("net:1,rate=200M");
-    let roles: Vec<&str> = r.hogs[0].processes.iter().map(|p| p.role.as_str()).collect();
-    assert!(roles.contains(&"server") && roles.contains(&"client"), "{roles:?}");
-    assert!(r.read_chars > 1 << 20 && r.write_chars > 1 << 20, "loopback traffic: {r:?}");
+    let roles: Vec<&str> = r.hogs[0]
+        .processes
+        .iter()
+        .map(|p| p.role.as_str())
+        .collect();
+    assert!(
+        roles.contains(&"server") && roles.contains(&"client"),
+        "{roles:?}"
+    );
+    assert!(
+        r.read_chars > 1 << 20 && r.write_chars > 1 << 20,
+        "loopback traffic: {r:?}"
+    );
 }
 
 #[test]
@@ -90,7 +119,10 @@ fn pinned_and_niced_hogs_carry_their_settings() {
         let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
         assert_eq!(f[16], "7", "nice of {p} (field 19)");
         let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
-        let list = status.lines().find(|l| l.starts_with("Cpus_allowed_list")).unwrap();
+        let list = status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .unwrap();
         assert!(list.ends_with("\t0"), "{p}: {list}");
     }
     assert!(hogs.stop().ok);
@@ -109,17 +141,26 @@ fn a_worker_killed_mid_run_is_reported() {
     unsafe { libc::kill(victim, libc::SIGKILL) };
     std::thread::sleep(Duration::from_millis(200));
     let now = hogs.problems();
-    assert!(now.iter().any(|p| p.contains(&victim.to_string())), "{now:?}");
+    assert!(
+        now.iter().any(|p| p.contains(&victim.to_string())),
+        "{now:?}"
+    );
     let r = hogs.stop();
     assert!(!r.ok);
     assert!(r.hogs[0].died_early);
     assert!(
-        r.problems.iter().any(|p| p.contains("ended before the run did")),
+        r.problems
+            .iter()
+            .any(|p| p.contains("ended before the run did")),
         "{:?}",
         r.problems
     );
     // stress-ng itself says a stressor failed.
-    assert!(r.hogs[0].exit[0].contains("exit status 2"), "{:?}", r.hogs[0].exit);
+    assert!(
+        r.hogs[0].exit[0].contains("exit status 2"),
+        "{:?}",
+        r.hogs[0].exit
+    );
     let dir = r.log_dir.expect("logs kept after an early death");
     assert!(!r.hogs[0].log_tail.is_empty());
     std::fs::remove_dir_all(dir).unwrap();
@@ -137,7 +178,9 @@ fn the_parent_process_dying_is_reported() {
     let r = hogs.stop();
     assert!(!r.ok);
     assert!(
-        r.problems.iter().any(|p| p.contains("server") && p.contains("killed by signal 9")),
+        r.problems
+            .iter()
+            .any(|p| p.contains("server") && p.contains("killed by signal 9")),
         "{:?}",
         r.problems
     );
@@ -160,12 +203,18 @@ fn bad_cpus_and_nice_fail_before_anything_starts() {
     let e = Interference::start(&[spec("cpu:1,method=nosuchmethod")]).unwrap_err();
     assert!(matches!(e, InterfereError::NotStarted { .. }), "{e}");
     let m = e.to_string();
-    assert!(m.contains("did not start") && m.contains("exit status"), "{m}");
+    assert!(
+        m.contains("did not start") && m.contains("exit status"),
+        "{m}"
+    );
     if let InterfereError::NotStarted { log, .. } = &e {
         // Kept for the user to read; this test has read the message.
         let _ = std::fs::remove_dir_all(std::path::Path::new(log).parent().unwrap());
     }
-    assert_eq!(wait_gone(&my_hog_processes(), Duration::from_secs(2)), Vec::<i32>::new());
+    assert_eq!(
+        wait_gone(&my_hog_processes(), Duration::from_secs(2)),
+        Vec::<i32>::new()
+    );
 }
 
 /// Not a test on its own: the body of the helper process that
@@ -186,7 +235,9 @@ fn helper_hold_interference() {
         "PIDS {} DIR {} CGROUP {}",
         pids.join(","),
         hogs.dir().display(),
-        hogs.cgroup_dir().map(|p| p.display().to_string()).unwrap_or_default()
+        hogs.cgroup_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
     );
     std::thread::sleep(Duration::from_secs(120));
     drop(hogs);
@@ -198,7 +249,10 @@ fn killed_parent_case(env: &[(&str, &str)]) {
     let (pids, rest) = line.split_once(" DIR ").unwrap();
     let (dir, cg) = rest.split_once(" CGROUP").unwrap();
     let pids: Vec<i32> = pids.split(',').map(|p| p.trim().parse().unwrap()).collect();
-    assert!(pids.len() >= 6, "stress-ng x2 + workers + iperf3 x2: {pids:?}");
+    assert!(
+        pids.len() >= 6,
+        "stress-ng x2 + workers + iperf3 x2: {pids:?}"
+    );
     assert_eq!(alive(&pids), pids);
     sigkill(&mut child);
     assert_eq!(
@@ -222,5 +276,8 @@ fn a_killed_parent_leaves_no_hog_behind() {
     let specs = "cpu:1+vm:1,bytes=16M+net:1,rate=10M";
     killed_parent_case(&[("TAILLAB_TEST_HOLD", specs)]);
     // Process groups, parent-death signals and the watchdog alone.
-    killed_parent_case(&[("TAILLAB_TEST_HOLD", specs), ("TAILLAB_TEST_NO_CGROUP", "1")]);
+    killed_parent_case(&[
+        ("TAILLAB_TEST_HOLD", specs),
+        ("TAILLAB_TEST_NO_CGROUP", "1"),
+    ]);
 }

@@ -10,7 +10,10 @@ use taillab_interfere::usage;
 /// Pids from `pids` that are still running (zombies count as gone: they
 /// have exited and use nothing; init reaps them).
 pub fn alive(pids: &[i32]) -> Vec<i32> {
-    pids.iter().copied().filter(|&p| usage::is_alive(p)).collect()
+    pids.iter()
+        .copied()
+        .filter(|&p| usage::is_alive(p))
+        .collect()
 }
 
 /// Waits up to `timeout` for every pid to be gone; returns survivors.
