@@ -59,6 +59,9 @@ pub enum InterfereError {
     },
 }
 
+/// How long a hog's process tree must stop growing before it counts as started.
+pub const SETTLE_QUIET: Duration = Duration::from_millis(150);
+
 /// Where logs and scratch files go, and how long to wait for start-up.
 #[derive(Debug, Clone)]
 pub struct InterfereOptions {
@@ -291,16 +294,15 @@ impl Interference {
             path: dir.clone(),
             source,
         })?;
-        let cgroup = if opts.use_cgroup {
-            Cgroup::create()
-        } else {
-            None
-        };
-        let watchdog = Watchdog::start(
-            cgroup.as_ref().map(|c| c.dir.as_path()),
-            dir_is_temp.then_some(dir.as_path()),
-        )
-        .ok();
+        // Nothing to contain without hogs: no group, no watchdog.
+        let any = !specs.is_empty();
+        let cgroup = (opts.use_cgroup && any).then(Cgroup::create).flatten();
+        let watchdog = any
+            .then(|| {
+                let cg = cgroup.as_ref().map(|c| c.dir.as_path());
+                Watchdog::start(cg, dir_is_temp.then_some(dir.as_path())).ok()
+            })
+            .flatten();
         let mut me = Interference {
             hogs: Mutex::new(Vec::new()),
             cgroup,
@@ -442,39 +444,46 @@ impl Interference {
     }
 
     /// Waits until stress-ng has forked all its workers (and, for `vm`, each
-    /// worker its child).
+    /// worker its child), then until its process tree stops growing for
+    /// [`SETTLE_QUIET`]: some stressors fork helpers of their own (an
+    /// `iomix` worker runs 18), and every one must be known before the
+    /// monitor is told which processes are planned.
     fn settle_stress(&self, hog: &mut Hog) -> Result<(), InterfereError> {
         let want = hog.spec.count as usize;
         let until = Instant::now() + self.opts.settle_timeout;
+        let root = hog.direct[0].child.id() as i32;
+        let (mut last, mut since) = (0usize, Instant::now());
         loop {
             if let Ok(Some(st)) = hog.direct[0].child.try_wait() {
                 hog.direct[0].status = Some(st);
-                return Err(Self::not_started(
-                    hog,
-                    format!("stress-ng ended ({})", describe_status(&st)),
-                ));
+                let why = format!("stress-ng ended ({})", describe_status(&st));
+                return Err(Self::not_started(hog, why));
             }
             let table = usage::process_table();
-            let root = hog.direct[0].child.id() as i32;
             let kids: Vec<i32> = table
                 .iter()
                 .filter(|(_, pp)| *pp == root)
                 .map(|(p, _)| *p)
                 .collect();
             let grandkids = table.iter().filter(|(_, pp)| kids.contains(pp)).count();
-            let done = kids.len() >= want && (hog.spec.class != Class::Vm || grandkids >= want);
-            if done {
+            let started = kids.len() >= want && (hog.spec.class != Class::Vm || grandkids >= want);
+            let tree = usage::descendants(root, &table).len();
+            if tree != last {
+                (last, since) = (tree, Instant::now());
+            }
+            if started && since.elapsed() >= SETTLE_QUIET {
                 return Ok(());
             }
             if Instant::now() >= until {
-                return Err(Self::not_started(
-                    hog,
-                    format!(
-                        "only {} of {want} workers appeared within {:?}",
-                        kids.len(),
-                        self.opts.settle_timeout
-                    ),
-                ));
+                if started {
+                    return Ok(()); // still forking: pids() finds the rest later
+                }
+                let why = format!(
+                    "only {} of {want} workers appeared within {:?}",
+                    kids.len(),
+                    self.opts.settle_timeout
+                );
+                return Err(Self::not_started(hog, why));
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use taillab_interfere::preflight::allowed_cpus;
 use taillab_interfere::Interference;
-use taillab_monitor::{Sampler, SamplerConfig};
+use taillab_monitor::{Sampler, SamplerConfig, Thresholds};
 
 fn pin_to(cpu: usize) {
     // SAFETY: a cpu_set_t built on the stack for this thread only.
@@ -38,9 +38,10 @@ fn cpu_share(cpu: usize, wall: Duration) -> f64 {
     .unwrap()
 }
 
-#[test]
-fn a_pinned_cpu_hog_slows_a_loop_on_its_cpu_and_is_not_foreign() {
-    let cpu = allowed_cpus()[0];
+/// One comparison: Err(why) when the effect was not seen; the second value
+/// says whether the host was disturbed meanwhile (other processes' CPU or
+/// steal, from the monitor, with the hog counted as ours).
+fn attempt(cpu: usize) -> (Result<(), String>, Option<String>) {
     let wall = Duration::from_millis(1500);
     let alone = cpu_share(cpu, wall);
     let hogs = Interference::start(&[format!("cpu:1@cpus={cpu}").parse().unwrap()]).unwrap();
@@ -51,25 +52,27 @@ fn a_pinned_cpu_hog_slows_a_loop_on_its_cpu_and_is_not_foreign() {
     })
     .unwrap();
     sampler.mark_measured_start();
+    hogs.mark_measured_start();
     let shared = cpu_share(cpu, wall);
+    hogs.mark_measured_end();
     sampler.mark_measured_end();
     let env = sampler.stop().unwrap().summary;
     let report = hogs.stop();
     eprintln!(
-        "CPU share of a loop on CPU {cpu}: alone {alone:.2}, with cpu:1 on the same CPU {shared:.2}; hog {:.0} % of a CPU",
-        report.cpu_pct
+        "CPU share of a loop on CPU {cpu}: alone {alone:.2}, with cpu:1 on the same CPU {shared:.2}; \
+         hog {:.0} % of a CPU; foreign {:.0} %, steal {:.1} %",
+        report.cpu_pct, env.foreign_cpu_pct, env.steal_pct
     );
-    // CFS splits one CPU between two equal-weight spinners: ~0.5 against ~1.
-    assert!(
-        shared < 0.75 * alone,
-        "alone {alone:.2}, shared {shared:.2}"
-    );
+    // Structural facts hold on any host.
     assert!(report.ok, "{:?}", report.problems);
-    // The monitor reports the hog among the experiment's processes...
+    assert!(report.cpu_pct > 5.0, "the hog ran: {report:?}");
+    // The monitor counts the hog among the experiment's processes (the same
+    // CPU the interference report measured, up to sampling edges)...
     let planned: f64 = env.extra.iter().map(|p| p.cpu_pct).sum();
     assert!(
-        planned > 25.0,
-        "hog CPU seen as planned: {planned:.0} % ({:?})",
+        planned > 0.5 * report.cpu_pct,
+        "hog CPU seen as planned: {planned:.0} % of {:.0} % ({:?})",
+        report.cpu_pct,
         env.extra
     );
     // ...and never names it as a foreign consumer.
@@ -80,4 +83,39 @@ fn a_pinned_cpu_hog_slows_a_loop_on_its_cpu_and_is_not_foreign() {
         "{:?}",
         env.top_foreign
     );
+    let th = Thresholds::default();
+    let disturbed = (env.foreign_cpu_pct > th.max_foreign_pct || env.steal_pct > th.max_steal_pct)
+        .then(|| {
+            format!(
+                "foreign {:.0} %, steal {:.1} %",
+                env.foreign_cpu_pct, env.steal_pct
+            )
+        });
+    // CFS splits one CPU between two equal-weight spinners: ~0.5 against ~1.
+    let effect = if shared < 0.75 * alone {
+        Ok(())
+    } else {
+        Err(format!("alone {alone:.2}, shared {shared:.2}"))
+    };
+    (effect, disturbed)
+}
+
+#[test]
+fn a_pinned_cpu_hog_slows_a_loop_on_its_cpu_and_is_not_foreign() {
+    let cpu = allowed_cpus()[0];
+    let mut undisturbed_misses = Vec::new();
+    for k in 1..=3 {
+        match attempt(cpu) {
+            (Ok(()), _) => return,
+            (Err(e), Some(why)) => {
+                eprintln!("try {k}: {e} on a disturbed host ({why}); not counted")
+            }
+            (Err(e), None) => undisturbed_misses.push(e),
+        }
+    }
+    if undisturbed_misses.is_empty() {
+        eprintln!("INCONCLUSIVE: every try ran on a disturbed host");
+        return;
+    }
+    panic!("a pinned hog did not slow the loop on an undisturbed host: {undisturbed_misses:?}");
 }

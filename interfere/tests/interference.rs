@@ -89,6 +89,15 @@ fn each_class_runs_is_measured_and_leaves_nothing() {
 
     let r = run_class("io:1,bytes=8M");
     assert!(r.write_chars > 0, "iomix writes: {r:?}");
+    let helpers = r.hogs[0]
+        .processes
+        .iter()
+        .filter(|p| p.role == "worker")
+        .count();
+    assert!(
+        helpers > 1,
+        "iomix's own helper processes are found too: {helpers}"
+    );
     let r = run_class("hdd:1,bytes=8M");
     assert!(r.write_chars > 0, "hdd writes: {r:?}");
     run_class("cache:1");
@@ -280,4 +289,13 @@ fn a_killed_parent_leaves_no_hog_behind() {
         ("TAILLAB_TEST_HOLD", specs),
         ("TAILLAB_TEST_NO_CGROUP", "1"),
     ]);
+}
+
+#[test]
+fn no_specs_start_nothing() {
+    let _serial = serial();
+    let hogs = Interference::start(&[]).unwrap();
+    assert!(hogs.pids().is_empty() && hogs.watchdog_pid().is_none());
+    let r = hogs.stop();
+    assert!(r.ok && r.hogs.is_empty() && r.cpu_s == 0.0);
 }
