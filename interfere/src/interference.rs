@@ -284,7 +284,7 @@ impl Interference {
         specs: &[InterfereSpec],
         opts: InterfereOptions,
     ) -> Result<Interference, InterfereError> {
-        preflight_specs(specs)?;
+        check_specs(specs)?;
         contain::sweep_orphans();
         let (dir, dir_is_temp) = match &opts.dir {
             Some(d) => (d.clone(), false),
@@ -780,7 +780,10 @@ fn hog_problems(hog: &mut Hog) -> Vec<String> {
     out
 }
 
-fn preflight_specs(specs: &[InterfereSpec]) -> Result<(), PreflightError> {
+/// The checks [`Interference::start`] makes before starting anything
+/// (programs installed, CPUs allowed, nice permitted), for a caller that
+/// validates a whole configuration before any part of a run starts.
+pub fn check_specs(specs: &[InterfereSpec]) -> Result<(), PreflightError> {
     for s in specs {
         preflight::require_program(
             s.class.program(),

@@ -48,8 +48,8 @@ pub mod tuning;
 pub mod usage;
 
 pub use interference::{
-    HogProcess, HogReport, InterfereError, InterfereOptions, Interference, InterferenceReport,
-    REPORT_SCHEMA,
+    check_specs, HogProcess, HogReport, InterfereError, InterfereOptions, Interference,
+    InterferenceReport, REPORT_SCHEMA,
 };
 pub use preflight::PreflightError;
 pub use profile::{PerfOptions, PerfTarget, Profile, ProfileMode, ProfileOutcome};
