@@ -6,7 +6,9 @@ use anyhow::bail;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
-use taillab_monitor::{default_state_path, SystemReport, Thresholds, Tuner};
+use taillab_monitor::{
+    default_run_journal_path, default_state_path, SystemReport, Thresholds, Tuner,
+};
 
 #[derive(Subcommand, Debug)]
 pub enum SystemCmd {
@@ -14,7 +16,7 @@ pub enum SystemCmd {
     Show(ShowArgs),
     /// Apply the tuning operations (saving prior values for `reset`).
     Tune(TuneArgs),
-    /// Restore the values saved by `tune`.
+    /// Restore the values saved by `tune`, and those a killed run left in its journal.
     Reset(StateArg),
 }
 
@@ -120,6 +122,13 @@ pub fn run(cmd: SystemCmd) -> anyhow::Result<i32> {
         SystemCmd::Reset(a) => {
             for m in Tuner::new(state_path(&a), None).reset()? {
                 println!("{m}");
+            }
+            // Knobs a run changed for itself and could not restore (it was killed).
+            let journal = default_run_journal_path();
+            if journal.exists() {
+                for m in Tuner::new(journal, None).reset()? {
+                    println!("{m} (left by a killed run)");
+                }
             }
             Ok(0)
         }

@@ -48,4 +48,6 @@ pub use sampler::{
     SamplerConfig,
 };
 pub use summary::{CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds};
-pub use system::{default_state_path, OpState, SystemReport, Tuner};
+pub use system::{
+    default_run_journal_path, default_state_path, OpState, SetOutcome, SystemReport, Tuner,
+};

@@ -536,6 +536,26 @@ pub fn default_state_path() -> PathBuf {
     dir.join("system-tune.json")
 }
 
+/// Where a run keeps the prior values of the knobs it changes for its own
+/// duration (IRQ affinity, transparent huge pages): `run-tuning.json` next
+/// to [`default_state_path`]. A run that ends normally restores them and
+/// deletes the file; one killed outright leaves it for the next run's start
+/// or `taillab system reset`, which write the values back.
+pub fn default_run_journal_path() -> PathBuf {
+    default_state_path().with_file_name("run-tuning.json")
+}
+
+/// What [`Tuner::set_saving`] did to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// The file already held the value; nothing was saved or written.
+    Unchanged,
+    /// The value was written; `old` is saved in the state file.
+    Changed { old: String },
+    /// The kernel (or a missing file) refused; nothing changed.
+    Refused { why: String },
+}
+
 fn read_value(path: &Path, form: Form) -> Option<String> {
     let v = read_trim(path)?;
     Some(match form {
@@ -824,6 +844,54 @@ impl Tuner {
         Ok(out)
     }
 
+    /// Writes `value` to one file, saving the file's current value in the
+    /// state file first (a value saved earlier is kept), so that
+    /// [`reset`](Self::reset) — in this process or, after a crash, in the
+    /// next one — writes it back. Selector files (`always [madvise] never`)
+    /// are saved as their bracketed word.
+    pub fn set_saving(&self, file: &Path, value: &str) -> Result<SetOutcome, MonitorError> {
+        let form = match read_trim(file) {
+            Some(v) if bracketed(&v).is_some() => Form::Selector,
+            Some(_) => Form::Plain,
+            None => {
+                return Ok(SetOutcome::Refused {
+                    why: format!("{} does not exist or cannot be read", file.display()),
+                })
+            }
+        };
+        let Some(old) = read_value(file, form) else {
+            return Ok(SetOutcome::Refused {
+                why: format!("{} cannot be read", file.display()),
+            });
+        };
+        if old == value {
+            return Ok(SetOutcome::Unchanged);
+        }
+        let mut state = self.load_state()?;
+        let key = file.display().to_string();
+        let fresh = !state.saved.contains_key(&key);
+        state.saved.entry(key.clone()).or_insert(old.clone());
+        // Save before writing: a crash after the write can still be reset.
+        self.save_state(&state)?;
+        match std::fs::write(file, value) {
+            Ok(()) => Ok(SetOutcome::Changed { old }),
+            Err(e) => {
+                if fresh {
+                    state.saved.remove(&key);
+                    self.save_state(&state)?;
+                }
+                Ok(SetOutcome::Refused {
+                    why: format!("{}: {}", file.display(), write_error_text(&e)),
+                })
+            }
+        }
+    }
+
+    /// The state file this tuner saves prior values in.
+    pub fn state_path(&self) -> &Path {
+        &self.state_path
+    }
+
     /// Writes back every value saved by `apply` and deletes the state file.
     /// Values that cannot be written back stay in the file and are reported.
     pub fn reset(&self) -> Result<Vec<String>, MonitorError> {
@@ -866,6 +934,39 @@ impl Tuner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_saving_then_reset_restores_plain_and_selector_files() {
+        let dir = std::env::temp_dir().join(format!("taillab-set-saving-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (plain, sel) = (dir.join("plain"), dir.join("sel"));
+        std::fs::write(&plain, "0-1\n").unwrap();
+        std::fs::write(&sel, "always [madvise] never\n").unwrap();
+        let t = Tuner::with_root(&dir, dir.join("journal.json"), None);
+        assert_eq!(t.set_saving(&plain, "0-1").unwrap(), SetOutcome::Unchanged);
+        assert_eq!(
+            t.set_saving(&plain, "1").unwrap(),
+            SetOutcome::Changed { old: "0-1".into() }
+        );
+        // A second change keeps the first saved value.
+        t.set_saving(&plain, "0").unwrap();
+        assert_eq!(
+            t.set_saving(&sel, "never").unwrap(),
+            SetOutcome::Changed {
+                old: "madvise".into()
+            }
+        );
+        assert!(matches!(
+            t.set_saving(&dir.join("missing"), "x").unwrap(),
+            SetOutcome::Refused { .. }
+        ));
+        let msgs = t.reset().unwrap();
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "0-1");
+        assert_eq!(std::fs::read_to_string(&sel).unwrap(), "madvise");
+        assert!(!t.state_path().exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn cpu_lists_and_selectors() {

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import figures as F
+from . import resources
 from .results import Results, load, numeric
 
 CSS = """
@@ -360,6 +361,7 @@ def render(res: Results, out_dir: Path) -> str:
             left=2,
         )
     )
+    parts.append(resources.section(res, out_dir, CSS))
     parts.append("<h2>Run metadata</h2>")
     meta = [["results", f"<code>{esc(res.root)}</code>"], ["kind", esc(res.kind)]]
     for k, v in sorted(res.host.items()):

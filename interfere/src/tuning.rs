@@ -1,0 +1,565 @@
+//! Host knobs held for one run and restored when it ends: IRQ affinity, a
+//! C-state limit, transparent huge pages, NUMA binding of memory.
+//!
+//! Each knob is a typed setting value (`FromStr` + `Display` + serde as the
+//! string) so that it can be a configuration key and a sweep axis, and is
+//! recorded in the run's configuration. [`Tuning::apply`] changes what was
+//! asked for and returns a [`TuningGuard`] that puts everything back when it
+//! drops — at the end of the run, on an error, on a panic, and (through
+//! [`crate::signals`]) on Ctrl-C.
+//!
+//! How each knob is restored, and what survives a SIGKILL:
+//! - **IRQ affinity** and **THP** are system files: each prior value is
+//!   saved in a journal file (the monitor's `Tuner` state format, at
+//!   `taillab_monitor::default_run_journal_path()`) *before* the file is
+//!   written. The guard writes them back and deletes the journal; after a
+//!   SIGKILL the next [`Tuning::apply`] (or `taillab system reset`) does.
+//! - **C-state limit**: a request on `/dev/cpu_dma_latency` lasts while the
+//!   file stays open, so the guard holds it; the kernel drops it when the
+//!   file closes, whatever ends the process. No journal needed.
+//! - **NUMA binding**: `set_mempolicy(MPOL_BIND)` on the calling thread;
+//!   threads it creates afterwards (the workers) inherit it. It is process
+//!   state, so it ends with the process; the guard resets the calling
+//!   thread to the default policy. Apply it on the thread that will spawn
+//!   the workers, before it does.
+//!
+//! Why these knobs matter for the tail: interrupts served on a worker's CPU
+//! delay the request it is running; waking a core from a deep C-state costs
+//! tens to hundreds of microseconds, paid by the request that woke it;
+//! khugepaged and compaction stall allocations when THP is `always`; memory
+//! on the other socket's node costs every access a remote hop.
+
+use std::fmt;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use taillab_monitor::system::parse_cpu_list;
+use taillab_monitor::{SetOutcome, Tuner};
+
+use crate::signals;
+use crate::spec::{serde_as_string, CpuList};
+
+/// Why a knob could not be applied. Knobs already applied are restored
+/// before this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum TuningError {
+    #[error("IRQ CPUs {bad} are not online (online: {online}); pick online CPUs")]
+    IrqCpus { bad: String, online: String },
+    #[error("no interrupt could be moved to CPUs {cpus}: {why} (run as root; on some VMs the hypervisor owns the interrupts)")]
+    Irq { cpus: String, why: String },
+    #[error("cannot hold a C-state limit: {why} (needs root and /dev/cpu_dma_latency; leave dma_latency_us unset on this host)")]
+    DmaLatency { why: String },
+    #[error("cannot set transparent huge pages to {mode}: {why} (needs root and /sys/kernel/mm/transparent_hugepage; leave thp unset on this host)")]
+    Thp { mode: String, why: String },
+    #[error("NUMA node {node} does not exist: this host has node(s) {nodes}")]
+    NumaNode { node: u32, nodes: String },
+    #[error("cannot bind memory to NUMA node {node}: {why}")]
+    NumaBind { node: u32, why: String },
+    #[error("the tuning journal {path}: {why} (delete it after restoring the settings it lists by hand)")]
+    Journal { path: PathBuf, why: String },
+}
+
+/// `transparent_hugepage/enabled` for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThpMode {
+    Always,
+    Madvise,
+    Never,
+}
+
+impl FromStr for ThpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" => Ok(ThpMode::Always),
+            "madvise" => Ok(ThpMode::Madvise),
+            "never" => Ok(ThpMode::Never),
+            _ => Err(format!(
+                "bad THP mode `{s}`: expected always, madvise or never"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ThpMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ThpMode::Always => "always",
+            ThpMode::Madvise => "madvise",
+            ThpMode::Never => "never",
+        })
+    }
+}
+
+/// A C-state limit: the longest wake-up latency, in µs, the CPUs may have
+/// (`0`: stay in C0/C1, i.e. no deep sleep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DmaLatency(pub u32);
+
+impl FromStr for DmaLatency {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim().trim_end_matches("us").trim_end_matches("µs");
+        t.parse::<u32>()
+            .ok()
+            .filter(|v| *v <= 2_000_000_000)
+            .map(DmaLatency)
+            .ok_or_else(|| format!("bad C-state limit `{s}`: expected microseconds like 0 or 10us"))
+    }
+}
+
+impl fmt::Display for DmaLatency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}us", self.0)
+    }
+}
+
+/// A NUMA node number for memory binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NumaNode(pub u32);
+
+impl FromStr for NumaNode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.trim()
+            .trim_start_matches("node")
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n < 1024)
+            .map(NumaNode)
+            .ok_or_else(|| format!("bad NUMA node `{s}`: expected a node number like 0"))
+    }
+}
+
+impl fmt::Display for NumaNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+serde_as_string!(ThpMode, DmaLatency, NumaNode);
+
+/// The knobs a run may hold. `None` leaves a knob as the host has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tuning {
+    /// Move every movable interrupt to these CPUs for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_cpus: Option<CpuList>,
+    /// Hold this C-state limit (`/dev/cpu_dma_latency`) during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dma_latency: Option<DmaLatency>,
+    /// Transparent huge pages mode during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thp: Option<ThpMode>,
+    /// Bind the memory of threads created after `apply` to this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<NumaNode>,
+}
+
+/// What happened to one knob (the run's `tuning` record).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnobState {
+    pub knob: String,
+    pub requested: String,
+    /// The value before the run (the first distinct one for many files).
+    pub before: Option<String>,
+    /// What was done, in words (`moved 18 of 20 IRQs; 2 refused`).
+    pub message: String,
+}
+
+/// The record of [`Tuning::apply`], for `summary.json` / `experiment.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppliedTuning {
+    pub knobs: Vec<KnobState>,
+    /// Settings restored from a journal left by a run that was killed.
+    pub recovered: Vec<String>,
+}
+
+/// Restores every knob of a [`Tuning`] when dropped (or at [`restore`](Self::restore)).
+pub struct TuningGuard {
+    journal: Tuner,
+    dma: Option<File>,
+    numa_bound: bool,
+    applied: AppliedTuning,
+    cleanup_id: Option<u64>,
+    done: bool,
+}
+
+impl fmt::Debug for TuningGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TuningGuard")
+            .field("journal", &self.journal.state_path())
+            .field("applied", &self.applied)
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+/// Online CPUs (`/sys/devices/system/cpu/online`).
+pub fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(&s))
+        .unwrap_or_default()
+}
+
+/// Online NUMA nodes (`/sys/devices/system/node/online`; `[0]` when the
+/// kernel has no NUMA support: then all memory is one node).
+pub fn numa_nodes() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/node/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(&s))
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| vec![0])
+}
+
+/// Writes back what a journal saved (a run killed before it could) and
+/// deletes it. Returns one line per setting; empty when there was none.
+pub fn recover_journal(path: &Path) -> Result<Vec<String>, TuningError> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    Tuner::new(path.to_path_buf(), None)
+        .reset()
+        .map_err(|e| TuningError::Journal {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })
+}
+
+const THP_FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+impl Tuning {
+    /// True when no knob is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Tuning::default()
+    }
+
+    /// Checks what can be checked without changing anything.
+    pub fn validate(&self) -> Result<(), TuningError> {
+        if let Some(c) = &self.irq_cpus {
+            let online = online_cpus();
+            let bad: Vec<usize> = c
+                .cpus()
+                .iter()
+                .copied()
+                .filter(|x| !online.contains(x))
+                .collect();
+            if !bad.is_empty() {
+                return Err(TuningError::IrqCpus {
+                    bad: CpuList(bad).to_string(),
+                    online: CpuList(online).to_string(),
+                });
+            }
+        }
+        if let Some(n) = self.numa_node {
+            let nodes = numa_nodes();
+            if !nodes.contains(&(n.0 as usize)) {
+                return Err(TuningError::NumaNode {
+                    node: n.0,
+                    nodes: CpuList(nodes).to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies every knob with the default journal. See [`apply_with`](Self::apply_with).
+    pub fn apply(&self) -> Result<TuningGuard, TuningError> {
+        self.apply_with(&taillab_monitor::default_run_journal_path())
+    }
+
+    /// Restores whatever a killed run left in `journal`, then applies the
+    /// knobs in order (IRQs, THP, C-states, NUMA). On an error the knobs
+    /// applied so far are restored before it is returned.
+    pub fn apply_with(&self, journal: &Path) -> Result<TuningGuard, TuningError> {
+        self.validate()?;
+        let recovered = recover_journal(journal)?;
+        let jpath = journal.to_path_buf();
+        let mut g = TuningGuard {
+            journal: Tuner::new(jpath.clone(), None),
+            dma: None,
+            numa_bound: false,
+            applied: AppliedTuning {
+                knobs: Vec::new(),
+                recovered,
+            },
+            cleanup_id: Some(signals::register(move || {
+                let _ = recover_journal(&jpath);
+            })),
+            done: false,
+        };
+        if let Some(c) = &self.irq_cpus {
+            let k = g.apply_irq(c)?;
+            g.applied.knobs.push(k);
+        }
+        if let Some(m) = self.thp {
+            let k = g.apply_thp(m)?;
+            g.applied.knobs.push(k);
+        }
+        if let Some(d) = self.dma_latency {
+            let k = g.apply_dma(d)?;
+            g.applied.knobs.push(k);
+        }
+        if let Some(n) = self.numa_node {
+            let k = g.apply_numa(n)?;
+            g.applied.knobs.push(k);
+        }
+        Ok(g)
+    }
+}
+
+fn journal_err(path: &Path, e: impl fmt::Display) -> TuningError {
+    TuningError::Journal {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    }
+}
+
+/// Every `/proc/irq/N/smp_affinity_list`, in IRQ order.
+pub fn irq_affinity_files() -> Vec<PathBuf> {
+    let mut irqs: Vec<u32> = std::fs::read_dir("/proc/irq")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    irqs.sort_unstable();
+    irqs.into_iter()
+        .map(|i| PathBuf::from(format!("/proc/irq/{i}/smp_affinity_list")))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+impl TuningGuard {
+    fn apply_irq(&mut self, cpus: &CpuList) -> Result<KnobState, TuningError> {
+        let want = cpus.to_string();
+        let files = irq_affinity_files();
+        let (mut moved, mut same, mut refused) = (0, 0, Vec::new());
+        let mut before = None;
+        for f in &files {
+            let out = self
+                .journal
+                .set_saving(f, &want)
+                .map_err(|e| journal_err(self.journal.state_path(), e))?;
+            match out {
+                SetOutcome::Changed { old } => {
+                    moved += 1;
+                    before.get_or_insert(old);
+                }
+                SetOutcome::Unchanged => same += 1,
+                SetOutcome::Refused { why } => refused.push(why),
+            }
+        }
+        if moved + same == 0 {
+            return Err(TuningError::Irq {
+                cpus: want,
+                why: refused
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "this host lists no IRQs in /proc/irq".into()),
+            });
+        }
+        Ok(KnobState {
+            knob: "irq_cpus".into(),
+            requested: want,
+            before,
+            message: format!(
+                "moved {moved} of {} IRQs ({same} already there, {} refused by the kernel: managed or per-CPU interrupts)",
+                files.len(),
+                refused.len()
+            ),
+        })
+    }
+
+    fn apply_thp(&mut self, mode: ThpMode) -> Result<KnobState, TuningError> {
+        let path = Path::new(THP_FILE);
+        let out = self
+            .journal
+            .set_saving(path, &mode.to_string())
+            .map_err(|e| journal_err(self.journal.state_path(), e))?;
+        let (before, message) = match out {
+            SetOutcome::Changed { old } => (Some(old), "set".to_string()),
+            SetOutcome::Unchanged => (Some(mode.to_string()), "already set".to_string()),
+            SetOutcome::Refused { why } => {
+                return Err(TuningError::Thp {
+                    mode: mode.to_string(),
+                    why,
+                })
+            }
+        };
+        Ok(KnobState {
+            knob: "thp".into(),
+            requested: mode.to_string(),
+            before,
+            message,
+        })
+    }
+
+    fn apply_dma(&mut self, d: DmaLatency) -> Result<KnobState, TuningError> {
+        let before = read_dma_latency().map(|v| format!("{v}us"));
+        let mut f = File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/cpu_dma_latency")
+            .map_err(|e| TuningError::DmaLatency { why: e.to_string() })?;
+        f.write_all(&(d.0 as i32).to_ne_bytes())
+            .map_err(|e| TuningError::DmaLatency { why: e.to_string() })?;
+        self.dma = Some(f);
+        Ok(KnobState {
+            knob: "dma_latency".into(),
+            requested: d.to_string(),
+            before,
+            message: format!(
+                "held open for the run (the kernel now allows {} µs)",
+                read_dma_latency().map_or("?".into(), |v| v.to_string())
+            ),
+        })
+    }
+
+    fn apply_numa(&mut self, n: NumaNode) -> Result<KnobState, TuningError> {
+        const MPOL_BIND: i64 = 2;
+        let nodes = numa_nodes();
+        let mut mask = [0u64; 16];
+        mask[(n.0 / 64) as usize] |= 1 << (n.0 % 64);
+        // SAFETY: set_mempolicy reads `maxnode` bits from the mask we own.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_set_mempolicy,
+                MPOL_BIND,
+                mask.as_ptr(),
+                (mask.len() * 64) as u64,
+            )
+        };
+        if r != 0 {
+            return Err(TuningError::NumaBind {
+                node: n.0,
+                why: std::io::Error::last_os_error().to_string(),
+            });
+        }
+        self.numa_bound = true;
+        Ok(KnobState {
+            knob: "numa_node".into(),
+            requested: n.to_string(),
+            before: Some("default".into()),
+            message: if nodes.len() == 1 {
+                format!(
+                    "this host has one NUMA node ({}): all memory is already local, binding changes nothing",
+                    nodes[0]
+                )
+            } else {
+                format!(
+                    "memory of threads created from now on is bound to node {} (nodes: {})",
+                    n.0,
+                    CpuList(nodes)
+                )
+            },
+        })
+    }
+
+    /// What was applied (for the run's configuration record).
+    pub fn applied(&self) -> &AppliedTuning {
+        &self.applied
+    }
+
+    /// Restores every knob now; one line per file written back.
+    pub fn restore(mut self) -> Vec<String> {
+        self.restore_inner()
+    }
+
+    fn restore_inner(&mut self) -> Vec<String> {
+        if self.done {
+            return Vec::new();
+        }
+        self.done = true;
+        let mut out = Vec::new();
+        if self.numa_bound {
+            // SAFETY: MPOL_DEFAULT with no mask resets this thread's policy.
+            unsafe { libc::syscall(libc::SYS_set_mempolicy, 0i64, std::ptr::null::<u64>(), 0u64) };
+            out.push("memory policy of this thread back to default".into());
+        }
+        if self.dma.take().is_some() {
+            out.push("C-state limit released".into());
+        }
+        match recover_journal(self.journal.state_path()) {
+            Ok(v) => out.extend(v),
+            Err(e) => out.push(e.to_string()),
+        }
+        if let Some(id) = self.cleanup_id.take() {
+            signals::unregister(id);
+        }
+        out
+    }
+}
+
+impl Drop for TuningGuard {
+    fn drop(&mut self) {
+        for line in self.restore_inner() {
+            if line.starts_with("could not") || line.contains("journal") {
+                eprintln!("taillab: {line}");
+            }
+        }
+    }
+}
+
+/// The C-state limit in force now (µs), from `/dev/cpu_dma_latency`.
+pub fn read_dma_latency() -> Option<i32> {
+    use std::io::Read;
+    let mut b = [0u8; 4];
+    File::open("/dev/cpu_dma_latency")
+        .ok()?
+        .read_exact(&mut b)
+        .ok()?;
+    Some(i32::from_ne_bytes(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip() {
+        for s in ["always", "madvise", "never"] {
+            assert_eq!(s.parse::<ThpMode>().unwrap().to_string(), s);
+        }
+        assert!("sometimes"
+            .parse::<ThpMode>()
+            .unwrap_err()
+            .contains("always, madvise or never"));
+        assert_eq!("0".parse::<DmaLatency>().unwrap().to_string(), "0us");
+        assert_eq!("10us".parse::<DmaLatency>().unwrap(), DmaLatency(10));
+        assert!("-1".parse::<DmaLatency>().is_err());
+        assert_eq!("node1".parse::<NumaNode>().unwrap(), NumaNode(1));
+        let t = Tuning {
+            irq_cpus: Some("1".parse().unwrap()),
+            dma_latency: Some(DmaLatency(0)),
+            thp: Some(ThpMode::Never),
+            numa_node: Some(NumaNode(0)),
+        };
+        let j = serde_json::to_string(&t).unwrap();
+        assert_eq!(
+            j,
+            r#"{"irq_cpus":"1","dma_latency":"0us","thp":"never","numa_node":"0"}"#
+        );
+        assert_eq!(serde_json::from_str::<Tuning>(&j).unwrap(), t);
+    }
+
+    #[test]
+    fn bad_node_and_cpus_are_refused_before_anything_changes() {
+        let t = Tuning {
+            numa_node: Some(NumaNode(999)),
+            ..Default::default()
+        };
+        let e = t.validate().unwrap_err().to_string();
+        assert!(e.contains("node 999 does not exist"), "{e}");
+        let t = Tuning {
+            irq_cpus: Some(CpuList(vec![4000])),
+            ..Default::default()
+        };
+        assert!(t.validate().unwrap_err().to_string().contains("not online"));
+    }
+}
