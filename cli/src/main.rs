@@ -9,6 +9,7 @@ mod apps;
 mod config_cmd;
 mod experiment;
 mod model;
+mod planned;
 mod progress;
 mod run;
 mod runner;
@@ -101,6 +102,10 @@ fn main() {
 }
 
 fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
+    if matches!(cmd, Cmd::Run(_) | Cmd::Sweep(_)) {
+        // Ctrl-C or SIGTERM stops a run's hogs and restores its knobs before exiting.
+        taillab_interfere::signals::install()?;
+    }
     match cmd {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),

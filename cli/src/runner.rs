@@ -6,6 +6,7 @@
 //! `taillab run --from DIR` reruns it) before anything is measured, then
 //! `summary.json`, the interval logs and, when asked, `requests.csv`.
 
+use crate::planned::Planned;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use taillab_core::config::{RunConfig, Topology};
 use taillab_core::dist::fmt_ns;
 use taillab_core::harness::Progress;
 use taillab_core::{App, DataCtx, RunSpec, Summary};
+use taillab_interfere::PerfTarget;
 use taillab_transport::coord::RunObserver;
 
 /// The app a configuration names, with its settings checked.
@@ -48,16 +50,22 @@ pub fn run_once(
     let spec = cfg.spec()?;
     taillab_core::summary::ensure_writable(out)?;
     write_config(cfg, out)?;
+    crate::planned::preflight(cfg)?;
     if cfg.net.topology != Topology::Integrated {
         // Server and client processes; the same result folder as integrated.
         let mut obs = EnvObserver::new(cfg, spec.clone());
-        let watch = cfg.monitor.enabled;
-        return Ok(taillab_transport::coord::run_config(
+        obs.planned = Some(Planned::start(cfg, out)?);
+        let r = taillab_transport::coord::run_config(
             cfg,
             out,
             !show_progress,
-            watch.then_some(&mut obs as &mut dyn RunObserver),
-        )?);
+            Some(&mut obs as &mut dyn RunObserver),
+        );
+        if let Some(p) = obs.planned.take() {
+            // The run failed before it finished: stop the hogs, restore the knobs.
+            p.abandon();
+        }
+        return Ok(r?);
     }
     let spec = keep_records_in_memory(spec, cfg);
     let ctx = DataCtx::from_env();
@@ -69,14 +77,26 @@ pub fn run_once(
         &cfg.settings,
         taillab_core::arrival::derive_seed(spec.seed, 2),
     )?;
-    // Started last, just before the run, so preparing data is not sampled.
+    // Knobs, hogs and the sampler start last, just before the run, so
+    // preparing data is neither disturbed nor sampled.
+    let mut planned = Planned::start(cfg, out)?;
     let sampler = if cfg.monitor.enabled {
         Some(start_monitor(&spec, cfg.monitor.period.0)?)
     } else {
         None
     };
+    if let Some(s) = &sampler {
+        for p in planned.pids() {
+            s.add_pid(p);
+        }
+    }
     let bar = progress_bar(&spec, !show_progress);
+    let mut measuring = false;
     let mut on_progress = |p: Progress| {
+        if !measuring && measured_phase_began(&spec, &p) {
+            measuring = true;
+            planned.measured_start(crate::planned::worker_tids);
+        }
         if let Some(b) = &bar {
             b.set_length(p.expected_ns / 1_000_000);
             b.set_position((p.elapsed_ns / 1_000_000).min(p.expected_ns / 1_000_000));
@@ -89,6 +109,7 @@ pub fn run_once(
     }
     let mut summary =
         taillab_core::summarize(&result, app.name(), &cfg.settings, cfg.net.topology.name());
+    planned.finish(&mut summary);
     if let Some(s) = sampler {
         let window = measured_window(&result, &summary);
         attach_environment(
@@ -102,6 +123,16 @@ pub fn run_once(
     }
     taillab_core::write_run(out, &summary, &result, cfg.record.save_requests)?;
     Ok(summary)
+}
+
+/// Whether the measured phase has begun, as far as a progress report (every
+/// 20 ms) tells: warmup by time ends at its time, by requests when that
+/// many completed.
+fn measured_phase_began(spec: &RunSpec, p: &Progress) -> bool {
+    match spec.warmup {
+        taillab_core::Bound::Seconds(s) => p.elapsed_ns as f64 >= s * 1e9,
+        taillab_core::Bound::Requests(n) => p.completed >= n,
+    }
 }
 
 /// Integrated runs keep every request's stamps in memory whenever they fit
@@ -140,11 +171,27 @@ pub fn warn_if_saturating(app: &Arc<dyn App>, cfg: &RunConfig) {
 }
 
 fn thresholds(cfg: &RunConfig) -> taillab_monitor::Thresholds {
-    taillab_monitor::Thresholds {
+    let mut t = taillab_monitor::Thresholds {
         max_steal_pct: cfg.monitor.max_steal,
         max_foreign_pct: cfg.monitor.max_foreign,
         ..Default::default()
+    };
+    if hogs_share_worker_cpus(cfg) {
+        // Planned interference on the workers' CPUs preempts them by design:
+        // judge the host (steal, foreign CPU), not the workers' preemption.
+        t.max_worker_invol_per_s = 1e12;
+        t.max_worker_runq_wait_pct = 1e12;
     }
+    t
+}
+
+/// Whether a planned hog may run on a CPU a worker runs on.
+fn hogs_share_worker_cpus(cfg: &RunConfig) -> bool {
+    let workers = &cfg.harness.cpus.0;
+    cfg.interference.hogs.0.iter().any(|h| match &h.cpus {
+        None => true,
+        Some(c) => workers.is_empty() || c.0.iter().any(|x| workers.contains(x)),
+    })
 }
 
 fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
@@ -192,29 +239,48 @@ fn start_monitor(spec: &RunSpec, period_ns: u64) -> anyhow::Result<taillab_monit
 /// counts their CPU as the experiment's (not foreign), and attaches the
 /// measured window.
 pub struct EnvObserver {
+    enabled: bool,
     period_ns: u64,
     thresholds: taillab_monitor::Thresholds,
     spec: RunSpec,
     sampler: Option<taillab_monitor::Sampler>,
+    /// The run's planned hogs, knobs and profile (loopback/networked runs).
+    planned: Option<Planned>,
+    /// Profile the first process started (the server), when we started it.
+    profile_first: bool,
 }
 
 impl EnvObserver {
     /// With `cfg`'s monitor settings.
     pub fn new(cfg: &RunConfig, spec: RunSpec) -> Self {
         EnvObserver {
+            enabled: cfg.monitor.enabled,
             period_ns: cfg.monitor.period.0,
             thresholds: thresholds(cfg),
             spec,
             sampler: None,
+            planned: None,
+            profile_first: cfg.net.target.is_none(),
         }
     }
 }
 
 impl RunObserver for EnvObserver {
     fn started(&mut self, pids: &[i32]) {
+        let mut pids = pids.to_vec();
+        if let Some(p) = &mut self.planned {
+            let first = pids.first().copied().filter(|_| self.profile_first);
+            // Over TCP the server's warmup is not visible here: the hogs'
+            // window and the profile cover the whole run.
+            p.measured_start(|| PerfTarget::Pids(first.into_iter().collect()));
+            pids.extend(p.pids());
+        }
+        if !self.enabled {
+            return;
+        }
         match start_monitor(&self.spec, self.period_ns) {
             Ok(s) => {
-                for p in pids {
+                for p in &pids {
                     s.add_pid(*p);
                 }
                 self.sampler = Some(s);
@@ -230,6 +296,9 @@ impl RunObserver for EnvObserver {
         summary: &mut Summary,
         out: &Path,
     ) -> Result<(), String> {
+        if let Some(p) = self.planned.take() {
+            p.finish(summary);
+        }
         let Some(s) = self.sampler.take() else {
             return Ok(());
         };

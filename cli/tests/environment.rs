@@ -233,19 +233,39 @@ fn sweeps_redo_disturbed_runs_and_record_the_host() {
 }
 
 #[test]
-fn redo_disturbed_needs_ci() {
+fn a_single_run_is_redone_when_disturbed_and_says_so() {
+    let _s = serial();
+    let out = tmp("redo-one");
+    let hog = Hog::pinned(0);
     let o = Command::new(bin())
         .arg("run")
         .args(RUN)
-        .args(["--redo-disturbed", "2", "--out", "/tmp/x-never"])
+        .args(["--redo-disturbed", "1", "--out"])
+        .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    drop(hog);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The hog disturbed the first attempt: it is kept beside the run, and the
+    // run's summary names it.
+    let aside = out.with_file_name(format!(
+        "{}.disturbed-1",
+        out.file_name().unwrap().to_string_lossy()
+    ));
     assert!(
-        err.contains("--redo-disturbed") && err.contains("--ci"),
-        "{err}"
+        aside.join("summary.json").exists(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
+    let s = read_json(&out.join("summary.json"));
+    assert_eq!(
+        s["environment_redo"]["redone"], 1,
+        "{}",
+        s["environment_redo"]
+    );
+    assert!(out.join("config.toml").exists());
+    let _ = std::fs::remove_dir_all(&aside);
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]

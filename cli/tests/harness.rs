@@ -605,7 +605,7 @@ fn bad_input_gets_one_clear_line() {
     );
     fails_with(
         &with(&["--qps", "10", "--config", "cloud"]),
-        "unknown --config",
+        "unknown topology `cloud`",
     );
     fails_with(&with(&["--qps", "0"]), "--qps must be a positive number");
     fails_with(&with(&["--qps", "NaN"]), "--qps must be a positive number");
@@ -620,7 +620,7 @@ fn bad_input_gets_one_clear_line() {
     );
     fails_with(
         &with(&["--qps", "10", "--set", "colour=red"]),
-        "unknown key `colour`",
+        "has no setting `colour`",
     );
     // A setting refused when the app starts leaves no empty results folder.
     let out = tmp("bad-set");
@@ -681,10 +681,11 @@ fn thread_shaper_matches_replay_of_its_own_draws() {
         let c = replay_check(&out, 2000);
         let m = soj(&s, "mean");
         let _ = std::fs::remove_dir_all(&out);
-        assert!(
-            within(m, 400e3, 1.0),
-            "thread shaper mean {m:.0} vs M/M/1 400000 ns"
-        );
+        // Far off theory is a broken shaper or a host that took the CPU:
+        // reported to within_tries, which tells the two apart.
+        if !within(m, 400e3, 1.0) {
+            return Err(format!("thread shaper mean {m:.0} vs M/M/1 400000 ns"));
+        }
         c.judge(0.15, 20_000)
     });
 }

@@ -146,3 +146,22 @@ macro_rules! names_enum {
         }
     };
 }
+
+/// Serde for types with `Display` and `FromStr`: as their text form (the
+/// same text a flag or TOML key takes).
+#[macro_export]
+macro_rules! serde_as_display {
+    ($($t:ty),*) => {$(
+        impl ::serde::Serialize for $t {
+            fn serialize<S: ::serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> ::serde::Deserialize<'de> for $t {
+            fn deserialize<D: ::serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <String as ::serde::Deserialize>::deserialize(d)?;
+                s.parse().map_err(::serde::de::Error::custom)
+            }
+        }
+    )*};
+}

@@ -15,49 +15,17 @@
 //! reason and what to do; the run goes on without a profile. Folding and
 //! drawing use the `inferno` library (no Perl scripts needed).
 
-use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::preflight;
-use crate::spec::serde_as_string;
 
-/// The `--profile` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ProfileMode {
-    #[default]
-    Off,
-    /// `perf record -g` of the workers during the measured phase.
-    Perf,
-}
-
-impl FromStr for ProfileMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" | "none" => Ok(ProfileMode::Off),
-            "perf" => Ok(ProfileMode::Perf),
-            _ => Err(format!("bad profile `{s}`: expected off or perf")),
-        }
-    }
-}
-
-impl fmt::Display for ProfileMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProfileMode::Off => "off",
-            ProfileMode::Perf => "perf",
-        })
-    }
-}
-
-serde_as_string!(ProfileMode);
+pub use taillab_core::config::ProfileMode;
 
 /// What to record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,14 +33,14 @@ use std::fmt;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use taillab_monitor::system::parse_cpu_list;
 use taillab_monitor::{SetOutcome, Tuner};
 
 use crate::signals;
-use crate::spec::{serde_as_string, CpuList};
+use crate::spec::CpuList;
+pub use taillab_core::config::{DmaLatency, NumaNode, ThpMode};
 
 /// Why a knob could not be applied. Knobs already applied are restored
 /// before this is returned.
@@ -61,86 +61,6 @@ pub enum TuningError {
     #[error("the tuning journal {path}: {why} (delete it after restoring the settings it lists by hand)")]
     Journal { path: PathBuf, why: String },
 }
-
-/// `transparent_hugepage/enabled` for a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ThpMode {
-    Always,
-    Madvise,
-    Never,
-}
-
-impl FromStr for ThpMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "always" => Ok(ThpMode::Always),
-            "madvise" => Ok(ThpMode::Madvise),
-            "never" => Ok(ThpMode::Never),
-            _ => Err(format!(
-                "bad THP mode `{s}`: expected always, madvise or never"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for ThpMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ThpMode::Always => "always",
-            ThpMode::Madvise => "madvise",
-            ThpMode::Never => "never",
-        })
-    }
-}
-
-/// A C-state limit: the longest wake-up latency, in µs, the CPUs may have
-/// (`0`: stay in C0/C1, i.e. no deep sleep).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DmaLatency(pub u32);
-
-impl FromStr for DmaLatency {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let t = s.trim().trim_end_matches("us").trim_end_matches("µs");
-        t.parse::<u32>()
-            .ok()
-            .filter(|v| *v <= 2_000_000_000)
-            .map(DmaLatency)
-            .ok_or_else(|| format!("bad C-state limit `{s}`: expected microseconds like 0 or 10us"))
-    }
-}
-
-impl fmt::Display for DmaLatency {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}us", self.0)
-    }
-}
-
-/// A NUMA node number for memory binding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NumaNode(pub u32);
-
-impl FromStr for NumaNode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        s.trim()
-            .trim_start_matches("node")
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n < 1024)
-            .map(NumaNode)
-            .ok_or_else(|| format!("bad NUMA node `{s}`: expected a node number like 0"))
-    }
-}
-
-impl fmt::Display for NumaNode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-serde_as_string!(ThpMode, DmaLatency, NumaNode);
 
 /// The knobs a run may hold. `None` leaves a knob as the host has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

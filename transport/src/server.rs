@@ -70,8 +70,14 @@ impl ServeOpts {
             wait: h.wait,
             spin_ns: h.spin_margin.0,
             discipline: h.discipline,
-            max_frame: u32::try_from(cfg.net.max_frame.0)
-                .map_err(|_| TransportError::Invalid("net.max_frame must be at most 1GiB".into()))?,
+            max_frame: match cfg.net.max_frame.0 {
+                b @ 1..=0x4000_0000 => b as u32,
+                b => {
+                    return Err(TransportError::Invalid(format!(
+                        "--max-frame {b} bytes is out of range 1B..=1GiB (net.max_frame)"
+                    )))
+                }
+            },
             seed: cfg.load.seed,
             cpus: h.cpus.0.clone(),
             rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),

@@ -26,6 +26,8 @@ fn heading(section: &str) -> &'static str {
         "record" => "Records [record]",
         "monitor" => "Monitor [monitor]",
         "ci" => "Repeats [ci]",
+        "interference" => "Interference [interference]",
+        "tuning" => "Host tuning [tuning]",
         _ => "App [app]",
     }
 }

@@ -19,12 +19,17 @@
 
 pub mod experiment;
 pub mod flags;
+pub mod interfere;
 pub mod sections;
+pub mod tuning;
 pub mod value;
 
+pub use interfere::{Class, InterfereSet, InterfereSpec};
 pub use sections::{
-    view, Ci, Dispatch, Field, Harness, Load, Monitor, Net, Opts, Receive, Record, Topology,
+    view, Ci, Dispatch, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
+    Record, Topology,
 };
+pub use tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size};
 
 use crate::app::{KeySpec, Params};
@@ -85,6 +90,10 @@ pub struct RunConfig {
     pub monitor: Monitor,
     /// Section `ci`.
     pub ci: Ci,
+    /// Section `interference`.
+    pub interference: Interference,
+    /// Section `tuning`.
+    pub tuning: Knobs,
     /// Section `app`: the app's name.
     pub app: AppName,
     /// Section `app`: the app's own settings (`--set KEY=VALUE`, `app.KEY`).
@@ -92,7 +101,17 @@ pub struct RunConfig {
 }
 
 /// The section keys, in the order `config.toml` lists them.
-pub const SECTIONS: [&str; 7] = ["load", "harness", "net", "record", "monitor", "ci", "app"];
+pub const SECTIONS: [&str; 9] = [
+    "load",
+    "harness",
+    "net",
+    "record",
+    "monitor",
+    "ci",
+    "interference",
+    "tuning",
+    "app",
+];
 
 /// Where a key leads.
 #[derive(Debug, Clone)]
@@ -111,6 +130,8 @@ pub fn fields() -> Vec<Field> {
     v.extend(Record::fields());
     v.extend(Monitor::fields());
     v.extend(Ci::fields());
+    v.extend(Interference::fields());
+    v.extend(Knobs::fields());
     v.push(app_field());
     v
 }
@@ -242,6 +263,8 @@ impl RunConfig {
             "record" => self.record.set(f.name, items),
             "monitor" => self.monitor.set(f.name, items),
             "ci" => self.ci.set(f.name, items),
+            "interference" => self.interference.set(f.name, items),
+            "tuning" => self.tuning.set(f.name, items),
             "app" => match items {
                 [v] => {
                     self.app.name = <Option<String>>::parse(v).map_err(bad)?;
@@ -288,6 +311,8 @@ impl RunConfig {
             "record" => self.record.get(f.name),
             "monitor" => self.monitor.get(f.name),
             "ci" => self.ci.get(f.name),
+            "interference" => self.interference.get(f.name),
+            "tuning" => self.tuning.get(f.name),
             "app" => Some(self.app.name.show()),
             _ => None,
         }
@@ -302,6 +327,8 @@ impl RunConfig {
             "record" => self.record.get_toml(f.name),
             "monitor" => self.monitor.get_toml(f.name),
             "ci" => self.ci.get_toml(f.name),
+            "interference" => self.interference.get_toml(f.name),
+            "tuning" => self.tuning.get_toml(f.name),
             "app" => self.app.name.to_toml(),
             _ => None,
         }
@@ -709,6 +736,12 @@ mod tests {
             } else {
                 "true"
             }
+        } else if form.contains("CLASS:N") {
+            "cpu:1@cpus=0"
+        } else if form.contains("C-state") {
+            "10us"
+        } else if form.contains("NUMA") {
+            "0"
         } else if form.contains("duration") {
             "3ms"
         } else if form.contains("size") {

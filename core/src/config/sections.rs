@@ -3,6 +3,8 @@
 //! commands take it as a flag). Flags, TOML keys, `--grid` axes and the
 //! resolved `config.toml` are all generated from these declarations.
 
+use super::interfere::InterfereSet;
+use super::tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 use super::value::{CpuList, Dur, Items, Names, Size};
 use crate::arrival::ArrivalSpec;
 use crate::clock::WaitMode;
@@ -287,6 +289,8 @@ section! {
         max_record_mem: Size = Size(1 << 30), Opts::on(EXP | LOAD);
         /// Length of one interval histogram.
         interval: Dur = Dur(1_000_000_000), Opts::on(EXP | LOAD);
+        /// Profile the workers during the measured phase: off, or perf (a folded-stack file and a flame graph in the run folder).
+        profile: ProfileMode = ProfileMode::Off, Opts::on(EXP);
     }
 }
 
@@ -319,5 +323,27 @@ section! {
         metrics: Names = Names::default(), Opts::on(EXP).flag("ci-metrics");
         /// Discard a run whose environment check failed and redo it with the same seed, at most this many times per run.
         redo_disturbed: usize = 0, Opts::on(EXP);
+    }
+}
+
+section! {
+    /// Planned background load: hogs started before warmup and stopped after the measured phase.
+    Interference "interference" {
+        /// Background load, CLASS:N[,KEY=VALUE][@cpus=LIST][,nice=N] (repeatable; `+` joins several in one value): cpu, vm, io, hdd, cache, net.
+        hogs: InterfereSet = InterfereSet::default(), Opts::on(EXP).flag("interfere");
+    }
+}
+
+section! {
+    /// Host settings held for the run and restored afterwards (also after a failure or Ctrl-C).
+    Knobs "tuning" {
+        /// Move every movable interrupt to these CPUs during the run.
+        irq_cpus: CpuList = CpuList::default(), Opts::on(EXP);
+        /// Hold a C-state limit (µs of wake-up latency; 0 = no deep sleep) through /dev/cpu_dma_latency.
+        dma_latency: Option<DmaLatency> = None, Opts::on(EXP);
+        /// Transparent huge pages mode during the run.
+        thp: Option<ThpMode> = None, Opts::on(EXP);
+        /// Bind the workers' memory to this NUMA node (a host with one node says so).
+        numa_node: Option<NumaNode> = None, Opts::on(EXP);
     }
 }

@@ -169,13 +169,22 @@ impl<T: ConfigValue> ConfigValue for Option<T> {
     }
 }
 
-/// A CPU list: `0,1`, `0-3` or a mix (`0,2-3`); empty means "not pinned".
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// A CPU list: `0,1`, `0-3` or a mix (`0,2-3`), in the order given (round-
+/// robin pinning follows it: `1,0` puts the first thread on CPU 1), printed
+/// with ranges; empty (`none`) means "not pinned".
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct CpuList(pub Vec<usize>);
 
+impl CpuList {
+    /// The CPUs, in the order given.
+    pub fn cpus(&self) -> &[usize] {
+        &self.0
+    }
+}
+
 impl ConfigValue for CpuList {
-    const LIST: bool = true;
     const FORM: &'static str = "a CPU list like 0,1 or 0-3 (none for no pinning)";
+    const LIST: bool = true;
     fn parse(s: &str) -> Result<Self, String> {
         let mut v = Vec::new();
         for part in s
@@ -199,11 +208,20 @@ impl ConfigValue for CpuList {
         if self.0.is_empty() {
             return "none".into();
         }
-        self.0
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
+        let (mut out, v, mut i) = (Vec::new(), &self.0, 0);
+        while i < v.len() {
+            let mut j = i;
+            while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+                j += 1;
+            }
+            out.push(if j > i {
+                format!("{}-{}", v[i], v[j])
+            } else {
+                v[i].to_string()
+            });
+            i = j + 1;
+        }
+        out.join(",")
     }
     fn to_toml(&self) -> Option<toml::Value> {
         Some(toml::Value::Array(
@@ -214,6 +232,21 @@ impl ConfigValue for CpuList {
         ))
     }
 }
+
+impl fmt::Display for CpuList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.show())
+    }
+}
+
+impl FromStr for CpuList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        <CpuList as ConfigValue>::parse(s)
+    }
+}
+
+crate::serde_as_display!(CpuList, Dur, Size);
 
 /// A comma-separated list of names (`sojourn.mean,sojourn.p99`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -335,6 +368,13 @@ impl fmt::Display for Dur {
     }
 }
 
+impl FromStr for Dur {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        <Dur as ConfigValue>::parse(s)
+    }
+}
+
 /// A size in bytes, written with a unit (`16MiB`, `1GiB`, `64KiB`, `512B`);
 /// a bare number is bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -369,6 +409,19 @@ impl ConfigValue for Size {
             }
         }
         format!("{n}")
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.show())
+    }
+}
+
+impl FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        <Size as ConfigValue>::parse(s)
     }
 }
 
@@ -478,6 +531,12 @@ mod tests {
     #[test]
     fn lists_and_options() {
         assert_eq!(CpuList::parse("0,2-3").unwrap().0, vec![0, 2, 3]);
+        assert_eq!(
+            CpuList::parse("1,0").unwrap().0,
+            vec![1, 0],
+            "order is kept"
+        );
+        assert_eq!(CpuList::parse("0,1,2,5").unwrap().show(), "0-2,5");
         assert_eq!(CpuList::parse("none").unwrap().0, Vec::<usize>::new());
         assert!(CpuList::parse("3-1").is_err() && CpuList::parse("x").is_err());
         assert_eq!(<Option<u64>>::parse("none").unwrap(), None);
