@@ -7,6 +7,7 @@
 mod analysis;
 mod apps;
 mod experiment;
+mod fit;
 mod model;
 mod run;
 mod system;
@@ -47,6 +48,8 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Fit measured service times with a mixture of log-normals; print the synth spec.
+    Fit(fit::FitArgs),
     /// List the apps and their --set keys.
     Apps,
     /// The queueing-theory ideal for a load (exact FIFO replay + closed forms).
@@ -94,6 +97,7 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
     match cmd {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
+        Cmd::Fit(a) => fit::run(a),
         Cmd::System { cmd } => system::run(cmd),
         Cmd::Sweep(a) => experiment::sweep(*a),
         Cmd::Serve(a) => Ok(taillab_transport::cli::serve_main(apps::find(&a.app)?, &a)?),

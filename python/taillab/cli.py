@@ -56,7 +56,57 @@ def _add_compare(sub) -> None:
     p.set_defaults(func=_compare)
 
 
-COMMANDS = [_add_report, _add_compare]
+def _fit(args) -> int:
+    import json
+
+    from .fit import fit_results, text_summary, write_fit
+
+    doc = fit_results(
+        args.results,
+        point=args.point,
+        components=args.components,
+        max_components=args.max_components,
+    )
+    if args.out:
+        path = write_fit(doc, args.out)
+    if args.json:
+        print(json.dumps(doc, indent=1, allow_nan=False))
+    else:
+        print(text_summary(doc))
+        if args.out:
+            print(path)
+    refused = [f for f in doc["fits"] if "error" in f]
+    for f in refused:
+        print(f"taillab: error: {f['error']}", file=sys.stderr)
+    return 2 if refused else 0
+
+
+def _add_fit(sub) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="fit measured service times with a mixture of log-normals",
+        description="Fit each point's service times (requests.csv when saved, else the "
+        "service histogram) with a mixture of 1-5 log-normal components by maximum "
+        "likelihood, the number chosen by BIC; print the components, the goodness of fit "
+        "and the synth spec that reproduces them.",
+    )
+    p.add_argument("results", help="a run or experiment folder")
+    p.add_argument("--point", metavar="ID", help="fit only this point of an experiment")
+    p.add_argument("--json", action="store_true", help="print the fit as JSON (fit.json)")
+    p.add_argument("--out", metavar="DIR", help="write DIR/fit.json and DIR/fit-figures/")
+    p.add_argument("--components", type=int, choices=range(1, 6), metavar="K", help="fix K (1-5)")
+    p.add_argument(
+        "--max-components",
+        type=int,
+        default=5,
+        choices=range(1, 6),
+        metavar="K",
+        help="largest K BIC may choose (default 5)",
+    )
+    p.set_defaults(func=_fit)
+
+
+COMMANDS = [_add_report, _add_compare, _add_fit]
 
 
 def main(argv: list[str] | None = None) -> int:

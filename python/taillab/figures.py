@@ -134,6 +134,52 @@ def service_cdf(res: Results, out=None, metric: str = "service") -> Figure:
     return save(fig, out)
 
 
+def service_fit(fit: dict, out=None) -> Figure:
+    """Measured vs fitted service time (TailWAG Fig. 5): density of ln(x) and CDF, log x.
+
+    ``fit`` is one entry of fit.json (``taillab.fit``): measured curves and the fitted
+    components. Measured: grey bars and a black step CDF; fitted: a red line, each component
+    dashed, so a mode the fit missed or invented shows as a gap between bars and line.
+    """
+    from .fit import parse_components
+
+    if "curves" not in fit or not fit.get("components"):
+        raise FigureError(f"fit of point {fit.get('point')!r} has no curves or components")
+    mix = parse_components(fit["components"])
+    c = fit["curves"]
+    edges = np.asarray(c["edges_ns"], dtype=float)
+    scale, unit = unit_for(edges)
+    fig, axes = _new(w=10.0, h=4.0, ncols=2)
+    ax_d, ax_c = axes[0]
+    ax_d.stairs(c["density"], edges / scale, fill=True, color="0.8", label="measured")
+    t = np.linspace(np.log(edges[0]), np.log(edges[-1]), 400)
+    parts = mix.log_pdf_components(t)
+    x = np.exp(t) / scale
+    if parts.shape[1] > 1:
+        for i in range(parts.shape[1]):
+            ax_d.plot(x, parts[:, i], "--", color="tab:red", lw=0.9, alpha=0.7)
+    ax_d.plot(x, parts.sum(axis=1), color="tab:red", label=f"fit, {parts.shape[1]} component(s)")
+    _plain_log_x(ax_d)
+    ax_d.set_xlabel(f"service time ({unit}, log scale)")
+    ax_d.set_ylabel("density of ln(service time)")
+    ax_d.legend(fontsize="small")
+    gx = np.asarray(c["cdf_ns"], dtype=float)
+    ax_c.step(gx / scale, c["cdf"], where="post", color="black", label="measured")
+    ax_c.plot(gx / scale, mix.cdf(gx), color="tab:red", label="fit")
+    _plain_log_x(ax_c)
+    ax_c.set_ylim(0, 1.005)
+    ax_c.set_xlabel(f"service time ({unit}, log scale)")
+    ax_c.set_ylabel("fraction of requests ≤ x")
+    ax_c.legend(fontsize="small", loc="lower right")
+    for ax in (ax_d, ax_c):
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(
+        f"Service-time fit, point {fit.get('point')}: n={fit.get('n', 0):,}, "
+        f"KS {fit.get('ks', float('nan')):.4f}"
+    )
+    return save(fig, out)
+
+
 def _pick_points(points: pd.DataFrame, limit: int) -> pd.DataFrame:
     if len(points) <= limit:
         return points
