@@ -455,7 +455,20 @@ def fit_results(path: str | Path | Results, point: str | None = None, **kw) -> d
             if point is not None:
                 raise
             fits.append({"point": pid, "error": str(e)})
-    return {"schema": SCHEMA, "results": str(res.root), "fits": fits}
+    return _clean({"schema": SCHEMA, "results": str(res.root), "fits": fits})
+
+
+def _clean(v):
+    """JSON-safe: NaN and infinities (a metric the runs lack) become null."""
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
 
 
 def read_fit(path: str | Path) -> dict[str, Any]:

@@ -212,3 +212,18 @@ def test_experiment_points_and_histogram_source(tmp_path):
     assert json.loads(path.read_text())["fits"][0]["point"] == "integrated-t1-q600"
     with pytest.raises(FitError, match="no point"):
         fit_results(root, point="nope")
+
+
+def test_missing_metrics_give_null_not_nan(tmp_path, capsys):
+    # A run whose summary lacks queue and send-lag statistics (e.g. an older harness):
+    # the split says so with nulls and the JSON stays valid.
+    stats = {"count": 2000, "mean": 60e3, "p50": 50e3, "p99": 200e3}
+    d = _run(
+        tmp_path,
+        lambda rng, n: rng.lognormal(11, 0.4, n),
+        extra={"latency_ns": {"service": stats, "sojourn": stats}},
+    )
+    assert cli.main(["fit", str(d), "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)["fits"][0]
+    assert f["split"]["queue_mean_ns"] is None
+    assert f["split"]["service_share"] == pytest.approx(1.0)
