@@ -134,3 +134,25 @@ def test_table2_rows_pad_and_mark_missing():
     rows = table2_rows("speech", None)
     assert rows[1][5] == "3%" and rows[1][6] == "–"  # sphinx distribution 2: "3%, NA"
     assert table2_rows(None, None) == []
+
+
+def test_validate_cli(pair, tmp_path, capsys):
+    from taillab import cli
+
+    m, s = pair
+    fit = tmp_path / "fit.json"
+    comps = [{"weight": 1.0, "mean_ns": 2e5, "median_ns": 1.9e5, "log_var": 0.1}]
+    fit.write_text(
+        json.dumps({"schema": "taillab.fit/1", "fits": [{"point": "p", "components": comps}]})
+    )
+    out = tmp_path / "v"
+    args = ["validate", str(m), str(s), "--out", str(out), "--app", "kv", "--fit", str(fit)]
+    assert cli.main([*args, "--saturation", "1=2000,2=4000"]) == 0
+    text = capsys.readouterr().out
+    assert "3 point(s) at 20/50/70 % load" in text and "TailWAG 7.3%" in text
+    assert (out / "index.html").exists() and "Table 2 (masstree)" in (
+        out / "index.html"
+    ).read_text()
+    assert cli.main([*args, "--saturation", "1=fast"]) == 2
+    assert "threads=rate" in capsys.readouterr().err
+    assert cli.main([*args[:-2], "--fit", str(fit), "--fit-point", "nope"]) == 2

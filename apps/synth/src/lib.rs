@@ -460,38 +460,31 @@ struct SynthWorker {
     noise: WorkerNoise,
 }
 
-impl SynthWorker {
-    /// Keeps the CPU busy for `ns` of work plus whatever noise hits it meanwhile.
-    fn busy(&mut self, ns: u64) {
-        let start = now_ns();
-        let end = match self.s.spin {
-            Spin::Clock => start + ns,
-            Spin::Work => {
-                work((ns as f64 / 1e3 * self.s.iters_per_us) as u64);
-                now_ns()
-            }
-        };
-        let end = if self.noise.active() {
-            let (e0, n0) = (self.noise.events, self.noise.added_ns);
-            let end = self.noise.extend(start, end);
-            let s = &self.s;
-            s.noise_events
-                .fetch_add(self.noise.events - e0, Ordering::Relaxed);
-            s.noise_ns
-                .fetch_add(self.noise.added_ns - n0, Ordering::Relaxed);
-            end
-        } else {
-            end
-        };
-        spin_until(end);
-    }
-
-    /// A critical section of `ns` under `lock` (none: nothing to do).
-    fn critical(&mut self, lock: Option<&HybridLock>, ns: u64) {
-        if let Some(l) = lock {
-            let _g = l.lock();
-            self.busy(ns);
+/// Keeps the CPU busy for `ns` of work plus whatever noise hits it meanwhile.
+fn busy(s: &Shared, noise: &mut WorkerNoise, ns: u64) {
+    let start = now_ns();
+    let mut end = match s.spin {
+        Spin::Clock => start + ns,
+        Spin::Work => {
+            work((ns as f64 / 1e3 * s.iters_per_us) as u64);
+            now_ns()
         }
+    };
+    if noise.active() {
+        let (e0, n0) = (noise.events, noise.added_ns);
+        end = noise.extend(start, end);
+        s.noise_events
+            .fetch_add(noise.events - e0, Ordering::Relaxed);
+        s.noise_ns.fetch_add(noise.added_ns - n0, Ordering::Relaxed);
+    }
+    spin_until(end);
+}
+
+/// A critical section of `ns` under `lock`, if that lock is set.
+fn critical(s: &Shared, noise: &mut WorkerNoise, lock: Option<&HybridLock>, ns: u64) {
+    if let Some(l) = lock {
+        let _g = l.lock();
+        busy(s, noise, ns);
     }
 }
 
@@ -501,7 +494,8 @@ fn field(req: &[u8], i: usize) -> u64 {
 
 impl Worker for SynthWorker {
     fn handle(&mut self, req: &[u8], resp: &mut Vec<u8>) -> Result<(), AppError> {
-        let s = self.s.clone();
+        let SynthWorker { s, noise } = self;
+        let s: &Shared = s;
         if req.len() < s.request_len {
             return Err(AppError::Request(format!(
                 "synth request must be {} bytes with these settings, got {} (client and server need the same --set)",
@@ -518,12 +512,13 @@ impl Worker for SynthWorker {
                 sleep_until(ms + st.at_ns + st.len_ns);
             }
         }
-        if s.request_len > 8 {
-            self.critical(s.recv_lock.as_ref(), field(req, 1));
+        let locks = s.request_len > 8;
+        if locks {
+            critical(s, noise, s.recv_lock.as_ref(), field(req, 1));
         }
-        self.busy(svc);
-        if s.request_len > 8 {
-            self.critical(s.send_lock.as_ref(), field(req, 2));
+        busy(s, noise, svc);
+        if locks {
+            critical(s, noise, s.send_lock.as_ref(), field(req, 2));
         }
         resp.extend_from_slice(&svc.to_le_bytes());
         Ok(())
