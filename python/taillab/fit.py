@@ -213,7 +213,8 @@ def fit_mixture(
         raise FitError(f"components must be 1..{MAX_COMPONENTS}")
     x = _draw_log(dist, max_samples, np.random.default_rng(seed))[:, None]
     ks = [components] if components else range(1, max_components + 1)
-    ks = [k for k in ks if k <= max(1, len(dist.count))]
+    # No more components than distinct buckets (a near-constant service time).
+    ks = sorted({min(k, len(dist.count)) for k in ks})
     bics: dict[int, float] = {}
     best, worse = None, 0
     # EM here is small numpy work; k-means' thread pool on a shared 2-CPU host only thrashes.

@@ -227,3 +227,13 @@ def test_missing_metrics_give_null_not_nan(tmp_path, capsys):
     f = json.loads(capsys.readouterr().out)["fits"][0]
     assert f["split"]["queue_mean_ns"] is None
     assert f["split"]["service_share"] == pytest.approx(1.0)
+
+
+def test_near_constant_service_fits_one_narrow_component():
+    # Three distinct values only: k is capped at the number of buckets, cv comes out tiny.
+    d = Dist(np.array([999, 1000, 1001]), np.array([999, 1000, 1001]), np.array([300, 1400, 300]))
+    mix, bics = fit_mixture(d, components=5)
+    assert list(bics) == [3]
+    assert mix.mean_ns == pytest.approx(1000.5, rel=1e-3)
+    mix1, _ = fit_mixture(d)
+    assert all(c.cv < 0.01 for c in mix1.components)
