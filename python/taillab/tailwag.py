@@ -153,7 +153,8 @@ def error_table(
 
     Columns: ``threads``, ``qps``, ``load`` (qps / ``saturation_qps`` — one rate, or one
     per thread count — else the measured point's utilization), ``measured_point``,
-    ``synthetic_point``, and per statistic s in mean, p95, p99: ``measured_<s>``,
+    ``synthetic_point``, ``runs_failed`` (runs of either point with a failed self-check),
+    and per statistic s in mean, p95, p99: ``measured_<s>``,
     ``synthetic_<s>`` (ns) and ``error_<s>`` (synthetic / measured − 1). Points of either
     folder without a partner are listed in ``table.attrs["unmatched"]``.
     """
@@ -174,6 +175,9 @@ def error_table(
             "load": _load_of(a, saturation_qps),
             "measured_point": a["point"],
             "synthetic_point": b["point"],
+            # Runs with a failed self-check (a disturbed host, a saturated server): the
+            # comparison is kept and marked, never dropped.
+            "runs_failed": int(a.get("runs_failed", 0) or 0) + int(b.get("runs_failed", 0) or 0),
         }
         for st in STATS:
             x, y = float(a[f"{metric}_{st}"]), float(b[f"{metric}_{st}"])
@@ -321,6 +325,11 @@ def render(
     rows = []
     for _, r in table.iterrows():
         row = [esc(r["threads"]), f"{r['qps']:,.4g}", f"{r['load']:.0%}"]
+        row.append(
+            '<span class="ok">ok</span>'
+            if not r["runs_failed"]
+            else f'<span class="fail">{r["runs_failed"]} run(s) failed</span>'
+        )
         for st in STATS:
             row += [
                 fmt_ns(r[f"measured_{st}"]),
@@ -328,7 +337,7 @@ def render(
                 _pct(r[f"error_{st}"]),
             ]
         rows.append(row)
-    heads = ["threads", "QPS", "load"]
+    heads = ["threads", "QPS", "load", "checks"]
     for st in STATS:
         heads += [f"{st} measured", f"{st} synthetic", "error"]
     parts.append(_table(heads, rows, left=0))

@@ -30,7 +30,9 @@ def pair(tmp_path_factory):
     synthetic point the measured folder lacks."""
     root = tmp_path_factory.mktemp("tw")
     kw = dict(threads=(1, 2), runs=2, duration_s=2.0)
-    m = fixtures.make_sweep(root / "m", qps=(400.0, 1000.0, 1400.0), **kw)
+    m = fixtures.make_sweep(
+        root / "m", qps=(400.0, 1000.0, 1400.0), failed={"integrated-t2-q400": ("rate",)}, **kw
+    )
     s = fixtures.make_sweep(
         root / "s", qps=(400.0, 1000.0, 1400.0, 2000.0), slowdown=1.03, seed0=7, **kw
     )
@@ -78,6 +80,9 @@ def test_error_table_matches_points(pair):
             want = b[f"sojourn_{st}"] / a[f"sojourn_{st}"] - 1
             assert r[f"error_{st}"] == pytest.approx(want)
         assert r["load"] == pytest.approx(r["qps"] / (2000.0 * r["threads"]))
+    assert t.set_index("measured_point")["runs_failed"].to_dict() == {
+        p: int(p == "integrated-t2-q400") for p in t["measured_point"]
+    }
     # Without saturation rates the load is the measured utilization.
     u = error_table(m, s)
     assert u["load"].between(0, 1).all() and not u["load"].equals(t["load"])
@@ -123,6 +128,7 @@ def test_page_with_figures_and_table2(pair, tmp_path):
     assert 'src="figures/validation_threads.png"' in html
     assert "Table 2 (silo)" in html and "16.1 µs" in html and "critical section 2" in html
     assert "integrated-t1-q2000" in html  # unmatched points are named
+    assert "1 run(s) failed" in html
     doc = json.loads((page.parent / "validation.json").read_text())
     assert doc["schema"] == "taillab.validation/1" and len(doc["points"]) == 6
     assert doc["summary"]["stats"]["p99"]["tailwag"] == 0.073
