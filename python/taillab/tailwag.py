@@ -154,7 +154,8 @@ def error_table(
     Columns: ``threads``, ``qps``, ``load`` (qps / ``saturation_qps`` — one rate, or one
     per thread count — else the measured point's utilization), ``measured_point``,
     ``synthetic_point``, ``runs_failed`` (runs of either point with a failed self-check),
-    and per statistic s in mean, p95, p99: ``measured_<s>``,
+    ``measured_service_mean`` and ``synthetic_service_mean`` (ns, what each side's worker
+    spent per request), and per statistic s in mean, p95, p99: ``measured_<s>``,
     ``synthetic_<s>`` (ns) and ``error_<s>`` (synthetic / measured − 1). Points of either
     folder without a partner are listed in ``table.attrs["unmatched"]``.
     """
@@ -179,6 +180,10 @@ def error_table(
             # comparison is kept and marked, never dropped.
             "runs_failed": int(a.get("runs_failed", 0) or 0) + int(b.get("runs_failed", 0) or 0),
         }
+        # Where a sojourn error comes from: the service the synthetic workload actually
+        # ran vs the app's at this load (a fit from one load misses load-dependent service).
+        for side, p in (("measured", a), ("synthetic", b)):
+            row[f"{side}_service_mean"] = float(p.get("service_mean", math.nan))
         for st in STATS:
             x, y = float(a[f"{metric}_{st}"]), float(b[f"{metric}_{st}"])
             row.update({f"measured_{st}": x, f"synthetic_{st}": y})
@@ -330,6 +335,7 @@ def render(
             if not r["runs_failed"]
             else f'<span class="fail">{r["runs_failed"]} run(s) failed</span>'
         )
+        row.append(f"{fmt_ns(r['measured_service_mean'])} / {fmt_ns(r['synthetic_service_mean'])}")
         for st in STATS:
             row += [
                 fmt_ns(r[f"measured_{st}"]),
@@ -337,7 +343,7 @@ def render(
                 _pct(r[f"error_{st}"]),
             ]
         rows.append(row)
-    heads = ["threads", "QPS", "load", "checks"]
+    heads = ["threads", "QPS", "load", "checks", "service mean measured / synthetic"]
     for st in STATS:
         heads += [f"{st} measured", f"{st} synthetic", "error"]
     parts.append(_table(heads, rows, left=0))

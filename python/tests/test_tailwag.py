@@ -80,6 +80,8 @@ def test_error_table_matches_points(pair):
             want = b[f"sojourn_{st}"] / a[f"sojourn_{st}"] - 1
             assert r[f"error_{st}"] == pytest.approx(want)
         assert r["load"] == pytest.approx(r["qps"] / (2000.0 * r["threads"]))
+        assert r["measured_service_mean"] == a["service_mean"]
+        assert r["synthetic_service_mean"] == b["service_mean"]
     assert t.set_index("measured_point")["runs_failed"].to_dict() == {
         p: int(p == "integrated-t2-q400") for p in t["measured_point"]
     }
