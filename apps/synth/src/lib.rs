@@ -339,6 +339,7 @@ impl Client for SynthClient {
     }
 }
 
+/// The server: state all workers share (locks, noise counters, the stall).
 pub struct SynthServer(Arc<Shared>);
 
 struct Shared {

@@ -46,7 +46,9 @@ pub enum Arrivals {
 /// One noise source: its arrivals, the length of each event, and the CPUs it hits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
+    /// When its events come.
     pub arrivals: Arrivals,
+    /// How long each event keeps a worker (ns).
     pub length: Dist,
     /// `None`: every worker; else only workers pinned within these CPUs.
     pub cpus: Option<Vec<usize>>,
@@ -279,8 +281,9 @@ impl Process {
 /// A worker's noise: its processes and what they added.
 pub struct WorkerNoise {
     procs: Vec<Process>,
-    /// Events that hit this worker, and the ns they added.
+    /// Events that hit this worker.
     pub events: u64,
+    /// The ns they added.
     pub added_ns: u64,
 }
 
