@@ -8,6 +8,7 @@ mod analysis;
 mod apps;
 mod config_cmd;
 mod experiment;
+mod fit;
 mod model;
 mod planned;
 mod progress;
@@ -58,6 +59,8 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Fit measured service times with a mixture of log-normals; print the synth spec.
+    Fit(fit::FitArgs),
     /// List the apps and their --set keys.
     Apps,
     /// The queueing-theory ideal for a load (exact FIFO replay + closed forms).
@@ -109,6 +112,7 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
     match cmd {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
+        Cmd::Fit(a) => fit::run(a),
         Cmd::System { cmd } => system::run(cmd),
         Cmd::Sweep(a) => sweep::sweep(*a),
         Cmd::Serve(a) => serve::serve_cmd(*a),

@@ -56,7 +56,129 @@ def _add_compare(sub) -> None:
     p.set_defaults(func=_compare)
 
 
-COMMANDS = [_add_report, _add_compare]
+def _fit(args) -> int:
+    import json
+
+    from .fit import fit_results, text_summary, write_fit
+
+    doc = fit_results(
+        args.results,
+        point=args.point,
+        components=args.components,
+        max_components=args.max_components,
+    )
+    if args.out:
+        path = write_fit(doc, args.out)
+    if args.json:
+        print(json.dumps(doc, indent=1, allow_nan=False))
+    else:
+        print(text_summary(doc))
+        if args.out:
+            print(path)
+    refused = [f for f in doc["fits"] if "error" in f]
+    for f in refused:
+        print(f"taillab: error: {f['error']}", file=sys.stderr)
+    return 2 if refused else 0
+
+
+def _add_fit(sub) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="fit measured service times with a mixture of log-normals",
+        description="Fit each point's service times (requests.csv when saved, else the "
+        "service histogram) with a mixture of 1-5 log-normal components by maximum "
+        "likelihood, the number chosen by BIC; print the components, the goodness of fit "
+        "and the synth spec that reproduces them.",
+    )
+    p.add_argument("results", help="a run or experiment folder")
+    p.add_argument("--point", metavar="ID", help="fit only this point of an experiment")
+    p.add_argument("--json", action="store_true", help="print the fit as JSON (fit.json)")
+    p.add_argument("--out", metavar="DIR", help="write DIR/fit.json and DIR/fit-figures/")
+    p.add_argument("--components", type=int, choices=range(1, 6), metavar="K", help="fix K (1-5)")
+    p.add_argument(
+        "--max-components",
+        type=int,
+        default=5,
+        choices=range(1, 6),
+        metavar="K",
+        help="largest K BIC may choose (default 5)",
+    )
+    p.set_defaults(func=_fit)
+
+
+def _saturation(text: str | None):
+    """``5000`` (every thread count) or ``1=5000,2=9400`` (per thread count)."""
+    if not text:
+        return None
+    try:
+        if "=" not in text:
+            return float(text)
+        return {int(k): float(v) for k, v in (p.split("=") for p in text.split(","))}
+    except ValueError as e:
+        raise TaillabError(
+            f"--saturation {text!r}: write one rate (5000) or threads=rate pairs (1=5000,2=9400)"
+        ) from e
+
+
+def _validate(args) -> int:
+    from .fit import read_fit
+    from .tailwag import error_table, summary, write_validation
+
+    fit = None
+    if args.fit:
+        fits = [f for f in read_fit(args.fit)["fits"] if "error" not in f]
+        if args.fit_point:
+            fits = [f for f in fits if f["point"] == args.fit_point]
+        if not fits:
+            raise TaillabError(
+                f"{args.fit} holds no fit{' of ' + args.fit_point if args.fit_point else ''}"
+            )
+        fit = fits[0]
+    sat = _saturation(args.saturation)
+    out = args.out or f"{args.synthetic}/validation"
+    page = write_validation(
+        args.measured, args.synthetic, out, app=args.app, fit=fit, saturation_qps=sat
+    )
+    summ = summary(
+        error_table(args.measured, args.synthetic, saturation_qps=sat), loads=(0.2, 0.5, 0.7)
+    )
+    print(
+        f"one worker, {summ['points']} point(s) at 20/50/70 % load: mean |error| vs goal (TailWAG)"
+    )
+    for st, v in summ["stats"].items():
+        err = v["mean_abs_error"]
+        print(
+            f"  {st:>4} {100 * err:5.1f}%  goal {100 * v['goal']:.0f}%  "
+            f"({'met' if v['met'] else 'NOT met'}; TailWAG {100 * v['tailwag']:.1f}%)"
+        )
+    print(page)
+    return 0
+
+
+def _add_validate(sub) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="compare a synthetic workload's results with the measured app's",
+        description="Match the points of MEASURED and SYNTHETIC on threads and offered QPS, "
+        "and write DIR/index.html, validation.csv and validation.json (default "
+        "SYNTHETIC/validation/) with the error of sojourn mean, p95 and p99 per point and "
+        "the figures (measured solid, synthetic dashed).",
+    )
+    p.add_argument("measured", help="results folder of the app")
+    p.add_argument("synthetic", help="results folder of the synthetic workload, same points")
+    p.add_argument("--out", metavar="DIR", help="output folder (default SYNTHETIC/validation)")
+    p.add_argument("--app", help="the measured app (its TailWAG Table 2 counterpart is shown)")
+    p.add_argument("--fit", metavar="FIT_JSON", help="the fit the synthetic workload came from")
+    p.add_argument("--fit-point", metavar="ID", help="which point of FIT_JSON (default: first)")
+    p.add_argument(
+        "--saturation",
+        metavar="QPS",
+        help="saturation rate(s) for the load axis: 5000 or 1=5000,2=9400 (default: utilization)",
+    )
+    p.set_defaults(func=_validate)
+
+
+COMMANDS = [_add_report, _add_compare, _add_fit, _add_validate]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ matplotlib.use("Agg")  # before anything imports pyplot: reports are drawn headl
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, LogFormatter, NullLocator  # noqa: E402
 
 from .errors import TaillabError  # noqa: E402
@@ -131,6 +132,112 @@ def service_cdf(res: Results, out=None, metric: str = "service") -> Figure:
     ax.set_title(f"{metric.capitalize()} time CDF per app")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
+    return save(fig, out)
+
+
+def service_fit(fit: dict, out=None) -> Figure:
+    """Measured vs fitted service time (TailWAG Fig. 5): density of ln(x) and CDF, log x.
+
+    ``fit`` is one entry of fit.json (``taillab.fit``): measured curves and the fitted
+    components. Measured: grey bars and a black step CDF; fitted: a red line, each component
+    dashed, so a mode the fit missed or invented shows as a gap between bars and line.
+    """
+    from .fit import parse_components
+
+    if "curves" not in fit or not fit.get("components"):
+        raise FigureError(f"fit of point {fit.get('point')!r} has no curves or components")
+    mix = parse_components(fit["components"])
+    c = fit["curves"]
+    edges = np.asarray(c["edges_ns"], dtype=float)
+    scale, unit = unit_for(edges)
+    fig, axes = _new(w=10.0, h=4.0, ncols=2)
+    ax_d, ax_c = axes[0]
+    ax_d.stairs(c["density"], edges / scale, fill=True, color="0.8", label="measured")
+    t = np.linspace(np.log(edges[0]), np.log(edges[-1]), 400)
+    parts = mix.log_pdf_components(t)
+    x = np.exp(t) / scale
+    if parts.shape[1] > 1:
+        for i in range(parts.shape[1]):
+            ax_d.plot(x, parts[:, i], "--", color="tab:red", lw=0.9, alpha=0.7)
+    ax_d.plot(x, parts.sum(axis=1), color="tab:red", label=f"fit, {parts.shape[1]} component(s)")
+    _plain_log_x(ax_d)
+    ax_d.set_xlabel(f"service time ({unit}, log scale)")
+    ax_d.set_ylabel("density of ln(service time)")
+    ax_d.legend(fontsize="small")
+    gx = np.asarray(c["cdf_ns"], dtype=float)
+    ax_c.step(gx / scale, c["cdf"], where="post", color="black", label="measured")
+    ax_c.plot(gx / scale, mix.cdf(gx), color="tab:red", label="fit")
+    _plain_log_x(ax_c)
+    ax_c.set_ylim(0, 1.005)
+    ax_c.set_xlabel(f"service time ({unit}, log scale)")
+    ax_c.set_ylabel("fraction of requests ≤ x")
+    ax_c.legend(fontsize="small", loc="lower right")
+    for ax in (ax_d, ax_c):
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(
+        f"Service-time fit, point {fit.get('point')}: n={fit.get('n', 0):,}, "
+        f"KS {fit.get('ks', float('nan')):.4f}"
+    )
+    return save(fig, out)
+
+
+def _validation_x(t: pd.DataFrame) -> tuple[np.ndarray, str]:
+    load = t["load"].to_numpy(dtype=float)
+    if np.isfinite(load).all():
+        return 100 * load, "load (% of saturation)"
+    return t["qps"].to_numpy(dtype=float), "offered load (QPS)"
+
+
+def validation_load(table: pd.DataFrame, out=None, stats=("mean", "p95", "p99")) -> Figure:
+    """Measured (solid) vs synthetic (dashed) sojourn mean/p95/p99 vs load, one panel per
+    worker count (TailWAG Fig. 8). ``table`` is :func:`taillab.tailwag.error_table`'s."""
+    if table.empty:
+        raise FigureError("no matched points to plot")
+    groups = list(table.sort_values("qps").groupby("threads"))
+    fig, axes = _new(w=5.0 * len(groups), h=4.2, ncols=len(groups))
+    scale, unit = unit_for(table[[f"measured_{s}" for s in stats]].to_numpy().ravel())
+    for ax, (threads, g) in zip(axes.flat, groups, strict=True):
+        x, xlabel = _validation_x(g)
+        for i, s in enumerate(stats):
+            ax.plot(x, g[f"measured_{s}"] / scale, "-o", color=f"C{i}")
+            ax.plot(x, g[f"synthetic_{s}"] / scale, "--s", color=f"C{i}", mfc="none")
+        _plain_log_y(ax)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"sojourn ({unit}, log scale)")
+        ax.set_title(f"threads={threads}", fontsize="medium")
+        ax.grid(True, which="both", alpha=0.3)
+    # One legend for all panels, outside them: colour = statistic, line style = source.
+    handles = [
+        Line2D([], [], color=f"C{i}", label=_STAT_LABEL.get(s, s)) for i, s in enumerate(stats)
+    ]
+    handles += [
+        Line2D([], [], color="0.3", marker="o", label="measured"),
+        Line2D([], [], color="0.3", ls="--", marker="s", mfc="none", label="synthetic"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize="small")
+    fig.suptitle("Measured (solid) vs synthetic (dashed) latency")
+    return save(fig, out)
+
+
+def validation_threads(table: pd.DataFrame, out=None, stat: str = "p95") -> Figure:
+    """Measured (solid) vs synthetic (dashed) sojourn ``stat`` vs load, one colour per worker
+    count (TailWAG Fig. 6)."""
+    if table.empty:
+        raise FigureError("no matched points to plot")
+    fig, ax = _new()
+    ax = ax[0, 0]
+    scale, unit = unit_for(table[f"measured_{stat}"])
+    for i, (threads, g) in enumerate(table.sort_values("qps").groupby("threads")):
+        x, xlabel = _validation_x(g)
+        c = f"C{i}"
+        ax.plot(x, g[f"measured_{stat}"] / scale, "-o", color=c, label=f"{threads} thread(s)")
+        ax.plot(x, g[f"synthetic_{stat}"] / scale, "--s", color=c, mfc="none")
+    _plain_log_y(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"sojourn {_STAT_LABEL.get(stat, stat)} ({unit}, log scale)")
+    ax.set_title(f"Thread scaling: measured (solid) vs synthetic (dashed) {stat}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
     return save(fig, out)
 
 

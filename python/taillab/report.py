@@ -302,6 +302,10 @@ def render(res: Results, out_dir: Path) -> str:
             f'alt="{esc(name)}"></a><figcaption>{caption} '
             f'<a href="{png}">PNG</a> · <a href="{svg}">SVG</a></figcaption></figure>'
         )
+    if (res.root / "fit.json").exists():  # written by `taillab fit RESULTS --out RESULTS`
+        from .fit import report_section
+
+        parts.append(report_section(res.root / "fit.json", fig_dir))
 
     parts.append("<h2>Runs</h2>")
     rows = []
@@ -386,6 +390,17 @@ def render(res: Results, out_dir: Path) -> str:
         "</p></body></html>"
     )
     return "\n".join(parts)
+
+
+def figure_tag(fig_dir: Path, name: str, caption: str) -> str:
+    """The <figure> of ``fig_dir/name.png|svg`` (drawn already), as the report shows figures."""
+    png, svg = f"{fig_dir.name}/{name}.png", f"{fig_dir.name}/{name}.svg"
+    width = int.from_bytes((fig_dir / f"{name}.png").read_bytes()[16:20], "big") * 2 // 3
+    return (
+        f'<figure id="{esc(name)}"><a href="{svg}"><img src="{png}" width="{width}" '
+        f'alt="{esc(name)}"></a><figcaption>{caption} '
+        f'<a href="{png}">PNG</a> · <a href="{svg}">SVG</a></figcaption></figure>'
+    )
 
 
 def write_report(results: str | Path | Results, out: str | Path | None = None) -> Path:

@@ -21,13 +21,21 @@ HOST = {"cpu": "Synthetic CPU", "cores": 2, "kernel": "6.1.0", "taillab": "0.1.0
 
 
 def _simulate(
-    qps: float, threads: int, mean_service_ns: float, duration_s: float, seed: int
+    qps: float,
+    threads: int,
+    mean_service_ns: float,
+    duration_s: float,
+    seed: int,
+    service_fn=None,
 ) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     n = max(50, int(qps * duration_s))
     intended = np.cumsum(rng.exponential(1e9 / qps, n))
     send_lag = rng.exponential(2_000, n) + 500
-    service = rng.exponential(mean_service_ns, n) + 1_000
+    if service_fn is None:
+        service = rng.exponential(mean_service_ns, n) + 1_000
+    else:
+        service = np.asarray(service_fn(rng, n), dtype=float)
     # c servers approximated by one server c times faster: enough for a fixture.
     eff = service / threads
     enq = intended + send_lag + 3_000
@@ -78,10 +86,14 @@ def make_run(
     failed_checks=(),
     schema="taillab.run/1",
     extra=None,
+    service_fn=None,
 ) -> dict:
-    """Write one run folder; returns its summary dict."""
+    """Write one run folder; returns its summary dict.
+
+    ``service_fn(rng, n)`` draws the n service times (ns) instead of the default exponential.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
-    t = _simulate(qps, threads, mean_service_ns, duration_s, seed)
+    t = _simulate(qps, threads, mean_service_ns, duration_s, seed, service_fn)
     m = {
         "sojourn": t["completed"] - t["intended"],
         "service": t["finished"] - t["started"],

@@ -18,11 +18,40 @@
 //! into the measured phase, while requests keep arriving: a server hiccup.
 //! An open-loop harness charges the stall to every request that arrived
 //! during it (sojourns up to `for`); a closed-loop one would hide it.
+//!
+//! # A workload generator (TailWAG)
+//!
+//! With four more keys synth stands in for a real app whose timing was measured
+//! (`taillab fit` writes the `service=` spec). Each request runs, as TailWAG's
+//! generated workload does:
+//!
+//! 1. `recv_lock=DIST`: a critical section of that length under a lock shared by all
+//!    workers (the receive side of a shared socket);
+//! 2. the service time, drawn from `service=` and multiplied by `scale=F` (what if
+//!    the app were F times slower; `scale=0.5`, twice as fast);
+//! 3. `send_lock=DIST`: a second critical section under a second shared lock.
+//!
+//! The client draws all three lengths (same seed, same requests in every
+//! configuration); the locks are hybrid, spinning up to `lock_spin` before they park
+//! ([`lock`]). `noise=SPEC` disturbs workers while they do any of the three: events
+//! arrive in wall time per worker (Poisson or periodic) and add their length, on all
+//! workers or, with `cpus=`, only on workers pinned to those CPUs ([`noise`]).
+//! `scale` stretches only `service=` draws: lock and noise lengths stand for the OS and
+//! the network stack, which a faster app does not shorten; set them explicitly.
+//!
+//! A critical section or disturbance longer than the mean service is allowed (a
+//! lock-bound app is a legitimate study) but warned about on stderr when the server
+//! starts: it usually means a unit slipped.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+pub mod lock;
+pub mod noise;
+
+use lock::HybridLock;
+use noise::{Noise, WorkerNoise};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use taillab_core::clock::{now_ns, sleep_until, spin_until};
-use taillab_core::dist::{parse_duration_ns, Dist};
+use taillab_core::dist::{fmt_ns, parse_duration_ns, Dist};
 use taillab_core::{App, AppError, Client, DataCtx, KeySpec, Params, Server, Worker};
 
 use rand::SeedableRng;
@@ -43,6 +72,31 @@ const KEYS: &[KeySpec] = &[
         name: "spin",
         default: "clock",
         help: "clock = spin on the clock (exact wall time); work = calibrated loop that preemption stretches",
+    },
+    KeySpec {
+        name: "recv_lock",
+        default: "none",
+        help: "critical section before the service, under a lock all workers share: a distribution (fixed:3us, lognormal:3.5us,cv=0.4)",
+    },
+    KeySpec {
+        name: "send_lock",
+        default: "none",
+        help: "critical section after the service, under a second shared lock: a distribution",
+    },
+    KeySpec {
+        name: "lock_spin",
+        default: "10us",
+        help: "how long a worker spins for a busy lock before it parks",
+    },
+    KeySpec {
+        name: "noise",
+        default: "none",
+        help: "disturbances while serving: poisson:rate=2000,for=exp:5us or every:1ms,for=20us [,cpus=0,2]; several joined by ;",
+    },
+    KeySpec {
+        name: "scale",
+        default: "1",
+        help: "multiply every service= draw by this factor (what-if faster/slower)",
     },
 ];
 
@@ -90,34 +144,106 @@ struct Config {
     service: Dist,
     stall: Option<Stall>,
     spin: Spin,
+    recv_lock: Option<Dist>,
+    send_lock: Option<Dist>,
+    lock_spin_ns: u64,
+    noise: Noise,
+    scale: f64,
+}
+
+impl Config {
+    /// Bytes of a request: the service time, then both lock lengths when a lock is set.
+    fn request_len(&self) -> usize {
+        if self.recv_lock.is_some() || self.send_lock.is_some() {
+            24
+        } else {
+            8
+        }
+    }
+
+    /// Mean time a worker is busy per request, noise included.
+    fn busy_mean_ns(&self) -> f64 {
+        let lock = |d: &Option<Dist>| d.as_ref().map_or(0.0, Dist::mean);
+        (self.service.mean() * self.scale + lock(&self.recv_lock) + lock(&self.send_lock))
+            * (1.0 + self.noise.stretch())
+    }
+
+    /// Locks or disturbances longer than the mean service: allowed, but usually a slip.
+    fn warnings(&self) -> Vec<String> {
+        let svc = self.service.mean() * self.scale;
+        let mut out = Vec::new();
+        for (key, d) in [
+            ("recv_lock", &self.recv_lock),
+            ("send_lock", &self.send_lock),
+        ] {
+            if let Some(d) = d.as_ref().filter(|d| d.mean() > svc) {
+                out.push(format!(
+                    "{key}: its mean {} is longer than the service mean {} it wraps",
+                    fmt_ns(d.mean()),
+                    fmt_ns(svc)
+                ));
+            }
+        }
+        for s in self.noise.0.iter().filter(|s| s.length.mean() > svc) {
+            out.push(format!(
+                "noise `{s}`: each event ({}) is longer than the service mean {}",
+                fmt_ns(s.length.mean()),
+                fmt_ns(svc)
+            ));
+        }
+        out
+    }
+}
+
+fn bad(key: &str, value: &str, expected: impl Into<String>) -> AppError {
+    AppError::BadParam {
+        key: key.into(),
+        value: value.into(),
+        expected: expected.into(),
+    }
+}
+
+fn dist_key(p: &Params, key: &str, default: &str) -> Result<Option<Dist>, AppError> {
+    let v = p.get(key).unwrap_or(default);
+    if v == "none" {
+        return Ok(None);
+    }
+    v.parse()
+        .map(Some)
+        .map_err(|e: taillab_core::dist::DistError| bad(key, v, e.to_string()))
 }
 
 fn config(p: &Params) -> Result<Config, AppError> {
     p.check_keys("synth", KEYS)?;
-    let spec = p.get("service").unwrap_or("exp:200us");
-    let service: Dist =
-        spec.parse()
-            .map_err(|e: taillab_core::dist::DistError| AppError::BadParam {
-                key: "service".into(),
-                value: spec.into(),
-                expected: e.to_string(),
-            })?;
+    let service = dist_key(p, "service", "exp:200us")?
+        .ok_or_else(|| bad("service", "none", "a distribution such as exp:200us"))?;
     let stall = parse_stall(p.get("stall").unwrap_or("none"))?;
     let spin = match p.get("spin").unwrap_or("clock") {
         "clock" => Spin::Clock,
         "work" => Spin::Work,
-        v => {
-            return Err(AppError::BadParam {
-                key: "spin".into(),
-                value: v.into(),
-                expected: "clock or work".into(),
-            })
-        }
+        v => return Err(bad("spin", v, "clock or work")),
     };
+    let ls = p.get("lock_spin").unwrap_or("10us");
+    let lock_spin_ns = parse_duration_ns(ls)
+        .map_err(|e| bad("lock_spin", ls, format!("{e}; a duration such as 10us")))?
+        as u64;
+    let nv = p.get("noise").unwrap_or("none");
+    let noise = nv.parse::<Noise>().map_err(|e| bad("noise", nv, e))?;
+    let sv = p.get("scale").unwrap_or("1");
+    let scale = sv
+        .parse::<f64>()
+        .ok()
+        .filter(|f| *f > 0.0 && f.is_finite())
+        .ok_or_else(|| bad("scale", sv, "a factor > 0, e.g. 0.5 (twice as fast) or 2"))?;
     Ok(Config {
         service,
         stall,
         spin,
+        recv_lock: dist_key(p, "recv_lock", "none")?,
+        send_lock: dist_key(p, "send_lock", "none")?,
+        lock_spin_ns,
+        noise,
+        scale,
     })
 }
 
@@ -140,49 +266,80 @@ impl App for Synth {
         KEYS
     }
     fn expected_service_ns(&self, params: &Params) -> Option<f64> {
-        config(params).ok().map(|c| c.service.mean())
+        config(params).ok().map(|c| c.busy_mean_ns())
     }
     fn server(
         &self,
         _: &DataCtx,
         params: &Params,
-        _threads: usize,
+        threads: usize,
     ) -> Result<Arc<dyn Server>, AppError> {
         let c = config(params)?;
+        for w in c.warnings() {
+            eprintln!("warning: synth: {w} (allowed; check the units)");
+        }
         let iters_per_us = if c.spin == Spin::Work {
             calibrate()
         } else {
             0.0
         };
+        let lock = |d: &Option<Dist>| d.as_ref().map(|_| HybridLock::new(c.lock_spin_ns));
         Ok(Arc::new(SynthServer(Arc::new(Shared {
             stall: c.stall,
             spin: c.spin,
             iters_per_us,
             measure_start: AtomicU64::new(0),
+            request_len: c.request_len(),
+            recv_lock: lock(&c.recv_lock),
+            send_lock: lock(&c.send_lock),
+            threads,
+            workers: AtomicUsize::new(0),
+            noisy_workers: AtomicUsize::new(0),
+            noise_events: AtomicU64::new(0),
+            noise_ns: AtomicU64::new(0),
+            noise: c.noise,
         }))))
     }
     fn client(&self, _: &DataCtx, params: &Params, seed: u64) -> Result<Box<dyn Client>, AppError> {
         let c = config(params)?;
         Ok(Box::new(SynthClient {
+            len: c.request_len(),
+            scale: c.scale,
             dist: c.service,
+            recv: c.recv_lock,
+            send: c.send_lock,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
         }))
     }
 }
 
-/// Draws service times; the payload is the service time in ns (u64 LE).
+/// Draws service times (and critical-section lengths); the payload is the service time in
+/// ns (u64 LE), followed by the recv and send critical sections' ns when a lock is set.
 pub struct SynthClient {
     dist: Dist,
+    scale: f64,
+    recv: Option<Dist>,
+    send: Option<Dist>,
+    len: usize,
     rng: Xoshiro256PlusPlus,
 }
 
 impl Client for SynthClient {
     fn next_request(&mut self, out: &mut Vec<u8>) {
-        let ns = self.dist.sample(&mut self.rng).round() as u64;
+        let ns = (self.dist.sample(&mut self.rng) * self.scale).round() as u64;
         out.extend_from_slice(&ns.to_le_bytes());
+        if self.len > 8 {
+            for d in [&self.recv, &self.send] {
+                let cs = d
+                    .as_ref()
+                    .map_or(0, |d| d.sample(&mut self.rng).round() as u64);
+                out.extend_from_slice(&cs.to_le_bytes());
+            }
+        }
     }
 }
 
+/// The server: state all workers share (locks, noise counters, the stall).
 pub struct SynthServer(Arc<Shared>);
 
 struct Shared {
@@ -191,14 +348,88 @@ struct Shared {
     iters_per_us: f64,
     /// Start of the measured phase (0 until the harness says), for stalls.
     measure_start: AtomicU64,
+    request_len: usize,
+    recv_lock: Option<HybridLock>,
+    send_lock: Option<HybridLock>,
+    noise: Noise,
+    threads: usize,
+    workers: AtomicUsize,
+    noisy_workers: AtomicUsize,
+    noise_events: AtomicU64,
+    noise_ns: AtomicU64,
 }
 
+/// Noise processes of worker `w` are seeded from this and `w`.
+const NOISE_SEED: u64 = 0x6e6f_6973_6531;
+
 impl Server for SynthServer {
-    fn worker(&self, _index: usize) -> Result<Box<dyn Worker>, AppError> {
-        Ok(Box::new(SynthWorker(self.0.clone())))
+    fn worker(&self, index: usize) -> Result<Box<dyn Worker>, AppError> {
+        let s = &self.0;
+        // Called on the worker's own thread, after the harness pinned it (--cpus).
+        let noise = WorkerNoise::new(
+            &s.noise,
+            &allowed_cpus(),
+            taillab_core::arrival::derive_seed(NOISE_SEED, index as u64),
+            now_ns(),
+        );
+        let hit = if noise.active() {
+            s.noisy_workers.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            s.noisy_workers.load(Ordering::Relaxed)
+        };
+        let made = s.workers.fetch_add(1, Ordering::Relaxed) + 1;
+        if made == s.threads && hit == 0 && !s.noise.0.is_empty() {
+            eprintln!(
+                "warning: synth: noise `{}` hits no worker: none is pinned within its cpus= (pin them with --cpus)",
+                s.noise
+            );
+        }
+        Ok(Box::new(SynthWorker {
+            s: self.0.clone(),
+            noise,
+        }))
     }
     fn begin_measurement(&self, at_ns: u64) {
         self.0.measure_start.store(at_ns, Ordering::Release);
+    }
+    fn report(&self) -> serde_json::Value {
+        let s = &self.0;
+        let mut out = serde_json::Map::new();
+        for (k, l) in [("recv_lock", &s.recv_lock), ("send_lock", &s.send_lock)] {
+            if let Some(l) = l {
+                out.insert(k.into(), l.stats());
+            }
+        }
+        if !s.noise.0.is_empty() {
+            out.insert(
+                "noise".into(),
+                serde_json::json!({
+                    "spec": s.noise.to_string(),
+                    "workers_hit": s.noisy_workers.load(Ordering::Relaxed),
+                    "events": s.noise_events.load(Ordering::Relaxed),
+                    "added_ns": s.noise_ns.load(Ordering::Relaxed),
+                }),
+            );
+        }
+        if out.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::Value::Object(out)
+        }
+    }
+}
+
+/// The CPUs the calling thread may run on (empty when the kernel will not say).
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; we pass its true size; CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+            .filter(|&i| libc::CPU_ISSET(i, &set))
+            .collect()
     }
 }
 
@@ -225,34 +456,70 @@ fn calibrate() -> f64 {
         .fold(0.0, f64::max)
 }
 
-struct SynthWorker(Arc<Shared>);
+struct SynthWorker {
+    s: Arc<Shared>,
+    noise: WorkerNoise,
+}
+
+/// Keeps the CPU busy for `ns` of work plus whatever noise hits it meanwhile.
+fn busy(s: &Shared, noise: &mut WorkerNoise, ns: u64) {
+    let start = now_ns();
+    let mut end = match s.spin {
+        Spin::Clock => start + ns,
+        Spin::Work => {
+            work((ns as f64 / 1e3 * s.iters_per_us) as u64);
+            now_ns()
+        }
+    };
+    if noise.active() {
+        let (e0, n0) = (noise.events, noise.added_ns);
+        end = noise.extend(start, end);
+        s.noise_events
+            .fetch_add(noise.events - e0, Ordering::Relaxed);
+        s.noise_ns.fetch_add(noise.added_ns - n0, Ordering::Relaxed);
+    }
+    spin_until(end);
+}
+
+/// A critical section of `ns` under `lock`, if that lock is set.
+fn critical(s: &Shared, noise: &mut WorkerNoise, lock: Option<&HybridLock>, ns: u64) {
+    if let Some(l) = lock {
+        let _g = l.lock();
+        busy(s, noise, ns);
+    }
+}
+
+fn field(req: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(req[8 * i..8 * i + 8].try_into().expect("length checked"))
+}
 
 impl Worker for SynthWorker {
     fn handle(&mut self, req: &[u8], resp: &mut Vec<u8>) -> Result<(), AppError> {
-        let s = &*self.0;
-        let bytes: [u8; 8] = req
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| {
-                AppError::Request(format!("synth request must be 8 bytes, got {}", req.len()))
-            })?;
-        let svc = u64::from_le_bytes(bytes);
-        let mut start = now_ns();
+        let SynthWorker { s, noise } = self;
+        let s: &Shared = s;
+        if req.len() < s.request_len {
+            return Err(AppError::Request(format!(
+                "synth request must be {} bytes with these settings, got {} (client and server need the same --set)",
+                s.request_len,
+                req.len()
+            )));
+        }
+        let svc = field(req, 0);
         if let Some(st) = s.stall {
             let ms = s.measure_start.load(Ordering::Acquire);
+            let start = now_ns();
             if ms > 0 && start >= ms + st.at_ns && start < ms + st.at_ns + st.len_ns {
                 // The server is stopped: this worker serves nothing until the stall ends.
                 sleep_until(ms + st.at_ns + st.len_ns);
-                start = now_ns();
             }
         }
-        match s.spin {
-            Spin::Clock => {
-                spin_until(start + svc);
-            }
-            Spin::Work => {
-                work((svc as f64 / 1e3 * s.iters_per_us) as u64);
-            }
+        let locks = s.request_len > 8;
+        if locks {
+            critical(s, noise, s.recv_lock.as_ref(), field(req, 1));
+        }
+        busy(s, noise, svc);
+        if locks {
+            critical(s, noise, s.send_lock.as_ref(), field(req, 2));
         }
         resp.extend_from_slice(&svc.to_le_bytes());
         Ok(())
@@ -333,6 +600,149 @@ mod tests {
         );
     }
 
+    fn ctx() -> DataCtx {
+        DataCtx {
+            root: std::env::temp_dir(),
+        }
+    }
+
+    /// Runs `per_thread` requests on each of `threads` workers at once (each worker built on
+    /// its own thread); returns the server and the wall time.
+    fn serve_concurrently(p: &Params, threads: usize, per_thread: usize) -> (Arc<dyn Server>, u64) {
+        let server = Synth.server(&ctx(), p, threads).unwrap();
+        let go = Arc::new(std::sync::Barrier::new(threads));
+        let t = now_ns();
+        let hs: Vec<_> = (0..threads)
+            .map(|i| {
+                let (server, go, p) = (server.clone(), go.clone(), p.clone());
+                std::thread::spawn(move || {
+                    let mut w = server.worker(i).unwrap();
+                    let mut c = Synth.client(&ctx(), &p, i as u64).unwrap();
+                    let mut req = Vec::new();
+                    go.wait();
+                    for _ in 0..per_thread {
+                        req.clear();
+                        c.next_request(&mut req);
+                        w.handle(&req, &mut Vec::new()).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        (server, now_ns() - t)
+    }
+
+    /// Two workers whose service is only a 2 ms critical section under the shared lock take
+    /// at least as long as doing all of them one after the other.
+    #[test]
+    fn locks_serialize_workers() {
+        for key in ["recv_lock", "send_lock"] {
+            let p = Params::parse(["service=fixed:0ns", &format!("{key}=fixed:2ms")]).unwrap();
+            let (server, took) = serve_concurrently(&p, 2, 5);
+            assert!(
+                took >= 20_000_000,
+                "{key}: 10 sections of 2 ms took {took} ns"
+            );
+            let st = &server.report()[key];
+            assert_eq!(st["acquired"], 10, "{st}");
+            assert!(st["contended"].as_u64().unwrap() >= 1, "{st}");
+        }
+    }
+
+    /// Poisson noise of ρ = 0.1 on back-to-back 100 µs services: the events counted match
+    /// rate × busy time (5 standard deviations), and the time added is ρ/(1−ρ) of the work.
+    #[test]
+    fn noise_adds_rate_times_length_to_service() {
+        let p = Params::parse([
+            "service=fixed:100us",
+            "noise=poisson:rate=10000,for=fixed:10us",
+        ])
+        .unwrap();
+        let (server, _) = serve_concurrently(&p, 1, 1_500);
+        let st = &server.report()["noise"];
+        assert_eq!(st["workers_hit"], 1, "{st}");
+        let (events, added) = (
+            st["events"].as_u64().unwrap() as f64,
+            st["added_ns"].as_u64().unwrap() as f64,
+        );
+        let work = 1_500.0 * 100e3;
+        let expect = 10_000.0 * (work + added) / 1e9;
+        assert!(
+            (events - expect).abs() < 5.0 * expect.sqrt(),
+            "{events} events, expected {expect:.0}"
+        );
+        assert!(
+            (added / work / (0.1 / 0.9) - 1.0).abs() < 0.15,
+            "added {added} ns to {work} ns of work"
+        );
+    }
+
+    /// `cpus=` disturbs only workers pinned within the list.
+    #[test]
+    fn noise_cpus_pick_pinned_workers() {
+        let p = Params::parse(["service=fixed:1us", "noise=every:100us,for=1us,cpus=0"]).unwrap();
+        let server = Synth.server(&ctx(), &p, 2).unwrap();
+        let s2 = server.clone();
+        std::thread::spawn(move || {
+            taillab_core::harness::place_thread_on(&[0], None, 0).unwrap();
+            s2.worker(0).map(|_| ()).unwrap();
+        })
+        .join()
+        .unwrap();
+        let _unpinned = server.worker(1).unwrap();
+        let here = allowed_cpus();
+        let expect = 1 + usize::from(here == [0]);
+        assert_eq!(server.report()["noise"]["workers_hit"], expect);
+    }
+
+    #[test]
+    fn scale_multiplies_service_draws_only() {
+        let draw = |set: &[&str]| {
+            let p = Params::parse(set.iter().copied()).unwrap();
+            let mut c = Synth.client(&ctx(), &p, 9).unwrap();
+            let mut out = Vec::new();
+            for _ in 0..100 {
+                c.next_request(&mut out);
+            }
+            out.chunks(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()) as f64)
+                .collect::<Vec<_>>()
+        };
+        let base = ["service=lognormal:100us,cv=0.5", "recv_lock=fixed:3us"];
+        let a = draw(&base);
+        let b = draw(&[base[0], base[1], "scale=2.5"]);
+        assert_eq!(a.len(), 300, "service, recv and send per request");
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            let want = if i % 3 == 0 { 2.5 * x } else { *x };
+            assert!((y - want).abs() <= 2.0, "field {i}: {y} vs {want}");
+        }
+        let p = Params::parse([base[0], "scale=0.5"]).unwrap();
+        assert_eq!(Synth.expected_service_ns(&p), Some(50e3));
+    }
+
+    #[test]
+    fn long_locks_and_noise_are_warned_about() {
+        let c = config(
+            &Params::parse([
+                "service=fixed:10us",
+                "send_lock=fixed:1ms",
+                "noise=every:10ms,for=50us",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        let w = c.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("send_lock") && w[1].contains("noise"),
+            "{w:?}"
+        );
+        let ok = config(&Params::parse(["service=fixed:10us", "recv_lock=fixed:1us"]).unwrap());
+        assert!(ok.unwrap().warnings().is_empty());
+    }
+
     #[test]
     fn bad_params_name_the_key() {
         let ctx = DataCtx {
@@ -343,6 +753,14 @@ mod tests {
             ("spin=fast", "spin"),
             ("stall=at:1s", "stall"),
             ("sevrice=exp:1us", "sevrice"),
+            ("recv_lock=exp:1", "recv_lock"),
+            ("send_lock=fast", "send_lock"),
+            ("lock_spin=10", "lock_spin"),
+            ("noise=poisson:rate=5", "noise"),
+            ("noise=every:1ms,for=2ms", "noise"),
+            ("scale=0", "scale"),
+            ("scale=-2", "scale"),
+            ("scale=x", "scale"),
         ] {
             let e = Synth
                 .server(&ctx, &Params::parse([p]).unwrap(), 1)

@@ -1,0 +1,459 @@
+//! `noise=`: disturbances (interrupts, timer ticks, rare hiccups) injected into workers'
+//! service.
+//!
+//! A real worker is disturbed by events that come in *wall time*, whatever it is doing:
+//! a NIC interrupt, the scheduler tick, a page fault. Each noise source is therefore a
+//! seeded point process in time, one per worker (TailWAG's per-CPU interrupt handling):
+//!
+//! - `poisson:rate=R` — events at rate R per second, independent gaps (device interrupts);
+//! - `every:D` — one event every D, phase drawn at random per worker (timer ticks).
+//!
+//! `for=DIST` (or `for:DIST`) is the length of each event, any spec of
+//! `taillab_core::dist` or a bare duration for a fixed length (`for:20us`). While a worker serves (its critical sections included), every
+//! event that falls in what it is doing adds its length to it; an event that falls inside
+//! another's extension adds too, as interrupts queue behind each other. So a worker
+//! busy for `s` is stretched on average to `s / (1 − ρ)` with ρ = rate × mean length (for
+//! ρ ≪ 1, by `s·ρ`). Events that come while the worker waits for a request or for a lock
+//! are dropped: they take CPU nobody is waiting for (for Poisson events this is exact in
+//! distribution, the process being memoryless; periodic events keep their phase).
+//!
+//! `cpus=LIST` (`0,2` or `0-3`) restricts a source to workers pinned on those CPUs
+//! (`--cpus`): a worker is disturbed when every CPU its affinity mask allows is in the
+//! list, read once when its thread starts. Unpinned workers may run anywhere, so a
+//! restricted source leaves them alone.
+//!
+//! Several sources are separated by `;`: `noise=every:1ms,for=2us;poisson:rate=50,for=exp:200us`.
+//! Worker `w`'s processes are seeded from `w` and the source's position, so a spec gives the
+//! same event sequence in every run; what it hits still differs, as requests arrive at
+//! other times.
+
+use rand::Rng;
+use rand_distr::{Distribution, Exp};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::fmt;
+use std::str::FromStr;
+use taillab_core::dist::{parse_duration_ns, Dist};
+
+/// When a noise source's events come.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrivals {
+    /// Independent exponential gaps, `rate` events per second.
+    Poisson { rate: f64 },
+    /// One event every `period_ns`.
+    Every { period_ns: f64 },
+}
+
+/// One noise source: its arrivals, the length of each event, and the CPUs it hits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    /// When its events come.
+    pub arrivals: Arrivals,
+    /// How long each event keeps a worker (ns).
+    pub length: Dist,
+    /// `None`: every worker; else only workers pinned within these CPUs.
+    pub cpus: Option<Vec<usize>>,
+}
+
+/// The `noise=` setting: zero or more sources (`none` for zero).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Noise(pub Vec<Source>);
+
+const FORM: &str = "write it as poisson:rate=2000,for=exp:5us or every:1ms,for=20us, \
+optionally with ,cpus=0,2 (CPU list or range 0-3), several joined by `;`, or none";
+
+impl Noise {
+    /// Fraction of a busy worker's time the sources unrestricted by `cpus` add, ρ / (1 − ρ)
+    /// (∞ when their ρ reaches 1: the events alone would keep a worker busy forever).
+    pub fn stretch(&self) -> f64 {
+        let rho: f64 = self
+            .0
+            .iter()
+            .filter(|s| s.cpus.is_none())
+            .map(Source::load)
+            .sum();
+        if rho >= 1.0 {
+            f64::INFINITY
+        } else {
+            rho / (1.0 - rho)
+        }
+    }
+}
+
+impl Source {
+    /// ρ: events per ns × mean event length, the share of time the events take.
+    pub fn load(&self) -> f64 {
+        let per_ns = match self.arrivals {
+            Arrivals::Poisson { rate } => rate / 1e9,
+            Arrivals::Every { period_ns } => 1.0 / period_ns,
+        };
+        per_ns * self.length.mean()
+    }
+
+    /// Whether a worker allowed on `allowed` CPUs is disturbed by this source.
+    pub fn hits(&self, allowed: &[usize]) -> bool {
+        match &self.cpus {
+            None => true,
+            Some(c) => !allowed.is_empty() && allowed.iter().all(|a| c.contains(a)),
+        }
+    }
+}
+
+fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let bad = || format!("cpus: `{part}` is not a CPU number or range like 0-3");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Splits `kind:first,key=..,key=..` into fields; a comma-separated piece that does not
+/// start a known key continues the previous field (so `for=uniform:1us,3us` and
+/// `cpus=0,2` keep their commas).
+fn fields(body: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for piece in body.split(',') {
+        let key = ["rate", "for", "cpus"]
+            .into_iter()
+            .find(|k| piece.starts_with(&format!("{k}=")) || piece.starts_with(&format!("{k}:")));
+        match (key, out.last_mut()) {
+            (Some(k), _) => out.push((k.to_string(), piece[k.len() + 1..].to_string())),
+            (None, Some(last)) => {
+                last.1.push(',');
+                last.1.push_str(piece);
+            }
+            (None, None) => out.push((String::new(), piece.to_string())),
+        }
+    }
+    out
+}
+
+/// An event length: a distribution, or a bare duration for a fixed one (`for:20us`).
+fn parse_length(v: &str) -> Result<Dist, String> {
+    match parse_duration_ns(v) {
+        Ok(ns) if !v.contains(':') => Ok(Dist::Fixed(ns)),
+        _ => v.parse::<Dist>().map_err(|e| e.to_string()),
+    }
+}
+
+fn parse_source(s: &str) -> Result<Source, String> {
+    let (kind, rest) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}` needs a kind, poisson: or every:"))?;
+    let mut f = fields(rest.trim()).into_iter();
+    let arrivals = match kind.trim() {
+        "poisson" => Arrivals::Poisson { rate: 0.0 },
+        "every" => {
+            let (k, d) = f.next().unwrap_or_default();
+            if !k.is_empty() {
+                return Err("every: starts with its period, as in every:1ms".into());
+            }
+            let period_ns = parse_duration_ns(&d)?;
+            if period_ns <= 0.0 {
+                return Err("the period of every: must be > 0".into());
+            }
+            Arrivals::Every { period_ns }
+        }
+        k => return Err(format!("unknown noise kind `{k}`")),
+    };
+    let mut src = Source {
+        arrivals,
+        length: Dist::Fixed(0.0),
+        cpus: None,
+    };
+    let (mut rate, mut length) = (None, None);
+    for (k, v) in f {
+        match k.as_str() {
+            "rate" => {
+                let r: f64 = v
+                    .parse()
+                    .map_err(|_| format!("rate=`{v}` is not a number"))?;
+                if !(r > 0.0 && r.is_finite()) {
+                    return Err(format!("rate={v} must be > 0 (events per second)"));
+                }
+                rate = Some(r);
+            }
+            "for" => length = Some(parse_length(&v)?),
+            "cpus" => src.cpus = Some(parse_cpus(&v)?),
+            _ => return Err(format!("unexpected `{v}`")),
+        }
+    }
+    match (&mut src.arrivals, rate) {
+        (Arrivals::Poisson { rate: r }, Some(x)) => *r = x,
+        (Arrivals::Poisson { .. }, None) => return Err("poisson: needs rate=R".into()),
+        (Arrivals::Every { .. }, Some(_)) => return Err("every: takes a period, not rate=".into()),
+        _ => {}
+    }
+    src.length = length.ok_or("a noise source needs for=DIST (each event's length)")?;
+    if src.load() >= 1.0 {
+        return Err(format!(
+            "its events would take {:.0}% of the time (rate × mean length ≥ 1)",
+            100.0 * src.load()
+        ));
+    }
+    Ok(src)
+}
+
+impl FromStr for Noise {
+    type Err = String;
+    /// Parses `none` or sources joined by `;`; the error names the expected form.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s == "none" || s.is_empty() {
+            return Ok(Noise::default());
+        }
+        s.split(';')
+            .map(|p| parse_source(p.trim()).map_err(|why| format!("`{p}`: {why}; {FORM}")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Noise)
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.arrivals {
+            Arrivals::Poisson { rate } => write!(f, "poisson:rate={rate}")?,
+            Arrivals::Every { period_ns } => write!(f, "every:{}ns", period_ns.round() as u64)?,
+        }
+        write!(f, ",for={}", self.length)?;
+        if let Some(c) = &self.cpus {
+            let v: Vec<String> = c.iter().map(|c| c.to_string()).collect();
+            write!(f, ",cpus={}", v.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Noise {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        let v: Vec<String> = self.0.iter().map(|s| s.to_string()).collect();
+        f.write_str(&v.join(";"))
+    }
+}
+
+/// One worker's event process of one source.
+struct Process {
+    src: Source,
+    next_ns: f64,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Process {
+    fn gap(&mut self) -> f64 {
+        match self.src.arrivals {
+            Arrivals::Poisson { rate } => Exp::new(rate / 1e9)
+                .expect("rate > 0 checked at parse")
+                .sample(&mut self.rng),
+            Arrivals::Every { period_ns } => period_ns,
+        }
+    }
+
+    /// Moves the next event to at or after `t` (events before `t` hit nobody waiting).
+    fn skip_to(&mut self, t: f64) {
+        if self.next_ns >= t {
+            return;
+        }
+        self.next_ns = match self.src.arrivals {
+            // Memoryless: the first event after t is t + a fresh gap.
+            Arrivals::Poisson { .. } => t + self.gap(),
+            Arrivals::Every { period_ns } => {
+                self.next_ns + ((t - self.next_ns) / period_ns).ceil() * period_ns
+            }
+        };
+    }
+}
+
+/// A worker's noise: its processes and what they added.
+pub struct WorkerNoise {
+    procs: Vec<Process>,
+    /// Events that hit this worker.
+    pub events: u64,
+    /// The ns they added.
+    pub added_ns: u64,
+}
+
+impl WorkerNoise {
+    /// The processes of the sources that hit a worker allowed on `allowed` CPUs, seeded
+    /// from `seed`, their clocks starting at `now_ns`.
+    pub fn new(noise: &Noise, allowed: &[usize], seed: u64, now_ns: u64) -> Self {
+        let procs = noise
+            .0
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.hits(allowed))
+            .map(|(i, s)| {
+                let mut rng: Xoshiro256PlusPlus = rand::SeedableRng::seed_from_u64(
+                    taillab_core::arrival::derive_seed(seed, i as u64),
+                );
+                let first = match s.arrivals {
+                    Arrivals::Every { period_ns } => rng.gen_range(0.0..period_ns),
+                    Arrivals::Poisson { .. } => 0.0,
+                };
+                let mut p = Process {
+                    src: s.clone(),
+                    next_ns: now_ns as f64 + first,
+                    rng,
+                };
+                if let Arrivals::Poisson { .. } = s.arrivals {
+                    p.next_ns += p.gap();
+                }
+                p
+            })
+            .collect();
+        WorkerNoise {
+            procs,
+            events: 0,
+            added_ns: 0,
+        }
+    }
+
+    /// Whether any source hits this worker.
+    pub fn active(&self) -> bool {
+        !self.procs.is_empty()
+    }
+
+    /// The end of a stretch of work that began at `start_ns` and would end at `end_ns`
+    /// undisturbed, once every event falling inside it (extensions included) is added.
+    pub fn extend(&mut self, start_ns: u64, end_ns: u64) -> u64 {
+        let mut end = end_ns as f64;
+        for p in &mut self.procs {
+            p.skip_to(start_ns as f64);
+        }
+        loop {
+            let mut hit = false;
+            for p in &mut self.procs {
+                while p.next_ns < end {
+                    let len = p.src.length.sample(&mut p.rng).max(0.0);
+                    end += len;
+                    self.events += 1;
+                    self.added_ns += len.round() as u64;
+                    p.next_ns += p.gap();
+                    hit = true;
+                }
+            }
+            if !hit {
+                return end.round() as u64;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_round_trips_and_refuses() {
+        for (s, n) in [
+            ("none", 0),
+            ("poisson:rate=2000,for=exp:5us", 1),
+            ("every:1ms,for:20us", 1),
+            ("every:1ms,for=uniform:1us,3us,cpus=0,2", 1),
+            (
+                "poisson:rate=10,for=lognormal:200us,cv=0.5,cpus=1-3;every:4ms,for=2us",
+                2,
+            ),
+        ] {
+            let x: Noise = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_eq!(x.0.len(), n, "{s}");
+            let back: Noise = x.to_string().parse().unwrap();
+            assert_eq!(back, x, "{s} -> {x}");
+        }
+        let x: Noise = "every:1ms,for=uniform:1us,3us,cpus=0,2".parse().unwrap();
+        assert_eq!(x.0[0].cpus, Some(vec![0, 2]));
+        assert_eq!(x.0[0].length.mean(), 2e3);
+        let r: Noise = "poisson:rate=1,for=1us,cpus=1-3".parse().unwrap();
+        assert_eq!(r.0[0].cpus, Some(vec![1, 2, 3]));
+        for bad in [
+            "poisson:for=5us",
+            "poisson:rate=0,for=5us",
+            "poisson:rate=2000",
+            "every:0ms,for=1us",
+            "every:1ms,rate=3,for=1us",
+            "every:1ms,for=2ms",
+            "burst:1ms,for=1us",
+            "every:1ms,for=1us,cpus=a",
+            "every:1ms,for=1us,cpus=3-1",
+            "every:1ms,for=exp:1",
+            "every:for=1us",
+            "poisson",
+        ] {
+            let e = bad.parse::<Noise>().unwrap_err();
+            assert!(e.contains("poisson:rate="), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn cpus_restrict_which_workers_are_hit() {
+        let n: Noise = "every:1ms,for=1us,cpus=1".parse().unwrap();
+        assert!(n.0[0].hits(&[1]));
+        assert!(!n.0[0].hits(&[0]));
+        assert!(
+            !n.0[0].hits(&[0, 1]),
+            "an unpinned worker may run off the list"
+        );
+        assert!(!WorkerNoise::new(&n, &[0], 1, 0).active());
+        assert!(WorkerNoise::new(&n, &[1], 1, 0).active());
+        assert_eq!(
+            n.stretch(),
+            0.0,
+            "restricted sources do not stretch every worker"
+        );
+    }
+
+    /// Events added to back-to-back busy stretches match rate × busy time, with the
+    /// extensions included (Poisson count: within 5 standard deviations).
+    #[test]
+    fn poisson_noise_adds_rate_times_length() {
+        let n: Noise = "poisson:rate=20000,for=fixed:5us".parse().unwrap();
+        let mut w = WorkerNoise::new(&n, &[0], 7, 0);
+        let (mut t, base) = (0u64, 100_000u64);
+        for _ in 0..5_000 {
+            let end = w.extend(t, t + base);
+            t = end + 50_000; // idle gap: events there are dropped
+        }
+        let busy = 5_000.0 * base as f64 + w.added_ns as f64;
+        let expect = 20_000.0 * busy / 1e9;
+        let sd = expect.sqrt();
+        assert!(
+            (w.events as f64 - expect).abs() < 5.0 * sd,
+            "{} events, expected {expect:.0} ± {sd:.0}",
+            w.events
+        );
+        // ρ = 0.1: the stretch is ρ/(1-ρ) of the undisturbed work.
+        let stretch = w.added_ns as f64 / (5_000.0 * base as f64);
+        assert!(
+            (stretch / n.stretch() - 1.0).abs() < 0.06,
+            "stretch {stretch}"
+        );
+    }
+
+    #[test]
+    fn periodic_noise_hits_once_per_period_of_busy_time() {
+        let n: Noise = "every:1ms,for=20us".parse().unwrap();
+        let mut w = WorkerNoise::new(&n, &[0], 3, 0);
+        let end = w.extend(0, 100_000_000);
+        // 100 ms of work plus the ticks' own 2 %: 102 ticks, give or take the phase.
+        assert!((101..=103).contains(&w.events), "{} ticks", w.events);
+        assert_eq!(end - 100_000_000, w.added_ns);
+        // A busy stretch shorter than the period after a long idle: at most one tick.
+        let before = w.events;
+        w.extend(500_000_000, 500_000_100);
+        assert!(w.events - before <= 1);
+    }
+}

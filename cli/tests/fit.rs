@@ -1,0 +1,278 @@
+//! `taillab fit` on runs of the real binary: synth draws service times from a known
+//! mixture of log-normals, the fit must recover it, and its spec must reproduce the run.
+//!
+//! Bounds: weights ±0.03 and component means ±5 % (the fitted means include the
+//! harness's ~0.2 µs around each service, < 1 % here); p50/p99 of a rerun of the fitted
+//! spec within 3 % of the original's (15 000 requests: the p99's sampling error is ~0.5 %
+//! per run). A host disturbed by other processes or steal preempts workers mid-service,
+//! which adds a slow component of its own; such tries are repeated and, if all are
+//! disturbed, the test says INCONCLUSIVE rather than blame the fit.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod common;
+use common::*;
+
+/// This checkout's Python package (not whatever the venv installed in editable mode).
+fn python_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../python")
+}
+
+fn fit_cmd(args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("fit")
+        .args(args)
+        .env("PYTHONPATH", python_dir())
+        .output()
+        .unwrap()
+}
+
+/// `taillab fit DIR --json`: the first (only) fit of a run folder.
+fn fit(dir: &Path) -> Value {
+    let o = fit_cmd(&[dir.to_str().unwrap(), "--json"]);
+    assert!(
+        o.status.success(),
+        "taillab fit failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("fit --json prints JSON");
+    assert_eq!(doc["schema"], "taillab.fit/1");
+    doc["fits"][0].clone()
+}
+
+/// Why a run's environment check blames the host (steal, other processes), if it does.
+fn disturbed(s: &Value) -> Option<String> {
+    let items = s["checks"]["environment"]["items"].as_array()?;
+    let v: Vec<String> = items
+        .iter()
+        .filter(|i| i["ok"] == false && (i["name"] == "steal" || i["name"] == "foreign_cpu"))
+        .map(|i| format!("{} {}", i["name"], i["value"]))
+        .collect();
+    (!v.is_empty()).then(|| v.join(", "))
+}
+
+/// Repeats `attempt` (up to 5 tries) while it fails on a disturbed host; fails the test
+/// on the second undisturbed failure; INCONCLUSIVE when every try was disturbed.
+fn within_tries(name: &str, mut attempt: impl FnMut(u64) -> Result<(), (String, Option<String>)>) {
+    let mut off = Vec::new();
+    for k in 1..=5 {
+        match attempt(k) {
+            Ok(()) => return,
+            Err((e, Some(why))) => eprintln!("{name}: try {k} on a disturbed host ({why}): {e}"),
+            Err((e, None)) => {
+                eprintln!("{name}: try {k}: {e}");
+                off.push(e);
+                if off.len() == 2 {
+                    break;
+                }
+            }
+        }
+    }
+    if off.is_empty() {
+        eprintln!("{name}: INCONCLUSIVE: every try ran on a disturbed host (see above)");
+        return;
+    }
+    panic!("{name}: {}", off.join(" / "));
+}
+
+fn synth_run(spec: &str, qps: &str, requests: &str, seed: u64, out: &Path) -> Value {
+    run(
+        &[
+            "--app",
+            "synth",
+            "--qps",
+            qps,
+            "--threads",
+            "1",
+            "--requests",
+            requests,
+            "--warmup-requests",
+            "500",
+            "--seed",
+            &seed.to_string(),
+            "--set",
+            &format!("service={spec}"),
+            "--save-requests",
+        ],
+        out,
+    )
+}
+
+/// Each true (weight, mean ns) matched to the fitted component nearest in log mean:
+/// weight within ±0.03, mean within 5 %; fitted components matched by none (a disturbed
+/// host's slow requests) may hold 0.03 of the weight in all.
+fn check_components(f: &Value, truth: &[(f64, f64)]) -> Result<(), String> {
+    let comps: Vec<(f64, f64)> = f["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["weight"].as_f64().unwrap(),
+                c["mean_ns"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let mut used = vec![false; comps.len()];
+    for &(w, m) in truth {
+        let (i, &(fw, fm)) = comps
+            .iter()
+            .enumerate()
+            .min_by(|a, b| {
+                let d = |c: &(f64, f64)| (c.1 / m).ln().abs();
+                d(a.1).total_cmp(&d(b.1))
+            })
+            .unwrap();
+        if used[i] || (fw - w).abs() > 0.03 || (fm / m - 1.0).abs() > 0.05 {
+            return Err(format!(
+                "component ({w}, {m} ns) fitted as ({fw:.4}, {fm:.0} ns); fit {comps:?}"
+            ));
+        }
+        used[i] = true;
+    }
+    let extra: f64 = comps
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(c, _)| c.0)
+        .sum();
+    if extra > 0.03 {
+        return Err(format!("unmatched components hold {extra:.3}: {comps:?}"));
+    }
+    Ok(())
+}
+
+fn recovers(name: &str, spec: &str, qps: &str, truth: &[(f64, f64)]) {
+    let _serial = serial();
+    within_tries(name, |k| {
+        let out = tmp(&format!("fit-{name}-{k}"));
+        let s = synth_run(spec, qps, "6000", 40 + k, &out);
+        let f = fit(&out);
+        assert_eq!(f["source"], "requests");
+        assert_eq!(f["n"], 6000);
+        let r = check_components(&f, truth).map_err(|e| (e, disturbed(&s)));
+        let _ = std::fs::remove_dir_all(&out);
+        r
+    });
+}
+
+#[test]
+fn fit_recovers_one_component() {
+    recovers("one", "lognormal:80us,cv=0.2", "2500", &[(1.0, 80e3)]);
+}
+
+#[test]
+fn fit_recovers_two_components() {
+    recovers(
+        "two",
+        "mix:0.7*lognormal:40us,cv=0.2+0.3*lognormal:300us,cv=0.2",
+        "2500",
+        &[(0.7, 40e3), (0.3, 300e3)],
+    );
+}
+
+#[test]
+fn fit_recovers_three_components() {
+    recovers(
+        "three",
+        "mix:0.6*lognormal:30us,cv=0.15+0.3*lognormal:150us,cv=0.15+0.1*lognormal:800us,cv=0.15",
+        "2000",
+        &[(0.6, 30e3), (0.3, 150e3), (0.1, 800e3)],
+    );
+}
+
+/// The fitted spec, run again with another seed, gives the original's service p50 and
+/// p99 within 3 %.
+#[test]
+fn fitted_spec_round_trips() {
+    let _serial = serial();
+    let spec = "mix:0.8*lognormal:50us,cv=0.1+0.2*lognormal:200us,cv=0.1";
+    within_tries("round trip", |k| {
+        let (a, b) = (tmp(&format!("rt-a-{k}")), tmp(&format!("rt-b-{k}")));
+        let sa = synth_run(spec, "5000", "15000", 60 + k, &a);
+        let fitted = fit(&a)["spec"].as_str().unwrap().to_string();
+        let sb = synth_run(&fitted, "5000", "15000", 80 + k, &b);
+        let why = disturbed(&sa).or(disturbed(&sb));
+        let svc = |s: &Value, q: &str| s["latency_ns"]["service"][q].as_f64().unwrap();
+        for q in ["p50", "p99"] {
+            let (x, y) = (svc(&sa, q), svc(&sb, q));
+            if (y / x - 1.0).abs() > 0.03 {
+                return Err((format!("{q}: {x} ns, fitted {fitted} gives {y} ns"), why));
+            }
+        }
+        let _ = (std::fs::remove_dir_all(&a), std::fs::remove_dir_all(&b));
+        Ok(())
+    });
+}
+
+/// Too few requests to fit: refused with the reason, exit 2; the JSON output still
+/// carries the reason.
+#[test]
+fn fit_refuses_small_runs() {
+    let out = tmp("fit-small");
+    run(
+        &[
+            "--app",
+            "synth",
+            "--qps",
+            "2000",
+            "--requests",
+            "300",
+            "--warmup-requests",
+            "50",
+            "--set",
+            "service=fixed:20us",
+        ],
+        &out,
+    );
+    let o = fit_cmd(&[out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("300 measured requests") && err.contains("1000"),
+        "{err}"
+    );
+    let o = fit_cmd(&[out.to_str().unwrap(), "--point", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no point"));
+    let o = fit_cmd(&[out.to_str().unwrap(), "--components", "7"]);
+    assert_eq!(o.status.code(), Some(2), "clap refuses K outside 1..=5");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A critical section longer than the service it wraps runs, with a warning.
+#[test]
+fn synth_warns_about_long_locks() {
+    let out = tmp("fit-longlock");
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "--app",
+            "synth",
+            "--qps",
+            "200",
+            "--requests",
+            "200",
+            "--warmup-requests",
+            "20",
+            "--set",
+            "service=fixed:10us",
+            "--set",
+            "recv_lock=fixed:100us",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("warning: synth: recv_lock"), "{err}");
+    let s = read_summary(&out);
+    assert_eq!(s["app_stats"]["recv_lock"]["acquired"], 220);
+    // Service time covers the critical section: ≥ 110 µs at the median.
+    assert!(s["latency_ns"]["service"]["p50"].as_f64().unwrap() >= 110e3);
+    let _ = std::fs::remove_dir_all(&out);
+}

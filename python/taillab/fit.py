@@ -1,0 +1,611 @@
+"""Fit measured service times with a mixture of log-normal components (TailWAG's first step).
+
+A workload generator stands in for an app only if its service times have the app's
+distribution. Real service times are skewed and often multi-modal (a fast path and a slow
+path, a rare very slow request), so we fit a *mixture of log-normals*: the logarithm of the
+service time is a mixture of Gaussians, which maximum likelihood fits well with EM. We use
+scikit-learn's ``GaussianMixture`` on ln(ns) for k = 1..5 components and keep the k with the
+lowest BIC (Bayesian information criterion: log-likelihood penalised by 3 parameters per
+component times ln n / 2), so a second mode is added only when the data carry it.
+
+Data: a run's per-request records (``requests.csv``, measured requests only) when every run
+of the point has them, else its service histogram (``hist/service.hlog``), whose buckets are
+at most 0.1 % wide. Both become a sparse histogram; EM sees up to ``max_samples`` draws from
+it, each spread uniformly over its bucket (an integer ns record stands for [v, v+1)), so
+discrete values cannot attract a degenerate zero-width component. Goodness of fit is measured
+on *all* the data: the Kolmogorov–Smirnov distance between the measured and fitted CDFs, and
+the relative error of the fitted mean, p50, p95, p99 and p99.9.
+
+Each component is reported as TailWAG's Table 2 does — weight, mean and variance — where the
+variance is that of ln(service time) (σ²): Table 2's values (e.g. 0.007 for an img-dnn whose
+service times all lie within 0.35–0.45 ms) only make sense in log space. We add the
+component's mean and median in ns and its coefficient of variation √(e^σ² − 1). The synth
+spec writes each component as ``lognormal:MEAN,cv=CV``, the form ``taillab_core::dist``
+parses, with 4 significant digits (≤ 0.05 % rounding).
+
+What a fit can and cannot see (for calibrating synth's locks and noise):
+
+* The *queue/service split* of the run (mean sojourn = send lag + queue + service + the rest)
+  is reported. Queueing is the harness's to reproduce; only service is fitted.
+* Critical sections inside the app are part of its measured service time. At one worker they
+  cost nothing extra; their contention shows only as service growth with the worker count,
+  which a fit of one point cannot separate. Compare fits at 1 and N workers to size
+  ``recv_lock``/``send_lock``.
+* Disturbances that hit a worker while it served (interrupts, preemption) are inside the
+  measured service times and so inside the fitted mixture (often as a small slow
+  component). The run's environment section gives host-wide interrupt and preemption rates
+  and CPU shares; they are reported as ``noise_hints`` (a ``noise=`` spec with the mean
+  disturbance length they imply) for what-if studies. Adding them to a fitted spec counts
+  them twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+from .errors import TaillabError
+from .hlog import Dist
+from .results import RUN_SCHEMA, Results, _read_requests, load, read_json
+
+SCHEMA = "taillab.fit/1"
+MIN_REQUESTS = 1000
+MAX_COMPONENTS = 5
+QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+
+
+class FitError(TaillabError):
+    """The data cannot be fitted (too few requests, no service time); says why."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One log-normal component: ln(ns) ~ Normal(mu, s2), with mixture weight ``weight``."""
+
+    weight: float
+    mu: float
+    s2: float
+
+    @property
+    def mean_ns(self) -> float:
+        return math.exp(self.mu + self.s2 / 2)
+
+    @property
+    def median_ns(self) -> float:
+        return math.exp(self.mu)
+
+    @property
+    def cv(self) -> float:
+        return math.sqrt(math.expm1(self.s2))
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "weight": self.weight,
+            "mean_ns": self.mean_ns,
+            "median_ns": self.median_ns,
+            "log_mean": self.mu,
+            "log_var": self.s2,
+            "cv": self.cv,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Component:
+        return Component(float(d["weight"]), float(d["log_mean"]), float(d["log_var"]))
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """A mixture of log-normal components, sorted by mean."""
+
+    components: tuple[Component, ...]
+
+    def _arrays(self):
+        w = np.array([c.weight for c in self.components])
+        mu = np.array([c.mu for c in self.components])
+        sd = np.sqrt([c.s2 for c in self.components])
+        return w, mu, sd
+
+    def cdf(self, x_ns) -> np.ndarray:
+        """P(X <= x) for x in ns (0 for x <= 0)."""
+        x = np.atleast_1d(np.asarray(x_ns, dtype=float))
+        w, mu, sd = self._arrays()
+        with np.errstate(divide="ignore"):
+            t = np.log(np.maximum(x, 0.0))[:, None]
+        return (w * special.ndtr((t - mu) / sd)).sum(axis=1)
+
+    def log_pdf_components(self, t) -> np.ndarray:
+        """Density of ln(X) at t (rows) for each component (columns), weighted."""
+        t = np.atleast_1d(np.asarray(t, dtype=float))[:, None]
+        w, mu, sd = self._arrays()
+        return w * np.exp(-0.5 * ((t - mu) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+
+    @property
+    def mean_ns(self) -> float:
+        return float(sum(c.weight * c.mean_ns for c in self.components))
+
+    def quantile(self, q: float) -> float:
+        """The x (ns) with P(X <= x) = q, solved on ln x."""
+        _, mu, sd = self._arrays()
+        lo, hi = float((mu - 12 * sd).min()), float((mu + 12 * sd).max())
+        return math.exp(optimize.brentq(lambda t: self.cdf(math.exp(t))[0] - q, lo, hi))
+
+    def spec(self) -> str:
+        """The distribution spec synth's ``service=`` parses (weights sum to exactly 1)."""
+        comps = [c for c in self.components if round(c.weight, 6) > 0]
+        if len(comps) == 1:
+            return _lognormal_spec(comps[0])
+        total = sum(c.weight for c in comps)
+        ws = [round(c.weight / total, 6) for c in comps]
+        big = int(np.argmax(ws))
+        ws[big] = round(1.0 - (sum(ws) - ws[big]), 6)
+        return "mix:" + "+".join(
+            f"{w:.6f}".rstrip("0").rstrip(".") + "*" + _lognormal_spec(c)
+            for w, c in zip(ws, comps, strict=True)
+        )
+
+
+def _dur(ns: float) -> str:
+    """A duration for a spec: 4 significant digits in the largest unit that keeps it >= 1."""
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if ns >= scale:
+            v = ns / scale
+            return (f"{v:.4g}" if v < 1e4 else f"{v:.0f}") + unit
+    return f"{ns:.4g}ns"
+
+
+def _lognormal_spec(c: Component) -> str:
+    return f"lognormal:{_dur(c.mean_ns)},cv={c.cv:.4g}"
+
+
+def parse_components(rows: list[dict[str, Any]]) -> Mixture:
+    """A mixture from the ``components`` list of a fit (fit.json)."""
+    return Mixture(tuple(Component.from_json(r) for r in rows))
+
+
+# --- fitting -----------------------------------------------------------------------------
+
+
+def _positive(dist: Dist) -> tuple[Dist, int]:
+    """The histogram without zero-length service times (ln 0 is undefined), and their count."""
+    keep = dist.hi > 0
+    zeros = int(dist.count[~keep].sum())
+    return Dist(dist.lo[keep], dist.hi[keep], dist.count[keep]), zeros
+
+
+def _draw_log(dist: Dist, max_samples: int, rng: np.random.Generator) -> np.ndarray:
+    """ln of up to ``max_samples`` values drawn from the histogram, spread over each bucket."""
+    total = dist.total
+    if total <= max_samples:
+        idx = np.repeat(np.arange(len(dist.count)), dist.count)
+    else:
+        idx = rng.choice(len(dist.count), size=max_samples, p=dist.count / total)
+    lo = np.maximum(dist.lo[idx].astype(float), 0.5)
+    width = (dist.hi[idx] - dist.lo[idx] + 1).astype(float)
+    return np.log(lo + rng.random(len(idx)) * width)
+
+
+def fit_mixture(
+    dist: Dist,
+    *,
+    components: int | None = None,
+    max_components: int = MAX_COMPONENTS,
+    max_samples: int = 50_000,
+    seed: int = 0,
+) -> tuple[Mixture, dict[int, float]]:
+    """Maximum-likelihood mixture of log-normals for a histogram of positive ns values.
+
+    ``components`` fixes k; otherwise k in 1..``max_components`` with the lowest BIC (the
+    search stops after two k in a row that do not improve it). Returns the mixture and the
+    BIC of every k tried.
+    """
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+    from threadpoolctl import threadpool_limits
+
+    if not 1 <= (components or max_components) <= MAX_COMPONENTS:
+        raise FitError(f"components must be 1..{MAX_COMPONENTS}")
+    x = _draw_log(dist, max_samples, np.random.default_rng(seed))[:, None]
+    ks = [components] if components else range(1, max_components + 1)
+    # No more components than distinct buckets (a near-constant service time).
+    ks = sorted({min(k, len(dist.count)) for k in ks})
+    bics: dict[int, float] = {}
+    best, worse = None, 0
+    # EM here is small numpy work; k-means' thread pool on a shared 2-CPU host only thrashes.
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for k in ks:
+            gm = GaussianMixture(k, n_init=3, max_iter=500, random_state=seed).fit(x)
+            bics[k] = float(gm.bic(x))
+            if best is None or bics[k] < bics[best[0]]:
+                best, worse = (k, gm), 0
+            else:
+                worse += 1
+                if worse == 2:
+                    break
+    assert best is not None
+    gm = best[1]
+    comps = sorted(
+        (
+            Component(float(w), float(m[0]), float(c.ravel()[0]))
+            for w, m, c in zip(gm.weights_, gm.means_, gm.covariances_, strict=True)
+        ),
+        key=lambda c: c.mean_ns,
+    )
+    return Mixture(tuple(comps)), bics
+
+
+def goodness(dist: Dist, mix: Mixture) -> dict[str, Any]:
+    """KS distance and relative errors of mean and quantiles, fitted vs measured (all data).
+
+    Each bucket [lo, hi] stands for the values in [lo, hi + 1): the empirical CDF is compared
+    with the fitted one at both edges of every bucket.
+    """
+    total = dist.total
+    after = np.cumsum(dist.count) / total
+    before = after - dist.count / total
+    d_hi = np.abs(after - mix.cdf(dist.hi + 1.0))
+    d_lo = np.abs(before - mix.cdf(dist.lo.astype(float)))
+    errors: dict[str, dict[str, float]] = {}
+    rows = [("mean", dist.mean, mix.mean_ns)]
+    rows += [(name, dist.quantile(q), mix.quantile(q)) for name, q in QUANTILES.items()]
+    for name, measured, fitted in rows:
+        errors[name] = {
+            "measured_ns": float(measured),
+            "fitted_ns": float(fitted),
+            "rel_error": float(fitted / measured - 1) if measured else math.nan,
+        }
+    return {"ks": float(max(d_hi.max(), d_lo.max())), "errors": errors}
+
+
+def _curves(dist: Dist, bins: int = 60) -> dict[str, list[float]]:
+    """The measured density of ln(ns) on log-spaced bins and the CDF, for the fit figure."""
+    lo_q, hi_q = dist.quantile(np.array([0.0005, 0.9995]))
+    a, b = math.log(max(lo_q, 1.0)), math.log(max(hi_q, lo_q + 1.0))
+    pad = 0.1 * (b - a) + 0.05
+    edges = np.linspace(a - pad, b + pad, bins + 1)
+    mid = np.log((dist.lo + dist.hi) / 2 + 0.5)
+    dens, _ = np.histogram(mid, bins=edges, weights=dist.count)
+    dens = dens / (dist.total * np.diff(edges))
+    grid = np.exp(np.linspace(edges[0], edges[-1], 200))
+    cum = np.concatenate([[0], np.cumsum(dist.count)]) / dist.total
+    cdf = cum[np.searchsorted(dist.hi, grid, side="right")]
+    return {
+        "edges_ns": np.exp(edges).tolist(),
+        "density": dens.tolist(),
+        "cdf_ns": grid.tolist(),
+        "cdf": cdf.tolist(),
+    }
+
+
+# --- reading a results folder --------------------------------------------------------------
+
+
+def measured_service(res: Results, point: str) -> tuple[Dist, str]:
+    """The point's measured service times and where they came from ("requests"/"histogram").
+
+    Per-request records are used only when every run of the point saved them, so a point
+    never mixes exact values with histogram buckets.
+    """
+    runs = res.runs[res.runs["point"] == point]
+    paths = [Path(p) / "requests.csv" for p in runs["path"]]
+    if paths and all(p.exists() for p in paths):
+        vals = []
+        for p in paths:
+            df = _read_requests(p)
+            if "measured" in df:
+                df = df[df["measured"] == 1]
+            vals.append(df["service"].to_numpy())
+        return Dist.from_values(np.concatenate(vals)), "requests"
+    return res.histogram("service", point=point), "histogram"
+
+
+def _split(runs) -> dict[str, float]:
+    """Mean sojourn and its parts over the point's runs, weighted by measured requests."""
+    n = np.asarray(runs.get("requests_measured"), dtype=float)
+    n = np.where(np.isfinite(n) & (n > 0), n, 1.0)
+
+    def mean(col: str) -> float:
+        v = np.asarray(runs[col], dtype=float) if col in runs else np.full(len(runs), np.nan)
+        ok = np.isfinite(v)
+        return float(np.average(v[ok], weights=n[ok])) if ok.any() else math.nan
+
+    out = {f"{m}_mean_ns": mean(f"{m}_mean") for m in ("sojourn", "service", "queue", "send_lag")}
+    parts = [out[f"{m}_mean_ns"] for m in ("service", "queue", "send_lag")]
+    # Rounded to 0.1 ns: in an integrated run the parts add up exactly, and the float
+    # residue of the subtraction (1e-10 ns) is not a measurement.
+    out["other_mean_ns"] = round(
+        out["sojourn_mean_ns"] - sum(p for p in parts if math.isfinite(p)), 1
+    )
+    s = out["sojourn_mean_ns"]
+    out["service_share"] = out["service_mean_ns"] / s if s else math.nan
+    return out
+
+
+def noise_hints(run_dirs: list[Path]) -> list[dict[str, Any]]:
+    """``noise=`` specs implied by the runs' environment sections (host-wide averages).
+
+    Interrupts: the per-CPU rate is intr/s over the CPUs, the mean length is the irq+softirq
+    CPU time per interrupt. Preemption: each worker's involuntary switches per second, and
+    its run-queue wait per switch. Both are averages over the measured phase, not traces.
+    """
+    envs = []
+    for d in run_dirs:
+        env = read_json(d / "summary.json", RUN_SCHEMA).get("environment")
+        if isinstance(env, dict):
+            envs.append(env)
+    if not envs:
+        return []
+
+    def avg(f) -> float:
+        v = [f(e) for e in envs]
+        v = [x for x in v if isinstance(x, (int, float)) and math.isfinite(x)]
+        return float(np.mean(v)) if v else math.nan
+
+    hints = []
+    intr = avg(lambda e: e.get("intr_per_s"))
+    ncpu = avg(lambda e: e.get("ncpu"))
+    irq = avg(lambda e: (e.get("host_irq_pct") or 0.0) + (e.get("host_softirq_pct") or 0.0))
+    if intr > 0 and ncpu > 0 and math.isfinite(irq):
+        length_ns = irq / 100 / intr * 1e9
+        hints.append(_hint("interrupts", intr / ncpu, length_ns, "host intr/s per CPU"))
+
+    def workers(e, key):
+        w = [t.get(key) for t in e.get("workers") or [] if isinstance(t, dict)]
+        w = [x for x in w if isinstance(x, (int, float))]
+        return float(np.mean(w)) if w else math.nan
+
+    invol = avg(lambda e: workers(e, "invol_per_s"))
+    wait = avg(lambda e: workers(e, "runq_wait_pct"))
+    if invol > 0 and math.isfinite(wait):
+        hints.append(
+            _hint("preemption", invol, wait / 100 / invol * 1e9, "worker involuntary switches")
+        )
+    return hints
+
+
+def _hint(source: str, rate: float, length_ns: float, basis: str) -> dict[str, Any]:
+    spec = f"poisson:rate={rate:.4g},for=exp:{_dur(max(length_ns, 1.0))}"
+    return {
+        "source": source,
+        "rate_per_s": rate,
+        "mean_ns": length_ns,
+        "basis": basis,
+        "spec": spec,
+    }
+
+
+def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
+    """The fit of one point, as a JSON-able dict (an entry of fit.json's ``fits``)."""
+    raw, source = measured_service(res, point)
+    runs = res.runs[res.runs["point"] == point]
+    if raw.total < MIN_REQUESTS:
+        raise FitError(
+            f"point {point} has {raw.total} measured requests; a fit needs at least "
+            f"{MIN_REQUESTS} (re-run with --requests {MIN_REQUESTS} or more)"
+        )
+    dist, zeros = _positive(raw)
+    if dist.total == 0:
+        raise FitError(
+            f"point {point}: every service time is zero — the app only measures transport "
+            "(e.g. memcached, redis); there is no service distribution to fit"
+        )
+    if dist.total < MIN_REQUESTS:
+        raise FitError(
+            f"point {point} has only {dist.total} non-zero service times of {raw.total}; "
+            f"a fit needs at least {MIN_REQUESTS}"
+        )
+    mix, bics = fit_mixture(dist, **kw)
+    warn = []
+    if zeros:
+        warn.append(f"{zeros} zero-length service times left out (ln 0 is undefined)")
+    prow = res.points[res.points["point"] == point].iloc[0]
+    spec = mix.spec()
+    return {
+        "point": point,
+        "app": _plain(prow.get("app")),
+        "threads": _plain(prow.get("threads")),
+        "qps": _plain(prow.get("qps")),
+        "runs": len(runs),
+        "source": source,
+        "n": dist.total,
+        "zero_dropped": zeros,
+        "bic": {str(k): v for k, v in bics.items()},
+        "chosen_by": "fixed" if kw.get("components") else "bic",
+        "components": [c.to_json() for c in mix.components],
+        "spec": spec,
+        "synth_set": f"service={spec}",
+        **goodness(dist, mix),
+        "split": _split(runs),
+        "noise_hints": noise_hints([Path(p) for p in runs["path"]]),
+        "warnings": warn,
+        "curves": _curves(dist),
+    }
+
+
+def _plain(v):
+    """numpy/pandas scalars as JSON-able Python values (NaN as None)."""
+    if v is None:
+        return None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if not math.isfinite(float(v)) else float(v)
+    return v
+
+
+def fit_results(path: str | Path | Results, point: str | None = None, **kw) -> dict[str, Any]:
+    """Fit every point of a results folder (or only ``point``): the fit.json document.
+
+    A point that cannot be fitted gets an entry ``{"point", "error"}`` instead of a fit;
+    with ``point`` given, its error is raised.
+    """
+    res = path if isinstance(path, Results) else load(path)
+    ids = [str(p) for p in res.points["point"] if p is not None]
+    if point is not None:
+        if point not in ids:
+            raise FitError(f"no point {point!r} in {res.root}; its points are {ids}")
+        ids = [point]
+    fits = []
+    for pid in ids:
+        try:
+            fits.append(fit_point(res, pid, **kw))
+        except FitError as e:
+            if point is not None:
+                raise
+            fits.append({"point": pid, "error": str(e)})
+    return _clean({"schema": SCHEMA, "results": str(res.root), "fits": fits})
+
+
+def _clean(v):
+    """JSON-safe: NaN and infinities (a metric the runs lack) become null."""
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def read_fit(path: str | Path) -> dict[str, Any]:
+    """Read a fit.json (a file or the folder holding it), checking its schema."""
+    p = Path(path)
+    p = p / "fit.json" if p.is_dir() else p
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise FitError(
+            f"cannot read {p}: {e}; write it with `taillab fit RESULTS --out DIR`"
+        ) from e
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise FitError(f"{p} is not a {SCHEMA} document; rewrite it with `taillab fit`")
+    return doc
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name))
+
+
+def write_fit(doc: dict[str, Any], out: str | Path) -> Path:
+    """Write ``out/fit.json`` and ``out/fit-figures/<point>.png|svg``; returns fit.json's path."""
+    from .figures import service_fit
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in doc["fits"]:
+        if "error" not in f:
+            service_fit(f, out / "fit-figures" / _safe(f["point"]))
+    path = out / "fit.json"
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False, default=_plain), encoding="utf-8")
+    return path
+
+
+# --- text and HTML -------------------------------------------------------------------------
+
+
+def _us(ns: float) -> str:
+    from .report import fmt_ns
+
+    return fmt_ns(ns)
+
+
+def _pct(v: float) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{100 * v:+.1f}%"
+
+
+def text_summary(doc: dict[str, Any]) -> str:
+    """The human-readable fit: one block per point."""
+    lines = []
+    for f in doc["fits"]:
+        if "error" in f:
+            lines.append(f"point {f['point']}: not fitted: {f['error']}")
+            continue
+        lines.append(
+            f"point {f['point']}: {f['n']} service times ({f['source']}), "
+            f"{len(f['components'])} component(s) by {f['chosen_by'].upper()}, KS {f['ks']:.4f}"
+        )
+        lines.append(f"  {'weight':>8} {'mean':>10} {'median':>10} {'log var':>8} {'cv':>7}")
+        for c in f["components"]:
+            lines.append(
+                f"  {c['weight']:8.4f} {_us(c['mean_ns']):>10} {_us(c['median_ns']):>10} "
+                f"{c['log_var']:8.4f} {c['cv']:7.3f}"
+            )
+        err = "  ".join(f"{k} {_pct(v['rel_error'])}" for k, v in f["errors"].items())
+        lines.append(f"  fitted vs measured: {err}")
+        s = f["split"]
+        lines.append(
+            f"  sojourn mean {_us(s['sojourn_mean_ns'])} = service {_us(s['service_mean_ns'])} "
+            f"+ queue {_us(s['queue_mean_ns'])} + send lag {_us(s['send_lag_mean_ns'])} "
+            f"+ other {_us(s['other_mean_ns'])}"
+        )
+        for h in f["noise_hints"]:
+            lines.append(f"  noise hint ({h['source']}, {h['basis']}): noise={h['spec']}")
+        for w in f["warnings"]:
+            lines.append(f"  warning: {w}")
+        lines.append(f"  synth: --set '{f['synth_set']}'")
+    return "\n".join(lines)
+
+
+def report_section(fit_json: Path, fig_dir: Path) -> str:
+    """HTML for the report: per point, the fit table and the figure (drawn into fig_dir)."""
+    from .figures import service_fit
+    from .report import _table, esc, figure_tag
+
+    try:
+        doc = read_fit(fit_json)
+    except FitError as e:
+        return f"<h2>Service-time fit</h2><p class=note>{esc(e)}</p>"
+    parts = [
+        "<h2>Service-time fit</h2><p class=muted>Mixture of log-normals fitted by maximum "
+        "likelihood (EM on ln of service time, components chosen by BIC), from "
+        "<code>fit.json</code>. Variance is that of ln(service time), as in TailWAG's "
+        "Table 2.</p>"
+    ]
+    for f in doc["fits"]:
+        if "error" in f:
+            parts.append(
+                f"<p class=note>point {esc(f['point'])}: not fitted: {esc(f['error'])}</p>"
+            )
+            continue
+        rows = [
+            [
+                str(i + 1),
+                f"{c['weight']:.4f}",
+                _us(c["mean_ns"]),
+                _us(c["median_ns"]),
+                f"{c['log_var']:.4f}",
+                f"{c['cv']:.3f}",
+            ]
+            for i, c in enumerate(f["components"])
+        ]
+        parts.append(f"<h3>point {esc(f['point'])}</h3>")
+        parts.append(_table(["component", "weight", "mean", "median", "variance (ln)", "cv"], rows))
+        err = [
+            [k, _us(v["measured_ns"]), _us(v["fitted_ns"]), _pct(v["rel_error"])]
+            for k, v in f["errors"].items()
+        ]
+        parts.append(_table(["statistic", "measured", "fitted", "error"], err))
+        parts.append(
+            f"<p>KS distance {f['ks']:.4f} over {f['n']} service times ({esc(f['source'])}). "
+            f"Synth: <code>--set '{esc(f['synth_set'])}'</code></p>"
+        )
+        name = "fit_" + _safe(f["point"])
+        service_fit(f, fig_dir / name)
+        parts.append(
+            figure_tag(
+                fig_dir,
+                name,
+                "Measured (bars, steps) vs fitted (line; components dashed) density of "
+                "ln(service time) and CDF (TailWAG Fig. 5).",
+            )
+        )
+    return "\n".join(parts)

@@ -1,0 +1,239 @@
+"""The service-time fit: known mixtures drawn with numpy are recovered, specs are exact, bad
+input is refused with the reason, and the report shows the fit."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import fixtures
+import numpy as np
+import pytest
+
+from taillab import cli
+from taillab.fit import (
+    Component,
+    FitError,
+    Mixture,
+    fit_mixture,
+    fit_results,
+    goodness,
+    read_fit,
+    write_fit,
+)
+from taillab.hlog import Dist
+
+
+def _draw(rng, n, comps):
+    """n ns values from [(weight, mean_ns, cv)] log-normal components."""
+    w = np.array([c[0] for c in comps])
+    k = rng.choice(len(comps), size=n, p=w / w.sum())
+    out = np.empty(n)
+    for i, (_, mean, cv) in enumerate(comps):
+        s2 = math.log1p(cv * cv)
+        m = k == i
+        out[m] = rng.lognormal(math.log(mean) - s2 / 2, math.sqrt(s2), m.sum())
+    return np.round(out)
+
+
+CASES = [
+    [(1.0, 80e3, 0.2)],
+    [(0.7, 40e3, 0.2), (0.3, 300e3, 0.25)],
+    [(0.6, 30e3, 0.15), (0.3, 150e3, 0.15), (0.1, 800e3, 0.2)],
+]
+
+
+@pytest.mark.parametrize("comps", CASES, ids=["one", "two", "three"])
+def test_recovers_known_mixtures(comps):
+    rng = np.random.default_rng(len(comps))
+    dist = Dist.from_values(_draw(rng, 20_000, comps))
+    mix, bics = fit_mixture(dist, seed=1)
+    assert len(mix.components) == len(comps), bics
+    assert min(bics, key=bics.get) == len(comps)
+    for (w, mean, cv), c in zip(comps, mix.components, strict=True):
+        assert abs(c.weight - w) <= 0.03
+        assert abs(c.mean_ns / mean - 1) <= 0.05
+        assert abs(c.cv / cv - 1) <= 0.15
+    g = goodness(dist, mix)
+    assert g["ks"] < 0.02
+    for name in ("mean", "p50", "p95", "p99"):
+        assert abs(g["errors"][name]["rel_error"]) < 0.03, (name, g["errors"][name])
+
+
+def test_one_wide_lognormal_is_not_split():
+    # BIC must not buy a second component for a single skewed mode.
+    rng = np.random.default_rng(5)
+    mix, _ = fit_mixture(Dist.from_values(_draw(rng, 30_000, [(1.0, 500e3, 1.2)])))
+    assert len(mix.components) == 1
+    assert abs(mix.components[0].cv / 1.2 - 1) < 0.05
+
+
+def test_histogram_input_matches_exact_values():
+    # The same data as 3-digit HDR buckets (0.1 % wide) fits the same mixture.
+    from hdrh.histogram import HdrHistogram
+
+    rng = np.random.default_rng(2)
+    vals = _draw(rng, 20_000, CASES[1])
+    h = HdrHistogram(1, 3600 * 10**9, 3)
+    for v in vals:
+        h.record_value(int(v))
+    a, _ = fit_mixture(Dist.from_values(vals), seed=3)
+    b, _ = fit_mixture(Dist.from_hdr(h), seed=3)
+    for x, y in zip(a.components, b.components, strict=True):
+        assert abs(x.weight - y.weight) < 0.01 and abs(x.mean_ns / y.mean_ns - 1) < 0.01
+
+
+def test_quantiles_and_cdf_are_consistent():
+    m = Mixture((Component(0.25, math.log(1e4), 0.04), Component(0.75, math.log(1e5), 0.09)))
+    for q in (0.1, 0.5, 0.99, 0.999):
+        assert m.cdf(m.quantile(q))[0] == pytest.approx(q, abs=1e-9)
+    # Half of the first component (weight 0.25) lies below its median; the second adds ~0.
+    assert m.quantile(0.125) == pytest.approx(1e4, rel=1e-6)
+    assert m.quantile(0.25 + 0.375) == pytest.approx(1e5, rel=1e-6)
+    assert m.mean_ns == pytest.approx(0.25 * 1e4 * math.exp(0.02) + 0.75 * 1e5 * math.exp(0.045))
+
+
+SPEC = re.compile(r"^(mix:)?([0-9.]+\*)?lognormal:[0-9.]+(ns|us|ms|s),cv=[0-9.e-]+")
+
+
+def test_spec_is_parseable_and_exact():
+    comps = (
+        Component(0.123456789, math.log(33_333.3), 0.05),
+        Component(0.5, math.log(2.5e6), 0.3),
+        Component(1 - 0.623456789, math.log(7.77e9), 0.01),
+    )
+    spec = Mixture(comps).spec()
+    assert spec.startswith("mix:")
+    terms = spec[4:].split("+")
+    ws = [float(t.split("*")[0]) for t in terms]
+    assert abs(sum(ws) - 1) < 1e-9  # the Rust parser allows 1e-6
+    for t, c in zip(terms, comps, strict=True):
+        assert SPEC.match(t)
+        mean = re.search(r"lognormal:([0-9.]+)(ns|us|ms|s)", t)
+        scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[mean.group(2)]
+        assert float(mean.group(1)) * scale == pytest.approx(c.mean_ns, rel=5e-4)
+        cv = float(t.split("cv=")[1])
+        assert cv == pytest.approx(c.cv, rel=5e-4)
+    one = Mixture((Component(1.0, math.log(80e3), 0.04),)).spec()
+    assert one.startswith("lognormal:") and "*" not in one
+
+
+def _run(tmp_path, service_fn, duration_s=10.0, qps=200.0, **kw):
+    d = tmp_path / "r"
+    fixtures.make_run(
+        d, qps=qps, duration_s=duration_s, save_requests=True, service_fn=service_fn, **kw
+    )
+    return d
+
+
+def test_refuses_too_few_requests(tmp_path):
+    d = _run(tmp_path, lambda rng, n: rng.lognormal(10, 0.3, n), duration_s=2.0)
+    with pytest.raises(FitError, match="needs at least 1000"):
+        fit_results(d, point="run")
+    doc = fit_results(d)
+    assert "error" in doc["fits"][0]
+
+
+def test_refuses_all_zero_service(tmp_path, capsys):
+    d = _run(tmp_path, lambda rng, n: np.zeros(n))
+    assert cli.main(["fit", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "every service time is zero" in err and "transport" in err
+
+
+def test_zero_service_times_are_left_out_with_a_warning(tmp_path):
+    def svc(rng, n):
+        v = rng.lognormal(math.log(50e3), 0.2, n)
+        v[:20] = 0
+        return v
+
+    f = fit_results(_run(tmp_path, svc))["fits"][0]
+    assert f["zero_dropped"] == 20 and f["n"] == 1980
+    assert any("zero-length" in w for w in f["warnings"])
+
+
+def test_cli_json_out_and_report(tmp_path, capsys):
+    d = _run(tmp_path, lambda rng, n: _draw(rng, n, CASES[1]), duration_s=15.0)
+    assert cli.main(["fit", str(d), "--json", "--out", str(d)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == read_fit(d)
+    f = doc["fits"][0]
+    assert f["source"] == "requests" and f["n"] == 3000
+    assert f["synth_set"] == "service=" + f["spec"]
+    assert len(f["components"]) == 2
+    assert (d / "fit-figures" / "run.png").exists()
+    # The queue/service split adds up (other = what the named parts leave).
+    s = f["split"]
+    parts = s["service_mean_ns"] + s["queue_mean_ns"] + s["send_lag_mean_ns"]
+    assert s["other_mean_ns"] == pytest.approx(s["sojourn_mean_ns"] - parts)
+    # Text output names the spec; the report shows the fit table and figure.
+    assert cli.main(["fit", str(d), "--components", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "1 component(s) by FIXED" in text and "--set 'service=lognormal:" in text
+    assert cli.main(["report", str(d)]) == 0
+    html = (d / "report" / "index.html").read_text()
+    assert "Service-time fit" in html and 'src="figures/fit_run.png"' in html
+    assert (d / "report" / "figures" / "fit_run.png").exists()
+
+
+def test_noise_hints_from_environment(tmp_path):
+    env = {
+        "ncpu": 2,
+        "intr_per_s": 4000.0,
+        "host_irq_pct": 0.6,
+        "host_softirq_pct": 1.4,
+        "workers": [{"invol_per_s": 50.0, "runq_wait_pct": 1.0}],
+    }
+    d = _run(
+        tmp_path,
+        lambda rng, n: rng.lognormal(10, 0.3, n),
+        extra={"environment": env},
+    )
+    hints = {h["source"]: h for h in fit_results(d)["fits"][0]["noise_hints"]}
+    # 2000 interrupts/s per CPU; 2 % of a CPU over 4000/s: 5 µs each.
+    assert hints["interrupts"]["rate_per_s"] == pytest.approx(2000)
+    assert hints["interrupts"]["mean_ns"] == pytest.approx(5000)
+    assert hints["interrupts"]["spec"] == "poisson:rate=2000,for=exp:5us"
+    # 1 % of the time waiting over 50 switches/s: 200 µs per preemption.
+    assert hints["preemption"]["mean_ns"] == pytest.approx(200e3)
+
+
+def test_experiment_points_and_histogram_source(tmp_path):
+    root = fixtures.make_sweep(tmp_path / "s", qps=(300.0, 600.0), runs=2, duration_s=3.0)
+    doc = fit_results(root)
+    assert [f["point"] for f in doc["fits"]] == ["integrated-t1-q300", "integrated-t1-q600"]
+    for f in doc["fits"]:
+        assert f["source"] == "histogram"  # these runs saved no requests.csv
+        assert f["runs"] == 2 and f["n"] >= 1000
+    one = fit_results(root, point="integrated-t1-q600")
+    assert len(one["fits"]) == 1
+    path = write_fit(one, tmp_path / "out")
+    assert json.loads(path.read_text())["fits"][0]["point"] == "integrated-t1-q600"
+    with pytest.raises(FitError, match="no point"):
+        fit_results(root, point="nope")
+
+
+def test_missing_metrics_give_null_not_nan(tmp_path, capsys):
+    # A run whose summary lacks queue and send-lag statistics (e.g. an older harness):
+    # the split says so with nulls and the JSON stays valid.
+    stats = {"count": 2000, "mean": 60e3, "p50": 50e3, "p99": 200e3}
+    d = _run(
+        tmp_path,
+        lambda rng, n: rng.lognormal(11, 0.4, n),
+        extra={"latency_ns": {"service": stats, "sojourn": stats}},
+    )
+    assert cli.main(["fit", str(d), "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)["fits"][0]
+    assert f["split"]["queue_mean_ns"] is None
+    assert f["split"]["service_share"] == pytest.approx(1.0)
+
+
+def test_near_constant_service_fits_one_narrow_component():
+    # Three distinct values only: k is capped at the number of buckets, cv comes out tiny.
+    d = Dist(np.array([999, 1000, 1001]), np.array([999, 1000, 1001]), np.array([300, 1400, 300]))
+    mix, bics = fit_mixture(d, components=5)
+    assert list(bics) == [3]
+    assert mix.mean_ns == pytest.approx(1000.5, rel=1e-3)
+    mix1, _ = fit_mixture(d)
+    assert all(c.cv < 0.01 for c in mix1.components)

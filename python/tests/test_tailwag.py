@@ -1,0 +1,166 @@
+"""Validation building blocks: the error table of two matching results folders, its summary
+against TailWAG's and our goal, the page with its figures, and Table 2 as data."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import fixtures
+import pytest
+
+import taillab
+from taillab.tailwag import (
+    GOAL,
+    SEED_APP,
+    TABLE2,
+    TAILWAG_ERROR,
+    ValidationError,
+    error_table,
+    summary,
+    table2_rows,
+    write_validation,
+)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A 'measured' sweep and a 'synthetic' one 3 % slower at the same points, plus one
+    synthetic point the measured folder lacks."""
+    root = tmp_path_factory.mktemp("tw")
+    kw = dict(threads=(1, 2), runs=2, duration_s=2.0)
+    m = fixtures.make_sweep(
+        root / "m", qps=(400.0, 1000.0, 1400.0), failed={"integrated-t2-q400": ("rate",)}, **kw
+    )
+    s = fixtures.make_sweep(
+        root / "s", qps=(400.0, 1000.0, 1400.0, 2000.0), slowdown=1.03, seed0=7, **kw
+    )
+    return m, s
+
+
+def test_table2_as_printed():
+    assert set(TABLE2) == {
+        "silo",
+        "specjbb",
+        "masstree",
+        "img-dnn",
+        "shore",
+        "xapian",
+        "moses",
+        "sphinx",
+    }
+    assert set(SEED_APP.values()) == set(TABLE2)
+    for a in TABLE2.values():
+        comps = a.components()
+        assert math.isclose(sum(c["weight"] for c in comps), 1.0)
+        assert all(0 < c["weight"] <= 1 for c in comps)
+    silo = TABLE2["silo"].components()
+    assert silo[0] == {"weight": pytest.approx(0.999), "mean_us": 16.14, "log_var": 0.288}
+    assert silo[1] == {"weight": 0.001, "mean_us": 59.6, "log_var": 0.085}
+    moses = TABLE2["moses"]
+    assert moses.components()[0]["weight"] == pytest.approx(1 - 0.857 - 0.0005)
+    assert moses.critical == ((4.9, 0.1), (4.0, 0.1))
+    assert TABLE2["masstree"].others[0][:2] == (0.00001, 1400.0)
+    assert TABLE2["sphinx"].first == (624_280.0, 0.510) and "NA" in TABLE2["sphinx"].note
+    assert TAILWAG_ERROR == {"mean": 0.062, "p95": 0.019, "p99": 0.073}
+
+
+def test_error_table_matches_points(pair):
+    m, s = pair
+    t = error_table(m, s, saturation_qps={1: 2000.0, 2: 4000.0})
+    assert len(t) == 6
+    assert t.attrs["unmatched"] == ["integrated-t1-q2000", "integrated-t2-q2000"]
+    pm, ps = taillab.load(m).points, taillab.load(s).points
+    for _, r in t.iterrows():
+        a = pm[pm["point"] == r["measured_point"]].iloc[0]
+        b = ps[ps["point"] == r["synthetic_point"]].iloc[0]
+        assert (a["threads"], a["qps"]) == (b["threads"], b["qps"]) == (r["threads"], r["qps"])
+        for st in ("mean", "p95", "p99"):
+            want = b[f"sojourn_{st}"] / a[f"sojourn_{st}"] - 1
+            assert r[f"error_{st}"] == pytest.approx(want)
+        assert r["load"] == pytest.approx(r["qps"] / (2000.0 * r["threads"]))
+        assert r["measured_service_mean"] == a["service_mean"]
+        assert r["synthetic_service_mean"] == b["service_mean"]
+    assert t.set_index("measured_point")["runs_failed"].to_dict() == {
+        p: int(p == "integrated-t2-q400") for p in t["measured_point"]
+    }
+    # Without saturation rates the load is the measured utilization.
+    u = error_table(m, s)
+    assert u["load"].between(0, 1).all() and not u["load"].equals(t["load"])
+
+
+def test_no_match_is_an_error(pair, tmp_path):
+    m, _ = pair
+    other = fixtures.make_sweep(tmp_path / "o", qps=(777.0,), runs=1)
+    with pytest.raises(ValidationError, match="absolute rates"):
+        error_table(m, other)
+
+
+def test_summary_over_one_worker_loads(pair):
+    m, s = pair
+    t = error_table(m, s, saturation_qps=2000.0)  # one rate: loads 0.2, 0.5, 0.7 at t1
+    all1 = summary(t)
+    near = summary(t, loads=(0.2, 0.5, 0.7))
+    assert all1["points"] == near["points"] == 3
+    assert summary(t, loads=(0.5,))["points"] == 1
+    one = t[t["threads"] == 1]
+    for st in ("mean", "p95", "p99"):
+        v = near["stats"][st]
+        assert v["mean_abs_error"] == pytest.approx(one[f"error_{st}"].abs().mean())
+        assert v["goal"] == GOAL[st] and v["met"] == (v["mean_abs_error"] <= GOAL[st])
+
+
+def test_page_with_figures_and_table2(pair, tmp_path):
+    m, s = pair
+    fit = {
+        "components": [
+            {"weight": 0.9, "mean_ns": 17e3, "median_ns": 15e3, "log_var": 0.25},
+            {"weight": 0.1, "mean_ns": 60e3, "median_ns": 58e3, "log_var": 0.08},
+        ],
+        "synth_set": "service=mix:0.9*lognormal:17us,cv=0.53+0.1*lognormal:60us,cv=0.28",
+    }
+    page = write_validation(
+        m, s, tmp_path / "v", app="oltp-mem", fit=fit, saturation_qps={1: 2000.0, 2: 4000.0}
+    )
+    html = page.read_text()
+    for ref in re.findall(r'(?:src|href)="([^"#]+)"', html):
+        assert (page.parent / ref).exists(), ref
+    assert 'src="figures/validation_load.png"' in html
+    assert 'src="figures/validation_threads.png"' in html
+    assert "Table 2 (silo)" in html and "16.1 µs" in html and "critical section 2" in html
+    assert "integrated-t1-q2000" in html  # unmatched points are named
+    assert "1 run(s) failed" in html
+    doc = json.loads((page.parent / "validation.json").read_text())
+    assert doc["schema"] == "taillab.validation/1" and len(doc["points"]) == 6
+    assert doc["summary"]["stats"]["p99"]["tailwag"] == 0.073
+    csv = (page.parent / "validation.csv").read_text().splitlines()
+    assert len(csv) == 7 and csv[0].startswith("threads,qps,load")
+
+
+def test_table2_rows_pad_and_mark_missing():
+    rows = table2_rows("speech", None)
+    assert rows[1][5] == "3%" and rows[1][6] == "–"  # sphinx distribution 2: "3%, NA"
+    assert table2_rows(None, None) == []
+
+
+def test_validate_cli(pair, tmp_path, capsys):
+    from taillab import cli
+
+    m, s = pair
+    fit = tmp_path / "fit.json"
+    comps = [{"weight": 1.0, "mean_ns": 2e5, "median_ns": 1.9e5, "log_var": 0.1}]
+    fit.write_text(
+        json.dumps({"schema": "taillab.fit/1", "fits": [{"point": "p", "components": comps}]})
+    )
+    out = tmp_path / "v"
+    args = ["validate", str(m), str(s), "--out", str(out), "--app", "kv", "--fit", str(fit)]
+    assert cli.main([*args, "--saturation", "1=2000,2=4000"]) == 0
+    text = capsys.readouterr().out
+    assert "3 point(s) at 20/50/70 % load" in text and "TailWAG 7.3%" in text
+    assert (out / "index.html").exists() and "Table 2 (masstree)" in (
+        out / "index.html"
+    ).read_text()
+    assert cli.main([*args, "--saturation", "1=fast"]) == 2
+    assert "threads=rate" in capsys.readouterr().err
+    assert cli.main([*args[:-2], "--fit", str(fit), "--fit-point", "nope"]) == 2
