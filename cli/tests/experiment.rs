@@ -334,3 +334,123 @@ fn saturation_finder_brackets_the_service_rate() {
     );
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn any_key_is_an_axis_and_the_report_puts_settings_side_by_side() {
+    let _s = serial();
+    let out = tmp("axes");
+    // Topology × load × RT priority: 8 points, each a resolved configuration.
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["sweep", "--app", "null", "--grid", "net.topology=integrated|loopback",
+               "--qps", "1000,3000", "--grid", "harness.rt_priority=0|10",
+               "--requests", "1500", "--warmup-requests", "200", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let exp = json(&out.join("experiment.json"));
+    let points = exp["points"].as_array().unwrap();
+    assert_eq!(points.len(), 8, "{exp}");
+    let mut seen = std::collections::BTreeSet::new();
+    for p in points {
+        let c = &p["configuration"];
+        let key = (
+            c["net"]["topology"].as_str().unwrap().to_string(),
+            c["harness"]["rt_priority"].as_i64().unwrap(),
+            c["load"]["qps"].as_f64().unwrap() as i64,
+        );
+        // The run folder keeps the same configuration, and it reruns as is.
+        let run = out
+            .join("points")
+            .join(p["id"].as_str().unwrap())
+            .join("run-0");
+        let toml = std::fs::read_to_string(run.join("config.toml")).unwrap();
+        assert!(toml.contains(&format!("rt_priority = {}", key.1)), "{toml}");
+        assert!(
+            toml.contains(&format!("topology = \"{}\"", key.0)),
+            "{toml}"
+        );
+        assert_eq!(json(&run.join("summary.json"))["config"], key.0.as_str());
+        seen.insert(key);
+    }
+    assert_eq!(seen.len(), 8);
+    let o = Command::new(bin())
+        .args(["report"])
+        .arg(&out)
+        .arg("--out")
+        .arg(out.join("report"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(out.join("report/index.html")).unwrap();
+    for fig in ["config_comparison", "setting_comparison"] {
+        assert!(html.contains(fig), "the report lacks {fig}");
+        assert!(
+            out.join(format!("report/figures/{fig}.png")).exists(),
+            "{fig} not drawn"
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn a_run_reruns_from_its_folder() {
+    let _s = serial();
+    let (a, b) = (tmp("from-a"), tmp("from-b"));
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["run", "--app", "synth", "--qps", "800", "--requests", "400", "--seed", "9",
+               "--set", "service=fixed:100us", "--threads", "2", "-q", "--out"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The same run again, with one override.
+    let o = Command::new(bin())
+        .args(["run", "--from"])
+        .arg(&a)
+        .args(["--requests", "300", "-q", "--out"])
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (sa, sb) = (json(&a.join("summary.json")), json(&b.join("summary.json")));
+    for k in ["app", "threads", "seed", "offered_qps"] {
+        assert_eq!(sa[k], sb[k], "{k}");
+    }
+    assert_eq!(sb["requests"]["measured"], 300);
+    assert!(std::fs::read_to_string(b.join("config.toml"))
+        .unwrap()
+        .contains("service = \"fixed:100us\""));
+    // Bad input: a folder without config.toml, a grid key that does not exist.
+    let o = Command::new(bin())
+        .args(["run", "--from", "/tmp"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no config.toml"));
+    let o = Command::new(bin())
+        .args([
+            "sweep",
+            "--app",
+            "synth",
+            "--qps",
+            "10",
+            "--requests",
+            "5",
+            "--grid",
+            "harness.therads=1|2",
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("harness.therads") && e.contains("harness.threads"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}

@@ -100,7 +100,12 @@ class _PlainLog(LogFormatter):
 
 
 def _group_label(keys, names) -> str:
-    return ", ".join(f"{n}={k}" for n, k in zip(names, keys, strict=True))
+    keys = keys if isinstance(keys, tuple) else (keys,)
+    return ", ".join(
+        str(k) if n == "setting" else f"{n}={k}"
+        for n, k in zip(names, keys, strict=False)
+        if not (n == "setting" and k == "")
+    )
 
 
 def service_cdf(res: Results, out=None, metric: str = "service") -> Figure:
@@ -351,7 +356,8 @@ def latency_vs_load(
     cols = [f"{metric}_{s}" for s in stats]
     if pts.empty or not any(c in pts for c in cols):
         raise FigureError(f"no {metric} estimates in {res.root} to plot against load")
-    groups = list(pts.groupby(["app", "config", "threads"], sort=True))
+    keys = ["app", "config", "threads"] + (["setting"] if "setting" in pts else [])
+    groups = list(pts.groupby(keys, sort=True))
     fig, axes = _new(
         w=6.4 if len(groups) == 1 else 5.0 * min(3, len(groups)),
         h=4.2 * ((len(groups) + 2) // 3),
@@ -370,7 +376,7 @@ def latency_vs_load(
         _plain_log_y(ax)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{metric} ({unit}, log scale)")
-        ax.set_title(_group_label(keys, ["app", "config", "threads"]), fontsize="medium")
+        ax.set_title(_group_label(keys, ["app", "config", "threads", "setting"]), fontsize="medium")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small", loc="upper left")
     fig.suptitle(f"{metric.capitalize()} latency vs load (bars: 95% CI)")
@@ -392,6 +398,9 @@ def _lines_by(
     col = f"{metric}_{stat}"
     if pts.empty or col not in pts or pts[by].nunique() < 1:
         raise FigureError(f"no {col} estimates in {res.root}")
+    if by != "setting" and "setting" in pts and "setting" not in panel_keys:
+        # Points that differ in another swept setting get panels of their own.
+        panel_keys = [*panel_keys, "setting"]
     groups = list(pts.groupby(panel_keys, sort=True))
     ncols = min(3, len(groups))
     nrows = (len(groups) + ncols - 1) // ncols
@@ -408,7 +417,7 @@ def _lines_by(
         for v in values:
             sub = g[g[by] == v]
             xv, xlabel = _x_values(sub, x)
-            _errbar(ax, sub, xv, col, scale, label=f"{by}={v}")
+            _errbar(ax, sub, xv, col, scale, label=str(v) if by == "setting" else f"{by}={v}")
         _plain_log_y(ax)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{metric} {_STAT_LABEL.get(stat, stat)} ({unit}, log scale)")
@@ -453,6 +462,24 @@ def config_comparison(
         x,
         f"Configurations: {metric} {_STAT_LABEL.get(stat, stat)} vs load",
         order=CONFIG_ORDER,
+    )
+
+
+def setting_comparison(
+    res: Results, out=None, stat: str = "p95", metric: str = "sojourn", x: str = "qps"
+) -> Figure:
+    """One line per value of the sweep's other axes (e.g. ``rt_priority=0`` vs ``=10``, an
+    interference case, a discipline), panel per (app, config, threads): the side-by-side view of
+    any swept setting."""
+    return _lines_by(
+        res,
+        out,
+        "setting",
+        ["app", "config", "threads"],
+        stat,
+        metric,
+        x,
+        f"Settings compared: {metric} {_STAT_LABEL.get(stat, stat)} vs load",
     )
 
 

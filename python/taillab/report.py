@@ -138,6 +138,15 @@ def _figures(res: Results, fig_dir: Path) -> list[tuple[str, str, str]]:
                 lambda o: F.config_comparison(res, o),
             )
         )
+    if "setting" in pts and pts["setting"].nunique() > 1:
+        plans.append(
+            (
+                "setting_comparison",
+                "p95 vs load, one line per value of the sweep's other axes "
+                "(the configurations side by side).",
+                lambda o: F.setting_comparison(res, o),
+            )
+        )
     # Latency over time: every point would swamp a big sweep, so show the highest-load point
     # of each group (where hiccups and saturation show first) and the lowest overall.
     over = []

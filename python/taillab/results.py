@@ -359,6 +359,28 @@ def _load_run_dir(run_dir: Path, point: str, k: int) -> dict[str, Any]:
     return row
 
 
+# Axes every figure already separates (by app, configuration, threads or load).
+_PLOTTED_AXES = {"net.topology", "harness.threads", "load.qps", "app.name"}
+
+
+def _axis_columns(axes: Any) -> dict[str, Any]:
+    """A point's values on a sweep's other axes (``axis_<key>`` columns), and ``setting``: the
+    same as one label (``rt_priority=10``), "" when the sweep has no other axes. Figures draw
+    one line or panel per setting, so points that differ only there are never merged."""
+    row: dict[str, Any] = {"setting": ""}
+    if not isinstance(axes, list):
+        return row
+    parts = []
+    for a in axes:
+        if not isinstance(a, dict) or a.get("key") in _PLOTTED_AXES:
+            continue
+        key, value = str(a.get("key")), a.get("value")
+        row[f"axis_{key}"] = value
+        parts.append(f"{key.rsplit('.', 1)[-1]}={value}")
+    row["setting"] = " ".join(parts)
+    return row
+
+
 def _point_from_runs(point: str, meta: dict, runs: pd.DataFrame) -> dict[str, Any]:
     row: dict[str, Any] = {"point": point}
     for key in ("qps", "threads", "config", "app"):
@@ -369,6 +391,7 @@ def _point_from_runs(point: str, meta: dict, runs: pd.DataFrame) -> dict[str, An
         if row[key] is None and len(runs):
             row[key] = runs[key].iloc[0]
     row.update(_flatten_params(meta.get("params")))
+    row.update(_axis_columns(meta.get("axes")))
     row["runs"] = len(runs)
     row["runs_failed"] = int((~runs["checks_ok"]).sum()) if len(runs) else 0
     row["achieved_qps"] = runs["achieved_qps"].mean() if len(runs) else math.nan
