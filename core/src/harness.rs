@@ -357,7 +357,10 @@ impl Schedule {
     /// at `t0` (set it later with [`Schedule::set_start`] if not known yet).
     pub fn new(spec: &RunSpec, client: Box<dyn Client>, t0: u64) -> Self {
         Schedule {
-            arrival: spec.arrival.build(spec.qps, derive_seed(spec.seed, 1)),
+            arrival: spec
+                .arrival
+                .build(spec.qps, derive_seed(spec.seed, 1))
+                .expect("RunSpec::validate checked the rate"),
             client,
             t0,
             next_index: 0,

@@ -15,6 +15,7 @@ pub mod experiment;
 pub mod harness;
 pub mod model;
 pub mod queue;
+pub mod sim;
 pub mod stats;
 pub mod summary;
 

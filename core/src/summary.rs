@@ -418,9 +418,15 @@ fn measured_stamps(r: &RunResult, limit: usize) -> Option<Vec<crate::collector::
 /// Why the sequence checks were skipped: the stamps they need were not kept.
 const NO_RECORDS: &str = "no per-request records (integrated: raise --max-record-mem; loopback: --save-requests; networked: one client with --save-requests)";
 
-/// Inter-arrival fit: do the actual send gaps follow the intended process?
-/// Poisson: Kolmogorov–Smirnov against exponential with the schedule's rate
-/// (fails at p < 0.001). Fixed: gaps within ±5 % of their mean at p99.
+/// Inter-arrival fit: do the actual send gaps follow the process asked for?
+/// - Poisson and renewal gaps (`lognormal:`, `gamma:`, `pareto:`):
+///   Kolmogorov–Smirnov of the send gaps against the gap distribution with
+///   the schedule's rate (fails at p < 0.001).
+/// - fixed: gaps within ±5 % of their mean at p99.
+/// - processes whose gaps are not independent draws (MMPP, traces, load
+///   profiles): two-sample KS of the send gaps against the intended
+///   schedule's own gaps, i.e. did the harness realise the schedule it was
+///   given (fails at p < 0.001).
 fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
     let Some(st) = measured_stamps(r, CHECK_SAMPLE + 1) else {
         return skipped(NO_RECORDS);
@@ -428,38 +434,59 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
     if st.len() < 50 {
         return skipped("fewer than 50 measured requests");
     }
-    let mut sent: Vec<u64> = st.iter().map(|s| s.sent).collect();
-    // Late requests keep their intended send time; sort so gaps are between
-    // consecutive releases, as a wire would see them.
-    sent.sort_unstable();
-    let gaps: Vec<f64> = sent.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let gaps_of = |mut t: Vec<u64>| -> Vec<f64> {
+        // Late requests keep their intended send time; sort so gaps are
+        // between consecutive releases, as a wire would see them.
+        t.sort_unstable();
+        t.windows(2).map(|w| (w[1] - w[0]) as f64).collect()
+    };
+    let gaps = gaps_of(st.iter().map(|s| s.sent).collect());
     let mean_gap = 1e9 / scheduled_qps;
-    match r.spec.arrival {
-        crate::arrival::ArrivalSpec::Poisson => {
-            let (d, p) = crate::arrival::ks_exponential(&gaps, mean_gap);
-            Check::new(
-                p >= 0.001,
-                format!(
-                    "send gaps vs exponential: KS D={d:.4}, p={p:.3} over {} gaps",
-                    gaps.len()
-                ),
-                json!({"test": "ks_exponential", "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001}),
-            )
-        }
-        crate::arrival::ArrivalSpec::Fixed => {
-            let mut dev: Vec<f64> = gaps.iter().map(|g| (g / mean_gap - 1.0).abs()).collect();
-            dev.sort_by(|a, b| a.total_cmp(b));
-            let p99 = dev[((dev.len() as f64 * 0.99) as usize).min(dev.len() - 1)];
-            Check::new(
-                p99 <= 0.05,
-                format!(
-                    "send gaps within {:.1}% of the fixed spacing at p99 (limit 5%)",
-                    p99 * 100.0
-                ),
-                json!({"test": "fixed_spacing", "p99_rel_dev": p99, "limit": 0.05}),
+    let arrival = &r.spec.arrival;
+    if *arrival == crate::arrival::ArrivalSpec::Fixed {
+        return fixed_spacing(&gaps, mean_gap);
+    }
+    let ks = |test: &str, what: String, (d, p): (f64, f64)| {
+        Check::new(
+            p >= 0.001,
+            format!("{what}: KS D={d:.4}, p={p:.3} over {} gaps", gaps.len()),
+            json!({"test": test, "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001}),
+        )
+    };
+    match arrival.gap_cdf(mean_gap) {
+        Some(cdf) if *arrival == crate::arrival::ArrivalSpec::Poisson => ks(
+            "ks_exponential",
+            "send gaps vs exponential".into(),
+            crate::arrival::ks_one_sample(&gaps, cdf),
+        ),
+        Some(cdf) => ks(
+            "ks_gaps",
+            format!("send gaps vs the gaps of {arrival}"),
+            crate::arrival::ks_one_sample(&gaps, cdf),
+        ),
+        None => {
+            let intended = gaps_of(st.iter().map(|s| s.intended).collect());
+            ks(
+                "ks_vs_schedule",
+                format!("send gaps vs the intended schedule's ({arrival})"),
+                crate::arrival::ks_two_sample(&gaps, &intended),
             )
         }
     }
+}
+
+fn fixed_spacing(gaps: &[f64], mean_gap: f64) -> Check {
+    let mut dev: Vec<f64> = gaps.iter().map(|g| (g / mean_gap - 1.0).abs()).collect();
+    dev.sort_by(|a, b| a.total_cmp(b));
+    let p99 = dev[((dev.len() as f64 * 0.99) as usize).min(dev.len() - 1)];
+    Check::new(
+        p99 <= 0.05,
+        format!(
+            "send gaps within {:.1}% of the fixed spacing at p99 (limit 5%)",
+            p99 * 100.0
+        ),
+        json!({"test": "fixed_spacing", "p99_rel_dev": p99, "limit": 0.05}),
+    )
 }
 
 /// Independence (Lancet's check): the smallest lag at which consecutive
