@@ -13,6 +13,7 @@ pub mod collector;
 pub mod dist;
 pub mod experiment;
 pub mod harness;
+pub mod ideal;
 pub mod model;
 pub mod queue;
 pub mod sim;

@@ -4,6 +4,13 @@
 //! Schema history of `summary.json` (`schema` field):
 //! - `taillab.run/1` — first version: parameters, rates, counts, latency
 //!   statistics of sojourn/service/queue/send_lag in ns, checks, host.
+//!   Later additions, all optional (readers of the first files still read
+//!   the new ones, and the new reader the old ones): `dispatch`; `ideal`
+//!   (the replay of the run's own arrivals and service times through an
+//!   exact queue: `sojourn` statistics, `excess` = measured − ideal and
+//!   `ratio` = measured ÷ ideal per statistic, see [`crate::ideal`]) or
+//!   `ideal_skipped` (why there is none); `requests.csv` gained the column
+//!   `ideal_completed` when the ideal exists.
 //!
 //! Readers must refuse a schema they do not know rather than guess.
 
@@ -109,6 +116,10 @@ impl Host {
     }
 }
 
+fn shared() -> String {
+    "shared".into()
+}
+
 /// The git commit the running binary was built from, set once by the
 /// binary at start-up (`host.git`; "unknown" when unset).
 pub static BUILD_GIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
@@ -126,6 +137,9 @@ pub struct Summary {
     pub wait: String,
     pub shaper: String,
     pub discipline: String,
+    /// `shared` or `per-worker:…` (absent in early files: shared).
+    #[serde(default = "shared")]
+    pub dispatch: String,
     pub spin_margin_ns: u64,
     pub net_delay: Option<String>,
     pub offered_qps: f64,
@@ -139,6 +153,12 @@ pub struct Summary {
     pub requests: Counts,
     pub first_error: Option<String>,
     pub latency_ns: BTreeMap<String, MetricStats>,
+    /// The run's own arrivals and service times through an exact queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal: Option<crate::ideal::IdealSummary>,
+    /// Why there is no `ideal` (records not kept, requests missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal_skipped: Option<String>,
     pub checks: BTreeMap<String, Check>,
     pub host: Host,
     pub started_at: String,
@@ -322,6 +342,10 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         );
     }
 
+    let (ideal, ideal_skipped) = match crate::ideal::ideal_of_run(r, &latency["sojourn"], None) {
+        Ok(i) => (Some(i), None),
+        Err(why) => (None, Some(why)),
+    };
     Summary {
         schema: RUN_SCHEMA.into(),
         app: app.into(),
@@ -333,6 +357,7 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         wait: spec.wait.to_string(),
         shaper: spec.shaper.to_string(),
         discipline: spec.discipline.to_string(),
+        dispatch: spec.dispatch.to_string(),
         spin_margin_ns: spec.spin_margin_ns,
         net_delay: spec.net_delay.as_ref().map(|d| d.to_string()),
         offered_qps: spec.qps,
@@ -348,6 +373,8 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         },
         first_error: r.first_error.clone(),
         latency_ns: latency,
+        ideal,
+        ideal_skipped,
         checks,
         host: Host::collect(),
         started_at: rfc3339(r.wall_start),
@@ -525,6 +552,9 @@ fn independence_check(r: &RunResult) -> Check {
 /// significant trend (p < 0.01, ≥ 5 intervals) means the run was not in
 /// steady state (warmup too short, or the system drifting).
 fn stationarity_check(r: &RunResult) -> Check {
+    if !r.spec.arrival.is_stationary() {
+        return skipped("the load changes over time on purpose (a trace or load profile)");
+    }
     let p99s: Vec<f64> = r
         .intervals
         .iter()
@@ -653,13 +683,22 @@ pub fn write_run(
     }
     if save_requests {
         if let Some(rec) = &r.records {
+            // The ideal's completion of each request, when the run has an ideal.
+            let mut ideal = Vec::new();
+            let with_ideal = s.ideal.is_some()
+                && crate::ideal::ideal_of_run(r, &s.latency_ns["sojourn"], Some(&mut ideal))
+                    .is_ok();
             let path = dir.join("requests.csv");
             let f = std::fs::File::create(&path).map_err(werr(&path))?;
             let mut w = std::io::BufWriter::new(f);
             let mut go = || -> std::io::Result<()> {
-                writeln!(w, "{REQUESTS_CSV_HEADER}")?;
+                let extra = if with_ideal { ",ideal_completed" } else { "" };
+                writeln!(w, "{REQUESTS_CSV_HEADER}{extra}")?;
                 for (i, wk, measured, st) in rec.iter() {
                     write_request_row(&mut w, i, wk, measured, &st)?;
+                    if with_ideal {
+                        write!(w, ",{}", ideal[i as usize])?;
+                    }
                     writeln!(w)?;
                 }
                 w.flush()
@@ -720,6 +759,32 @@ pub fn human_table(s: &Summary) -> String {
             fmt_ns(x.p99 as f64),
             fmt_ns(x.p999 as f64),
             fmt_ns(x.max as f64)
+        ));
+    }
+    if let Some(i) = &s.ideal {
+        let x = &i.sojourn;
+        o.push_str(&format!(
+            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            "ideal",
+            fmt_ns(x.mean),
+            fmt_ns(x.p50 as f64),
+            fmt_ns(x.p90 as f64),
+            fmt_ns(x.p95 as f64),
+            fmt_ns(x.p99 as f64),
+            fmt_ns(x.p999 as f64),
+            fmt_ns(x.max as f64)
+        ));
+        let e = |k: &str| fmt_ns(i.excess.get(k).copied().unwrap_or(f64::NAN));
+        o.push_str(&format!(
+            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            "excess",
+            e("mean"),
+            e("p50"),
+            e("p90"),
+            e("p95"),
+            e("p99"),
+            e("p999"),
+            e("max")
         ));
     }
     for (name, c) in &s.checks {
