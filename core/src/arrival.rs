@@ -464,6 +464,32 @@ pub fn ks_two_sample(a: &[f64], b: &[f64]) -> (f64, f64) {
     (d, ks_pvalue(d, n.max(1)))
 }
 
+/// Two-sample Kolmogorov–Smirnov statistic up to a shift of `tol`: the
+/// largest `F_a(x) − F_b(x + tol)` or `F_b(x) − F_a(x + tol)` (0 when each
+/// distribution is within `tol` of the other), and its asymptotic p-value.
+/// For samples that should be equal up to a known jitter (send gaps vs
+/// intended gaps, each send late by up to its send lag): plain KS would
+/// reject atoms (a trace's equal gaps) smeared by a microsecond.
+pub fn ks_two_sample_within(a: &[f64], b: &[f64], tol: f64) -> (f64, f64) {
+    let sorted = |x: &[f64]| {
+        let mut v = x.to_vec();
+        v.sort_by(|p, q| p.total_cmp(q));
+        v
+    };
+    let (a, b) = (sorted(a), sorted(b));
+    let cdf = |v: &[f64], x: f64| v.partition_point(|&y| y <= x) as f64 / v.len() as f64;
+    let mut d = 0.0f64;
+    for &x in &a {
+        d = d.max(cdf(&a, x) - cdf(&b, x + tol));
+    }
+    for &x in &b {
+        d = d.max(cdf(&b, x) - cdf(&a, x + tol));
+    }
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let n = (na * nb / (na + nb)).round() as usize;
+    (d, ks_pvalue(d, n.max(1)))
+}
+
 /// Asymptotic Kolmogorov distribution tail P(D_n > d) (Marsaglia et al.'s
 /// series with Stephens' small-sample correction).
 pub fn ks_pvalue(d: f64, n: usize) -> f64 {
@@ -668,6 +694,12 @@ mod tests {
         assert!(ks_two_sample(&a, &a).0 == 0.0);
         let c: Vec<f64> = b.iter().map(|x| x * 1.1).collect();
         assert!(ks_two_sample(&a, &c).1 < 0.001);
+        // Atoms smeared by a little jitter: plain KS rejects, within the jitter it passes.
+        let atoms: Vec<f64> = (0..5000).map(|i| [0.0, 65e3, 250e3][i % 3]).collect();
+        let smeared: Vec<f64> = atoms.iter().enumerate().map(|(i, x)| x + (i % 7) as f64 * 300.0).collect();
+        assert!(ks_two_sample(&atoms, &smeared).1 < 0.001);
+        assert!(ks_two_sample_within(&atoms, &smeared, 2_000.0).1 > 0.5);
+        assert!(ks_two_sample_within(&a, &c, 2_000.0).1 < 0.001, "a 10 % stretch is not jitter");
     }
 
     #[test]
