@@ -696,10 +696,17 @@ mod tests {
         assert!(ks_two_sample(&a, &c).1 < 0.001);
         // Atoms smeared by a little jitter: plain KS rejects, within the jitter it passes.
         let atoms: Vec<f64> = (0..5000).map(|i| [0.0, 65e3, 250e3][i % 3]).collect();
-        let smeared: Vec<f64> = atoms.iter().enumerate().map(|(i, x)| x + (i % 7) as f64 * 300.0).collect();
+        let smeared: Vec<f64> = atoms
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x + (i % 7) as f64 * 300.0)
+            .collect();
         assert!(ks_two_sample(&atoms, &smeared).1 < 0.001);
         assert!(ks_two_sample_within(&atoms, &smeared, 2_000.0).1 > 0.5);
-        assert!(ks_two_sample_within(&a, &c, 2_000.0).1 < 0.001, "a 10 % stretch is not jitter");
+        assert!(
+            ks_two_sample_within(&a, &c, 2_000.0).1 < 0.001,
+            "a 10 % stretch is not jitter"
+        );
     }
 
     #[test]

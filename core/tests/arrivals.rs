@@ -42,7 +42,9 @@ fn trace_replays_the_file_exactly() {
     let mut lines = csv.lines();
     let head = lines.next().unwrap();
     assert!(head.ends_with(",ideal_completed"), "{head}");
-    let intended: Vec<u64> = lines.map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
+    let intended: Vec<u64> = lines
+        .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
+        .collect();
     // Exactly the file's distances from its first time, halved by scale=2, rounded once.
     let want: Vec<u64> = times
         .iter()
@@ -51,7 +53,11 @@ fn trace_replays_the_file_exactly() {
     let got: Vec<u64> = intended.iter().map(|x| x - intended[0]).collect();
     assert_eq!(got, want);
     assert_eq!(s.arrival, arrival.to_string());
-    assert!(s.checks["interarrival"].ok, "{}", s.checks["interarrival"].verdict);
+    assert!(
+        s.checks["interarrival"].ok,
+        "{}",
+        s.checks["interarrival"].verdict
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -75,7 +81,10 @@ fn steps_show_in_the_interval_rate() {
     let want = [500.0, 500.0, 1500.0, 1500.0, 500.0, 500.0, 1500.0, 1500.0];
     for (i, w) in want.iter().enumerate() {
         let c = counts.get(i).copied().unwrap_or(0) as f64;
-        assert!((c - w).abs() < 5.0 * w.sqrt(), "interval {i}: {c} requests, want ≈ {w}");
+        assert!(
+            (c - w).abs() < 5.0 * w.sqrt(),
+            "interval {i}: {c} requests, want ≈ {w}"
+        );
     }
     assert!(s.checks["stationarity"].verdict.starts_with("skipped"));
 }
@@ -86,7 +95,8 @@ fn bad_arrivals_are_refused_before_the_run() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("short.csv");
     std::fs::write(&f, "time_ms\n0\n1\n2\n3\n").unwrap();
-    let arrival: taillab_core::arrival::ArrivalSpec = format!("trace:{}", f.display()).parse().unwrap();
+    let arrival: taillab_core::arrival::ArrivalSpec =
+        format!("trace:{}", f.display()).parse().unwrap();
     let spec = RunSpec {
         qps: arrival.own_rate().unwrap(),
         arrival: arrival.clone(),
@@ -106,8 +116,12 @@ fn bad_arrivals_are_refused_before_the_run() {
         measure: Bound::Requests(3),
         ..spec
     };
-    assert!(matches!(wrong.validate(), Err(RunError::Invalid(m)) if m.contains("sets its own mean rate")));
-    let e = "steps:100@1s,0@1s".parse::<taillab_core::arrival::ArrivalSpec>().unwrap_err();
+    assert!(
+        matches!(wrong.validate(), Err(RunError::Invalid(m)) if m.contains("sets its own mean rate"))
+    );
+    let e = "steps:100@1s,0@1s"
+        .parse::<taillab_core::arrival::ArrivalSpec>()
+        .unwrap_err();
     assert!(e.contains("positive"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -121,7 +135,8 @@ fn ideal_from_tcp_shaped_records_shows_transport_as_excess() {
     let n = 5_000u64;
     let rec = Records::new(n);
     let sink = IntervalSink::new(1);
-    sink.measure_start.store(1, std::sync::atomic::Ordering::Release);
+    sink.measure_start
+        .store(1, std::sync::atomic::Ordering::Release);
     let mut shard = Shard::new(0, &sink, 10_000_000, 1_000_000_000);
     // One server at 50 µs per request, arrivals every 100 µs: no queueing in the ideal.
     let (svc, wire) = (50_000u64, 30_000u64);
@@ -167,7 +182,10 @@ fn ideal_from_tcp_shaped_records_shows_transport_as_excess() {
     assert_eq!(i.sojourn.mean, svc as f64);
     // Measured sojourn = send lag + server queue + service + transport.
     let e = i.excess["mean"];
-    assert!((e - (1_000 + 2_000 + wire) as f64).abs() < 1.0, "excess {e}");
+    assert!(
+        (e - (1_000 + 2_000 + wire) as f64).abs() < 1.0,
+        "excess {e}"
+    );
     let no_rec = RunResult { records: None, ..r };
     let s = taillab_core::summarize(&no_rec, "null", &Default::default(), "loopback");
     assert!(s.ideal.is_none() && s.ideal_skipped.unwrap().contains("records"));

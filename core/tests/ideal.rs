@@ -23,7 +23,14 @@ use taillab_core::{RunSpec, Summary};
 
 const SERVICE: &str = "exp:100us";
 
-fn spec(qps: f64, threads: usize, d: Discipline, disp: Dispatch, shaper: ShaperMode, seed: u64) -> RunSpec {
+fn spec(
+    qps: f64,
+    threads: usize,
+    d: Discipline,
+    disp: Dispatch,
+    shaper: ShaperMode,
+    seed: u64,
+) -> RunSpec {
     RunSpec {
         qps,
         threads,
@@ -40,7 +47,10 @@ fn spec(qps: f64, threads: usize, d: Discipline, disp: Dispatch, shaper: ShaperM
 
 /// Measured ÷ ideal for mean and p99.
 fn ratios(s: &Summary) -> (f64, f64) {
-    let i = s.ideal.as_ref().expect("records kept, so the run has an ideal");
+    let i = s
+        .ideal
+        .as_ref()
+        .expect("records kept, so the run has an ideal");
     (i.ratio["mean"], i.ratio["p99"])
 }
 
@@ -61,12 +71,48 @@ fn every_discipline_matches_its_ideal() {
     let sh = Dispatch::Shared;
     let pw = Dispatch::PerWorker(Assign::Random);
     let cases = [
-        ("1 worker fifo inline", 1, Discipline::Fifo, sh, ShaperMode::Inline),
-        ("1 worker lifo inline", 1, Discipline::Lifo, sh, ShaperMode::Inline),
-        ("1 worker random thread", 1, Discipline::Random, sh, ShaperMode::Thread),
-        ("2 workers fifo shared inline", 2, Discipline::Fifo, sh, ShaperMode::Inline),
-        ("2 workers fifo per-worker inline", 2, Discipline::Fifo, pw, ShaperMode::Inline),
-        ("2 workers lifo shared thread", 2, Discipline::Lifo, sh, ShaperMode::Thread),
+        (
+            "1 worker fifo inline",
+            1,
+            Discipline::Fifo,
+            sh,
+            ShaperMode::Inline,
+        ),
+        (
+            "1 worker lifo inline",
+            1,
+            Discipline::Lifo,
+            sh,
+            ShaperMode::Inline,
+        ),
+        (
+            "1 worker random thread",
+            1,
+            Discipline::Random,
+            sh,
+            ShaperMode::Thread,
+        ),
+        (
+            "2 workers fifo shared inline",
+            2,
+            Discipline::Fifo,
+            sh,
+            ShaperMode::Inline,
+        ),
+        (
+            "2 workers fifo per-worker inline",
+            2,
+            Discipline::Fifo,
+            pw,
+            ShaperMode::Inline,
+        ),
+        (
+            "2 workers lifo shared thread",
+            2,
+            Discipline::Lifo,
+            sh,
+            ShaperMode::Thread,
+        ),
     ];
     for (name, n, d, disp, shaper) in cases {
         eprintln!("{name}:");
@@ -77,7 +123,10 @@ fn every_discipline_matches_its_ideal() {
             let i = s.ideal.as_ref().expect("ideal");
             assert_eq!(i.replayed, r.generated_warmup + r.generated_measured);
             assert_eq!(i.sojourn.count, s.latency_ns["sojourn"].count);
-            assert_eq!((i.servers, i.discipline.as_str()), (n, d.to_string().as_str()));
+            assert_eq!(
+                (i.servers, i.discipline.as_str()),
+                (n, d.to_string().as_str())
+            );
             let tol = if d == Discipline::Fifo { 0.15 } else { 0.20 };
             (judge(&s, tol), why)
         });
@@ -92,7 +141,14 @@ fn lifo_keeps_the_mean_and_stretches_the_tail() {
     let (lambda, s_ns) = (7000.0, 100e3);
     within_tries("M/M/1 LIFO", |k| {
         let (_, s, why) = run(
-            &spec(lambda, 1, Discipline::Lifo, Dispatch::Shared, ShaperMode::Inline, 30 + k),
+            &spec(
+                lambda,
+                1,
+                Discipline::Lifo,
+                Dispatch::Shared,
+                ShaperMode::Inline,
+                30 + k,
+            ),
             SERVICE,
         );
         let soj = &s.latency_ns["sojourn"];
@@ -125,12 +181,17 @@ fn per_worker_queues_are_two_mm1_at_half_the_rate() {
         );
         // Each request was served by the worker the schedule assigned it.
         let rec = r.records.as_ref().unwrap();
-        let per: Vec<usize> = (0..2).map(|w| rec.iter().filter(|x| x.1 == w).count()).collect();
+        let per: Vec<usize> = (0..2)
+            .map(|w| rec.iter().filter(|x| x.1 == w).count())
+            .collect();
         assert!(per.iter().all(|&c| c > 12_000), "assignment {per:?}");
         let soj = &s.latency_ns["sojourn"];
         let th = mm1_mean(lambda / 2.0, s_ns);
         let p99 = mm1_quantile(lambda / 2.0, s_ns, 0.99);
-        let msg = format!("mean {:.0} vs {th:.0}, p99 {} vs {p99:.0} ns", soj.mean, soj.p99);
+        let msg = format!(
+            "mean {:.0} vs {th:.0}, p99 {} vs {p99:.0} ns",
+            soj.mean, soj.p99
+        );
         eprintln!("  {msg}");
         let ok = (soj.mean / th - 1.0).abs() < 0.12 && (soj.p99 as f64 / p99 - 1.0).abs() < 0.2;
         (if ok { Ok(()) } else { Err(msg) }, why)

@@ -74,7 +74,10 @@ fn cpu() -> (f64, f64, f64) {
     let busy = g(0) + g(1) + g(2) + g(5) + g(6);
     let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after = me.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let v: Vec<f64> = after.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<f64> = after
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
     // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name.
     let own = (v.get(11).copied().unwrap_or(0.0) + v.get(12).copied().unwrap_or(0.0)) / hz;
     (busy, g(7), own)
@@ -122,12 +125,17 @@ pub fn run(spec: &RunSpec, service: &str) -> (RunResult, Summary, Option<String>
 /// Runs `attempt` until it is within bounds; a try on a disturbed host
 /// does not count, three undisturbed failures fail the test, and a test
 /// whose every try was disturbed is INCONCLUSIVE (printed, not failed).
-pub fn within_tries(name: &str, mut attempt: impl FnMut(u64) -> (Result<(), String>, Option<String>)) {
+pub fn within_tries(
+    name: &str,
+    mut attempt: impl FnMut(u64) -> (Result<(), String>, Option<String>),
+) {
     let mut off = Vec::new();
     for k in 1..=6 {
         match attempt(k) {
             (Ok(()), _) => return,
-            (Err(e), Some(why)) => eprintln!("{name}: try {k} out of bounds on a disturbed host ({e}; {why}); not counted"),
+            (Err(e), Some(why)) => eprintln!(
+                "{name}: try {k} out of bounds on a disturbed host ({e}; {why}); not counted"
+            ),
             (Err(e), None) => {
                 eprintln!("{name}: try {k} out of bounds ({e})");
                 off.push(e);
@@ -141,7 +149,10 @@ pub fn within_tries(name: &str, mut attempt: impl FnMut(u64) -> (Result<(), Stri
         eprintln!("{name}: INCONCLUSIVE: every try ran on a disturbed host");
         return;
     }
-    panic!("{name}: out of bounds on an undisturbed host: {}", off.join(" / "));
+    panic!(
+        "{name}: out of bounds on an undisturbed host: {}",
+        off.join(" / ")
+    );
 }
 
 pub fn tmp(name: &str) -> std::path::PathBuf {
