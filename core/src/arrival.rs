@@ -204,7 +204,7 @@ impl ArrivalSpec {
             _ => return None,
         };
         Some(move |x: f64| match g {
-            GapDist::Gamma { cv } if cv == 1.0 => 1.0 - (-x / mean_gap).exp(),
+            GapDist::Gamma { cv: 1.0 } => 1.0 - (-x / mean_gap).exp(),
             _ => g.cdf(mean_gap, x),
         })
     }
@@ -366,7 +366,7 @@ impl std::str::FromStr for ArrivalSpec {
 /// Writes ns exactly, in the largest unit that divides them (`50ms`, `1500us`).
 pub fn fmt_duration(ns: u64) -> String {
     for (d, u) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
-        if ns % d == 0 && ns > 0 {
+        if ns.is_multiple_of(d) && ns > 0 {
             return format!("{}{u}", ns / d);
         }
     }
