@@ -75,6 +75,7 @@ pub struct Poisson {
 }
 
 impl Poisson {
+    /// Poisson arrivals at `rate` requests/s, seeded.
     pub fn new(rate: f64, seed: u64) -> Self {
         Poisson {
             rate,
@@ -104,6 +105,7 @@ pub struct Fixed {
 }
 
 impl Fixed {
+    /// One arrival every 1/`rate` s.
     pub fn new(rate: f64) -> Self {
         Fixed { rate, n: 0 }
     }
@@ -127,12 +129,17 @@ impl ArrivalProcess for Fixed {
 /// string.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArrivalSpec {
+    /// `poisson`: exponential gaps.
     Poisson,
+    /// `fixed`: evenly spaced.
     Fixed,
     /// A renewal process with gaps of this shape.
     Gaps(GapDist),
+    /// `mmpp:on=…,off=…,ratio=…`: on/off bursts.
     Mmpp(MmppSpec),
+    /// `trace:FILE…`: times read from a file.
     Trace(Trace),
+    /// `steps:`, `ramp:`, `sine:`: a rate that changes over time.
     Profile(Profile),
 }
 
@@ -143,9 +150,16 @@ const FORMS: &str = "poisson, fixed, lognormal:cv=X, gamma:cv=X, pareto:alpha=A,
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ArrivalError {
     #[error("arrival rate must be a positive number of requests per second, got {0}")]
+    /// The rate is not a positive number.
     Rate(f64),
     #[error("arrival process `{spec}`: {why}")]
-    Build { spec: String, why: String },
+    /// The process could not be built from its parameters.
+    Build {
+        /// The spec as written.
+        spec: String,
+        /// What is wrong.
+        why: String,
+    },
 }
 
 impl ArrivalSpec {

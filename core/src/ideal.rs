@@ -44,18 +44,30 @@ pub const COMPARED: [&str; 7] = ["mean", "p50", "p90", "p95", "p99", "p999", "ma
 #[derive(Debug, thiserror::Error)]
 pub enum IdealError {
     #[error("{dir} has no per-request records (requests.csv): record them with --save-requests (they are kept in memory when they fit --max-record-mem) and replay that run")]
-    NoRecords { dir: PathBuf },
+    /// The folder has no requests.csv.
+    NoRecords {
+        /// The run folder.
+        dir: PathBuf,
+    },
     #[error("{path} line {line}: {why}")]
+    /// A line of requests.csv cannot be read.
     Csv {
+        /// The file.
         path: PathBuf,
+        /// 1-based line number.
         line: usize,
+        /// What is wrong.
         why: String,
     },
     #[error("cannot read {path}: {source}")]
+    /// Reading failed.
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// The requests cannot be replayed (out of order).
     #[error("{0}")]
     Invalid(String),
 }
@@ -63,10 +75,15 @@ pub enum IdealError {
 /// One request as the replay needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplayReq {
+    /// Request index.
     pub id: u64,
+    /// Intended arrival, ns.
     pub intended: u64,
+    /// Measured service time, ns.
     pub service: u64,
+    /// The worker that served it.
     pub worker: usize,
+    /// Measured phase (else warmup).
     pub measured: bool,
 }
 
@@ -75,7 +92,9 @@ pub struct ReplayReq {
 /// afresh (a what-if with other settings).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IdealConfig {
+    /// The queueing system.
     pub sim: SimConfig,
+    /// Per-worker queues use each request's recorded worker.
     pub recorded_workers: bool,
     /// Stretches arrival distances from the first arrival (< 1: denser,
     /// i.e. a higher rate); 1 replays the run's own times.
@@ -87,8 +106,11 @@ pub struct IdealConfig {
 pub struct IdealSummary {
     /// "replay": the run's own arrivals and service times, exact queue.
     pub method: String,
+    /// Workers replayed.
     pub servers: usize,
+    /// `fifo`, `lifo` or `random`.
     pub discipline: String,
+    /// `shared` or `per-worker:…`.
     pub dispatch: String,
     /// Requests replayed (warmup included).
     pub replayed: u64,
@@ -103,8 +125,11 @@ pub struct IdealSummary {
 /// What a replay measured: the ideal's sojourn histogram and exact sum over
 /// measured requests.
 pub struct ReplayStats {
+    /// Ideal sojourns of measured requests, ns.
     pub hist: Histogram<u64>,
+    /// Their exact sum, ns.
     pub sum: u128,
+    /// Requests replayed (warmup included).
     pub replayed: u64,
 }
 

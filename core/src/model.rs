@@ -82,6 +82,7 @@ impl Empirical {
         self.mean
     }
 
+    /// One draw, ns.
     #[inline]
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         let total = *self.cum.last().expect("non-empty");
@@ -99,11 +100,14 @@ impl Empirical {
 /// Where simulated service times come from.
 #[derive(Debug, Clone)]
 pub enum Service {
+    /// A distribution (`exp:200us`, ...).
     Dist(Dist),
+    /// A run's measured histogram.
     Empirical(Empirical),
 }
 
 impl Service {
+    /// Mean service time, ns.
     pub fn mean(&self) -> f64 {
         match self {
             Service::Dist(d) => d.mean(),
@@ -111,6 +115,7 @@ impl Service {
         }
     }
 
+    /// One service time, ns.
     #[inline]
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         match self {
@@ -123,25 +128,34 @@ impl Service {
 /// A simulated G/G/n system (`taillab model`).
 #[derive(Debug, Clone)]
 pub struct ModelSpec {
+    /// Arrival process.
     pub arrival: ArrivalSpec,
+    /// Mean arrival rate (/s).
     pub qps: f64,
+    /// Service times.
     pub service: Service,
+    /// Workers.
     pub servers: usize,
+    /// Which waiting request goes next.
     pub discipline: Discipline,
+    /// One queue or one per worker.
     pub dispatch: Dispatch,
     /// Simulated requests, warmup included.
     pub requests: u64,
     /// The first requests are not counted: the system starts empty.
     pub warmup: u64,
+    /// Seeds arrivals, service times and the engine.
     pub seed: u64,
 }
 
 /// What [`simulate`] found.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ModelResult {
+    /// Offered load × mean service ÷ servers.
     pub utilization: f64,
     /// Counted (post-warmup) requests.
     pub requests: u64,
+    /// Sojourn statistics of the counted requests, ns.
     pub sojourn: MetricStats,
     /// The closed-form mean sojourn where one applies (Poisson arrivals).
     pub closed_form_mean: Option<f64>,

@@ -22,8 +22,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Discipline {
+    /// The oldest waiting request.
     Fifo,
+    /// The newest waiting request.
     Lifo,
+    /// Any waiting request, uniformly.
     Random,
 }
 
@@ -77,8 +80,10 @@ pub enum Assign {
 /// `per-worker:random` or `per-worker:round-robin` (`per-worker:rr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Dispatch {
+    /// One queue shared by all workers.
     #[default]
     Shared,
+    /// A queue per worker, requests assigned on arrival.
     PerWorker(Assign),
 }
 
@@ -139,6 +144,7 @@ pub struct Assigner {
 }
 
 impl Assigner {
+    /// Assigns among `workers` by `assign`, seeded.
     pub fn new(workers: usize, assign: Assign, seed: u64) -> Self {
         Assigner {
             workers: workers.max(1),
@@ -180,6 +186,7 @@ pub struct RequestQueue<T> {
 }
 
 impl<T> RequestQueue<T> {
+    /// An empty queue; `spin_ns` is how long a hybrid waiter spins, `seed` seeds random order.
     pub fn new(discipline: Discipline, capacity: usize, spin_ns: u64, seed: u64) -> Self {
         RequestQueue {
             inner: Mutex::new(Inner {
@@ -195,6 +202,7 @@ impl<T> RequestQueue<T> {
         }
     }
 
+    /// Adds a request; wakes a sleeping worker if there is one.
     pub fn push(&self, item: T) {
         let mut g = self.inner.lock();
         g.items.push_back(item);
@@ -211,6 +219,7 @@ impl<T> RequestQueue<T> {
         self.len.load(Ordering::Acquire)
     }
 
+    /// No request waiting (a snapshot).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -38,19 +38,28 @@ use std::collections::{BinaryHeap, VecDeque};
 /// server it must use under per-worker dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Job {
+    /// Caller's identifier, handed back in [`Done`].
     pub id: u64,
+    /// Arrival time, ns.
     pub arrival: u64,
+    /// Service time, ns.
     pub service: u64,
+    /// The server it must use (per-worker dispatch); `None`: the engine assigns one.
     pub worker: Option<usize>,
 }
 
 /// When a request started and ended, and on which server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Done {
+    /// The job's identifier.
     pub id: u64,
+    /// Arrival time, ns.
     pub arrival: u64,
+    /// Start of service, ns.
     pub start: u64,
+    /// End of service, ns.
     pub end: u64,
+    /// The server that served it.
     pub server: usize,
 }
 
@@ -65,8 +74,11 @@ impl Done {
 /// The queueing system to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimConfig {
+    /// Identical servers (workers).
     pub servers: usize,
+    /// Which waiting job a freed server takes.
     pub discipline: Discipline,
+    /// One queue or one per server.
     pub dispatch: Dispatch,
     /// Seeds random order and random assignment.
     pub seed: u64,
@@ -145,6 +157,7 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// An empty system.
     pub fn new(cfg: SimConfig) -> Self {
         let n = cfg.servers.max(1);
         let assign = match cfg.dispatch {

@@ -22,9 +22,21 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// The shape of a renewal process's gaps (their mean is 1/rate).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum GapDist {
-    LogNormal { cv: f64 },
-    Gamma { cv: f64 },
-    Pareto { alpha: f64 },
+    /// `lognormal:cv=X`.
+    LogNormal {
+        /// Coefficient of variation of the gaps.
+        cv: f64,
+    },
+    /// `gamma:cv=X` (shape 1/cv²).
+    Gamma {
+        /// Coefficient of variation of the gaps.
+        cv: f64,
+    },
+    /// `pareto:alpha=A`.
+    Pareto {
+        /// Tail index (> 1).
+        alpha: f64,
+    },
 }
 
 impl GapDist {
@@ -128,8 +140,11 @@ impl ArrivalProcess for Renewal {
 /// The on/off parameters of an MMPP (ns, and λ_on/λ_off).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MmppSpec {
+    /// Mean time in the on (burst) state.
     pub on_ns: u64,
+    /// Mean time in the off state.
     pub off_ns: u64,
+    /// On-state rate ÷ off-state rate.
     pub ratio: f64,
 }
 
@@ -165,6 +180,7 @@ pub struct Mmpp {
 }
 
 impl Mmpp {
+    /// The process of `spec` with long-run mean `rate` requests/s, seeded.
     pub fn new(spec: MmppSpec, rate: f64, seed: u64) -> Self {
         let (hi, lo) = spec.rates(rate);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);

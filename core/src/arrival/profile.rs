@@ -26,14 +26,22 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 pub enum Profile {
     /// (rate /s, length ns) segments, in order.
     Steps(Vec<(f64, u64)>),
+    /// Linear from `from` to `to` (/s) over `over_ns`.
     Ramp {
+        /// Rate at the start (/s).
         from: f64,
+        /// Rate at the end (/s).
         to: f64,
+        /// Length of the ramp.
         over_ns: u64,
     },
+    /// `mean` ± `amp` (/s), one cycle per `period_ns`.
     Sine {
+        /// Mean rate (/s).
         mean: f64,
+        /// Amplitude (/s), below the mean.
         amp: f64,
+        /// Length of a cycle.
         period_ns: u64,
     },
 }
@@ -313,6 +321,7 @@ pub struct ProfileProcess {
 }
 
 impl ProfileProcess {
+    /// Arrivals following `profile`, seeded.
     pub fn new(profile: Profile, seed: u64) -> Self {
         ProfileProcess {
             profile,

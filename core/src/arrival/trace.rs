@@ -32,9 +32,13 @@ use std::sync::Arc;
 /// A unit for trace values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
+    /// Seconds.
     S,
+    /// Milliseconds.
     Ms,
+    /// Microseconds.
     Us,
+    /// Nanoseconds.
     Ns,
 }
 
@@ -73,8 +77,11 @@ pub struct Trace {
     pub path: PathBuf,
     /// `Some(true)`: values are gaps; `Some(false)`: timestamps; `None`: as the header says.
     pub gaps: Option<bool>,
+    /// `unit=`, when given (else from the header, else seconds).
     pub unit: Option<Unit>,
+    /// `column=`, when given.
     pub column: Option<String>,
+    /// Rate multiplier (`scale=`).
     pub scale: f64,
     /// Unscaled offsets from the schedule start, ns.
     offsets: Arc<Vec<f64>>,
@@ -316,6 +323,7 @@ pub struct TraceProcess {
 }
 
 impl TraceProcess {
+    /// Replays `trace` from its first arrival.
     pub fn new(trace: Trace) -> Self {
         TraceProcess { trace, next: 0 }
     }
