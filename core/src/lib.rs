@@ -1,10 +1,12 @@
 //! taillab-core: the harness as a library.
 //!
 //! A run is an open-loop schedule of requests (from an [`arrival`] process),
-//! served by N worker threads ([`harness`]) through a FIFO request queue
-//! ([`queue`]) or by workers that claim scheduled arrivals directly, with
-//! every request's six stamps (see DESIGN.md) turned into histograms by the
-//! [`collector`] and into a [`summary`] with self-checks.
+//! served by N worker threads ([`harness`]) through a request queue
+//! ([`queue`]: shared or per worker, FIFO, LIFO or random order) or by
+//! workers that claim scheduled arrivals directly, with every request's six
+//! stamps turned into histograms by the [`collector`] and into a [`summary`]
+//! with self-checks and the run's [`ideal`]: its own arrivals and service
+//! times replayed through the exact queue of [`sim`].
 
 pub mod app;
 pub mod arrival;
