@@ -145,6 +145,10 @@ def latency_vs_load_ideal(
     col, icol = f"sojourn_{stat}", f"ideal_{stat}"
     if col not in pts:
         raise F.FigureError(f"no sojourn {stat} estimates in {res.root}")
+    # One line pair per thread count, and per discipline and dispatch when those vary.
+    meta = ip.set_index("point")[["discipline", "dispatch"]]
+    pts = pts.join(meta, on="point")
+    line_keys = ["threads"] + [k for k in ("discipline", "dispatch") if pts[k].nunique() > 1]
     groups = list(pts.groupby(["app", "config"], sort=True))
     ncols = min(3, len(groups))
     nrows = (len(groups) + ncols - 1) // ncols
@@ -160,15 +164,17 @@ def latency_vs_load_ideal(
             base = float(first[col])
         scale, unit = (1.0, "× lowest-load latency") if normalize else F.unit_for(numeric(g, col))
         div = base * scale
-        for i, (th, sub) in enumerate(sorted(g.groupby("threads"), key=lambda t: t[0])):
+        for i, (lk, sub) in enumerate(sorted(g.groupby(line_keys), key=lambda t: str(t[0]))):
             colour = f"C{i}"
+            lk = lk if isinstance(lk, tuple) else (lk,)
+            th = f"{lk[0]} thr" + "".join(f", {v}" for v in lk[1:])
             xv, xlabel = F._x_values(sub, x)
             order = np.argsort(xv)
-            F._errbar(ax, sub, xv, col, div, color=colour, label=f"{th} thr measured")
+            F._errbar(ax, sub, xv, col, div, color=colour, label=f"{th} measured")
             y = numeric(sub, icol)[order] / div
             lo = numeric(sub, f"{icol}_ci_low")[order] / div
             hi = numeric(sub, f"{icol}_ci_high")[order] / div
-            ax.plot(xv[order], y, "--", color=colour, marker="x", label=f"{th} thr ideal")
+            ax.plot(xv[order], y, "--", color=colour, marker="x", label=f"{th} ideal")
             ok = np.isfinite(lo) & np.isfinite(hi)
             if ok.any():
                 ax.fill_between(xv[order][ok], lo[ok], hi[ok], color=colour, alpha=0.15, lw=0)
@@ -279,10 +285,17 @@ def tales_panels(res: Results, out=None, by: str | None = None) -> Figure:
         raise F.FigureError(
             f"the runs in {res.root} do not vary threads, discipline, dispatch or arrival"
         )
-    # Equal utilization across thread counts (Tales scales the rate with the workers): panel by ρ.
+    # Equal utilization across thread counts (Tales scales the rate with the workers): panel by
+    # ρ; the other settings that vary stay fixed within a panel.
     key = "utilization" if by == "threads" else "qps"
-    ip = ip.assign(_panel=ip[key].round(2) if key == "utilization" else ip[key])
-    panels = sorted(ip["_panel"].dropna().unique())
+    fixed = [k for k in ("threads", "discipline", "dispatch", "arrival") if k != by]
+    fixed = [k for k in fixed if ip[k].nunique() > 1]
+    ip = ip.assign(_load=ip[key].round(2) if key == "utilization" else ip[key])
+    ip["_panel"] = list(zip(ip["_load"], *[ip[k].astype(str) for k in fixed], strict=True))
+    counts = ip.groupby("_panel")[by].nunique()
+    panels = sorted(counts[counts > 1].index)
+    if not panels:
+        raise F.FigureError(f"no load in {res.root} has runs that differ only in {by}")
     ncols = min(3, len(panels))
     nrows = (len(panels) + ncols - 1) // ncols
     fig, axes = F._new(
@@ -308,7 +321,8 @@ def tales_panels(res: Results, out=None, by: str | None = None) -> Figure:
             all_d.append(d)
         floor = min(1e-3, 0.5 / max(d.total for _, d, _, _ in curves))
         name = "ρ" if key == "utilization" else "offered QPS"
-        _ccdf_axes(ax, floor, unit, f"{name} {pv:g}")
+        rest = "".join(f", {k} {v}" for k, v in zip(fixed, pv[1:], strict=True))
+        _ccdf_axes(ax, floor, unit, f"{name} {pv[0]:g}{rest}")
     if not all_d:
         raise F.FigureError(f"no sojourn samples in {res.root}")
     fig.suptitle(f"Sojourn CCDF by {by} (solid: measured, dashed: ideal)")

@@ -137,12 +137,17 @@ def test_latency_vs_load_ideal(res, tmp_path):
     assert (tmp_path / "lvl.png").exists()
     ax = [a for a in fig.axes if a.get_visible()][0]
     ideal_lines = [ln for ln in ax.get_lines() if ln.get_label().endswith("ideal")]
-    assert {ln.get_label() for ln in ideal_lines} == {"1 thr ideal", "2 thr ideal"}
+    # Lines per thread count and, since the sweep varies it, per discipline.
+    assert {ln.get_label() for ln in ideal_lines} == {
+        "1 thr, fifo ideal",
+        "1 thr, lifo ideal",
+        "2 thr, fifo ideal",
+    }
     assert ax.collections, "no CI band for the ideal"
     fig = I.latency_vs_load_ideal(res, None, stat="p95", normalize=True)
     ax = [a for a in fig.axes if a.get_visible()][0]
     # Normalized to the 1-thread measured value at the lowest load: that point is exactly 1.
-    (one,) = [c for c in ax.containers if c.get_label() == "1 thr measured"]
+    (one,) = [c for c in ax.containers if c.get_label() == "1 thr, fifo measured"]
     assert one.lines[0].get_ydata()[0] == pytest.approx(1.0)
 
 
@@ -160,10 +165,13 @@ def test_ideal_ccdf_draws_both_curves(res, tmp_path):
 def test_tales_panels_by_threads_and_discipline(res, tmp_path):
     fig = I.tales_panels(res, tmp_path / "bythreads", by="threads")
     axes = [a for a in fig.axes if a.get_visible()]
-    assert len(axes) == 2  # two utilizations
+    assert len(axes) == 2  # two utilizations (fifo only: lifo ran with one thread)
     labels = {ln.get_label() for ln in axes[0].get_lines()}
     assert {"threads=1", "threads=2"} <= labels
+    assert all("discipline fifo" in a.get_title() for a in axes)
     fig = I.tales_panels(res, tmp_path / "bydisc", by="discipline")
+    # Only loads where disciplines differ at equal threads: 1 thread at 800 and 2400 QPS.
+    assert len([a for a in fig.axes if a.get_visible()]) == 2
     labels = {ln.get_label() for a in fig.axes for ln in a.get_lines()}
     assert {"discipline=fifo", "discipline=lifo", "discipline=lifo ideal"} <= labels
 
