@@ -74,12 +74,10 @@ fn cpu() -> (f64, f64, f64) {
     let busy = g(0) + g(1) + g(2) + g(5) + g(6);
     let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after = me.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let v: Vec<f64> = after
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name.
-    let own = (v.get(11).copied().unwrap_or(0.0) + v.get(12).copied().unwrap_or(0.0)) / hz;
+    let v: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime (fields 14 and 15) are the 12th and 13th after the name: the state is first.
+    let tick = |i: usize| v.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    let own = (tick(11) + tick(12)) / hz;
     (busy, g(7), own)
 }
 
