@@ -1,30 +1,56 @@
-//! `taillab model`: the queueing "ideal" for a load, by exact FIFO replay of
-//! simulated draws (any service distribution, n servers), beside the closed
-//! forms where they exist.
+//! `taillab model`: the queueing "ideal" for a load, by exact simulation of
+//! a G/G/n system (any arrival process, service times from a distribution
+//! or from a run's measured histogram, n servers, FIFO/LIFO/random order,
+//! shared or per-worker queues) beside the closed forms where they exist;
+//! or, with `--from`, the replay of a past run's own arrivals and service
+//! times under other settings ("what if it had 4 workers?").
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Args;
-use taillab_core::arrival::{derive_seed, ArrivalSpec};
+use std::path::PathBuf;
+use taillab_core::arrival::ArrivalSpec;
+use taillab_core::collector::MetricStats;
 use taillab_core::dist::{fmt_ns, Dist};
-use taillab_core::model;
+use taillab_core::ideal::{self, IdealConfig};
+use taillab_core::model::{self, Empirical, ModelSpec, Service};
+use taillab_core::queue::{Discipline, Dispatch};
+use taillab_core::sim::SimConfig;
+use taillab_core::Summary;
 
 #[derive(Args, Debug)]
 pub struct ModelArgs {
-    /// Arrival rate (requests/s).
+    /// Arrival rate (requests/s). With --from: replay the run's arrivals
+    /// stretched or squeezed to this mean rate.
     #[arg(long)]
-    qps: f64,
-    /// Servers (worker threads).
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
+    qps: Option<f64>,
+    /// Servers (worker threads) [default: 1, or the run's with --from].
+    #[arg(long)]
+    threads: Option<usize>,
     /// Service-time distribution (synth's grammar), e.g. exp:200us.
-    #[arg(long)]
-    service: String,
-    /// Arrival process: poisson or fixed.
+    #[arg(long, conflicts_with = "service_from")]
+    service: Option<String>,
+    /// Draw service times from a run's measured histogram (RUN_DIR/hist/service.hlog).
+    #[arg(long, value_name = "RUN_DIR")]
+    service_from: Option<PathBuf>,
+    /// Arrival process: poisson, fixed, lognormal:cv=2, gamma:cv=0.5,
+    /// pareto:alpha=1.5, mmpp:on=50ms,off=200ms,ratio=8, trace:FILE,
+    /// steps:1000@10s,3000@10s, ramp:1000..5000 over 60s,
+    /// sine:mean=3000,amp=1000,period=30s.
     #[arg(long, default_value = "poisson")]
     arrival: String,
-    /// Simulated requests.
+    /// Queue discipline: fifo, lifo or random [default: fifo, or the run's].
+    #[arg(long)]
+    discipline: Option<String>,
+    /// shared, per-worker (random worker), per-worker:round-robin [default: shared, or the run's].
+    #[arg(long)]
+    dispatch: Option<String>,
+    /// Replay this run's own arrivals and measured service times (its
+    /// requests.csv) under the settings given here.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["service", "service_from"])]
+    from: Option<PathBuf>,
+    /// Simulated requests (the first 5 % are warmup).
     #[arg(long, default_value_t = 1_000_000)]
-    requests: usize,
+    requests: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print JSON.
@@ -32,87 +58,197 @@ pub struct ModelArgs {
     json: bool,
 }
 
-pub fn run(a: ModelArgs) -> anyhow::Result<i32> {
-    use rand::SeedableRng;
-    let svc: Dist = a.service.parse().context("--service")?;
-    let arrival: ArrivalSpec = a
-        .arrival
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("--arrival: {e}"))?;
-    anyhow::ensure!(
-        a.qps.is_finite() && a.qps > 0.0,
-        "--qps must be a positive number, got {}",
-        a.qps
-    );
-    anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
-    anyhow::ensure!(
-        a.requests >= 1000,
-        "--requests must be at least 1000 for stable quantiles"
-    );
-    let rho = a.qps * svc.mean() / 1e9 / a.threads as f64;
-    anyhow::ensure!(
-        rho < 1.0,
-        "utilization {rho:.3} ≥ 1: the queue grows without bound, no steady state to model"
-    );
-    let mut p = arrival.build(a.qps, derive_seed(a.seed, 1));
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(derive_seed(a.seed, 2));
-    let arr: Vec<u64> = (0..a.requests).map(|_| p.next_offset_ns()).collect();
-    let s: Vec<u64> = (0..a.requests)
-        .map(|_| svc.sample(&mut rng) as u64)
-        .collect();
-    // Drop the first 5 % as warmup: the replay starts empty.
-    let skip = a.requests / 20;
-    let mut soj = model::fifo_replay(&arr, &s, a.threads)[skip..].to_vec();
-    let mean = soj.iter().sum::<u64>() as f64 / soj.len() as f64;
-    soj.sort_unstable();
-    let q = |x: f64| model::quantile(&soj, x) as f64;
-    let closed = match (arrival, a.threads) {
-        (ArrivalSpec::Poisson, 1) => Some(model::mg1_mean(a.qps, svc.mean(), svc.second_moment())),
-        (ArrivalSpec::Poisson, c) if matches!(svc, Dist::Exp { .. }) => {
-            Some(model::mmc_mean(c, a.qps, svc.mean()))
-        }
-        _ => None,
+fn parse<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> anyhow::Result<T> {
+    v.parse::<T>().map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+/// The queueing system the flags describe, falling back to `run`'s settings.
+fn sim_config(a: &ModelArgs, run: Option<&Summary>) -> anyhow::Result<SimConfig> {
+    let threads = a.threads.or(run.map(|s| s.threads)).unwrap_or(1);
+    if !(1..=4096).contains(&threads) {
+        bail!("--threads must be in 1..=4096, got {threads}");
+    }
+    let discipline = match (&a.discipline, run) {
+        (Some(d), _) => parse::<Discipline>("discipline", d)?,
+        (None, Some(s)) => parse::<Discipline>("discipline", &s.discipline)?,
+        (None, None) => Discipline::Fifo,
     };
-    let v = serde_json::json!({
-        "utilization": rho, "requests": soj.len(), "mean": mean,
-        "p50": q(0.5), "p90": q(0.9), "p95": q(0.95), "p99": q(0.99), "p999": q(0.999),
-        "closed_form_mean": closed,
-    });
+    let dispatch = match (&a.dispatch, run) {
+        (Some(d), _) => parse::<Dispatch>("dispatch", d)?,
+        (None, Some(s)) => parse::<Dispatch>("dispatch", &s.dispatch)?,
+        (None, None) => Dispatch::Shared,
+    };
+    Ok(SimConfig {
+        servers: threads,
+        discipline,
+        dispatch,
+        seed: taillab_core::arrival::derive_seed(a.seed, 6),
+    })
+}
+
+pub fn run(a: ModelArgs) -> anyhow::Result<i32> {
+    match &a.from {
+        Some(dir) => replay_run(&a, dir),
+        None => simulate(&a),
+    }
+}
+
+fn simulate(a: &ModelArgs) -> anyhow::Result<i32> {
+    let arrival: ArrivalSpec = parse("arrival", &a.arrival)?;
+    let qps = match (a.qps, arrival.own_rate()) {
+        (Some(q), Some(r)) if (q / r - 1.0).abs() > 1e-6 => {
+            bail!("--qps {q} does not match `{arrival}`, which sets its own mean rate {r}/s: drop --qps")
+        }
+        (Some(q), _) => q,
+        (None, Some(r)) => r,
+        (None, None) => bail!("--qps is needed (or --from RUN_DIR to replay a run)"),
+    };
+    if !(qps.is_finite() && qps > 0.0) {
+        bail!("--qps must be a positive number, got {qps}");
+    }
+    if a.requests < 1000 {
+        bail!("--requests must be at least 1000 for stable quantiles");
+    }
+    let service = match (&a.service, &a.service_from) {
+        (Some(s), None) => Service::Dist(s.parse::<Dist>().context("--service")?),
+        (None, Some(dir)) => {
+            Service::Empirical(Empirical::from_run(dir).map_err(anyhow::Error::msg)?)
+        }
+        _ => bail!(
+            "give --service DIST or --service-from RUN_DIR (or --from RUN_DIR to replay a run)"
+        ),
+    };
+    let sim = sim_config(a, None)?;
+    let spec = ModelSpec {
+        arrival: arrival.clone(),
+        qps,
+        service: service.clone(),
+        servers: sim.servers,
+        discipline: sim.discipline,
+        dispatch: sim.dispatch,
+        requests: a.requests,
+        // The system starts empty: the first 5 % are not counted.
+        warmup: a.requests / 20,
+        seed: a.seed,
+    };
+    let r = model::simulate(&spec).map_err(anyhow::Error::msg)?;
     if a.json {
+        let v = serde_json::json!({
+            "arrival": arrival.to_string(), "qps": qps, "servers": sim.servers,
+            "discipline": sim.discipline.to_string(), "dispatch": sim.dispatch.to_string(),
+            "utilization": r.utilization, "requests": r.requests,
+            "mean": r.sojourn.mean, "p50": r.sojourn.p50, "p90": r.sojourn.p90, "p95": r.sojourn.p95,
+            "p99": r.sojourn.p99, "p999": r.sojourn.p999, "max": r.sojourn.max,
+            "closed_form_mean": r.closed_form_mean,
+        });
         println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    let svc = match &service {
+        Service::Dist(Dist::Exp { .. }) => "M",
+        Service::Dist(Dist::Fixed(_)) => "D",
+        _ => "G",
+    };
+    let arr = match arrival {
+        ArrivalSpec::Poisson => "M",
+        ArrivalSpec::Fixed => "D",
+        _ => "G",
+    };
+    println!(
+        "ideal {arr}/{svc}/{} ({}) at utilization {:.3} ({} simulated requests, arrivals {arrival})",
+        sim.servers,
+        ideal::describe(&sim),
+        r.utilization,
+        r.requests
+    );
+    println!("sojourn {}", stats_line(&r.sojourn));
+    if let Some(c) = r.closed_form_mean {
+        println!(
+            "closed-form mean {} (simulation {:+.2}%)",
+            fmt_ns(c),
+            (r.sojourn.mean / c - 1.0) * 100.0
+        );
+    }
+    Ok(0)
+}
+
+fn stats_line(s: &MetricStats) -> String {
+    format!(
+        "mean {}  p50 {}  p90 {}  p95 {}  p99 {}  p99.9 {}",
+        fmt_ns(s.mean),
+        fmt_ns(s.p50 as f64),
+        fmt_ns(s.p90 as f64),
+        fmt_ns(s.p95 as f64),
+        fmt_ns(s.p99 as f64),
+        fmt_ns(s.p999 as f64)
+    )
+}
+
+fn replay_run(a: &ModelArgs, dir: &std::path::Path) -> anyhow::Result<i32> {
+    let run = Summary::read(&dir.join("summary.json"))
+        .with_context(|| format!("--from {}: not a run folder", dir.display()))?;
+    if a.arrival != "poisson" {
+        bail!("--arrival does not apply with --from: the run's own arrivals are replayed (use --qps to change their rate)");
+    }
+    let run_dispatch: Dispatch = parse("dispatch", &run.dispatch)?;
+    let sim = sim_config(a, Some(&run))?;
+    let time_scale = match a.qps {
+        None => 1.0,
+        Some(q) if q.is_finite() && q > 0.0 => run.scheduled_qps / q,
+        Some(q) => bail!("--qps must be a positive number, got {q}"),
+    };
+    let cfg = IdealConfig {
+        sim,
+        // The run's own per-worker assignment, unless the what-if changes it.
+        recorded_workers: ideal::same_assignment(&sim, run.threads, run_dispatch),
+        time_scale,
+    };
+    let st = ideal::replay_dir(dir, &cfg)?;
+    let own = time_scale == 1.0
+        && sim.servers == run.threads
+        && sim.discipline.to_string() == run.discipline
+        && sim.dispatch == run_dispatch;
+    let measured = &run.latency_ns["sojourn"];
+    let summary = ideal::summary_of(&cfg, &st, measured);
+    if a.json {
+        let mut v = serde_json::to_value(&summary)?;
+        v["qps"] = serde_json::json!(run.scheduled_qps / time_scale);
+        v["own_settings"] = serde_json::json!(own);
+        if !own {
+            // Measured figures belong to other settings: no excess to report.
+            v.as_object_mut().map(|o| {
+                o.remove("excess");
+                o.remove("ratio")
+            });
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    println!(
+        "replay of {} ({} requests, {:.1} qps): {}",
+        dir.display(),
+        st.replayed,
+        run.scheduled_qps / time_scale,
+        ideal::describe(&sim)
+    );
+    println!("ideal    {}", stats_line(&summary.sojourn));
+    if own {
+        println!("measured {}", stats_line(measured));
+        println!(
+            "excess   mean {}  p99 {}  (measured ÷ ideal: mean {:.3}, p99 {:.3})",
+            fmt_ns(summary.excess["mean"]),
+            fmt_ns(summary.excess["p99"]),
+            summary.ratio["mean"],
+            summary.ratio["p99"]
+        );
     } else {
         println!(
-            "ideal FIFO {}/{}/{} at utilization {:.3} ({} simulated requests)",
-            if arrival == ArrivalSpec::Poisson {
-                "M"
-            } else {
-                "D"
-            },
-            match svc {
-                Dist::Exp { .. } => "M",
-                Dist::Fixed(_) => "D",
-                _ => "G",
-            },
-            a.threads,
-            rho,
-            soj.len()
+            "the run itself ({} thread(s), {}, {}) measured {}",
+            run.threads,
+            run.discipline,
+            run.dispatch,
+            stats_line(measured)
         );
-        println!(
-            "sojourn mean {}  p50 {}  p90 {}  p95 {}  p99 {}  p99.9 {}",
-            fmt_ns(mean),
-            fmt_ns(q(0.5)),
-            fmt_ns(q(0.9)),
-            fmt_ns(q(0.95)),
-            fmt_ns(q(0.99)),
-            fmt_ns(q(0.999))
-        );
-        if let Some(c) = closed {
-            println!(
-                "closed-form mean {} (replay {:+.2}%)",
-                fmt_ns(c),
-                (mean / c - 1.0) * 100.0
-            );
-        }
     }
     Ok(0)
 }

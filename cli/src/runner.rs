@@ -67,7 +67,10 @@ pub fn run_once(
         }
         return Ok(r?);
     }
-    let spec = keep_records_in_memory(spec, cfg);
+    let (spec, note) = cfg.run_spec()?;
+    if let Some(n) = note {
+        eprintln!("{n}");
+    }
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)
         .with_context(|| format!("preparing data for {}", app.name()))?;
@@ -132,23 +135,6 @@ fn measured_phase_began(spec: &RunSpec, p: &Progress) -> bool {
     match spec.warmup {
         taillab_core::Bound::Seconds(s) => p.elapsed_ns as f64 >= s * 1e9,
         taillab_core::Bound::Requests(n) => p.completed >= n,
-    }
-}
-
-/// Integrated runs keep every request's stamps in memory whenever they fit
-/// (the sequence checks use them) and write them only when asked to.
-fn keep_records_in_memory(spec: RunSpec, cfg: &RunConfig) -> RunSpec {
-    let fits = spec.record_capacity() * taillab_core::harness::RECORD_BYTES <= spec.record_mem_cap;
-    if !fits && !cfg.record.save_requests {
-        eprintln!(
-            "note: {} requests exceed record.max_record_mem {} for per-request records; keeping histograms only (sequence checks skipped)",
-            spec.record_capacity(),
-            taillab_core::config::ConfigValue::show(&cfg.record.max_record_mem)
-        );
-    }
-    RunSpec {
-        keep_records: fits || cfg.record.save_requests,
-        ..spec
     }
 }
 

@@ -233,7 +233,7 @@ fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "id,worker,intended,sent,enqueued,started,finished,completed,measured"
+        "id,worker,intended,sent,enqueued,started,finished,completed,measured,ideal_completed"
     );
     let mut rows: Vec<Vec<u64>> = lines
         .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
@@ -641,8 +641,15 @@ fn bad_input_gets_one_clear_line() {
         "pick a writable --out",
     );
     fails_with(
-        &with(&["--qps", "10", "--discipline", "lifo"]),
-        "--shaper thread",
+        &with(&[
+            "--qps",
+            "10",
+            "--discipline",
+            "lifo",
+            "--net-delay",
+            "exp:5us",
+        ]),
+        "simulated for FIFO only",
     );
     fails_with(
         &with(&["--qps", "10", "--net-delay", "exp:5"]),

@@ -2,33 +2,44 @@
 //!
 //! Two ways to drive the integrated configuration:
 //!
-//! - **inline** (the default for FIFO): there is no shaper thread. Each worker
-//!   claims the next scheduled arrival from the shared schedule (so requests
-//!   start in arrival order: FIFO by construction), waits until its intended
-//!   time if it is early, or starts at once if it is late — in which case the
-//!   request was, in the model, waiting in the queue since its intended time
-//!   (`queue = started − intended`). This is exactly FIFO G/G/n, costs no
-//!   extra core (which matters on a 2-core machine), and puts no hand-off
-//!   between threads on the measured path. TailBench's integrated mode used
-//!   the same idea.
+//! - **inline** (the default): there is no shaper thread. Each worker
+//!   claims its next request from the shared schedule, waits until its
+//!   intended time if it is early, or starts at once if it is late — in
+//!   which case the request was, in the model, waiting in the queue since
+//!   its intended time (`queue = started − intended`). With FIFO and one
+//!   shared queue a worker simply takes the next scheduled arrival (FIFO
+//!   by construction: exactly FIFO G/G/n, no extra core, which matters on a
+//!   2-core machine, and no hand-off between threads on the measured path;
+//!   TailBench's integrated mode used the same idea). For LIFO, random
+//!   order or per-worker queues, the schedule keeps the requests that are
+//!   due but not yet claimed in a backlog (one per worker with per-worker
+//!   dispatch), and a free worker picks from the requests already due in
+//!   its queue by the discipline — the newest for LIFO, any one for random
+//!   — or, when none is due, waits for the earliest one to come.
 //! - **thread**: a shaper thread sends each request at its intended time
-//!   into a real [`RequestQueue`] that the workers pop. Needed for the other
-//!   disciplines, and the model of what transports do.
+//!   into a real [`RequestQueue`] (one per worker with per-worker dispatch)
+//!   that the workers pop: the model of what transports do.
 //!
 //! Either way, latency counts from the *intended* time, so a late send or a
 //! stalled server is charged to the requests it delayed (no coordinated
 //! omission), and `send_lag = sent − intended` records how far the harness
 //! itself was off schedule.
+//!
+//! Per-worker dispatch ([`Dispatch::PerWorker`]): the schedule assigns each
+//! request a worker (random or round-robin, seeded) as it generates it, so
+//! both shapers and the ideal replay see the same assignment.
 
 use crate::app::{AppError, Client, Server};
 use crate::arrival::{derive_seed, ArrivalSpec};
 use crate::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
 use crate::collector::{IntervalBlob, IntervalSink, Shard, Stamps};
 use crate::dist::Dist;
-use crate::queue::{Discipline, RequestQueue};
+use crate::queue::{Assigner, Discipline, Dispatch, RequestQueue};
 use parking_lot::Mutex;
+use rand::Rng;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -83,6 +94,8 @@ pub struct RunSpec {
     pub spin_margin_ns: u64,
     pub shaper: ShaperMode,
     pub discipline: Discipline,
+    /// One shared queue, or a queue per worker (see the module docs).
+    pub dispatch: Dispatch,
     /// Keep every request's stamps in memory (needed for `requests.csv`).
     pub keep_records: bool,
     pub record_mem_cap: u64,
@@ -122,6 +135,7 @@ impl Default for RunSpec {
             spin_margin_ns: DEFAULT_SPIN_MARGIN_NS,
             shaper: ShaperMode::Inline,
             discipline: Discipline::Fifo,
+            dispatch: Dispatch::Shared,
             keep_records: false,
             record_mem_cap: 1 << 30,
             interval_ns: 1_000_000_000,
@@ -182,12 +196,13 @@ impl RunSpec {
                 "--net-delay is simulated by inline workers only: drop --shaper thread".into(),
             );
         }
-        if self.discipline != Discipline::Fifo && self.shaper == ShaperMode::Inline {
+        if self.net_delay.is_some() && self.discipline != Discipline::Fifo {
             return bad(format!(
-                "--discipline {} needs a real queue: add --shaper thread (inline workers are FIFO by construction)",
+                "--net-delay is simulated for FIFO only: drop --discipline {} or --net-delay",
                 self.discipline
             ));
         }
+        self.check_arrival()?;
         check_cpus("--cpus", &self.cpus)?;
         let cap = self.record_capacity();
         if self.keep_records && cap * RECORD_BYTES > self.record_mem_cap {
@@ -200,17 +215,86 @@ impl RunSpec {
         Ok(())
     }
 
-    /// Requests the run is expected to schedule, warmup included, with room
-    /// for Poisson variation of time-bounded phases (10 σ).
-    pub fn record_capacity(&self) -> u64 {
-        let n = |b: Bound| match b {
-            Bound::Requests(n) => n as f64,
-            Bound::Seconds(s) => {
-                let m = self.qps * s;
-                m + 10.0 * m.sqrt() + 100.0
+    /// A trace or load profile sets the rate itself: `qps` must be its
+    /// mean, and a trace must be long enough for both phases.
+    fn check_arrival(&self) -> Result<(), RunError> {
+        let bad = |s: String| Err(RunError::Invalid(s));
+        if let Some(r) = self.arrival.own_rate() {
+            if (self.qps / r - 1.0).abs() > 1e-6 {
+                return bad(format!(
+                    "--qps {} does not match `{}`, which sets its own mean rate {r}/s: set --qps {r} (a trace or load profile decides the rate)",
+                    self.qps, self.arrival
+                ));
             }
+        }
+        let crate::arrival::ArrivalSpec::Trace(t) = &self.arrival else {
+            return Ok(());
         };
-        (n(self.warmup) + n(self.measure)).ceil() as u64
+        let last = format!(
+            "{} has {} arrivals over {:.3} s (the last at line {})",
+            t.path.display(),
+            t.len(),
+            t.offset_s(t.len() - 1),
+            t.line(t.len() - 1)
+        );
+        match (self.warmup, self.measure) {
+            (Bound::Requests(w), Bound::Requests(m)) if w + m > t.len() as u64 => bad(format!(
+                "trace {last}; the run needs {w} warmup + {m} measured = {} requests: lengthen the trace or lower the counts",
+                w + m
+            )),
+            _ => {
+                let end = self.phase_times().2;
+                let reach = t.offset_s(t.len() - 1) + 1.0 / t.mean_rate();
+                if end > reach * (1.0 + 1e-9) {
+                    bad(format!(
+                        "trace {last}; the run needs {end:.3} s of arrivals (warmup + measured): lengthen the trace or shorten the run"
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Expected (warmup count, measured count, measured start s, end s),
+    /// counts padded by `sigmas` standard deviations of the count.
+    fn phase_counts(&self, sigmas: f64) -> (f64, f64, f64, f64) {
+        let a = &self.arrival;
+        let disp = a.dispersion(self.qps);
+        let pad = |m: f64| m + sigmas * (disp * m).sqrt() + if sigmas > 0.0 { 100.0 } else { 0.0 };
+        let (warm, start) = match self.warmup {
+            Bound::Requests(n) => (n as f64, a.time_of(self.qps, n as f64)),
+            Bound::Seconds(s) => (pad(a.expected_count(self.qps, 0.0, s)), s),
+        };
+        let (meas, end) = match self.measure {
+            Bound::Requests(m) => {
+                let n = m as f64;
+                (n, a.time_of(self.qps, self.warmup_requests() + n))
+            }
+            Bound::Seconds(d) => (pad(a.expected_count(self.qps, start, start + d)), start + d),
+        };
+        (warm, meas, start, end)
+    }
+
+    fn warmup_requests(&self) -> f64 {
+        match self.warmup {
+            Bound::Requests(n) => n as f64,
+            Bound::Seconds(s) => self.arrival.expected_count(self.qps, 0.0, s),
+        }
+    }
+
+    /// (measured start s, measured end s, run end s), unpadded.
+    fn phase_times(&self) -> (f64, f64, f64) {
+        let (_, _, start, end) = self.phase_counts(0.0);
+        (start, end, end)
+    }
+
+    /// Requests the run is expected to schedule, warmup included, with room
+    /// for the count variation of time-bounded phases (10 σ of the arrival
+    /// process's own dispersion).
+    pub fn record_capacity(&self) -> u64 {
+        let (w, m, _, _) = self.phase_counts(10.0);
+        (w + m).ceil() as u64
     }
 
     /// Width of the saturation check's slices: 1/20 of the measured phase.
@@ -220,23 +304,26 @@ impl RunSpec {
 
     /// Expected length of the measured phase in ns.
     pub fn expected_measure_ns(&self) -> u64 {
-        match self.measure {
-            Bound::Requests(n) => (n as f64 / self.qps * 1e9) as u64,
-            Bound::Seconds(s) => (s * 1e9) as u64,
-        }
+        let (start, end, _) = self.phase_times();
+        ((end - start).max(0.0) * 1e9) as u64
     }
 
-    /// Expected length of the whole schedule in ns, padded for Poisson
+    /// Expected length of the whole schedule in ns, padded for count
     /// variation (6 σ) so the drain deadline never cuts a healthy run.
     pub fn expected_total_ns(&self) -> u64 {
-        let secs = |b: Bound| match b {
-            Bound::Requests(n) => {
-                let n = n as f64;
-                (n + 6.0 * n.sqrt() + 10.0) / self.qps
-            }
-            Bound::Seconds(s) => s,
+        let total = |n: f64| {
+            let disp = self.arrival.dispersion(self.qps).max(1.0);
+            self.arrival
+                .time_of(self.qps, n + 6.0 * (disp * n).sqrt() + 10.0)
         };
-        ((secs(self.warmup) + secs(self.measure)) * 1e9) as u64
+        let secs = match (self.warmup, self.measure) {
+            (_, Bound::Seconds(_)) => self.phase_times().2,
+            (Bound::Requests(w), Bound::Requests(m)) => total((w + m) as f64),
+            (Bound::Seconds(s), Bound::Requests(m)) => {
+                total(self.arrival.expected_count(self.qps, 0.0, s) + m as f64).max(s)
+            }
+        };
+        (secs * 1e9) as u64
     }
 }
 
@@ -312,6 +399,8 @@ pub struct Item {
     pub intended: u64,
     pub measured: bool,
     pub first_measured: bool,
+    /// The worker a per-worker dispatch assigned (0 with a shared queue).
+    pub worker: usize,
 }
 
 /// The open-loop schedule: arrival times and request contents, in order.
@@ -332,6 +421,8 @@ pub struct Schedule {
     slice_ns: u64,
     arrivals_per_slice: Vec<u64>,
     done: bool,
+    assigner: Option<Assigner>,
+    backlog: Backlog,
 }
 
 impl Schedule {
@@ -339,7 +430,10 @@ impl Schedule {
     /// at `t0` (set it later with [`Schedule::set_start`] if not known yet).
     pub fn new(spec: &RunSpec, client: Box<dyn Client>, t0: u64) -> Self {
         Schedule {
-            arrival: spec.arrival.build(spec.qps, derive_seed(spec.seed, 1)),
+            arrival: spec
+                .arrival
+                .build(spec.qps, derive_seed(spec.seed, 1))
+                .expect("RunSpec::validate checked the rate"),
             client,
             t0,
             next_index: 0,
@@ -353,6 +447,13 @@ impl Schedule {
             slice_ns: spec.slice_ns(),
             arrivals_per_slice: Vec::new(),
             done: false,
+            assigner: match spec.dispatch {
+                Dispatch::Shared => None,
+                Dispatch::PerWorker(a) => {
+                    Some(Assigner::new(spec.threads, a, derive_seed(spec.seed, 4)))
+                }
+            },
+            backlog: Backlog::new(spec, derive_seed(spec.seed, 5)),
         }
     }
 
@@ -383,6 +484,11 @@ impl Schedule {
             return None;
         }
         let off = self.arrival.next_offset_ns();
+        if off == crate::arrival::END {
+            // A trace ran out (validate makes sure it covers the run).
+            self.done = true;
+            return None;
+        }
         let intended = self.t0 + off;
         let measured = match self.warmup {
             Bound::Requests(n) => self.next_index >= n,
@@ -431,7 +537,90 @@ impl Schedule {
             intended,
             measured,
             first_measured,
+            worker: self.assigner.as_mut().map_or(0, |a| a.next_worker()),
         })
+    }
+
+    /// Inline workers: the next request worker `w` serves, its payload in
+    /// `buf`. A shared FIFO takes the next arrival; otherwise the worker
+    /// picks by `discipline` among the requests of its queue already due at
+    /// `now` (see the module docs), or takes the earliest one to come.
+    pub fn claim(
+        &mut self,
+        w: usize,
+        now: u64,
+        discipline: Discipline,
+        buf: &mut Vec<u8>,
+        sink: &IntervalSink,
+    ) -> Option<Item> {
+        if discipline == Discipline::Fifo && self.assigner.is_none() {
+            return self.next(buf, sink);
+        }
+        let q = if self.assigner.is_some() { w } else { 0 };
+        // Move every due request, and at least one for `q`, into the queues.
+        loop {
+            if self.backlog.peeked.is_none() {
+                let mut p = self.backlog.spare.pop().unwrap_or_default();
+                match self.next(&mut p, sink) {
+                    Some(it) => self.backlog.peeked = Some((it, p)),
+                    None => break,
+                }
+            }
+            let (it, _) = self.backlog.peeked.as_ref().expect("just filled");
+            if it.intended > now && !self.backlog.queues[q].is_empty() {
+                break;
+            }
+            let (it, p) = self.backlog.peeked.take().expect("just filled");
+            let dst = if self.assigner.is_some() {
+                it.worker
+            } else {
+                0
+            };
+            self.backlog.queues[dst].push_back((it, p));
+        }
+        self.backlog.take(q, now, discipline, buf)
+    }
+}
+
+/// Requests generated but not yet claimed by an inline worker, per queue
+/// (one shared, or one per worker), in arrival order.
+struct Backlog {
+    queues: Vec<VecDeque<(Item, Vec<u8>)>>,
+    /// The next request, generated but not yet due.
+    peeked: Option<(Item, Vec<u8>)>,
+    /// Payload buffers to reuse.
+    spare: Vec<Vec<u8>>,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Backlog {
+    fn new(spec: &RunSpec, seed: u64) -> Self {
+        let n = if spec.dispatch.is_per_worker() {
+            spec.threads
+        } else {
+            1
+        };
+        Backlog {
+            queues: (0..n).map(|_| VecDeque::new()).collect(),
+            peeked: None,
+            spare: Vec::new(),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+        }
+    }
+
+    fn take(&mut self, q: usize, now: u64, d: Discipline, buf: &mut Vec<u8>) -> Option<Item> {
+        let queue = &mut self.queues[q];
+        // Arrival order makes the due requests a prefix.
+        let due = queue.partition_point(|(it, _)| it.intended <= now);
+        let i = match (d, due) {
+            (_, 0) | (Discipline::Fifo, _) => 0,
+            (Discipline::Lifo, _) => due - 1,
+            (Discipline::Random, _) => self.rng.gen_range(0..due),
+        };
+        let (it, p) = queue.remove(i)?;
+        let old = std::mem::replace(buf, p);
+        self.spare.push(old);
+        Some(it)
     }
 }
 
@@ -496,6 +685,21 @@ impl RunResult {
 /// What the shaper thread hands workers: the item, its send time, its payload.
 type JobQueue = RequestQueue<(Item, u64, Vec<u8>)>;
 
+/// The thread shaper's queues: one shared, or one per worker.
+struct Queues(Vec<JobQueue>);
+
+impl Queues {
+    /// The queue of request `item`, or of worker `w`.
+    fn of(&self, w: usize) -> &JobQueue {
+        &self.0[w % self.0.len()]
+    }
+    fn close(&self) {
+        for q in &self.0 {
+            q.close();
+        }
+    }
+}
+
 struct Shared {
     sched: Mutex<Schedule>,
     sink: IntervalSink,
@@ -547,12 +751,23 @@ pub fn run_integrated(
         server,
         spec: spec.clone(),
     });
-    let queue: Option<Arc<JobQueue>> = (spec.shaper == ShaperMode::Thread).then(|| {
-        Arc::new(RequestQueue::new(
-            spec.discipline,
-            4096,
-            spec.spin_margin_ns,
-            derive_seed(spec.seed, 3),
+    let queue: Option<Arc<Queues>> = (spec.shaper == ShaperMode::Thread).then(|| {
+        let n = if spec.dispatch.is_per_worker() {
+            spec.threads
+        } else {
+            1
+        };
+        Arc::new(Queues(
+            (0..n)
+                .map(|i| {
+                    RequestQueue::new(
+                        spec.discipline,
+                        4096,
+                        spec.spin_margin_ns,
+                        derive_seed(spec.seed, 3 + 1000 * i as u64),
+                    )
+                })
+                .collect(),
         ))
     });
     let n_threads = spec.threads + usize::from(queue.is_some());
@@ -592,7 +807,7 @@ pub fn run_integrated(
                 }
                 Some(match &q {
                     None => inline_worker(&sh, w, wk.as_mut()),
-                    Some(q) => queue_worker(&sh, w, wk.as_mut(), q),
+                    Some(q) => queue_worker(&sh, w, wk.as_mut(), q.of(w)),
                 })
             })
             .expect("spawning a worker thread");
@@ -839,7 +1054,17 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
         if sh.abort.load(Ordering::Relaxed) {
             break;
         }
-        let Some(item) = sh.sched.lock().next(&mut req, &sh.sink) else {
+        // Only LIFO and random order need the time: they pick among requests due by now.
+        let now = if spec.discipline == Discipline::Fifo {
+            0
+        } else {
+            now_ns()
+        };
+        let claimed = sh
+            .sched
+            .lock()
+            .claim(w, now, spec.discipline, &mut req, &sh.sink);
+        let Some(item) = claimed else {
             break;
         };
         if item.first_measured {
@@ -876,7 +1101,7 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
     shard
 }
 
-fn shaper_thread(sh: &Shared, q: &JobQueue) {
+fn shaper_thread(sh: &Shared, q: &Queues) {
     let spec = &sh.spec;
     let mut buf = Vec::with_capacity(256);
     // The shaper is the client: it waits hybrid (or spins with --wait spin),
@@ -899,7 +1124,7 @@ fn shaper_thread(sh: &Shared, q: &JobQueue) {
         }
         let sent = wait_until(item.intended, mode, spec.spin_margin_ns);
         let payload = std::mem::replace(&mut buf, Vec::with_capacity(256));
-        q.push((item, sent, payload));
+        q.of(item.worker).push((item, sent, payload));
     }
     q.close();
 }

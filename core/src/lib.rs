@@ -1,10 +1,14 @@
 //! taillab-core: the harness as a library.
 //!
 //! A run is an open-loop schedule of requests (from an [`arrival`] process),
-//! served by N worker threads ([`harness`]) through a FIFO request queue
-//! ([`queue`]) or by workers that claim scheduled arrivals directly, with
-//! every request's six stamps (see docs/design.md) turned into histograms by the
-//! [`collector`] and into a [`summary`] with self-checks.
+//! served by N worker threads ([`harness`]) through a request queue
+//! ([`queue`]: shared or per worker, FIFO, LIFO or random order) or by
+//! workers that claim scheduled arrivals directly, with every request's six
+//! stamps turned into histograms by the [`collector`] and into a [`summary`]
+//! with self-checks and the run's [`ideal`]: its own arrivals and service
+//! times replayed through the exact queue of [`sim`] (the stamps:
+//! docs/design.md). A run is configured by one [`config::RunConfig`]; the
+//! experiment logic over runs is in [`search`].
 
 pub mod app;
 pub mod arrival;
@@ -16,9 +20,11 @@ pub mod config;
 pub mod dist;
 pub mod experiment;
 pub mod harness;
+pub mod ideal;
 pub mod model;
 pub mod queue;
 pub mod search;
+pub mod sim;
 pub mod stats;
 pub mod summary;
 

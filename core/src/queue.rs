@@ -30,6 +30,124 @@ crate::names_enum! {
     }
 }
 
+/// How a per-worker dispatch picks each request's worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Assign {
+    /// Uniformly at random, seeded ("random worker" of the queueing
+    /// literature): n independent M/G/1 queues under Poisson load.
+    #[default]
+    Random,
+    /// Request i goes to worker i mod n: each worker sees every n-th
+    /// arrival, smoother than random.
+    RoundRobin,
+}
+
+/// How requests reach the workers.
+///
+/// `Shared`: one queue that every free worker takes from (M/G/n).
+/// `PerWorker`: each request is assigned a worker when it arrives and
+/// waits in that worker's own queue, even while another worker is idle
+/// (n separate M/G/1 queues); the discipline then orders each worker's
+/// queue. The TCP server's per-worker mode assigns whole connections
+/// round-robin, so its requests reach workers in the order the client
+/// spreads them over connections.
+///
+/// Written `shared`, `per-worker` (= `per-worker:random`),
+/// `per-worker:random` or `per-worker:round-robin` (`per-worker:rr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dispatch {
+    /// One queue shared by all workers.
+    #[default]
+    Shared,
+    /// A queue per worker, requests assigned on arrival.
+    PerWorker(Assign),
+}
+
+impl Dispatch {
+    /// True for per-worker queues.
+    pub fn is_per_worker(self) -> bool {
+        matches!(self, Dispatch::PerWorker(_))
+    }
+}
+
+impl std::str::FromStr for Dispatch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "shared" => Ok(Dispatch::Shared),
+            "per-worker" | "per-worker:random" => Ok(Dispatch::PerWorker(Assign::Random)),
+            "per-worker:round-robin" | "per-worker:rr" => {
+                Ok(Dispatch::PerWorker(Assign::RoundRobin))
+            }
+            _ => Err(format!(
+                "unknown dispatch `{s}`; use shared, per-worker (random worker), per-worker:random or per-worker:round-robin"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Dispatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Dispatch::Shared => "shared",
+            Dispatch::PerWorker(Assign::Random) => "per-worker:random",
+            Dispatch::PerWorker(Assign::RoundRobin) => "per-worker:round-robin",
+        })
+    }
+}
+
+crate::serde_as_display!(Dispatch);
+
+impl crate::config::ConfigValue for Dispatch {
+    const FORM: &'static str =
+        "shared, per-worker (a random worker), per-worker:random or per-worker:round-robin";
+    const COMMA_AXIS: bool = true;
+    fn parse(s: &str) -> Result<Self, String> {
+        s.parse()
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+    fn possible() -> Option<&'static [&'static str]> {
+        Some(&["shared", "per-worker:random", "per-worker:round-robin"])
+    }
+}
+
+/// Picks each request's worker for [`Dispatch::PerWorker`]: seeded, so the
+/// harness and a replay of the same seed assign alike.
+#[derive(Debug, Clone)]
+pub struct Assigner {
+    workers: usize,
+    assign: Assign,
+    next: usize,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Assigner {
+    /// Assigns among `workers` by `assign`, seeded.
+    pub fn new(workers: usize, assign: Assign, seed: u64) -> Self {
+        Assigner {
+            workers: workers.max(1),
+            assign,
+            next: 0,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+        }
+    }
+
+    /// The worker of the next request.
+    #[inline]
+    pub fn next_worker(&mut self) -> usize {
+        match self.assign {
+            Assign::Random => self.rng.gen_range(0..self.workers),
+            Assign::RoundRobin => {
+                let w = self.next;
+                self.next = (w + 1) % self.workers;
+                w
+            }
+        }
+    }
+}
+
 struct Inner<T> {
     items: VecDeque<T>,
     rng: Xoshiro256PlusPlus,
@@ -48,6 +166,7 @@ pub struct RequestQueue<T> {
 }
 
 impl<T> RequestQueue<T> {
+    /// An empty queue; `spin_ns` is how long a hybrid waiter spins, `seed` seeds random order.
     pub fn new(discipline: Discipline, capacity: usize, spin_ns: u64, seed: u64) -> Self {
         RequestQueue {
             inner: Mutex::new(Inner {
@@ -63,6 +182,7 @@ impl<T> RequestQueue<T> {
         }
     }
 
+    /// Adds a request; wakes a sleeping worker if there is one.
     pub fn push(&self, item: T) {
         let mut g = self.inner.lock();
         g.items.push_back(item);
@@ -79,6 +199,7 @@ impl<T> RequestQueue<T> {
         self.len.load(Ordering::Acquire)
     }
 
+    /// No request waiting (a snapshot).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -184,6 +305,35 @@ mod tests {
         );
         got.sort();
         assert_eq!(got, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn dispatch_round_trips_and_assigns() {
+        for s in ["shared", "per-worker:random", "per-worker:round-robin"] {
+            let d: Dispatch = s.parse().unwrap();
+            assert_eq!(d.to_string(), s);
+            assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{s}\""));
+        }
+        assert_eq!(
+            "per-worker".parse::<Dispatch>().unwrap(),
+            Dispatch::PerWorker(Assign::Random)
+        );
+        assert!("perworker"
+            .parse::<Dispatch>()
+            .unwrap_err()
+            .contains("per-worker"));
+        let mut rr = Assigner::new(3, Assign::RoundRobin, 1);
+        let got: Vec<usize> = (0..7).map(|_| rr.next_worker()).collect();
+        assert_eq!(got, vec![0, 1, 2, 0, 1, 2, 0]);
+        let mut r = Assigner::new(4, Assign::Random, 9);
+        let mut counts = [0u32; 4];
+        for _ in 0..40_000 {
+            counts[r.next_worker()] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (9_000..11_000).contains(&c)),
+            "{counts:?}"
+        );
     }
 
     #[test]

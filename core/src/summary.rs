@@ -4,6 +4,13 @@
 //! Schema history of `summary.json` (`schema` field):
 //! - `taillab.run/1` — first version: parameters, rates, counts, latency
 //!   statistics of sojourn/service/queue/send_lag in ns, checks, host.
+//!   Later additions, all optional (readers of the first files still read
+//!   the new ones, and the new reader the old ones): `dispatch`; `ideal`
+//!   (the replay of the run's own arrivals and service times through an
+//!   exact queue: `sojourn` statistics, `excess` = measured − ideal and
+//!   `ratio` = measured ÷ ideal per statistic, see [`crate::ideal`]) or
+//!   `ideal_skipped` (why there is none); `requests.csv` gained the column
+//!   `ideal_completed` when the ideal exists.
 //!
 //! Readers must refuse a schema they do not know rather than guess.
 
@@ -109,6 +116,10 @@ impl Host {
     }
 }
 
+fn shared() -> String {
+    "shared".into()
+}
+
 /// The git commit the running binary was built from, set once by the
 /// binary at start-up (`host.git`; "unknown" when unset).
 pub static BUILD_GIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
@@ -126,6 +137,9 @@ pub struct Summary {
     pub wait: String,
     pub shaper: String,
     pub discipline: String,
+    /// `shared` or `per-worker:…` (absent in early files: shared).
+    #[serde(default = "shared")]
+    pub dispatch: String,
     pub spin_margin_ns: u64,
     pub net_delay: Option<String>,
     pub offered_qps: f64,
@@ -139,6 +153,12 @@ pub struct Summary {
     pub requests: Counts,
     pub first_error: Option<String>,
     pub latency_ns: BTreeMap<String, MetricStats>,
+    /// The run's own arrivals and service times through an exact queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal: Option<crate::ideal::IdealSummary>,
+    /// Why there is no `ideal` (records not kept, requests missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal_skipped: Option<String>,
     pub checks: BTreeMap<String, Check>,
     pub host: Host,
     pub started_at: String,
@@ -303,7 +323,7 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
     checks.insert("saturation".to_string(), saturation_check(r));
     checks.insert(
         "interarrival".to_string(),
-        interarrival_check(r, scheduled_qps),
+        interarrival_check(r, scheduled_qps, latency["send_lag"].p99),
     );
     checks.insert("independence".to_string(), independence_check(r));
     checks.insert("stationarity".to_string(), stationarity_check(r));
@@ -322,6 +342,10 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         );
     }
 
+    let (ideal, ideal_skipped) = match crate::ideal::ideal_of_run(r, &latency["sojourn"], None) {
+        Ok(i) => (Some(i), None),
+        Err(why) => (None, Some(why)),
+    };
     Summary {
         schema: RUN_SCHEMA.into(),
         app: app.into(),
@@ -333,6 +357,7 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         wait: spec.wait.to_string(),
         shaper: spec.shaper.to_string(),
         discipline: spec.discipline.to_string(),
+        dispatch: spec.dispatch.to_string(),
         spin_margin_ns: spec.spin_margin_ns,
         net_delay: spec.net_delay.as_ref().map(|d| d.to_string()),
         offered_qps: spec.qps,
@@ -348,6 +373,8 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         },
         first_error: r.first_error.clone(),
         latency_ns: latency,
+        ideal,
+        ideal_skipped,
         checks,
         host: Host::collect(),
         started_at: rfc3339(r.wall_start),
@@ -418,48 +445,81 @@ fn measured_stamps(r: &RunResult, limit: usize) -> Option<Vec<crate::collector::
 /// Why the sequence checks were skipped: the stamps they need were not kept.
 const NO_RECORDS: &str = "no per-request records (integrated: raise --max-record-mem; loopback: --save-requests; networked: one client with --save-requests)";
 
-/// Inter-arrival fit: do the actual send gaps follow the intended process?
-/// Poisson: Kolmogorov–Smirnov against exponential with the schedule's rate
-/// (fails at p < 0.001). Fixed: gaps within ±5 % of their mean at p99.
-fn interarrival_check(r: &RunResult, scheduled_qps: f64) -> Check {
+/// Inter-arrival fit: do the actual send gaps follow the process asked for?
+/// - Poisson and renewal gaps (`lognormal:`, `gamma:`, `pareto:`):
+///   Kolmogorov–Smirnov of the send gaps against the gap distribution with
+///   the schedule's rate (fails at p < 0.001).
+/// - fixed: gaps within ±5 % of their mean at p99.
+/// - processes whose gaps are not independent draws (MMPP, traces, load
+///   profiles): two-sample KS of the send gaps against the intended
+///   schedule's own gaps, i.e. did the harness realise the schedule it was
+///   given (fails at p < 0.001).
+fn interarrival_check(r: &RunResult, scheduled_qps: f64, lag_p99: u64) -> Check {
     let Some(st) = measured_stamps(r, CHECK_SAMPLE + 1) else {
         return skipped(NO_RECORDS);
     };
     if st.len() < 50 {
         return skipped("fewer than 50 measured requests");
     }
-    let mut sent: Vec<u64> = st.iter().map(|s| s.sent).collect();
-    // Late requests keep their intended send time; sort so gaps are between
-    // consecutive releases, as a wire would see them.
-    sent.sort_unstable();
-    let gaps: Vec<f64> = sent.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let gaps_of = |mut t: Vec<u64>| -> Vec<f64> {
+        // Late requests keep their intended send time; sort so gaps are
+        // between consecutive releases, as a wire would see them.
+        t.sort_unstable();
+        t.windows(2).map(|w| (w[1] - w[0]) as f64).collect()
+    };
+    let gaps = gaps_of(st.iter().map(|s| s.sent).collect());
     let mean_gap = 1e9 / scheduled_qps;
-    match r.spec.arrival {
-        crate::arrival::ArrivalSpec::Poisson => {
-            let (d, p) = crate::arrival::ks_exponential(&gaps, mean_gap);
-            Check::new(
-                p >= 0.001,
+    let arrival = &r.spec.arrival;
+    if *arrival == crate::arrival::ArrivalSpec::Fixed {
+        return fixed_spacing(&gaps, mean_gap);
+    }
+    let ks = |test: &str, what: String, (d, p): (f64, f64)| {
+        Check::new(
+            p >= 0.001,
+            format!("{what}: KS D={d:.4}, p={p:.3} over {} gaps", gaps.len()),
+            json!({"test": test, "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001}),
+        )
+    };
+    match arrival.gap_cdf(mean_gap) {
+        Some(cdf) if *arrival == crate::arrival::ArrivalSpec::Poisson => ks(
+            "ks_exponential",
+            "send gaps vs exponential".into(),
+            crate::arrival::ks_one_sample(&gaps, cdf),
+        ),
+        Some(cdf) => ks(
+            "ks_gaps",
+            format!("send gaps vs the gaps of {arrival}"),
+            crate::arrival::ks_one_sample(&gaps, cdf),
+        ),
+        None => {
+            let intended = gaps_of(st.iter().map(|s| s.intended).collect());
+            // Each send may be late by its send lag (judged by its own check), so
+            // gaps are compared up to the send lag's p99.
+            let tol = (lag_p99 as f64).max(1_000.0);
+            ks(
+                "ks_vs_schedule",
                 format!(
-                    "send gaps vs exponential: KS D={d:.4}, p={p:.3} over {} gaps",
-                    gaps.len()
+                    "send gaps vs the intended schedule's ({arrival}), within the send lag p99 {}",
+                    crate::dist::fmt_ns(tol)
                 ),
-                json!({"test": "ks_exponential", "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001}),
-            )
-        }
-        crate::arrival::ArrivalSpec::Fixed => {
-            let mut dev: Vec<f64> = gaps.iter().map(|g| (g / mean_gap - 1.0).abs()).collect();
-            dev.sort_by(|a, b| a.total_cmp(b));
-            let p99 = dev[((dev.len() as f64 * 0.99) as usize).min(dev.len() - 1)];
-            Check::new(
-                p99 <= 0.05,
-                format!(
-                    "send gaps within {:.1}% of the fixed spacing at p99 (limit 5%)",
-                    p99 * 100.0
-                ),
-                json!({"test": "fixed_spacing", "p99_rel_dev": p99, "limit": 0.05}),
+                crate::arrival::ks_two_sample_within(&gaps, &intended, tol),
             )
         }
     }
+}
+
+fn fixed_spacing(gaps: &[f64], mean_gap: f64) -> Check {
+    let mut dev: Vec<f64> = gaps.iter().map(|g| (g / mean_gap - 1.0).abs()).collect();
+    dev.sort_by(|a, b| a.total_cmp(b));
+    let p99 = dev[((dev.len() as f64 * 0.99) as usize).min(dev.len() - 1)];
+    Check::new(
+        p99 <= 0.05,
+        format!(
+            "send gaps within {:.1}% of the fixed spacing at p99 (limit 5%)",
+            p99 * 100.0
+        ),
+        json!({"test": "fixed_spacing", "p99_rel_dev": p99, "limit": 0.05}),
+    )
 }
 
 /// Independence (Lancet's check): the smallest lag at which consecutive
@@ -498,6 +558,9 @@ fn independence_check(r: &RunResult) -> Check {
 /// significant trend (p < 0.01, ≥ 5 intervals) means the run was not in
 /// steady state (warmup too short, or the system drifting).
 fn stationarity_check(r: &RunResult) -> Check {
+    if !r.spec.arrival.is_stationary() {
+        return skipped("the load changes over time on purpose (a trace or load profile)");
+    }
     let p99s: Vec<f64> = r
         .intervals
         .iter()
@@ -626,13 +689,22 @@ pub fn write_run(
     }
     if save_requests {
         if let Some(rec) = &r.records {
+            // The ideal's completion of each request, when the run has an ideal.
+            let mut ideal = Vec::new();
+            let with_ideal = s.ideal.is_some()
+                && crate::ideal::ideal_of_run(r, &s.latency_ns["sojourn"], Some(&mut ideal))
+                    .is_ok();
             let path = dir.join("requests.csv");
             let f = std::fs::File::create(&path).map_err(werr(&path))?;
             let mut w = std::io::BufWriter::new(f);
             let mut go = || -> std::io::Result<()> {
-                writeln!(w, "{REQUESTS_CSV_HEADER}")?;
+                let extra = if with_ideal { ",ideal_completed" } else { "" };
+                writeln!(w, "{REQUESTS_CSV_HEADER}{extra}")?;
                 for (i, wk, measured, st) in rec.iter() {
                     write_request_row(&mut w, i, wk, measured, &st)?;
+                    if with_ideal {
+                        write!(w, ",{}", ideal[i as usize])?;
+                    }
                     writeln!(w)?;
                 }
                 w.flush()
@@ -693,6 +765,32 @@ pub fn human_table(s: &Summary) -> String {
             fmt_ns(x.p99 as f64),
             fmt_ns(x.p999 as f64),
             fmt_ns(x.max as f64)
+        ));
+    }
+    if let Some(i) = &s.ideal {
+        let x = &i.sojourn;
+        o.push_str(&format!(
+            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            "ideal",
+            fmt_ns(x.mean),
+            fmt_ns(x.p50 as f64),
+            fmt_ns(x.p90 as f64),
+            fmt_ns(x.p95 as f64),
+            fmt_ns(x.p99 as f64),
+            fmt_ns(x.p999 as f64),
+            fmt_ns(x.max as f64)
+        ));
+        let e = |k: &str| fmt_ns(i.excess.get(k).copied().unwrap_or(f64::NAN));
+        o.push_str(&format!(
+            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            "excess",
+            e("mean"),
+            e("p50"),
+            e("p90"),
+            e("p95"),
+            e("p99"),
+            e("p999"),
+            e("max")
         ));
     }
     for (name, c) in &s.checks {

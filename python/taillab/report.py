@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import figures as F
+from . import ideal as ideal_figures
 from . import resources
 from .results import Results, load, numeric
 
@@ -168,6 +169,7 @@ def _figures(res: Results, fig_dir: Path) -> list[tuple[str, str, str]]:
                 lambda o, pid=pid: F.latency_over_time(res, o, point=pid, max_runs=2),
             )
         )
+    plans.extend(ideal_figures.figure_plans(res))
     plans.append(
         (
             "checks_panel",
@@ -298,6 +300,7 @@ def render(res: Results, out_dir: Path) -> str:
         )
     )
 
+    parts.append(ideal_figures.excess_html(res))
     parts.append("<h2>Figures</h2>")
     for name, caption, err in figs:
         if err:

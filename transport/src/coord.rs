@@ -406,7 +406,8 @@ pub fn run_config(
     // clock, and independent Poisson streams superpose to a Poisson stream
     // of the total rate). Networked clients' clocks are their hosts' own,
     // so their streams are not merged.
-    if spec.keep_records && (!many || cfg.net.topology == Topology::Loopback) {
+    let kept = reqs.iter().any(|r| !r.is_empty());
+    if kept && (!many || cfg.net.topology == Topology::Loopback) {
         result.records = Some(std::sync::Arc::new(records_of(&reqs)?));
     }
     // The server's app statistics cover its whole life (warmup included):
@@ -437,10 +438,11 @@ pub fn run_config(
     }
     // One client's records are the run's (written by write_run as in
     // integrated); several clients' rows get a `client` column.
-    if spec.keep_records && many {
+    let save = cfg.record.save_requests && kept;
+    if save && many {
         write_requests(out, &reqs)?;
     }
-    taillab_core::write_run(out, &summary, &result, spec.keep_records && !many)?;
+    taillab_core::write_run(out, &summary, &result, save && !many)?;
     drop(fleet);
     if let Some(l) = lost {
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
@@ -462,6 +464,12 @@ fn check(cfg: &RunConfig) -> Result<RunSpec, TransportError> {
         )));
     }
     taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
+    if cfg.net.clients > 1 && cfg.load.arrival.own_rate().is_some() {
+        return Err(TransportError::Invalid(format!(
+            "load.arrival `{}` sets the whole run's schedule: give it one client (--clients 1)",
+            cfg.load.arrival
+        )));
+    }
     cfg.spec().map_err(invalid)
 }
 
@@ -545,7 +553,6 @@ fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> Run
         k.load.requests = Some(n);
     }
     k.net.target = Some(target.to_string());
-    k.record.save_requests = spec.keep_records;
     k
 }
 
@@ -690,10 +697,10 @@ pub fn barrier() -> Result<u64, TransportError> {
 
 /// A coordinated client's report: one `shard {json}` line, then one `req`
 /// line per kept record (this client's clock and ids).
-pub fn emit_shard(r: &LoadResult, qps: f64, seed: u64, with_records: bool) {
+pub fn emit_shard(r: &LoadResult, qps: f64, seed: u64) {
     let d = ShardDump::from_load(r, qps, seed);
     println!("shard {}", serde_json::to_string(&d).expect("shards serialize"));
-    if with_records {
+    {
         if let Some(rec) = &r.result.records {
             let mut o = std::io::BufWriter::new(std::io::stdout().lock());
             for (i, wk, measured, st) in rec.iter() {

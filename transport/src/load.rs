@@ -91,7 +91,10 @@ pub fn load(
     on_progress: &mut dyn FnMut(Progress),
 ) -> Result<LoadOutcome, TransportError> {
     let invalid = |e: taillab_core::config::ConfigError| TransportError::Invalid(e.to_string());
-    let spec = cfg.spec().map_err(invalid)?;
+    let (spec, note) = cfg.run_spec().map_err(invalid)?;
+    if let Some(n) = note {
+        eprintln!("{n}");
+    }
     cfg.check_app_keys(app.name(), app.keys()).map_err(invalid)?;
     let opts = LoadOpts::from_config(cfg)?;
     taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
@@ -114,7 +117,7 @@ pub fn load(
     let r = run_load(&spec, &opts, wire, client, streams, &mut start, on_progress)?;
     let out = match mode {
         LoadMode::Shard => {
-            emit_shard(&r, spec.qps, spec.seed, cfg.record.save_requests);
+            emit_shard(&r, spec.qps, spec.seed);
             return Ok(LoadOutcome { summary: None, lost: r.lost, env_lines: String::new() });
         }
         LoadMode::Standalone { out } => out,

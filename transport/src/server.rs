@@ -146,7 +146,7 @@ pub fn serve(
     // Per-worker dispatch: each worker's epoll set and its inbox of new connections.
     let mut polls: Vec<Option<Arc<Poller>>> = Vec::new();
     for _ in 0..opts.threads {
-        polls.push(if opts.dispatch == Dispatch::PerWorker { Some(Arc::new(Poller::new()?)) } else { None });
+        polls.push(if opts.dispatch.is_per_worker() { Some(Arc::new(Poller::new()?)) } else { None });
     }
     let mut workers = Vec::new();
     for (w, poll) in polls.iter().cloned().enumerate() {
@@ -225,7 +225,7 @@ pub fn serve(
                 let conn = Arc::new(Conn { w: Mutex::new(w), peer, dead: AtomicBool::new(false) });
                 st.conns.lock().push(conn.clone());
                 st.connections.fetch_add(1, Ordering::Relaxed);
-                if opts.dispatch == Dispatch::PerWorker {
+                if opts.dispatch.is_per_worker() {
                     let k = (st.connections.load(Ordering::Relaxed) - 1) as usize % polls.len();
                     let p = polls[k].as_ref().expect("per-worker pollers exist");
                     if let Err(e) = p.add(s, conn) {

@@ -24,10 +24,11 @@ pub mod sections;
 pub mod tuning;
 pub mod value;
 
+pub use crate::queue::Dispatch;
 pub use interfere::{Class, InterfereSet, InterfereSpec};
 pub use sections::{
-    view, Ci, Dispatch, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
-    Record, Topology,
+    view, Ci, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive, Record,
+    Topology,
 };
 pub use tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size};
@@ -534,7 +535,7 @@ impl RunConfig {
     /// setting is missing or a value is out of range.
     pub fn spec(&self) -> Result<RunSpec, ConfigError> {
         let l = &self.load;
-        let qps = l.qps.ok_or_else(|| {
+        let qps = l.qps.or_else(|| l.arrival.own_rate()).ok_or_else(|| {
             ConfigError::Invalid(
                 "say the offered load: --qps RATE (or `qps` in section [load])".into(),
             )
@@ -563,7 +564,8 @@ impl RunConfig {
         let spec = RunSpec {
             qps,
             threads: h.threads,
-            arrival: l.arrival,
+            arrival: l.arrival.clone(),
+            dispatch: h.dispatch,
             seed: l.seed,
             warmup,
             measure,
@@ -583,6 +585,30 @@ impl RunConfig {
         spec.validate()
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         Ok(spec)
+    }
+
+    /// [`RunConfig::spec`] for running: every request's stamps are kept in
+    /// memory whenever they fit under `record.max_record_mem` (the sequence
+    /// checks and the run's ideal use them), and written to disk only with
+    /// `record.save_requests`. The note says when they did not fit.
+    pub fn run_spec(&self) -> Result<(RunSpec, Option<String>), ConfigError> {
+        let spec = self.spec()?;
+        let need = spec.record_capacity() * crate::harness::RECORD_BYTES;
+        let fits = need <= spec.record_mem_cap;
+        let note = (!fits && !self.record.save_requests).then(|| {
+            format!(
+                "note: {} requests exceed record.max_record_mem {} for per-request records; keeping histograms only (sequence checks and the ideal skipped)",
+                spec.record_capacity(),
+                self.record.max_record_mem.show()
+            )
+        });
+        Ok((
+            RunSpec {
+                keep_records: fits || self.record.save_requests,
+                ..spec
+            },
+            note,
+        ))
     }
 
     /// Checks everything that can be checked before a run starts.
@@ -611,9 +637,6 @@ impl RunConfig {
             Topology::Integrated => {
                 if n.clients != 1 || n.target.is_some() {
                     return bad("net.clients and net.target apply to loopback/networked runs; add --topology loopback".into());
-                }
-                if self.harness.dispatch == Dispatch::PerWorker {
-                    return bad("harness.dispatch per-worker is a server setting of loopback/networked runs".into());
                 }
             }
             Topology::Loopback | Topology::Networked => {

@@ -10,7 +10,7 @@ use crate::arrival::ArrivalSpec;
 use crate::clock::WaitMode;
 use crate::dist::Dist;
 use crate::harness::ShaperMode;
-use crate::queue::Discipline;
+use crate::queue::{Discipline, Dispatch};
 
 /// Commands a field is a flag of (bit set).
 pub mod view {
@@ -183,23 +183,6 @@ impl Receive {
     }
 }
 
-crate::names_enum! {
-    /// How a server hands requests to its workers.
-    #[derive(Default)]
-    pub enum Dispatch ("dispatch") {
-        /// One queue shared by all workers (reader threads feed it over TCP):
-        /// the M/G/n server of the model, queue time measured from the moment
-        /// a request is whole.
-        #[default]
-        Shared = "shared",
-        /// Each worker serves its own requests (over TCP: the connections it
-        /// owns, read with epoll; no thread hand-off, n separate queues; a
-        /// frame that arrives while its worker is busy is stamped `enqueued`
-        /// only when the worker reads it).
-        PerWorker = "per-worker",
-    }
-}
-
 section! {
     /// The offered load: rate, arrival process, seed, how long to measure and warm up.
     Load "load" {
@@ -233,10 +216,10 @@ section! {
         wait: WaitMode = WaitMode::Hybrid, Opts::on(ALL);
         /// Hybrid waits spin this long before a deadline.
         spin_margin: Dur = Dur(crate::harness::DEFAULT_SPIN_MARGIN_NS), Opts::on(ALL);
-        /// Order in which a shared queue is served.
-        discipline: Discipline = Discipline::Fifo, Opts::on(EXP | SERVE);
-        /// How requests reach workers: shared (one queue, M/G/n) or per-worker (each worker its own).
-        dispatch: Dispatch = Dispatch::Shared, Opts::on(EXP | SERVE);
+        /// Order in which a queue is served (the TCP client records it for the run's ideal).
+        discipline: Discipline = Discipline::Fifo, Opts::on(EXP | SERVE | LOAD);
+        /// How requests reach workers: shared (one queue, M/G/n) or per-worker queues (a random worker, or per-worker:round-robin; over TCP each worker owns whole connections).
+        dispatch: Dispatch = Dispatch::Shared, Opts::on(EXP | SERVE | LOAD);
         /// Pin workers to these CPUs, round-robin.
         cpus: CpuList = CpuList::default(), Opts::on(EXP | SERVE);
         /// Run workers under SCHED_FIFO at this priority (1..=99; needs root); 0 = normal scheduling.

@@ -437,7 +437,7 @@ impl ConfigValue for Dist {
 }
 
 impl ConfigValue for crate::arrival::ArrivalSpec {
-    const FORM: &'static str = "an arrival process: poisson or fixed";
+    const FORM: &'static str = "an arrival process: poisson, fixed, lognormal:cv=X, gamma:cv=X, pareto:alpha=A, mmpp:on=D,off=D,ratio=R, trace:FILE[,scale=F], steps:R@D,..., ramp:A..B over D, sine:mean=R,amp=R,period=D";
     fn parse(s: &str) -> Result<Self, String> {
         s.trim().parse()
     }

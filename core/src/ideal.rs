@@ -1,0 +1,522 @@
+//! The ideal of a run: its own arrivals and service times through a perfect
+//! queue.
+//!
+//! A measured latency mixes two things: how long the server took (service)
+//! and how long requests waited for it (queueing). Replaying the run's
+//! *intended* arrival times and *measured* service times through an exact
+//! discrete-event queue ([`crate::sim`]) with the run's worker count,
+//! discipline and dispatch gives the sojourn times a server with those
+//! service times would have given with no overhead at all: the `ideal`
+//! section of `summary.json`. `excess = measured − ideal` per statistic is
+//! then what the run added beyond queueing for those service times — the
+//! harness's own dispatch and send lag in-process; over TCP (where service
+//! times are the server's own report) also transport, socket buffers and
+//! queues the model does not see. A slow server shows as long service
+//! times and a large ideal; a badly behaved one as a large excess.
+//!
+//! The replay is exact for FIFO (shared or per worker, whose assignment it
+//! takes from the run's records: the worker that served each request). For
+//! LIFO and random order it replays the same discipline, but who is next
+//! depends on the queue's contents at each instant, which differ between a
+//! real run and the ideal by the run's own delays, and random order draws
+//! its own choices: there the comparison is between distributions, not
+//! request by request. Ties between an arrival and a completion at the same
+//! nanosecond resolve completion-first (see [`crate::sim`]).
+//!
+//! The replay needs every scheduled request (warmup included, since it
+//! builds the queue the measured phase starts with) in arrival order; it
+//! streams, holding only the backlog, so `taillab model --from` can replay a
+//! `requests.csv` larger than memory.
+
+use crate::collector::MetricStats;
+use crate::harness::RunResult;
+use crate::queue::{Discipline, Dispatch};
+use crate::sim::{Done, Job, Sim, SimConfig};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+/// Statistics compared between measured and ideal.
+pub const COMPARED: [&str; 7] = ["mean", "p50", "p90", "p95", "p99", "p999", "max"];
+
+/// Errors reading a run for a replay; each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum IdealError {
+    #[error("{dir} has no per-request records (requests.csv): record them with --save-requests (they are kept in memory when they fit --max-record-mem) and replay that run")]
+    /// The folder has no requests.csv.
+    NoRecords {
+        /// The run folder.
+        dir: PathBuf,
+    },
+    #[error("{path} line {line}: {why}")]
+    /// A line of requests.csv cannot be read.
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
+    #[error("cannot read {path}: {source}")]
+    /// Reading failed.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The requests cannot be replayed (out of order).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// One request as the replay needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayReq {
+    /// Request index.
+    pub id: u64,
+    /// Intended arrival, ns.
+    pub intended: u64,
+    /// Measured service time, ns.
+    pub service: u64,
+    /// The worker that served it.
+    pub worker: usize,
+    /// Measured phase (else warmup).
+    pub measured: bool,
+}
+
+/// How to replay: the queueing system, and whether per-worker queues take
+/// each request's worker from the records (a run's own replay) or assign
+/// afresh (a what-if with other settings).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdealConfig {
+    /// The queueing system.
+    pub sim: SimConfig,
+    /// Per-worker queues use each request's recorded worker.
+    pub recorded_workers: bool,
+    /// Stretches arrival distances from the first arrival (< 1: denser,
+    /// i.e. a higher rate); 1 replays the run's own times.
+    pub time_scale: f64,
+}
+
+/// The `ideal` section of `summary.json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IdealSummary {
+    /// "replay": the run's own arrivals and service times, exact queue.
+    pub method: String,
+    /// Workers replayed.
+    pub servers: usize,
+    /// `fifo`, `lifo` or `random`.
+    pub discipline: String,
+    /// `shared` or `per-worker:…`.
+    pub dispatch: String,
+    /// Requests replayed (warmup included).
+    pub replayed: u64,
+    /// Sojourn statistics of the measured requests, as `latency_ns.sojourn`.
+    pub sojourn: MetricStats,
+    /// measured − ideal per statistic, ns.
+    pub excess: BTreeMap<String, f64>,
+    /// measured ÷ ideal per statistic.
+    pub ratio: BTreeMap<String, f64>,
+}
+
+/// What a replay measured: the ideal's sojourn histogram and exact sum over
+/// measured requests.
+pub struct ReplayStats {
+    /// Ideal sojourns of measured requests, ns.
+    pub hist: Histogram<u64>,
+    /// Their exact sum, ns.
+    pub sum: u128,
+    /// Requests replayed (warmup included).
+    pub replayed: u64,
+}
+
+impl std::fmt::Debug for ReplayStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ReplayStats {{ replayed: {}, measured: {}, sum: {} }}",
+            self.replayed,
+            self.hist.len(),
+            self.sum
+        )
+    }
+}
+
+impl ReplayStats {
+    /// Statistics of the ideal sojourn, as the collector reports them.
+    pub fn stats(&self) -> MetricStats {
+        MetricStats::from_hist(&self.hist, Some(self.sum))
+    }
+}
+
+/// A histogram like the collector's (3 significant digits, auto-resizing).
+pub fn new_hist() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    h.auto(true);
+    h
+}
+
+/// Replays `reqs` (in arrival order); `each` sees every request's result
+/// (its `id` is the request's). Fails when arrivals go backwards.
+pub fn replay(
+    reqs: impl IntoIterator<Item = ReplayReq>,
+    cfg: &IdealConfig,
+    mut each: impl FnMut(&Done),
+) -> Result<ReplayStats, IdealError> {
+    let mut sim = Sim::new(cfg.sim);
+    let mut st = ReplayStats {
+        hist: new_hist(),
+        sum: 0,
+        replayed: 0,
+    };
+    let mut first = None;
+    let mut last = 0;
+    let rec = |d: Done, st: &mut ReplayStats, each: &mut dyn FnMut(&Done)| {
+        let measured = d.id & 1 == 1;
+        let d = Done { id: d.id >> 1, ..d };
+        if measured {
+            st.hist.saturating_record(d.sojourn());
+            st.sum += d.sojourn() as u128;
+        }
+        each(&d);
+    };
+    for r in reqs {
+        if r.intended < last {
+            return Err(IdealError::Invalid(format!(
+                "request {} arrives at {} ns, before the previous one ({last} ns): the replay needs requests in order of intended time",
+                r.id, r.intended
+            )));
+        }
+        last = r.intended;
+        let t0 = *first.get_or_insert(r.intended);
+        let arrival = if cfg.time_scale == 1.0 {
+            r.intended
+        } else {
+            t0 + ((r.intended - t0) as f64 * cfg.time_scale).round() as u64
+        };
+        let job = Job {
+            id: (r.id << 1) | u64::from(r.measured),
+            arrival,
+            service: r.service,
+            worker: cfg.recorded_workers.then_some(r.worker),
+        };
+        st.replayed += 1;
+        sim.push(job, &mut |d| rec(d, &mut st, &mut each));
+    }
+    sim.finish(&mut |d| rec(d, &mut st, &mut each));
+    Ok(st)
+}
+
+/// The replay settings of a run's own ideal.
+pub fn config_of(r: &RunResult) -> IdealConfig {
+    let s = &r.spec;
+    IdealConfig {
+        sim: SimConfig {
+            servers: s.threads,
+            discipline: s.discipline,
+            dispatch: s.dispatch,
+            seed: crate::arrival::derive_seed(s.seed, 6),
+        },
+        recorded_workers: true,
+        time_scale: 1.0,
+    }
+}
+
+/// The run's requests for a replay, in arrival order; an error says why
+/// the run cannot be replayed (records not kept, requests missing).
+pub fn requests_of(r: &RunResult) -> Result<Vec<ReplayReq>, String> {
+    let Some(rec) = &r.records else {
+        return Err("no per-request records were kept (raise --max-record-mem, or --save-requests over TCP)".into());
+    };
+    if r.aborted {
+        return Err("the run stopped at its drain deadline: requests are missing".into());
+    }
+    let mut v: Vec<ReplayReq> = rec
+        .iter()
+        .map(|(id, w, measured, st)| ReplayReq {
+            id,
+            intended: st.intended,
+            service: st.finished.saturating_sub(st.started),
+            worker: w,
+            measured,
+        })
+        .collect();
+    let scheduled = r.generated_warmup + r.generated_measured;
+    if (v.len() as u64) < scheduled {
+        return Err(format!(
+            "{} of {scheduled} scheduled requests have no record (unfinished, or beyond the records reserved): the replay needs every request",
+            scheduled - v.len() as u64
+        ));
+    }
+    if v.windows(2).any(|w| w[1].intended < w[0].intended) {
+        v.sort_by_key(|q| (q.intended, q.id));
+    }
+    Ok(v)
+}
+
+/// The run's ideal, measured against `measured` (the run's sojourn
+/// statistics); `completions`, when given, receives each request's ideal
+/// completion time by request index.
+pub fn ideal_of_run(
+    r: &RunResult,
+    measured: &MetricStats,
+    mut completions: Option<&mut Vec<u64>>,
+) -> Result<IdealSummary, String> {
+    let reqs = requests_of(r)?;
+    if let Some(c) = completions.as_deref_mut() {
+        let n = reqs.iter().map(|q| q.id + 1).max().unwrap_or(0);
+        c.clear();
+        c.resize(n as usize, 0);
+    }
+    let cfg = config_of(r);
+    let st = replay(reqs, &cfg, |d| {
+        if let Some(c) = completions.as_deref_mut() {
+            c[d.id as usize] = d.end;
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(summary_of(&cfg, &st, measured))
+}
+
+/// The `ideal` section from a replay's statistics and the measured ones.
+pub fn summary_of(cfg: &IdealConfig, st: &ReplayStats, measured: &MetricStats) -> IdealSummary {
+    let ideal = st.stats();
+    let (mut excess, mut ratio) = (BTreeMap::new(), BTreeMap::new());
+    for k in COMPARED {
+        let (m, i) = (
+            measured.get(k).unwrap_or(f64::NAN),
+            ideal.get(k).unwrap_or(f64::NAN),
+        );
+        excess.insert(k.to_string(), m - i);
+        ratio.insert(k.to_string(), if i > 0.0 { m / i } else { f64::NAN });
+    }
+    IdealSummary {
+        method: "replay".into(),
+        servers: cfg.sim.servers,
+        discipline: cfg.sim.discipline.to_string(),
+        dispatch: cfg.sim.dispatch.to_string(),
+        replayed: st.replayed,
+        sojourn: ideal,
+        excess,
+        ratio,
+    }
+}
+
+/// A `requests.csv` read row by row (ids, workers, intended, service,
+/// measured), for replays that need not fit in memory.
+pub struct CsvRequests {
+    path: PathBuf,
+    lines: std::io::Lines<std::io::BufReader<std::fs::File>>,
+    line: usize,
+    col: [usize; 6],
+}
+
+impl CsvRequests {
+    /// Opens `RUN_DIR/requests.csv`; a folder without one gets the error
+    /// that says how to record it.
+    pub fn open(run_dir: &Path) -> Result<Self, IdealError> {
+        let path = run_dir.join("requests.csv");
+        if !path.exists() {
+            return Err(IdealError::NoRecords {
+                dir: run_dir.to_path_buf(),
+            });
+        }
+        let io = |e| IdealError::Io {
+            path: path.clone(),
+            source: e,
+        };
+        let f = std::fs::File::open(&path).map_err(io)?;
+        let mut lines = std::io::BufReader::new(f).lines();
+        let header = lines.next().transpose().map_err(io)?.unwrap_or_default();
+        let names: Vec<&str> = header.split(',').map(str::trim).collect();
+        let mut col = [0; 6];
+        for (k, want) in [
+            "id", "worker", "intended", "started", "finished", "measured",
+        ]
+        .iter()
+        .enumerate()
+        {
+            col[k] = names
+                .iter()
+                .position(|n| n == want)
+                .ok_or_else(|| IdealError::Csv {
+                    path: path.clone(),
+                    line: 1,
+                    why: format!("no `{want}` column: not a taillab requests.csv"),
+                })?;
+        }
+        Ok(CsvRequests {
+            path,
+            lines,
+            line: 1,
+            col,
+        })
+    }
+}
+
+impl Iterator for CsvRequests {
+    type Item = Result<ReplayReq, IdealError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let l = match self.lines.next()? {
+            Ok(l) => l,
+            Err(e) => {
+                return Some(Err(IdealError::Io {
+                    path: self.path.clone(),
+                    source: e,
+                }))
+            }
+        };
+        self.line += 1;
+        let f: Vec<&str> = l.split(',').collect();
+        let get = |k: usize| -> Result<u64, IdealError> {
+            f.get(self.col[k])
+                .and_then(|x| x.trim().parse().ok())
+                .ok_or_else(|| IdealError::Csv {
+                    path: self.path.clone(),
+                    line: self.line,
+                    why: "expected integer stamps (a truncated or hand-edited file?)".into(),
+                })
+        };
+        let row = (|| {
+            Ok(ReplayReq {
+                id: get(0)?,
+                worker: get(1)? as usize,
+                intended: get(2)?,
+                service: get(4)?.saturating_sub(get(3)?),
+                measured: get(5)? == 1,
+            })
+        })();
+        Some(row)
+    }
+}
+
+/// Replays a saved run (`RUN_DIR/requests.csv`) under `cfg`, streaming;
+/// a file not in arrival order (several clients' rows) is sorted in memory.
+pub fn replay_dir(run_dir: &Path, cfg: &IdealConfig) -> Result<ReplayStats, IdealError> {
+    let mut bad = None;
+    let stream = CsvRequests::open(run_dir)?.map_while(|r| match r {
+        Ok(q) => Some(q),
+        Err(e) => {
+            bad = Some(e);
+            None
+        }
+    });
+    match replay(stream, cfg, |_| {}) {
+        Ok(st) if bad.is_none() => return Ok(st),
+        Err(IdealError::Invalid(_)) if bad.is_none() => {}
+        Err(e) => return Err(e),
+        Ok(_) => return Err(bad.expect("checked")),
+    }
+    let mut all = CsvRequests::open(run_dir)?.collect::<Result<Vec<_>, _>>()?;
+    all.sort_by_key(|q| (q.intended, q.id));
+    replay(all, cfg, |_| {})
+}
+
+/// Whether a replay under `sim` may take workers from a run recorded with
+/// `threads`, `discipline` and `dispatch` (its own per-worker assignment).
+pub fn same_assignment(sim: &SimConfig, threads: usize, dispatch: Dispatch) -> bool {
+    sim.dispatch.is_per_worker() && sim.dispatch == dispatch && sim.servers == threads
+}
+
+/// Default discipline text for messages.
+pub fn describe(sim: &SimConfig) -> String {
+    let d = match sim.discipline {
+        Discipline::Fifo => "FIFO",
+        Discipline::Lifo => "LIFO",
+        Discipline::Random => "random-order",
+    };
+    format!("{d}, {} server(s), {} dispatch", sim.servers, sim.dispatch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::Assign;
+
+    fn reqs(a: &[u64], s: &[u64]) -> Vec<ReplayReq> {
+        a.iter()
+            .zip(s)
+            .enumerate()
+            .map(|(i, (&intended, &service))| ReplayReq {
+                id: i as u64,
+                intended,
+                service,
+                worker: i % 2,
+                measured: i > 0,
+            })
+            .collect()
+    }
+
+    fn cfg(d: Dispatch, recorded: bool) -> IdealConfig {
+        IdealConfig {
+            sim: SimConfig {
+                servers: 2,
+                discipline: Discipline::Fifo,
+                dispatch: d,
+                seed: 1,
+            },
+            recorded_workers: recorded,
+            time_scale: 1.0,
+        }
+    }
+
+    #[test]
+    fn replay_counts_measured_only_and_uses_recorded_workers() {
+        let r = reqs(&[0, 0, 0, 0], &[10, 10, 10, 10]);
+        let mut ends = vec![0; 4];
+        let st = replay(
+            r.clone(),
+            &cfg(Dispatch::PerWorker(Assign::Random), true),
+            |d| ends[d.id as usize] = d.end,
+        )
+        .unwrap();
+        // Workers 0,1,0,1 from the records: ends 10,10,20,20.
+        assert_eq!(ends, [10, 10, 20, 20]);
+        assert_eq!(st.replayed, 4);
+        assert_eq!(st.hist.len(), 3);
+        assert_eq!(st.sum, 10 + 20 + 20);
+        let half = IdealConfig {
+            time_scale: 0.5,
+            ..cfg(Dispatch::Shared, false)
+        };
+        let st = replay(reqs(&[0, 100], &[10, 10]), &half, |d| {
+            if d.id == 1 {
+                assert_eq!(d.arrival, 50)
+            }
+        })
+        .unwrap();
+        assert_eq!(st.replayed, 2);
+        let e = replay(reqs(&[5, 1], &[1, 1]), &half, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("order of intended time"), "{e}");
+    }
+
+    #[test]
+    fn csv_replay_streams_and_names_bad_lines() {
+        let dir = std::env::temp_dir().join(format!("taillab-ideal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = CsvRequests::open(&dir).err().unwrap().to_string();
+        assert!(e.contains("--save-requests"), "{e}");
+        let head = crate::summary::REQUESTS_CSV_HEADER;
+        std::fs::write(
+            dir.join("requests.csv"),
+            format!("{head}\n1,0,5,5,5,5,15,15,1\n0,0,0,0,0,0,10,10,1\n"),
+        )
+        .unwrap();
+        // Out of order: sorted in memory, same result as in order.
+        let st = replay_dir(&dir, &cfg(Dispatch::Shared, false)).unwrap();
+        assert_eq!((st.replayed, st.sum), (2, 10 + 10));
+        std::fs::write(
+            dir.join("requests.csv"),
+            format!("{head}\n0,0,x,0,0,0,10,10,1\n"),
+        )
+        .unwrap();
+        let e = replay_dir(&dir, &cfg(Dispatch::Shared, false))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,160 @@
+//! What the harness tests share: a spinning test app, a disturbance
+//! detector, runs one at a time, and retries that excuse a busy host.
+//!
+//! The app is synth's clock-checked spin, written here because the synth
+//! crate depends on this one: the client draws each request's service time
+//! from a distribution (seeded) and puts it in the payload; the worker
+//! spins for exactly that long.
+
+#![allow(dead_code)]
+
+use rand::SeedableRng;
+use std::sync::{Arc, Mutex, MutexGuard};
+use taillab_core::clock::{now_ns, spin_until};
+use taillab_core::dist::Dist;
+use taillab_core::{AppError, Client, RunResult, RunSpec, Server, Summary, Worker};
+
+pub struct Spin;
+
+impl Server for Spin {
+    fn worker(&self, _: usize) -> Result<Box<dyn Worker>, AppError> {
+        Ok(Box::new(SpinWorker))
+    }
+}
+
+struct SpinWorker;
+
+impl Worker for SpinWorker {
+    fn handle(&mut self, req: &[u8], resp: &mut Vec<u8>) -> Result<(), AppError> {
+        let ns = u64::from_le_bytes(req[..8].try_into().expect("8-byte payload"));
+        spin_until(now_ns() + ns);
+        resp.push(1);
+        Ok(())
+    }
+}
+
+pub struct Draws {
+    dist: Dist,
+    rng: rand_xoshiro::Xoshiro256PlusPlus,
+}
+
+impl Client for Draws {
+    fn next_request(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.dist.sample(&mut self.rng) as u64).to_le_bytes());
+    }
+}
+
+pub fn client(service: &str, seed: u64) -> Box<dyn Client> {
+    Box::new(Draws {
+        dist: service.parse().expect("a valid service distribution"),
+        rng: rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed),
+    })
+}
+
+/// Timing tests share two vCPUs: one at a time.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// CPU time (s) of the whole host (busy, steal) and of this process.
+fn cpu() -> (f64, f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let hz = 100.0;
+    let g = |i: usize| f.get(i).copied().unwrap_or(0.0) / hz;
+    // user nice system idle iowait irq softirq steal
+    let busy = g(0) + g(1) + g(2) + g(5) + g(6);
+    let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = me.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let v: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime (fields 14 and 15) are the 12th and 13th after the name: the state is first.
+    let tick = |i: usize| v.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    let own = (tick(11) + tick(12)) / hz;
+    (busy, g(7), own)
+}
+
+/// Why a stretch of time was disturbed (other processes' CPU or steal
+/// above 10 % of one CPU), if it was.
+pub struct Watch {
+    start: (f64, f64, f64),
+    t: std::time::Instant,
+}
+
+impl Watch {
+    pub fn start() -> Self {
+        Watch {
+            start: cpu(),
+            t: std::time::Instant::now(),
+        }
+    }
+
+    pub fn disturbed(&self) -> Option<String> {
+        let (b, s, o) = cpu();
+        let wall = self.t.elapsed().as_secs_f64().max(0.1);
+        let foreign = ((b - self.start.0) - (o - self.start.2)) / wall;
+        let steal = (s - self.start.1) / wall;
+        (foreign > 0.10 || steal > 0.05)
+            .then(|| format!("other processes used {foreign:.2} CPU, steal {steal:.2} CPU"))
+    }
+}
+
+/// One run of the spin app; the summary and whether the host was disturbed.
+pub fn run(spec: &RunSpec, service: &str) -> (RunResult, Summary, Option<String>) {
+    let w = Watch::start();
+    let r = taillab_core::run_integrated(
+        spec,
+        Arc::new(Spin),
+        client(service, taillab_core::arrival::derive_seed(spec.seed, 2)),
+        &mut |_| {},
+    )
+    .expect("the run succeeds");
+    let s = taillab_core::summarize(&r, "spin", &Default::default(), "integrated");
+    (r, s, w.disturbed())
+}
+
+/// Runs `attempt` until it is within bounds; a try on a disturbed host
+/// does not count, three undisturbed failures fail the test, and a test
+/// whose every try was disturbed is INCONCLUSIVE (printed, not failed).
+pub fn within_tries(
+    name: &str,
+    mut attempt: impl FnMut(u64) -> (Result<(), String>, Option<String>),
+) {
+    let mut off = Vec::new();
+    for k in 1..=6 {
+        match attempt(k) {
+            (Ok(()), _) => return,
+            (Err(e), Some(why)) => eprintln!(
+                "{name}: try {k} out of bounds on a disturbed host ({e}; {why}); not counted"
+            ),
+            (Err(e), None) => {
+                eprintln!("{name}: try {k} out of bounds ({e})");
+                off.push(e);
+                if off.len() == 3 {
+                    break;
+                }
+            }
+        }
+    }
+    if off.is_empty() {
+        eprintln!("{name}: INCONCLUSIVE: every try ran on a disturbed host");
+        return;
+    }
+    panic!(
+        "{name}: out of bounds on an undisturbed host: {}",
+        off.join(" / ")
+    );
+}
+
+pub fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("taillab-core-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
