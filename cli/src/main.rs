@@ -12,11 +12,13 @@ mod fit;
 mod model;
 mod planned;
 mod progress;
+mod reproduce;
 mod run;
 mod runner;
 mod serve;
 mod sweep;
 mod system;
+mod tailwag;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -39,6 +41,11 @@ enum Cmd {
     /// A grid of runs over any configuration keys (loads, threads, topologies,
     /// app settings, ...), each point optionally repeated to a CI target; resumable.
     Sweep(Box<sweep::SweepCmd>),
+    /// TailWAG's validation: measure an app, fit its service times, run the
+    /// fitted synthetic workload at the same loads, and compare the tails.
+    Tailwag(Box<tailwag::TailwagCmd>),
+    /// Reproduce a seed paper's figure or table on this machine: runs, page, computed verdict.
+    Reproduce(Box<reproduce::ReproduceCmd>),
     /// The configuration's keys (`keys`) and a resolved configuration (`show`).
     Config {
         #[command(subcommand)]
@@ -105,7 +112,10 @@ fn main() {
 }
 
 fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
-    if matches!(cmd, Cmd::Run(_) | Cmd::Sweep(_)) {
+    if matches!(
+        cmd,
+        Cmd::Run(_) | Cmd::Sweep(_) | Cmd::Tailwag(_) | Cmd::Reproduce(_)
+    ) {
         // Ctrl-C or SIGTERM stops a run's hogs and restores its knobs before exiting.
         taillab_interfere::signals::install()?;
     }
@@ -118,6 +128,8 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Serve(a) => serve::serve_cmd(*a),
         Cmd::Load(a) => serve::load_cmd(*a),
         Cmd::Config { cmd } => config_cmd::run(cmd),
+        Cmd::Tailwag(a) => tailwag::tailwag(*a),
+        Cmd::Reproduce(a) => reproduce::reproduce(*a),
         Cmd::Report { results, out } => {
             let mut args = vec!["report".to_string(), results.display().to_string()];
             if let Some(o) = out {

@@ -34,8 +34,8 @@ fn tuning_of(cfg: &RunConfig) -> Tuning {
 pub fn preflight(cfg: &RunConfig) -> anyhow::Result<()> {
     check_specs(&cfg.interference.hogs.0)?;
     tuning_of(cfg).validate()?;
-    preflight::check_cpus("harness.cpus", &cfg.harness.cpus.0)?;
-    preflight::check_cpus("net.client_cpus", &cfg.net.client_cpus.0)?;
+    preflight::check_cpus("--cpus (harness.cpus)", &cfg.harness.cpus.0)?;
+    preflight::check_cpus("--client-cpus (net.client_cpus)", &cfg.net.client_cpus.0)?;
     if cfg.harness.rt_priority > 0 {
         preflight::check_rt_priority(cfg.harness.rt_priority as i32)?;
     }

@@ -77,7 +77,8 @@ impl Probe for CliProbe<'_> {
     }
 }
 
-fn group_tag(g: &Group) -> String {
+/// A group's folder name under `saturation/` and `slo/`.
+pub fn group_tag(g: &Group) -> String {
     let mut c = g.config.clone();
     c.load.qps = Some(0.0);
     taillab_core::config::experiment::point_id(&c, &g.coords)
@@ -141,6 +142,7 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
     let groups = plan.groups()?;
     for g in &groups {
         app_of(&g.config)?;
+        crate::planned::preflight(&g.config)?;
     }
     if a.dry_run {
         return dry_run(&plan, &groups);
@@ -150,6 +152,40 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| default_out(&format!("sweep-{name}")));
+    let done = execute(&plan, &out, a.resume, a.quiet, &Rates::Search)?;
+    print!("{}", table(&done.aggs));
+    println!("results: {}", out.display());
+    Ok(0)
+}
+
+/// Where a plan's relative loads (`sweep.load`) get their 100 %.
+pub enum Rates<'a> {
+    /// The saturation search of each group (read back on resume).
+    Search,
+    /// Given per group (e.g. another experiment's saturation rates).
+    Given(&'a dyn Fn(&Group) -> anyhow::Result<f64>),
+}
+
+/// What an executed plan ran.
+pub struct Executed {
+    /// Every point, in order.
+    pub points: Vec<Point>,
+    /// Their aggregates.
+    pub aggs: Vec<Aggregate>,
+    /// The saturation rate of each group whose loads were relative, by group tag.
+    pub saturation: Vec<(String, f64)>,
+}
+
+/// Runs every point of `plan` into `out` (experiment.json, points/, and the
+/// SLO searches), resuming finished runs when asked.
+pub fn execute(
+    plan: &Plan,
+    out: &Path,
+    resume: bool,
+    quiet: bool,
+    rates: &Rates,
+) -> anyhow::Result<Executed> {
+    let groups = plan.groups()?;
     // One run per point unless a CI target was asked for.
     let ci = plan.base.ci_target()?.unwrap_or_else(single_run);
     let parameters = json!({
@@ -159,13 +195,17 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
                   "probe_s": plan.sweep.probe.secs()},
     });
     let mut m = meta("sweep", parameters, plan.base.load.seed, &ci);
-    open_experiment(&out, &m, a.resume).map_err(anyhow::Error::msg)?;
+    open_experiment(out, &m, resume).map_err(anyhow::Error::msg)?;
     // Expand the points (saturation first where loads are relative).
-    let mut points: Vec<Point> = Vec::new();
+    let (mut points, mut sats) = (Vec::new(), Vec::new());
     for g in &groups {
         let scale = if plan.of_saturation() {
-            let sat = saturation(g, &plan, &out, a.resume, a.quiet)?;
+            let sat = match rates {
+                Rates::Search => saturation(g, plan, out, resume, quiet)?,
+                Rates::Given(f) => f(g)?,
+            };
             eprintln!("saturation of {}: {sat:.0} qps", group_tag(g));
+            sats.push((group_tag(g), sat));
             sat
         } else {
             1.0
@@ -174,18 +214,20 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
     }
     m.points = points.iter().map(point_value).collect();
     // Rewrite with the point list (first start) — on resume the parameters matched, so the list is the same.
-    if !a.resume || !out.join("points").exists() {
+    if !resume || !out.join("points").exists() {
         write_json_atomic(&out.join("experiment.json"), &m)?;
     }
-    let aggs = run_points(&points, &out, &ci, a.resume, a.quiet)?;
-    print!("{}", table(&aggs));
+    let aggs = run_points(&points, out, &ci, resume, quiet)?;
     if let Some(slo) = &plan.sweep.slo {
         for g in &groups {
-            slo_point(g, &plan, slo, &out, a.resume, a.quiet)?;
+            slo_point(g, plan, slo, out, resume, quiet)?;
         }
     }
-    println!("results: {}", out.display());
-    Ok(0)
+    Ok(Executed {
+        points,
+        aggs,
+        saturation: sats,
+    })
 }
 
 fn run_points(

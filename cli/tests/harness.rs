@@ -608,7 +608,7 @@ fn bad_input_gets_one_clear_line() {
         "unknown topology `cloud`",
     );
     fails_with(&with(&["--qps", "0"]), "--qps must be a positive number");
-    fails_with(&with(&["--qps", "NaN"]), "--qps must be a positive number");
+    fails_with(&with(&["--qps", "NaN"]), "`NaN` is not a number");
     fails_with(&with(&["--qps", "-5"]), "--qps");
     fails_with(
         &with(&["--qps", "10", "--threads", "0"]),

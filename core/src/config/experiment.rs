@@ -111,6 +111,20 @@ pub struct Plan {
     pub axes: Vec<Axis>,
     /// The sweep's own settings.
     pub sweep: Sweep,
+    /// Named cases (`[[case]]`): an axis whose values each set several keys at once.
+    pub cases: Vec<Case>,
+}
+
+/// One `[[case]]` of an experiment file: a name and the keys it sets, e.g.
+/// `name = "hog + RT"`, `"interference.hogs" = "cpu:1@cpus=0"`,
+/// `"harness.rt_priority" = 50`. The cases are one axis (key `case`): the
+/// comparisons of Tales of the Tail Fig. 5 are cases, not a grid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// The case's name (its value on the `case` axis).
+    pub name: String,
+    /// What it sets, `(key, items)`.
+    pub pairs: Vec<(String, Vec<String>)>,
 }
 
 /// One point of a plan.
@@ -189,6 +203,10 @@ impl Plan {
         let mut fixed: Vec<(String, Vec<String>)> = Vec::new();
         let mut axes: Vec<Axis> = Vec::new();
         let mut sweep = Sweep::default();
+        let mut cases: Vec<Case> = Vec::new();
+        // Keys set by the layer being read (the file, then the flags): an
+        // either/or pair given whole within one layer is refused.
+        let layer: std::cell::RefCell<Vec<String>> = Default::default();
         let put = |key: &str,
                    items: Vec<String>,
                    axis: bool,
@@ -196,8 +214,35 @@ impl Plan {
                    axes: &mut Vec<Axis>|
          -> Result<(), ConfigError> {
             let (k, f) = canonical(key)?;
-            fixed.retain(|(fk, _)| canonical(fk).map(|c| c.0 != k).unwrap_or(true));
-            axes.retain(|a| a.key != k);
+            if let Some(f) = &f {
+                let mut l = layer.borrow_mut();
+                if let Some(other) = f
+                    .opts
+                    .clears
+                    .iter()
+                    .map(|c| format!("{}.{c}", f.section))
+                    .find(|c| l.contains(c))
+                {
+                    return Err(ConfigError::Invalid(format!(
+                        "give either {other} or {k}, not both"
+                    )));
+                }
+                l.push(k.clone());
+            }
+            // A later layer's key replaces the earlier value or axis, and the
+            // other half of an either/or pair (`requests` after `duration`).
+            let cleared: Vec<String> = f
+                .iter()
+                .flat_map(|f| {
+                    f.opts
+                        .clears
+                        .iter()
+                        .map(move |c| format!("{}.{c}", f.section))
+                })
+                .collect();
+            let gone = |x: &str| x == k || cleared.iter().any(|c| c == x);
+            fixed.retain(|(fk, _)| canonical(fk).map(|c| !gone(&c.0)).unwrap_or(true));
+            axes.retain(|a| !gone(&a.key));
             if axis {
                 if items.is_empty() {
                     return Err(ConfigError::BadValue {
@@ -225,7 +270,7 @@ impl Plan {
         if let Some(path) = file {
             let doc = super::read_toml(path)?;
             let origin = path.display().to_string();
-            for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid"])? {
+            for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid", "case"])? {
                 let (_, f) = canonical(&k)?;
                 let is_list = f.is_some_and(|f| f.list || f.repeated);
                 let axis = !is_list && (items.len() > 1 || doc_is_array(&doc, &k));
@@ -243,6 +288,9 @@ impl Plan {
                     })?;
                     set_sweep(&mut sweep, k, &items, &origin)?;
                 }
+            }
+            if let Some(v) = doc.get("case") {
+                cases = read_cases(v)?;
             }
             if let Some(t) = doc.get("grid") {
                 let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
@@ -265,6 +313,7 @@ impl Plan {
                 }
             }
         }
+        layer.borrow_mut().clear();
         for (k, items) in flags {
             let (_, f) = canonical(k)?;
             match axis_values(f.as_ref(), items) {
@@ -302,7 +351,21 @@ impl Plan {
             "load.qps" => 3,
             _ => 2,
         });
-        Ok(Plan { base, axes, sweep })
+        if !cases.is_empty() {
+            axes.insert(
+                0,
+                Axis {
+                    key: "case".into(),
+                    values: cases.iter().map(|c| c.name.clone()).collect(),
+                },
+            );
+        }
+        Ok(Plan {
+            base,
+            axes,
+            sweep,
+            cases,
+        })
     }
 
     fn check(&self) -> Result<(), ConfigError> {
@@ -363,7 +426,16 @@ impl Plan {
             for g in &groups {
                 for v in &a.values {
                     let mut c = g.config.clone();
-                    c.set(&a.key, &[v])?;
+                    if a.key == "case" {
+                        let case = self
+                            .cases
+                            .iter()
+                            .find(|x| &x.name == v)
+                            .expect("case axis values are case names");
+                        c.apply(&case.pairs, &format!("case `{v}`"))?;
+                    } else {
+                        c.set(&a.key, &[v])?;
+                    }
                     let mut coords = g.coords.clone();
                     coords.push((a.key.clone(), v.clone()));
                     next.push(Group { config: c, coords });
@@ -406,6 +478,50 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// The `[[case]]` tables of an experiment file.
+fn read_cases(v: &toml::Value) -> Result<Vec<Case>, ConfigError> {
+    let bad = |why: String| ConfigError::BadValue {
+        key: "case".into(),
+        why,
+    };
+    let list = v
+        .as_array()
+        .ok_or_else(|| bad("write cases as [[case]] tables, each with a name".into()))?;
+    let mut cases: Vec<Case> = Vec::new();
+    for t in list {
+        let t = t
+            .as_table()
+            .ok_or_else(|| bad("each [[case]] is a table".into()))?;
+        let name = t
+            .get("name")
+            .and_then(|n| n.as_str())
+            .ok_or_else(|| bad("every [[case]] needs `name = \"...\"`".into()))?
+            .to_string();
+        if cases.iter().any(|c| c.name == name) {
+            return Err(bad(format!("two cases are named `{name}`")));
+        }
+        let mut pairs = Vec::new();
+        for (k, v) in t.iter().filter(|(k, _)| *k != "name") {
+            let items = toml_items(v).map_err(|why| ConfigError::BadValue {
+                key: format!("case `{name}`: {k}"),
+                why,
+            })?;
+            let (key, f) = canonical(k)?;
+            if let Some(f) = f {
+                for i in &items {
+                    (f.check)(i).map_err(|why| ConfigError::BadValue {
+                        key: format!("case `{name}`: {key}"),
+                        why,
+                    })?;
+                }
+            }
+            pairs.push((key, items));
+        }
+        cases.push(Case { name, pairs });
+    }
+    Ok(cases)
 }
 
 fn doc_is_array(doc: &toml::Table, key: &str) -> bool {
@@ -557,6 +673,40 @@ mod tests {
         big.extend(pairs(&[("load.seed", "1:20000:1")]));
         let e = Plan::build(None, &big, &[], &[]).unwrap_err().to_string();
         assert!(e.contains("--yes"), "{e}");
+    }
+
+    #[test]
+    fn cases_set_several_keys_at_once() {
+        let dir = std::env::temp_dir().join(format!("taillab-cases-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(
+            &path,
+            "[app]\nname = \"synth\"\n[load]\nqps = [100, 200]\nrequests = 10\n[harness]\ncpus = [0]\n\
+             [[case]]\nname = \"none\"\n[[case]]\nname = \"hog\"\n\"interference.hogs\" = \"cpu:1@cpus=0\"\n\
+             [[case]]\nname = \"hog rt\"\n\"interference.hogs\" = \"cpu:1@cpus=0\"\n\"harness.rt_priority\" = 50\n",
+        )
+        .unwrap();
+        let p = Plan::parse(Some(&path), &[], &[], &[]).unwrap();
+        assert_eq!(p.count(), 6);
+        let g = p.groups().unwrap();
+        assert_eq!(g[2].config.harness.rt_priority, 50);
+        assert_eq!(g[2].config.interference.hogs.0.len(), 1);
+        assert_eq!(g[0].config.interference.hogs.0.len(), 0);
+        assert_eq!(
+            p.points(&g[2], 1.0).unwrap()[0].id,
+            "integrated-t1-q100-case-hog_rt"
+        );
+        std::fs::write(
+            &path,
+            "[app]\nname = \"synth\"\n[[case]]\nname = \"x\"\n\"harness.rt_prio\" = 5\n",
+        )
+        .unwrap();
+        let e = Plan::parse(Some(&path), &[], &[], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("harness.rt_priority"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -141,6 +141,16 @@ pub struct FieldFlags<S> {
     _s: std::marker::PhantomData<S>,
 }
 
+impl<S> FieldFlags<S> {
+    /// Pairs given directly (a command built by another command).
+    pub fn from_pairs(pairs: Vec<(String, Vec<String>)>) -> Self {
+        FieldFlags {
+            pairs,
+            _s: std::marker::PhantomData,
+        }
+    }
+}
+
 impl<S: FieldSource> clap::FromArgMatches for FieldFlags<S> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut pairs = Vec::new();

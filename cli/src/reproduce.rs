@@ -1,0 +1,298 @@
+//! `taillab reproduce`: one command per seed figure or table.
+//!
+//! The items live in `configs/reproduce/items.toml` (id, paper, figure,
+//! claim, the experiment files that check it, the settings of the quick
+//! variant, the paper's numbers); this runs an item's experiments into
+//! `OUT/<id>/<experiment>/` (resumable), then asks the Python package for the
+//! page: our figure, the paper's numbers beside it, and a verdict computed
+//! from the data (`OUT/<id>/index.html`, `verdict.json`).
+
+use crate::analysis::run_python;
+use crate::sweep::{execute, Rates};
+use anyhow::{bail, Context};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use taillab_core::config::experiment::{Plan, Sweep};
+use taillab_core::config::flags::{ConfigFlags, FieldFlags};
+use taillab_core::config::read_toml;
+
+/// `taillab reproduce`.
+#[derive(Args, Debug, Clone)]
+pub struct ReproduceCmd {
+    /// The item to reproduce (see --list), or `all`.
+    pub id: Option<String>,
+    /// List every item: id, paper, figure, claim, how long it takes.
+    #[arg(long)]
+    pub list: bool,
+    /// The short variant: tiny counts, for a first look or a test (verdicts are then indicative only).
+    #[arg(long)]
+    pub quick: bool,
+    /// Results folder (default results/reproduce[-quick]).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted reproduction: finished runs are kept.
+    #[arg(long)]
+    pub resume: bool,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Folder holding items.toml and the experiment files (default: the repository's configs/reproduce).
+    #[arg(long, value_name = "DIR")]
+    pub configs: Option<PathBuf>,
+}
+
+/// One item of items.toml.
+struct Item {
+    id: String,
+    table: toml::Table,
+}
+
+impl Item {
+    fn str(&self, k: &str) -> &str {
+        self.table.get(k).and_then(|v| v.as_str()).unwrap_or("")
+    }
+    fn list(&self, k: &str) -> Vec<String> {
+        self.table
+            .get(k)
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    fn minutes(&self, quick: bool) -> f64 {
+        let v = self
+            .table
+            .get(if quick { "quick_minutes" } else { "minutes" });
+        v.and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+            .unwrap_or(0.0)
+    }
+}
+
+/// The repository's configs/reproduce, found from the binary's location.
+fn default_configs() -> anyhow::Result<PathBuf> {
+    if let Some(d) = std::env::var_os("TAILLAB_CONFIGS") {
+        return Ok(PathBuf::from(d).join("reproduce"));
+    }
+    let exe = std::env::current_exe()?;
+    exe.ancestors()
+        .map(|a| a.join("configs/reproduce"))
+        .find(|d| d.join("items.toml").exists())
+        .context("cannot find configs/reproduce/items.toml next to this binary; give --configs DIR (or set TAILLAB_CONFIGS)")
+}
+
+fn items(dir: &Path) -> anyhow::Result<Vec<Item>> {
+    let doc = read_toml(&dir.join("items.toml"))?;
+    let list = doc
+        .get("item")
+        .and_then(|v| v.as_array())
+        .context("items.toml has no [[item]] tables")?;
+    list.iter()
+        .map(|t| {
+            let table = t.as_table().context("each [[item]] is a table")?.clone();
+            let id = table
+                .get("id")
+                .and_then(|v| v.as_str())
+                .context("an [[item]] lacks its id")?
+                .to_string();
+            Ok(Item { id, table })
+        })
+        .collect()
+}
+
+/// The quick settings that apply to an experiment of `app`, split into
+/// configuration pairs and `sweep.` pairs.
+type Pairs = Vec<(String, Vec<String>)>;
+
+fn quick_pairs(item: &Item, app: &str) -> anyhow::Result<(Pairs, Pairs)> {
+    let (mut cfg, mut sweep) = (Vec::new(), Vec::new());
+    for q in item.list("quick") {
+        let (kv, only) = match q.rsplit_once('?') {
+            Some((kv, a)) => (kv.to_string(), Some(a.to_string())),
+            None => (q.clone(), None),
+        };
+        if only.is_some_and(|a| a != app) {
+            continue;
+        }
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("{}: quick setting `{q}` is not KEY=VALUE", item.id))?;
+        match k.strip_prefix("sweep.") {
+            Some(s) => sweep.push((s.to_string(), vec![v.to_string()])),
+            None => cfg.push((k.to_string(), vec![v.to_string()])),
+        }
+    }
+    Ok((cfg, sweep))
+}
+
+fn app_of_file(file: &Path) -> anyhow::Result<String> {
+    let doc = read_toml(file)?;
+    Ok(doc
+        .get("app")
+        .and_then(|a| a.get("name"))
+        .and_then(|n| n.as_str())
+        .with_context(|| format!("{} names no app", file.display()))?
+        .to_string())
+}
+
+fn stem(p: &str) -> String {
+    p.trim_end_matches(".toml").replace('/', "-")
+}
+
+/// Runs one item's experiments into `out` (OUT/<id>).
+fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Result<()> {
+    if item.str("kind") == "tailwag" {
+        for app in item.list("apps") {
+            let (mut cfg, mut sweep) = (
+                vec![("app.name".to_string(), vec![app.clone()])],
+                Vec::new(),
+            );
+            for s in item.list("settings") {
+                let (k, v) = s
+                    .split_once('=')
+                    .with_context(|| format!("{}: setting `{s}` is not KEY=VALUE", item.id))?;
+                cfg.push((k.into(), vec![v.into()]));
+            }
+            sweep.push(("load".to_string(), vec![item.str("loads").to_string()]));
+            if a.quick {
+                let (c, s) = quick_pairs(item, &app)?;
+                cfg.extend(c);
+                sweep.extend(s);
+            }
+            let cmd = crate::tailwag::TailwagCmd {
+                cfg: ConfigFlags { pairs: cfg },
+                sweep: FieldFlags::<Sweep>::from_pairs(sweep),
+                synth_set: vec![],
+                out: Some(out.join(&app)),
+                resume: a.resume,
+                quiet: a.quiet,
+            };
+            crate::tailwag::tailwag(cmd)
+                .with_context(|| format!("{}: tailwag of {app}", item.id))?;
+        }
+        return Ok(());
+    }
+    for e in item.list("experiments") {
+        let file = dir.join(&e);
+        let app = app_of_file(&file)?;
+        let (cfg, sweep) = if a.quick {
+            quick_pairs(item, &app)?
+        } else {
+            (vec![], vec![])
+        };
+        let plan = Plan::build(Some(&file), &cfg, &sweep, &[])
+            .with_context(|| format!("{}: {e}", item.id))?;
+        for g in plan.groups()? {
+            crate::planned::preflight(&g.config)?;
+        }
+        eprintln!("{}: {e} ({} points)", item.id, plan.count());
+        execute(
+            &plan,
+            &out.join(stem(&e)),
+            a.resume,
+            a.quiet,
+            &Rates::Search,
+        )
+        .with_context(|| format!("{}: {e}", item.id))?;
+    }
+    Ok(())
+}
+
+fn page(item: &Item, dir: &Path, root: &Path, quick: bool) -> anyhow::Result<i32> {
+    let mut args = vec![
+        "reproduce-page".to_string(),
+        item.id.clone(),
+        root.join(&item.id).display().to_string(),
+        "--items".into(),
+        dir.join("items.toml").display().to_string(),
+    ];
+    if !item.str("reuse").is_empty() {
+        args.extend([
+            "--reuse".into(),
+            root.join(item.str("reuse")).display().to_string(),
+        ]);
+    }
+    if quick {
+        args.push("--quick".into());
+    }
+    run_python(&args)
+}
+
+pub fn reproduce(a: ReproduceCmd) -> anyhow::Result<i32> {
+    let dir = match &a.configs {
+        Some(d) => d.clone(),
+        None => default_configs()?,
+    };
+    let all = items(&dir)?;
+    if a.list || a.id.is_none() {
+        println!(
+            "{:<18} {:<12} {:>6} {:>7}  paper — claim",
+            "id", "figure", "full", "--quick"
+        );
+        for i in &all {
+            println!(
+                "{:<18} {:<12} {:>5.0}m {:>6.0}m  {} — {}",
+                i.id,
+                i.str("figure"),
+                i.minutes(false),
+                i.minutes(true),
+                i.str("paper"),
+                i.str("claim")
+            );
+        }
+        if a.id.is_none() && !a.list {
+            bail!("say which item to reproduce (an id above, or `all`)");
+        }
+        return Ok(0);
+    }
+    let id = a.id.clone().expect("checked above");
+    let chosen: Vec<&Item> = if id == "all" {
+        all.iter().collect()
+    } else {
+        match all.iter().find(|i| i.id == id) {
+            Some(i) => {
+                let mut v: Vec<&Item> = Vec::new();
+                // An item that reads another's results runs that one first.
+                if let Some(r) = all.iter().find(|r| r.id == i.str("reuse")) {
+                    v.push(r);
+                }
+                v.push(i);
+                v
+            }
+            None => {
+                let ids: Vec<&str> = all.iter().map(|i| i.id.as_str()).collect();
+                bail!(
+                    "unknown item `{id}`; the items are: {} (or `all`)",
+                    ids.join(", ")
+                );
+            }
+        }
+    };
+    let root = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from(if a.quick {
+            "results/reproduce-quick"
+        } else {
+            "results/reproduce"
+        })
+    });
+    let mut worst = 0;
+    for item in chosen {
+        let out = root.join(&item.id);
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        run_item(item, &dir, &out, &a)?;
+        let code = page(item, &dir, &root, a.quick)?;
+        worst = worst.max(code);
+        println!("{}: {}", item.id, out.join("index.html").display());
+    }
+    if id == "all" {
+        worst = worst.max(run_python(&[
+            "reproduce-index".into(),
+            root.display().to_string(),
+            "--items".into(),
+            dir.join("items.toml").display().to_string(),
+        ])?);
+    }
+    Ok(worst)
+}

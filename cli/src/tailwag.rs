@@ -1,0 +1,226 @@
+//! `taillab tailwag APP`: TailWAG's workflow in one command — measure the
+//! app, fit its service times, run the fitted synthetic workload at the same
+//! absolute loads, and compare the two.
+//!
+//! 1. `OUT/measured/`: a sweep of the app over the thread counts and loads
+//!    (fractions of each thread count's saturation rate, searched first),
+//!    with every request kept for the fit.
+//! 2. `OUT/measured/fit.json`: `taillab fit` of the one-worker point at the
+//!    lowest load (the service times least touched by queueing and
+//!    contention), giving the synth spec.
+//! 3. `OUT/synthetic/`: the same points — same thread counts, the same
+//!    absolute rates, the same seeds (so the same arrival times) — with
+//!    `synth` and `service=<spec>` (plus `--synth-set` keys, e.g. locks).
+//! 4. `OUT/validation/`: the error table of mean/p95/p99 per point (TailWAG
+//!    Fig. 8 and 6), the fitted components beside TailWAG's Table 2, and the
+//!    figures (measured solid, synthetic dashed).
+
+use crate::analysis::run_python;
+use crate::runner::app_of;
+use crate::sweep::{execute, Rates};
+use anyhow::{bail, Context};
+use clap::Args;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use taillab_core::config::experiment::{Plan, Sweep};
+use taillab_core::config::flags::{ConfigFlags, FieldFlags};
+use taillab_core::config::view;
+use taillab_core::summary::write_json_atomic;
+
+/// `taillab tailwag`: the app's settings and any run setting as in `taillab
+/// sweep` (`--threads 1,2` is an axis); loads with `--load` (default
+/// 0.2,0.5,0.7 of saturation).
+#[derive(Args, Debug, Clone)]
+pub struct TailwagCmd {
+    #[command(flatten)]
+    pub cfg: ConfigFlags<{ view::SWEEP }>,
+    #[command(flatten)]
+    pub sweep: FieldFlags<Sweep>,
+    /// Extra setting of the synthetic workload, KEY=VALUE (repeatable; e.g. recv_lock=fixed:2us).
+    #[arg(long = "synth-set", value_name = "KEY=VALUE")]
+    pub synth_set: Vec<String>,
+    /// Results folder (default results/tailwag-<app>-<time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted validation in --out.
+    #[arg(long)]
+    pub resume: bool,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// The measured plan: the user's settings, loads relative to saturation,
+/// every request kept (the fit reads them).
+fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
+    let mut pairs = a.cfg.pairs.clone();
+    pairs.push(("record.save_requests".into(), vec!["true".into()]));
+    let given = |k: &str| pairs.iter().any(|(p, _)| p.ends_with(k));
+    if !given("requests") && !given("duration") {
+        // p99 needs thousands of requests per point.
+        pairs.push(("load.requests".into(), vec!["20000".into()]));
+    }
+    let mut sweep = a.sweep.pairs.clone();
+    if !sweep.iter().any(|(k, _)| k == "load") {
+        sweep.push(("load".into(), vec!["0.2,0.5,0.7".into()]));
+    }
+    let plan = Plan::build(None, &pairs, &sweep, &[])?;
+    if !plan.of_saturation() {
+        bail!(
+            "tailwag compares at loads relative to saturation: give them with --load (not --qps)"
+        );
+    }
+    if let Some(x) = plan
+        .axes
+        .iter()
+        .find(|x| x.key.starts_with("app.") || x.key == "net.topology")
+    {
+        bail!(
+            "tailwag fits one app configuration; `{}` is an axis: run one tailwag per value",
+            x.key
+        );
+    }
+    Ok(plan)
+}
+
+/// The synthetic plan: the measured one with `synth` and the fitted spec.
+fn synthetic_plan(m: &Plan, spec: &str, extra: &[String]) -> anyhow::Result<Plan> {
+    let mut p = m.clone();
+    p.base.app.name = Some("synth".into());
+    p.base.settings = taillab_core::Params::new();
+    p.base.settings.insert("service", spec);
+    for kv in extra {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--synth-set `{kv}`: write KEY=VALUE"))?;
+        p.base.settings.insert(k.trim(), v.trim());
+    }
+    p.base.record.save_requests = false;
+    app_of(&p.base)?;
+    Ok(p)
+}
+
+pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
+    let plan = measured_plan(&a)?;
+    let app = app_of(&plan.base)?;
+    crate::planned::preflight(&plan.base)?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::runner::default_out(&format!("tailwag-{}", app.name())));
+    // 1. The app.
+    let measured = execute(
+        &plan,
+        &out.join("measured"),
+        a.resume,
+        a.quiet,
+        &Rates::Search,
+    )?;
+    let sat_by_threads: BTreeMap<usize, f64> = plan
+        .groups()?
+        .iter()
+        .zip(&measured.saturation)
+        .map(|(g, (_, q))| (g.config.harness.threads, *q))
+        .collect();
+    // 2. The fit of the one-worker (or fewest-worker) point at the lowest load.
+    let fit_point = measured
+        .points
+        .iter()
+        .min_by(|x, y| {
+            (x.config.harness.threads, x.config.load.qps.unwrap_or(0.0))
+                .partial_cmp(&(y.config.harness.threads, y.config.load.qps.unwrap_or(0.0)))
+                .expect("rates are numbers")
+        })
+        .context("the measured sweep has no points")?;
+    let mdir = out.join("measured");
+    let code = run_python(&[
+        "fit".into(),
+        mdir.display().to_string(),
+        "--point".into(),
+        fit_point.id.clone(),
+        "--out".into(),
+        mdir.display().to_string(),
+    ])?;
+    if code != 0 {
+        bail!(
+            "the fit of {} failed (see above); nothing synthetic was run",
+            fit_point.id
+        );
+    }
+    let spec = fitted_spec(&mdir.join("fit.json"), &fit_point.id)?;
+    eprintln!("fitted {}: service={spec}", fit_point.id);
+    // 3. The synthetic workload at the same absolute rates and seeds.
+    let synth = synthetic_plan(&plan, &spec, &a.synth_set)?;
+    let given = |g: &taillab_core::config::experiment::Group| -> anyhow::Result<f64> {
+        sat_by_threads
+            .get(&g.config.harness.threads)
+            .copied()
+            .with_context(|| {
+                format!(
+                    "no measured saturation rate for {} threads",
+                    g.config.harness.threads
+                )
+            })
+    };
+    execute(
+        &synth,
+        &out.join("synthetic"),
+        a.resume,
+        a.quiet,
+        &Rates::Given(&given),
+    )?;
+    // 4. The comparison.
+    let sat_arg: Vec<String> = sat_by_threads
+        .iter()
+        .map(|(t, q)| format!("{t}={q}"))
+        .collect();
+    let code = run_python(&[
+        "validate".into(),
+        mdir.display().to_string(),
+        out.join("synthetic").display().to_string(),
+        "--out".into(),
+        out.join("validation").display().to_string(),
+        "--app".into(),
+        app.name().into(),
+        "--fit".into(),
+        mdir.join("fit.json").display().to_string(),
+        "--fit-point".into(),
+        fit_point.id.clone(),
+        "--saturation".into(),
+        sat_arg.join(","),
+    ])?;
+    write_json_atomic(
+        &out.join("tailwag.json"),
+        &json!({
+            "schema": "taillab.tailwag/1",
+            "app": app.name(),
+            "settings": plan.base.settings,
+            "saturation_qps": sat_by_threads,
+            "fit_point": fit_point.id,
+            "spec": spec,
+            "synth_set": a.synth_set,
+        }),
+    )?;
+    println!(
+        "results: {} (validation: {})",
+        out.display(),
+        out.join("validation/index.html").display()
+    );
+    Ok(code)
+}
+
+/// The synth spec fitted for `point` in a fit.json.
+fn fitted_spec(path: &Path, point: &str) -> anyhow::Result<String> {
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+    )?;
+    doc["fits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|f| f["point"] == point)
+        .and_then(|f| f["spec"].as_str())
+        .map(str::to_string)
+        .with_context(|| format!("{} has no spec for point {point}", path.display()))
+}
