@@ -17,6 +17,7 @@
 //! (`requests` / `duration`) in a later layer unsets the other half; giving
 //! both in one layer is an error.
 
+pub mod auto;
 pub mod experiment;
 pub mod flags;
 pub mod interfere;
@@ -27,7 +28,7 @@ pub mod value;
 pub use interfere::{Class, InterfereSet, InterfereSpec};
 pub use sections::{
     view, Ci, Dispatch, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
-    Record, Topology,
+    Record, Stamping, Topology,
 };
 pub use tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size};
@@ -612,7 +613,7 @@ impl RunConfig {
                 if n.clients != 1 || n.target.is_some() {
                     return bad("net.clients and net.target apply to loopback/networked runs; add --topology loopback".into());
                 }
-                if self.harness.dispatch == Dispatch::PerWorker {
+                if self.harness.dispatch == Some(Dispatch::PerWorker) {
                     return bad("harness.dispatch per-worker is a server setting of loopback/networked runs".into());
                 }
             }
@@ -646,6 +647,12 @@ impl RunConfig {
                     "monitor.{k} must be a percentage of one CPU ≥ 0, got {v}"
                 ));
             }
+        }
+        if !(m.max_recv_lag_ratio.is_finite() && m.max_recv_lag_ratio >= 0.0) {
+            return bad(format!(
+                "monitor.max_recv_lag_ratio must be a fraction of sojourn p50 ≥ 0, got {}",
+                m.max_recv_lag_ratio
+            ));
         }
         if self.ci.redo_disturbed > 20 {
             return bad(format!(
