@@ -65,7 +65,14 @@ pub struct Stamps {
 impl Stamps {
     /// Stamps of a request with no kernel stamps (integrated runs): the
     /// user-space reads are `enqueued` and `completed` themselves.
-    pub fn local(intended: u64, sent: u64, enqueued: u64, started: u64, finished: u64, completed: u64) -> Self {
+    pub fn local(
+        intended: u64,
+        sent: u64,
+        enqueued: u64,
+        started: u64,
+        finished: u64,
+        completed: u64,
+    ) -> Self {
         Stamps {
             intended,
             sent,
@@ -420,14 +427,25 @@ mod tests {
     use super::*;
 
     fn st(i: u64, q: u64, svc: u64, lag: u64) -> Stamps {
-        Stamps::local(i, i + lag, i + lag, i + lag + q, i + lag + q + svc, i + lag + q + svc)
+        Stamps::local(
+            i,
+            i + lag,
+            i + lag,
+            i + lag + q,
+            i + lag + q + svc,
+            i + lag + q + svc,
+        )
     }
 
     #[test]
     fn durations_decompose_sojourn() {
         let s = st(1000, 30, 200, 5);
         assert_eq!(s.durations(), [235, 200, 30, 5, 0, 0]);
-        let k = Stamps { enqueued_user: s.enqueued + 7, completed_user: s.completed + 11, ..s };
+        let k = Stamps {
+            enqueued_user: s.enqueued + 7,
+            completed_user: s.completed + 11,
+            ..s
+        };
         assert_eq!(k.durations(), [235, 200, 30, 5, 11, 7]);
     }
 

@@ -869,7 +869,14 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
         let r = worker.handle(&req, &mut resp);
         let finished = now_ns();
         let completed = finished + net_delay(&spec.net_delay, &mut rng);
-        let stamps = Stamps::local(item.intended, sent - (arrive - item.intended), sent, started, finished, completed);
+        let stamps = Stamps::local(
+            item.intended,
+            sent - (arrive - item.intended),
+            sent,
+            started,
+            finished,
+            completed,
+        );
         finish_request(sh, &mut shard, w, &item, &stamps, r);
     }
     shard.flush(&sh.sink);

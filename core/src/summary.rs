@@ -735,7 +735,7 @@ pub fn human_table(s: &Summary) -> String {
         }
     ));
     o.push_str(&format!(
-        "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+        "{:<16}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
         "", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"
     ));
     for m in METRICS {
@@ -747,7 +747,7 @@ pub fn human_table(s: &Summary) -> String {
             continue;
         }
         o.push_str(&format!(
-            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            "{:<16}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
             m,
             fmt_ns(x.mean),
             fmt_ns(x.p50 as f64),
@@ -783,15 +783,40 @@ mod tests {
 
     #[test]
     fn client_check_fails_on_a_late_reader_only() {
-        let st = |p50: u64, p99: u64| MetricStats { count: 100, p50, p99, max: p99, ..Default::default() };
+        let st = |p50: u64, p99: u64| MetricStats {
+            count: 100,
+            p50,
+            p99,
+            max: p99,
+            ..Default::default()
+        };
         let soj = st(100_000, 300_000);
         // Small lag: within the absolute floor.
         assert!(client_check(&st(2_000, 40_000), &soj, 50_000, 0.5, None).ok);
         // Large next to the floor but small next to the latency measured.
-        assert!(client_check(&st(2_000, 49_000), &st(1_000_000, 2_000_000), 20_000, 0.5, None).ok);
+        assert!(
+            client_check(
+                &st(2_000, 49_000),
+                &st(1_000_000, 2_000_000),
+                20_000,
+                0.5,
+                None
+            )
+            .ok
+        );
         let bad = client_check(&st(900_000, 1_500_000), &soj, 50_000, 0.5, None);
-        assert!(!bad.ok && bad.verdict.contains("--client-cpus"), "{}", bad.verdict);
-        let fb = client_check(&MetricStats::default(), &soj, 50_000, 0.5, Some("no kernel stamps"));
+        assert!(
+            !bad.ok && bad.verdict.contains("--client-cpus"),
+            "{}",
+            bad.verdict
+        );
+        let fb = client_check(
+            &MetricStats::default(),
+            &soj,
+            50_000,
+            0.5,
+            Some("no kernel stamps"),
+        );
         assert!(fb.ok && fb.verdict.contains("not measured"));
     }
 

@@ -62,8 +62,8 @@ use crate::TransportError;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -676,7 +676,14 @@ impl Receiver {
     /// Takes `bytes` that a read returned at `user` with the kernel stamp
     /// `k` of their last segment (every response they finish had arrived
     /// by then). `Err` is garbage from the server.
-    fn take(&mut self, sh: &Shared, wire: &dyn Wire, bytes: &[u8], k: Option<KernelStamp>, user: u64) -> Result<(), String> {
+    fn take(
+        &mut self,
+        sh: &Shared,
+        wire: &dyn Wire,
+        bytes: &[u8],
+        k: Option<KernelStamp>,
+        user: u64,
+    ) -> Result<(), String> {
         self.buf.extend_from_slice(bytes);
         let mut off = 0;
         let mut done = 0u64;

@@ -386,7 +386,8 @@ pub fn run_config(
     let app = cfg.app_name().map_err(|e| TransportError::Invalid(e.to_string()))?;
     let spec = check(cfg)?;
     let exe = taillab_exe(cfg)?;
-    let cfg = &resolve_here(cfg, quiet);
+    let (cfg, here) = resolve_here(cfg, quiet);
+    let cfg = &cfg;
     // 1. The server, unless one is given; 2. the clients, up to the barrier.
     let mut fleet = start_server(cfg, &exe)?;
     start_clients(cfg, &spec, &exe, &mut fleet)?;
@@ -440,7 +441,10 @@ pub fn run_config(
     summary.extra.insert("transport".into(), section.to_json(&th, tsum, server_timed));
     let mut stamps = ClientStamps::default();
     dumps.iter().for_each(|d| stamps.absorb(&d.stamps));
-    let choice = dumps.first().map(|d| d.choice.clone()).unwrap_or_default();
+    let choice = match &here {
+        Some(c) => serde_json::to_value(c).unwrap_or_default(),
+        None => dumps.first().map(|d| d.choice.clone()).unwrap_or_default(),
+    };
     crate::load::annotate(&mut summary, cfg, &stamps, choice);
     if let Some(serve) = server_stats.get("serve") {
         summary.extra.insert("server".into(), serve.clone());
@@ -465,17 +469,18 @@ pub fn run_config(
 /// left to the host are chosen once here and handed to every process as
 /// flags. Networked parts (and clients of a `--target`, which look for the
 /// server's CPUs themselves) choose on their own hosts.
-fn resolve_here(cfg: &RunConfig, quiet: bool) -> RunConfig {
+fn resolve_here(cfg: &RunConfig, quiet: bool) -> (RunConfig, Option<taillab_core::config::auto::TcpChoice>) {
     use taillab_core::config::auto;
     let mut c = cfg.clone();
-    if cfg.net.topology == Topology::Loopback && cfg.net.target.is_none() {
-        let choice = auto::resolve(cfg, &auto::HostFacts::here(cfg.net.clients, None));
-        if !quiet {
-            eprintln!("loopback: {}", choice.line());
-        }
-        choice.apply(&mut c);
+    if cfg.net.topology != Topology::Loopback || cfg.net.target.is_some() {
+        return (c, None);
     }
-    c
+    let choice = auto::resolve(cfg, &auto::HostFacts::here(cfg.net.clients, None));
+    if !quiet {
+        eprintln!("loopback: {}", choice.line());
+    }
+    choice.apply(&mut c);
+    (c, Some(choice))
 }
 
 /// What can be refused before any process starts; the harness spec.

@@ -11,9 +11,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use taillab_core::arrival::derive_seed;
+use taillab_core::config::auto;
 use taillab_core::config::RunConfig;
 use taillab_core::harness::Progress;
-use taillab_core::config::auto;
 use taillab_core::{App, DataCtx, Summary};
 
 /// Where a load's result goes.

@@ -26,13 +26,13 @@
 
 use crate::epoll::Epoll;
 use crate::proto::{self, Kind};
+use crate::tstamp::{self, CmsgBuf, KernelStamp, StampClock, StampCounts};
 use crate::TransportError;
 use parking_lot::Mutex;
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use crate::tstamp::{self, CmsgBuf, KernelStamp, StampClock, StampCounts};
 use taillab_core::clock::{now_ns, set_timer_slack_1ns, WaitMode};
 use taillab_core::config::{RunConfig, Stamping};
 use taillab_core::queue::{Discipline, RequestQueue};
@@ -75,8 +75,12 @@ impl ServeOpts {
         use taillab_core::config::auto;
         let local_clients = usize::from(listen.ip().is_loopback());
         let choice = auto::resolve(cfg, &auto::HostFacts::here(local_clients, None));
-        let why: Vec<&str> =
-            choice.why.iter().filter(|w| w.starts_with("dispatch") || w.starts_with("server-wait")).map(|w| w.as_str()).collect();
+        let why: Vec<&str> = choice
+            .why
+            .iter()
+            .filter(|w| w.starts_with("dispatch") || w.starts_with("server-wait"))
+            .map(|w| w.as_str())
+            .collect();
         Ok(ServeOpts {
             listen,
             threads: h.threads,
@@ -249,7 +253,9 @@ pub fn serve(
                     use std::os::fd::AsRawFd;
                     // Without them the reads are stamped in user space (and counted so).
                     if let Err(e) = tstamp::enable(s.as_raw_fd()) {
-                        eprintln!("taillab serve: {peer}: no kernel receive stamps ({e}); stamping reads in user space");
+                        eprintln!(
+                            "taillab serve: {peer}: no kernel receive stamps ({e}); stamping reads in user space"
+                        );
                     }
                 }
                 let w = match s.try_clone() {
@@ -456,10 +462,11 @@ impl Poller {
 }
 
 /// Per-worker dispatch: this worker reads its own connections, keeps a
-/// local FIFO of whole frames (stamped `enqueued` right after the read that
-/// completed them) and serves it. Before each request it polls once without
-/// waiting, so frames that arrived during the previous request are stamped
-/// as early as this design allows.
+/// local FIFO of whole frames and serves it. A frame is stamped `enqueued`
+/// with the kernel's arrival of its last segment, so a frame that arrived
+/// while the worker was busy still counts its wait as `queue`; only with
+/// user-space stamps is it stamped when the worker next reads (before each
+/// request it polls once without waiting, to keep that delay short).
 fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode, spin_ns: u64, p: &Poller) {
     use std::collections::{HashMap, VecDeque};
     let mut conns: HashMap<u64, Owned> = HashMap::new();

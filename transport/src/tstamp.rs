@@ -262,7 +262,12 @@ fn ts_ns(ts: &libc::timespec) -> u64 {
 
 /// `recvmsg` into `buf`: the bytes read (0 at end of stream) and the kernel
 /// stamp of the last segment they came from, if the socket gave one.
-pub fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int, cm: &mut CmsgBuf) -> std::io::Result<(usize, Option<KernelStamp>)> {
+pub fn recv(
+    fd: RawFd,
+    buf: &mut [u8],
+    flags: libc::c_int,
+    cm: &mut CmsgBuf,
+) -> std::io::Result<(usize, Option<KernelStamp>)> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     // SAFETY: a zeroed msghdr is valid; the fields set below point at live buffers.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -312,6 +317,26 @@ mod tests {
         for c in [StampClock::User, StampClock::Software, StampClock::Hardware] {
             assert_eq!(StampClock::from_bits(c.bits()), c);
         }
+    }
+
+    #[test]
+    fn stamps_outside_the_request_are_refused_and_counted() {
+        let k = |t| Some(KernelStamp { mono_ns: t, clock: StampClock::Software, hw_unsynced: false });
+        assert_eq!(judge(k(150), 200, 100), (150, StampClock::Software, Fate::Used));
+        // After the read that returned it (a wall-clock step back): the read's own stamp.
+        assert_eq!(judge(k(250), 200, 100), (200, StampClock::User, Fate::Late));
+        // Before the request could have been answered.
+        assert_eq!(judge(k(50), 200, 100), (200, StampClock::User, Fate::Early));
+        assert_eq!(judge(None, 200, 100), (200, StampClock::User, Fate::Missing));
+        let mut c = StampCounts::default();
+        for (clock, fate) in [(StampClock::Software, Fate::Used), (StampClock::User, Fate::Late)] {
+            c.count(clock, fate, false);
+        }
+        assert_eq!((c.kernel_software, c.refused_late, c.total()), (1, 1, 2));
+        assert_eq!(c.clock(), "mixed");
+        c.kernel_software += 300;
+        assert_eq!(c.clock(), "kernel-software");
+        assert_eq!(StampCounts::default().clock(), "user");
     }
 
     #[test]

@@ -217,8 +217,14 @@ impl Wire for RedisWire {
         out.extend_from_slice(payload);
     }
     fn decode(&self, buf: &[u8]) -> Result<Option<Reply>, String> {
-        Ok(resp_value(buf, 0, 0)?
-            .map(|(n, error)| Reply { consumed: n, id: None, queue_ns: 0, service_ns: 0, server_recv: None, error }))
+        Ok(resp_value(buf, 0, 0)?.map(|(n, error)| Reply {
+            consumed: n,
+            id: None,
+            queue_ns: 0,
+            service_ns: 0,
+            server_recv: None,
+            error,
+        }))
     }
     fn preload(&self) -> Vec<Vec<u8>> {
         self.preload.clone()

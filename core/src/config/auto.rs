@@ -52,7 +52,11 @@ pub struct HostFacts {
 impl HostFacts {
     /// This process's CPUs; `local_clients` and `server_affinity` as given.
     pub fn here(local_clients: usize, server_affinity: Option<Vec<usize>>) -> Self {
-        HostFacts { cpus: affinity(0).unwrap_or_else(all_cpus), server_affinity, local_clients }
+        HostFacts {
+            cpus: affinity(0).unwrap_or_else(all_cpus),
+            server_affinity,
+            local_clients,
+        }
     }
 }
 
@@ -61,16 +65,24 @@ pub fn affinity(pid: i32) -> Option<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is ours and sized as passed.
-    let r = unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let r =
+        unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if r != 0 {
         return None;
     }
     // SAFETY: CPU_ISSET reads within the set for indices below CPU_SETSIZE.
-    Some((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+    Some(
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect(),
+    )
 }
 
 fn all_cpus() -> Vec<usize> {
-    (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect()
+    (0..std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1))
+        .collect()
 }
 
 /// A TCP run's resolved settings and why each was chosen.
@@ -114,7 +126,10 @@ fn pick<T: std::fmt::Display + Copy>(
 }
 
 fn cpus_text(c: &[usize]) -> String {
-    c.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    c.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Chooses every TCP setting `cfg` leaves at `none`, for the parts that run
@@ -123,16 +138,30 @@ pub fn resolve(cfg: &RunConfig, host: &HostFacts) -> TcpChoice {
     let (h, n) = (&cfg.harness, &cfg.net);
     let mut why = Vec::new();
     let receive = pick(&mut why, "receive", n.receive, || {
-        (Receive::Sender, "one thread reads while it waits: nothing to wake".into())
+        (
+            Receive::Sender,
+            "one thread reads while it waits: nothing to wake".into(),
+        )
     });
-    let server_cpus: Option<Vec<usize>> =
-        if h.cpus.0.is_empty() { host.server_affinity.clone() } else { Some(h.cpus.0.clone()) };
-    let client_wait = pick(&mut why, "client-wait", n.client_wait, || client_wait(cfg, server_cpus.as_deref()));
+    let server_cpus: Option<Vec<usize>> = if h.cpus.0.is_empty() {
+        host.server_affinity.clone()
+    } else {
+        Some(h.cpus.0.clone())
+    };
+    let client_wait = pick(&mut why, "client-wait", n.client_wait, || {
+        client_wait(cfg, server_cpus.as_deref())
+    });
     let dispatch = pick(&mut why, "dispatch", h.dispatch, || {
         if h.threads == 1 && h.discipline == Discipline::Fifo {
-            (Dispatch::PerWorker, "one FIFO worker: the same M/G/1 queue without a hand-off".into())
+            (
+                Dispatch::PerWorker,
+                "one FIFO worker: the same M/G/1 queue without a hand-off".into(),
+            )
         } else {
-            (Dispatch::Shared, format!("{} workers: one shared queue is the M/G/n model", h.threads))
+            (
+                Dispatch::Shared,
+                format!("{} workers: one shared queue is the M/G/n model", h.threads),
+            )
         }
     });
     let server_wait = pick(&mut why, "server-wait", n.server_wait, || {
@@ -140,14 +169,30 @@ pub fn resolve(cfg: &RunConfig, host: &HostFacts) -> TcpChoice {
             return (h.wait, format!("harness.wait {}", h.wait));
         }
         let need = h.threads + host.local_clients;
-        let have = if h.cpus.0.is_empty() { host.cpus.len() } else { h.cpus.0.len() + host.local_clients };
-        if have >= need {
-            (WaitMode::Hybrid, format!("{have} CPUs for {need} threads: spin between close requests"))
+        let have = if h.cpus.0.is_empty() {
+            host.cpus.len()
         } else {
-            (WaitMode::Block, format!("{have} CPUs for {need} threads: spinning would take them from each other"))
+            h.cpus.0.len() + host.local_clients
+        };
+        if have >= need {
+            (
+                WaitMode::Hybrid,
+                format!("{have} CPUs for {need} threads: spin between close requests"),
+            )
+        } else {
+            (
+                WaitMode::Block,
+                format!("{have} CPUs for {need} threads: spinning would take them from each other"),
+            )
         }
     });
-    TcpChoice { receive, client_wait, server_wait, dispatch, why }
+    TcpChoice {
+        receive,
+        client_wait,
+        server_wait,
+        dispatch,
+        why,
+    }
 }
 
 fn client_wait(cfg: &RunConfig, server_cpus: Option<&[usize]>) -> (WaitMode, String) {
@@ -156,12 +201,33 @@ fn client_wait(cfg: &RunConfig, server_cpus: Option<&[usize]>) -> (WaitMode, Str
         return (WaitMode::Spin, "harness.wait spin".into());
     }
     match server_cpus {
-        _ if mine.is_empty() => (WaitMode::Hybrid, "not pinned: a spinning client could take the server's CPU".into()),
-        Some(s) if mine.iter().all(|c| !s.contains(c)) => {
-            (WaitMode::Spin, format!("CPU {} is the client's own (server on {})", cpus_text(mine), cpus_text(s)))
-        }
-        Some(s) => (WaitMode::Hybrid, format!("CPU {} is shared with the server ({})", cpus_text(mine), cpus_text(s))),
-        None => (WaitMode::Spin, format!("pinned to CPU {}, no local server seen there", cpus_text(mine))),
+        _ if mine.is_empty() => (
+            WaitMode::Hybrid,
+            "not pinned: a spinning client could take the server's CPU".into(),
+        ),
+        Some(s) if mine.iter().all(|c| !s.contains(c)) => (
+            WaitMode::Spin,
+            format!(
+                "CPU {} is the client's own (server on {})",
+                cpus_text(mine),
+                cpus_text(s)
+            ),
+        ),
+        Some(s) => (
+            WaitMode::Hybrid,
+            format!(
+                "CPU {} is shared with the server ({})",
+                cpus_text(mine),
+                cpus_text(s)
+            ),
+        ),
+        None => (
+            WaitMode::Spin,
+            format!(
+                "pinned to CPU {}, no local server seen there",
+                cpus_text(mine)
+            ),
+        ),
     }
 }
 
@@ -178,43 +244,82 @@ mod tests {
     }
 
     fn host(cpus: usize, server: Option<Vec<usize>>, clients: usize) -> HostFacts {
-        HostFacts { cpus: (0..cpus).collect(), server_affinity: server, local_clients: clients }
+        HostFacts {
+            cpus: (0..cpus).collect(),
+            server_affinity: server,
+            local_clients: clients,
+        }
     }
 
     #[test]
     fn defaults_follow_the_host() {
         // The case: memcached pinned to CPU 1, client to CPU 0.
-        let c = resolve(&cfg(&[("net.client_cpus", "0")]), &host(2, Some(vec![1]), 1));
-        assert_eq!((c.receive, c.client_wait), (Receive::Sender, WaitMode::Spin));
+        let c = resolve(
+            &cfg(&[("net.client_cpus", "0")]),
+            &host(2, Some(vec![1]), 1),
+        );
+        assert_eq!(
+            (c.receive, c.client_wait),
+            (Receive::Sender, WaitMode::Spin)
+        );
         // Unpinned client: it sleeps between sends.
         let c = resolve(&cfg(&[]), &host(2, Some(vec![0, 1]), 1));
         assert_eq!(c.client_wait, WaitMode::Hybrid);
         // Pinned onto the server's CPU: no spinning.
-        let c = resolve(&cfg(&[("net.client_cpus", "1")]), &host(2, Some(vec![1]), 1));
+        let c = resolve(
+            &cfg(&[("net.client_cpus", "1")]),
+            &host(2, Some(vec![1]), 1),
+        );
         assert_eq!(c.client_wait, WaitMode::Hybrid);
         // One FIFO worker: per-worker; several, or LIFO: the shared queue.
-        assert_eq!(resolve(&cfg(&[]), &host(2, None, 1)).dispatch, Dispatch::PerWorker);
-        assert_eq!(resolve(&cfg(&[("harness.threads", "2")]), &host(8, None, 1)).dispatch, Dispatch::Shared);
-        assert_eq!(resolve(&cfg(&[("harness.discipline", "lifo")]), &host(8, None, 1)).dispatch, Dispatch::Shared);
+        assert_eq!(
+            resolve(&cfg(&[]), &host(2, None, 1)).dispatch,
+            Dispatch::PerWorker
+        );
+        assert_eq!(
+            resolve(&cfg(&[("harness.threads", "2")]), &host(8, None, 1)).dispatch,
+            Dispatch::Shared
+        );
+        assert_eq!(
+            resolve(&cfg(&[("harness.discipline", "lifo")]), &host(8, None, 1)).dispatch,
+            Dispatch::Shared
+        );
         // Oversubscribed: the server blocks.
         let c = resolve(&cfg(&[("harness.threads", "4")]), &host(2, None, 1));
         assert_eq!(c.server_wait, WaitMode::Block);
-        assert_eq!(resolve(&cfg(&[]), &host(2, None, 1)).server_wait, WaitMode::Hybrid);
+        assert_eq!(
+            resolve(&cfg(&[]), &host(2, None, 1)).server_wait,
+            WaitMode::Hybrid
+        );
     }
 
     #[test]
     fn explicit_settings_win_and_say_so() {
         let c = resolve(&cfg(&[("harness.wait", "spin")]), &host(2, None, 1));
-        assert_eq!((c.client_wait, c.server_wait), (WaitMode::Spin, WaitMode::Spin));
-        let c = resolve(&cfg(&[("net.receive", "threads"), ("net.server_wait", "block")]), &host(64, None, 1));
-        assert_eq!((c.receive, c.server_wait), (Receive::Threads, WaitMode::Block));
+        assert_eq!(
+            (c.client_wait, c.server_wait),
+            (WaitMode::Spin, WaitMode::Spin)
+        );
+        let c = resolve(
+            &cfg(&[("net.receive", "threads"), ("net.server_wait", "block")]),
+            &host(64, None, 1),
+        );
+        assert_eq!(
+            (c.receive, c.server_wait),
+            (Receive::Threads, WaitMode::Block)
+        );
         assert!(c.line().contains("receive threads (set)"), "{}", c.line());
         // Applied, a choice travels: any host then resolves to the same values.
         let mut k = RunConfig::default();
         c.apply(&mut k);
         let again = resolve(&k, &host(1, None, 9));
         assert_eq!(
-            (again.receive, again.client_wait, again.server_wait, again.dispatch),
+            (
+                again.receive,
+                again.client_wait,
+                again.server_wait,
+                again.dispatch
+            ),
             (c.receive, c.client_wait, c.server_wait, c.dispatch)
         );
     }

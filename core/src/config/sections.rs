@@ -189,9 +189,9 @@ crate::names_enum! {
         #[default]
         Shared = "shared",
         /// Each worker serves its own requests (over TCP: the connections it
-        /// owns, read with epoll; no thread hand-off, n separate queues; a
-        /// frame that arrives while its worker is busy is stamped `enqueued`
-        /// only when the worker reads it).
+        /// owns, read with epoll; no thread hand-off, n separate queues; with
+        /// user-space stamps only, a frame that arrives while its worker is
+        /// busy is stamped `enqueued` when the worker reads it).
         PerWorker = "per-worker",
     }
 }
