@@ -830,8 +830,8 @@ struct Polling {
     streams: Vec<TcpStream>,
     recv: Vec<Receiver>,
     live: Vec<bool>,
-    /// For several connections, or for sleeping until a response or the
-    /// next send time (hybrid); one connection spinning just reads it.
+    /// Which connections have bytes (also the sleep until a response or
+    /// the next send time, hybrid).
     ep: Epoll,
     events: Vec<libc::epoll_event>,
     chunk: Vec<u8>,
@@ -881,10 +881,11 @@ impl Polling {
 
     /// Reads every connection that has something, waiting up to
     /// `timeout_ns` for one to; true if anything arrived.
+    ///
+    /// Spinning asks epoll, not the socket: a `recvmsg` that finds nothing
+    /// still takes the socket's lock, and a segment arriving meanwhile
+    /// waits in the backlog until it is released.
     fn poll(&mut self, sh: &Shared, wire: &dyn Wire, timeout_ns: u64) -> bool {
-        if timeout_ns == 0 && self.streams.len() == 1 {
-            return self.read(sh, wire, 0);
-        }
         let n = self.ep.wait(&mut self.events, timeout_ns);
         let mut got = false;
         for i in 0..n {
