@@ -44,9 +44,9 @@
 //! Stamps on the client host: `intended`, `sent`, `completed` (and the
 //! user-space `completed_user`). The server's `queue`, `service` and
 //! receive lag come back as durations; the client places them as
-//! `enqueued = sent`, `enqueued_user = enqueued + lag`, `started = enqueued
-//! + queue`, `finished = started + service`, so every derived duration is
-//! exact and `transport = completed − finished` is the network's (both
+//! `enqueued = sent`, `enqueued_user = enqueued + lag`,
+//! `started = enqueued + queue`, `finished = started + service`, so every
+//! derived duration is exact and `transport = completed − finished` is the network's (both
 //! directions') share. See docs/protocol.md.
 //!
 //! Bad responses never become latencies: one for an id never sent, a

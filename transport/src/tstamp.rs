@@ -107,7 +107,7 @@ fn clock(id: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes into our timespec; both clocks always exist.
     unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
 /// Re-samples the wall-clock offset: the realtime read between the two
