@@ -310,7 +310,7 @@ section! {
         /// Send-lag p99 above this fails the send-lag check.
         max_send_lag: Dur = Dur(50_000), Opts::on(EXP | LOAD);
         /// A TCP client's recv-lag p99 above the larger of this and `max_recv_lag_ratio` × sojourn p50 fails the client check.
-        max_recv_lag: Dur = Dur(100_000), Opts::on(EXP | LOAD);
+        max_recv_lag: Dur = Dur(250_000), Opts::on(EXP | LOAD);
         /// The relative part of the client check's limit (a fraction of sojourn p50).
         max_recv_lag_ratio: f64 = 0.5, Opts::on(EXP | LOAD);
     }
