@@ -46,14 +46,15 @@ pub fn serve_cmd(a: ServeCmd) -> anyhow::Result<i32> {
             stop.store(true, Ordering::Release);
         });
     }
-    let threads = opts.threads;
+    let (threads, choice) = (opts.threads, opts.choice.clone());
     let stats = serve(server.clone(), &opts, stop, |addr| {
         // The one line on stdout: the coordinator (and scripts) read the port here.
         println!("listening {addr}");
         let _ = std::io::stdout().flush();
         eprintln!(
-            "taillab serve: {} with {threads} worker(s) on {addr}; stop with Ctrl-C",
-            app.name()
+            "taillab serve: {} with {threads} worker(s) on {addr}; {}; stop with Ctrl-C",
+            app.name(),
+            choice
         );
     })?;
     eprintln!(

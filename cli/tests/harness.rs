@@ -233,7 +233,7 @@ fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "id,worker,intended,sent,enqueued,started,finished,completed,measured,ideal_completed"
+        "id,worker,intended,sent,enqueued,started,finished,completed,measured,enqueued_user,completed_user,ideal_completed"
     );
     let mut rows: Vec<Vec<u64>> = lines
         .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())

@@ -127,7 +127,7 @@ fn loopback_two_clients_merge_into_one_result() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "id,worker,intended,sent,enqueued,started,finished,completed,measured,client"
+        "id,worker,intended,sent,enqueued,started,finished,completed,measured,enqueued_user,completed_user,client"
     );
     let rows: Vec<Vec<u64>> = lines
         .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
@@ -135,7 +135,7 @@ fn loopback_two_clients_merge_into_one_result() {
     assert_eq!(rows.len(), 3201);
     assert_eq!(rows.iter().filter(|r| r[8] == 1).count(), 3001);
     for c in 0..2 {
-        assert!(rows.iter().any(|r| r[9] == c), "no rows of client {c}");
+        assert!(rows.iter().any(|r| r[11] == c), "no rows of client {c}");
     }
     assert!(rows
         .iter()
@@ -369,13 +369,13 @@ fn garbage_case(dispatch: &str) {
     let mut f = Vec::new();
     taillab_transport::proto::encode_request(7, b"ping", &mut f);
     ok.write_all(&f).unwrap();
-    let mut resp = [0u8; 36];
+    let mut resp = [0u8; taillab_transport::proto::RESP_HEADER + 4];
     ok.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     ok.read_exact(&mut resp).unwrap();
     let h = taillab_transport::proto::parse(&resp, 1024, taillab_transport::proto::Kind::Response)
         .unwrap()
         .unwrap();
-    assert_eq!((h.id, &resp[32..]), (7, &b"ping"[..]));
+    assert_eq!((h.id, &resp[h.header_len()..]), (7, &b"ping"[..]));
     drop(ok);
     // SIGTERM: clean exit with status 0, and the drops were logged.
     unsafe { libc::kill(srv.0.id() as i32, libc::SIGTERM) };
@@ -576,6 +576,162 @@ fn per_worker_dispatch_serves_every_connection() {
     // The server's service times are the app's: fixed 50 µs spins.
     let svc = p(&s, "service", "p50") as f64;
     assert!((svc / 50e3 - 1.0).abs() < 0.05, "service p50 {svc}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A loopback `null` run with kept requests; its summary and requests.csv rows.
+fn stamped_run(name: &str, extra: &[&str]) -> (Value, Vec<Vec<u64>>) {
+    let out = tmp(name);
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["run", "--app", "null", "--config", "loopback", "--qps", "2000", "--requests", "3000",
+               "--warmup-requests", "300", "--save-requests", "-q", "--out"])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    let rows = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    let s = read_summary(&out);
+    let _ = std::fs::remove_dir_all(&out);
+    (s, rows)
+}
+
+#[test]
+fn kernel_stamps_are_monotone_per_request() {
+    let _s = serial();
+    let (s, rows) = stamped_run("kstamps", &[]);
+    let st = &s["transport"]["stamps"];
+    assert_eq!(st["completed"]["clock"], "kernel-software", "{st}");
+    assert_eq!(st["enqueued"]["clock"], "kernel-software", "{st}");
+    assert_eq!(s["latency_ns"]["recv_lag"]["count"], 3000);
+    assert!(s["checks"]["client"]["verdict"]
+        .as_str()
+        .unwrap()
+        .starts_with("recv lag"));
+    // intended ≤ sent ≤ enqueued (kernel, at the server) ≤ enqueued_user ≤
+    // started ≤ finished ≤ completed (kernel, at the client) ≤ completed_user.
+    for r in &rows {
+        let chain = [r[2], r[3], r[4], r[9], r[5], r[6], r[7], r[10]];
+        assert!(chain.windows(2).all(|w| w[0] <= w[1]), "{r:?}");
+    }
+    // The user-space reads come after the kernel's arrivals: both lags are seen.
+    let later = |a: usize, b: usize| rows.iter().filter(|r| r[a] > r[b]).count();
+    assert!(
+        later(10, 7) > rows.len() * 9 / 10,
+        "recv lag: {}",
+        later(10, 7)
+    );
+    assert!(
+        later(9, 4) > rows.len() * 9 / 10,
+        "server recv lag: {}",
+        later(9, 4)
+    );
+}
+
+#[test]
+fn user_stamps_when_timestamping_is_off() {
+    let _s = serial();
+    let (s, rows) = stamped_run("ustamps", &["--stamps", "user"]);
+    let st = &s["transport"]["stamps"];
+    assert_eq!(st["completed"]["clock"], "user", "{st}");
+    assert_eq!(st["enqueued"]["clock"], "user", "{st}");
+    assert_eq!(st["fallback"], "net.stamps = user", "{st}");
+    let c = &s["checks"]["client"];
+    assert!(
+        c["ok"].as_bool().unwrap() && c["verdict"].as_str().unwrap().contains("not measured"),
+        "{c}"
+    );
+    assert_eq!(s["latency_ns"]["recv_lag"]["max"], 0);
+    assert!(rows.iter().all(|r| r[7] == r[10] && r[4] == r[9]));
+}
+
+/// A server that answers request 5 twice, answers an id never sent, and
+/// closes in the middle of its 61st response.
+fn misbehaving_server() -> String {
+    use taillab_transport::proto::{encode_response, pack_recv, parse, Kind};
+    use taillab_transport::tstamp::StampClock;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let (mut buf, mut chunk, mut n) = (Vec::new(), [0u8; 4096], 0);
+        let answer = |id: u64, out: &mut Vec<u8>| {
+            encode_response(
+                Kind::Response,
+                id,
+                10,
+                20,
+                pack_recv(StampClock::User, 0),
+                b"x",
+                out,
+            )
+        };
+        loop {
+            let k = s.read(&mut chunk).unwrap();
+            buf.extend_from_slice(&chunk[..k]);
+            while let Ok(Some(h)) = parse(&buf, 1 << 20, Kind::Request) {
+                buf.drain(..h.frame_len());
+                let mut out = Vec::new();
+                answer(h.id, &mut out);
+                if h.id == 5 {
+                    answer(5, &mut out);
+                    answer(1 << 40, &mut out);
+                }
+                n += 1;
+                if n == 61 {
+                    s.write_all(&out[..out.len() / 2]).unwrap();
+                    return;
+                }
+                s.write_all(&out).unwrap();
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn bad_responses_are_counted_and_named() {
+    let _s = serial();
+    let out = tmp("bad-responses");
+    let addr = misbehaving_server();
+    #[rustfmt::skip]
+    let o = load(&addr, &["--app", "null", "--qps", "1000", "--requests", "200", "--warmup-requests", "0",
+                          "--save-requests"], &out);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s = read_summary(&out);
+    let b = &s["transport"]["bad_responses"];
+    assert_eq!(
+        (
+            b["unknown_id"].as_u64(),
+            b["duplicate"].as_u64(),
+            b["truncated"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1)),
+        "{b}"
+    );
+    let e = s["checks"]["errors"]["verdict"].as_str().unwrap();
+    assert!(
+        e.contains("never sent") && e.contains("duplicated") && e.contains("cut short"),
+        "{e}"
+    );
+    // Only the 60 whole answers were recorded, none with a negative latency.
+    assert_eq!(s["requests"]["measured"], 60);
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    for l in csv.lines().skip(1) {
+        let r: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect();
+        assert!(r[2] <= r[3] && r[3] <= r[7] && r[7] <= r[10], "{r:?}");
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -25,30 +25,77 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// The derived durations, in this order everywhere.
-pub const METRICS: [&str; 4] = ["sojourn", "service", "queue", "send_lag"];
+/// How many derived durations each request has.
+pub const N_METRICS: usize = 6;
 
-/// The six stamps of one request (ns, one monotonic clock per host).
+/// The derived durations, in this order everywhere. `recv_lag` and
+/// `server_recv_lag` are the time between the kernel receiving a response
+/// (request) and the client's (server's) code reading it: 0 in integrated
+/// runs, and 0 in TCP runs whose sockets gave no kernel stamps.
+pub const METRICS: [&str; N_METRICS] = [
+    "sojourn",
+    "service",
+    "queue",
+    "send_lag",
+    "recv_lag",
+    "server_recv_lag",
+];
+
+/// The stamps of one request (ns, one monotonic clock per host): the six of
+/// the model, and the two user-space reads that a kernel receive stamp
+/// replaced (equal to `enqueued` and `completed` when there was none).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stamps {
     pub intended: u64,
     pub sent: u64,
+    /// The request arrived at the server: the kernel's receive stamp of its
+    /// last segment over TCP when there is one.
     pub enqueued: u64,
     pub started: u64,
     pub finished: u64,
+    /// The response arrived at the client: the kernel's receive stamp of the
+    /// segment that completed it over TCP when there is one.
     pub completed: u64,
+    /// The server's code had read the request (≥ `enqueued`).
+    pub enqueued_user: u64,
+    /// The client's code had read the response (≥ `completed`).
+    pub completed_user: u64,
 }
 
 impl Stamps {
-    /// sojourn, service, queue, send_lag (see docs/design.md). Saturating, so a
-    /// stamp taken on another host (where only durations cross) never wraps.
+    /// Stamps of a request with no kernel stamps (integrated runs): the
+    /// user-space reads are `enqueued` and `completed` themselves.
+    pub fn local(
+        intended: u64,
+        sent: u64,
+        enqueued: u64,
+        started: u64,
+        finished: u64,
+        completed: u64,
+    ) -> Self {
+        Stamps {
+            intended,
+            sent,
+            enqueued,
+            started,
+            finished,
+            completed,
+            enqueued_user: enqueued,
+            completed_user: completed,
+        }
+    }
+
+    /// The [`METRICS`] (see docs/design.md). Saturating, so a stamp taken on
+    /// another host (where only durations cross) never wraps.
     #[inline]
-    pub fn durations(&self) -> [u64; 4] {
+    pub fn durations(&self) -> [u64; N_METRICS] {
         [
             self.completed.saturating_sub(self.intended),
             self.finished.saturating_sub(self.started),
             self.started.saturating_sub(self.enqueued),
             self.sent.saturating_sub(self.intended),
+            self.completed_user.saturating_sub(self.completed),
+            self.enqueued_user.saturating_sub(self.enqueued),
         ]
     }
 }
@@ -66,7 +113,7 @@ fn new_hist() -> Histogram<u64> {
 
 /// One histogram per metric.
 #[derive(Clone)]
-pub struct Hists(pub [Histogram<u64>; 4]);
+pub struct Hists(pub [Histogram<u64>; N_METRICS]);
 
 impl Default for Hists {
     fn default() -> Self {
@@ -76,11 +123,11 @@ impl Default for Hists {
 
 impl Hists {
     pub fn new() -> Self {
-        Hists([new_hist(), new_hist(), new_hist(), new_hist()])
+        Hists(std::array::from_fn(|_| new_hist()))
     }
 
     #[inline]
-    pub fn record(&mut self, d: &[u64; 4]) {
+    pub fn record(&mut self, d: &[u64; N_METRICS]) {
         for (h, v) in self.0.iter_mut().zip(d) {
             h.saturating_record(*v);
         }
@@ -129,8 +176,8 @@ pub fn decode_hist(b64: &str) -> Option<Histogram<u64>> {
 pub struct IntervalBlob {
     pub index: u32,
     pub count: u64,
-    pub max: [u64; 4],
-    pub hist_b64: [String; 4],
+    pub max: [u64; N_METRICS],
+    pub hist_b64: [String; N_METRICS],
 }
 
 /// Where workers drop full interval histograms; drained by the main thread.
@@ -219,7 +266,7 @@ fn blob(k: u32, h: &Hists) -> IntervalBlob {
 pub struct Shard {
     worker: usize,
     pub totals: Hists,
-    pub sums: [u128; 4],
+    pub sums: [u128; N_METRICS],
     pub measured: u64,
     pub warmup: u64,
     pub first_completed: u64,
@@ -238,7 +285,7 @@ impl Shard {
         Shard {
             worker,
             totals: Hists::new(),
-            sums: [0; 4],
+            sums: [0; N_METRICS],
             measured: 0,
             warmup: 0,
             first_completed: u64::MAX,
@@ -380,20 +427,26 @@ mod tests {
     use super::*;
 
     fn st(i: u64, q: u64, svc: u64, lag: u64) -> Stamps {
-        Stamps {
-            intended: i,
-            sent: i + lag,
-            enqueued: i + lag,
-            started: i + lag + q,
-            finished: i + lag + q + svc,
-            completed: i + lag + q + svc,
-        }
+        Stamps::local(
+            i,
+            i + lag,
+            i + lag,
+            i + lag + q,
+            i + lag + q + svc,
+            i + lag + q + svc,
+        )
     }
 
     #[test]
     fn durations_decompose_sojourn() {
         let s = st(1000, 30, 200, 5);
-        assert_eq!(s.durations(), [235, 200, 30, 5]);
+        assert_eq!(s.durations(), [235, 200, 30, 5, 0, 0]);
+        let k = Stamps {
+            enqueued_user: s.enqueued + 7,
+            completed_user: s.completed + 11,
+            ..s
+        };
+        assert_eq!(k.durations(), [235, 200, 30, 5, 11, 7]);
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl Default for RunSpec {
 pub const DEFAULT_SPIN_MARGIN_NS: u64 = 1_000_000;
 
 /// Bytes of memory one kept record costs.
-pub const RECORD_BYTES: u64 = 7 * 8;
+pub const RECORD_BYTES: u64 = RECORD_WORDS as u64 * 8;
 
 impl RunSpec {
     /// Checks the spec; the error names the bad setting and the allowed range.
@@ -331,12 +331,15 @@ impl RunSpec {
 /// Each slot is written by exactly one worker; atomics make that safe
 /// without locks (relaxed stores are plain moves on x86).
 pub struct Records {
-    slots: Vec<[AtomicU64; 7]>,
+    slots: Vec<[AtomicU64; RECORD_WORDS]>,
 }
+
+/// Words of one record: the eight stamps and a tag.
+const RECORD_WORDS: usize = 9;
 
 impl Records {
     pub fn new(n: u64) -> Self {
-        let slots: Vec<[AtomicU64; 7]> = (0..n).map(|_| Default::default()).collect();
+        let slots: Vec<[AtomicU64; RECORD_WORDS]> = (0..n).map(|_| Default::default()).collect();
         // Written above, so the pages are resident before the run starts.
         Records { slots }
     }
@@ -351,11 +354,13 @@ impl Records {
                 s.started,
                 s.finished,
                 s.completed,
+                s.enqueued_user,
+                s.completed_user,
             ];
             for (a, x) in slot.iter().zip(v) {
                 a.store(x, Ordering::Relaxed);
             }
-            slot[6].store(
+            slot[RECORD_WORDS - 1].store(
                 ((worker as u64) << 1) | measured as u64 | (1 << 63),
                 Ordering::Release,
             );
@@ -366,7 +371,7 @@ impl Records {
     /// (index, worker, measured, stamps).
     pub fn iter(&self) -> impl Iterator<Item = (u64, usize, bool, Stamps)> + '_ {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
-            let tag = s[6].load(Ordering::Acquire);
+            let tag = s[RECORD_WORDS - 1].load(Ordering::Acquire);
             if tag >> 63 == 0 {
                 return None;
             }
@@ -382,6 +387,8 @@ impl Records {
                     started: g(3),
                     finished: g(4),
                     completed: g(5),
+                    enqueued_user: g(6),
+                    completed_user: g(7),
                 },
             ))
         })
@@ -1087,14 +1094,14 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
         let r = worker.handle(&req, &mut resp);
         let finished = now_ns();
         let completed = finished + net_delay(&spec.net_delay, &mut rng);
-        let stamps = Stamps {
-            intended: item.intended,
-            sent: sent - (arrive - item.intended),
-            enqueued: sent,
+        let stamps = Stamps::local(
+            item.intended,
+            sent - (arrive - item.intended),
+            sent,
             started,
             finished,
             completed,
-        };
+        );
         finish_request(sh, &mut shard, w, &item, &stamps, r);
     }
     shard.flush(&sh.sink);
@@ -1142,14 +1149,7 @@ fn queue_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker, q: &
         let r = worker.handle(&payload, &mut resp);
         let finished = now_ns();
         // In-process the push is the arrival and the return is the completion.
-        let stamps = Stamps {
-            intended: item.intended,
-            sent,
-            enqueued: sent,
-            started,
-            finished,
-            completed: finished,
-        };
+        let stamps = Stamps::local(item.intended, sent, sent, started, finished, finished);
         finish_request(sh, &mut shard, w, &item, &stamps, r);
     }
     shard.flush(&sh.sink);

@@ -384,6 +384,54 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
     }
 }
 
+/// The `client` check of a TCP run: did the client read its responses soon
+/// after the kernel received them? `completed` is the kernel's stamp, so a
+/// late reader does not lengthen one response's sojourn; but responses that
+/// wait together in the socket share the stamp of the last one, and a busy
+/// reader delays the next sends. It fails when `recv_lag` p99 exceeds
+/// `max(max_abs_ns, max_ratio × sojourn p50)`: a lag that is both large and
+/// large next to the latency measured. `fallback` names why the run had only
+/// user-space stamps: then the lag is inside sojourn, unseen, and the check
+/// says so instead of judging.
+pub fn client_check(
+    recv_lag: &MetricStats,
+    sojourn: &MetricStats,
+    max_abs_ns: u64,
+    max_ratio: f64,
+    fallback: Option<&str>,
+) -> Check {
+    use crate::dist::fmt_ns;
+    if let Some(why) = fallback {
+        return Check::new(
+            true,
+            format!("not measured: {why}; the client's receive delay is inside sojourn"),
+            json!({"skipped": true, "reason": why}),
+        );
+    }
+    let limit = (max_abs_ns as f64).max(max_ratio * sojourn.p50 as f64);
+    let ok = recv_lag.p99 as f64 <= limit;
+    let head = format!(
+        "recv lag p50 {} p99 {} max {} (p99 limit {} = max({}, {max_ratio} × sojourn p50 {}))",
+        fmt_ns(recv_lag.p50 as f64),
+        fmt_ns(recv_lag.p99 as f64),
+        fmt_ns(recv_lag.max as f64),
+        fmt_ns(limit),
+        fmt_ns(max_abs_ns as f64),
+        fmt_ns(sojourn.p50 as f64)
+    );
+    let verdict = if ok {
+        head
+    } else {
+        format!("{head}: the client read its responses late, which delays its sends and merges the stamps of responses that waited together; give it a CPU of its own (--client-cpus) or --client-wait spin")
+    };
+    Check::new(
+        ok,
+        verdict,
+        json!({"p50_ns": recv_lag.p50, "p99_ns": recv_lag.p99, "max_ns": recv_lag.max, "limit_ns": limit,
+               "max_abs_ns": max_abs_ns, "max_ratio": max_ratio, "sojourn_p50_ns": sojourn.p50}),
+    )
+}
+
 /// Saturation: the backlog (measured arrivals − completions) must not grow
 /// through the measured phase, and every measured request must finish.
 fn saturation_check(r: &RunResult) -> Check {
@@ -618,9 +666,10 @@ pub fn write_json_atomic(path: &Path, v: &impl Serialize) -> Result<(), ResultEr
     std::fs::rename(&tmp, path).map_err(werr(path))
 }
 
-/// Header of `requests.csv`: the six stamps of each request, in ns.
+/// Header of `requests.csv`: the stamps of each request, in ns (the two
+/// user-space reads last, so readers of the first nine columns still work).
 pub const REQUESTS_CSV_HEADER: &str =
-    "id,worker,intended,sent,enqueued,started,finished,completed,measured";
+    "id,worker,intended,sent,enqueued,started,finished,completed,measured,enqueued_user,completed_user";
 
 /// One `requests.csv` row (no line end), in [`REQUESTS_CSV_HEADER`]'s order.
 pub fn write_request_row(
@@ -632,8 +681,16 @@ pub fn write_request_row(
 ) -> std::io::Result<()> {
     write!(
         w,
-        "{id},{worker},{},{},{},{},{},{},{}",
-        st.intended, st.sent, st.enqueued, st.started, st.finished, st.completed, measured as u8
+        "{id},{worker},{},{},{},{},{},{},{},{},{}",
+        st.intended,
+        st.sent,
+        st.enqueued,
+        st.started,
+        st.finished,
+        st.completed,
+        measured as u8,
+        st.enqueued_user,
+        st.completed_user
     )
 }
 
@@ -750,13 +807,19 @@ pub fn human_table(s: &Summary) -> String {
         }
     ));
     o.push_str(&format!(
-        "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+        "{:<16}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
         "", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"
     ));
     for m in METRICS {
-        let x = &s.latency_ns[m];
+        let Some(x) = s.latency_ns.get(m) else {
+            continue;
+        };
+        if m.ends_with("recv_lag") && x.max == 0 {
+            // No socket (integrated) or no kernel stamps: nothing to show.
+            continue;
+        }
         o.push_str(&format!(
-            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+            "{:<16}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
             m,
             fmt_ns(x.mean),
             fmt_ns(x.p50 as f64),
@@ -814,6 +877,45 @@ mod tests {
         assert_eq!(rfc3339(t(0)), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(t(951_782_400)), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339(t(1_795_305_600)), "2026-11-22T00:00:00.000Z");
+    }
+
+    #[test]
+    fn client_check_fails_on_a_late_reader_only() {
+        let st = |p50: u64, p99: u64| MetricStats {
+            count: 100,
+            p50,
+            p99,
+            max: p99,
+            ..Default::default()
+        };
+        let soj = st(100_000, 300_000);
+        // Small lag: within the absolute floor.
+        assert!(client_check(&st(2_000, 40_000), &soj, 50_000, 0.5, None).ok);
+        // Large next to the floor but small next to the latency measured.
+        assert!(
+            client_check(
+                &st(2_000, 49_000),
+                &st(1_000_000, 2_000_000),
+                20_000,
+                0.5,
+                None
+            )
+            .ok
+        );
+        let bad = client_check(&st(900_000, 1_500_000), &soj, 50_000, 0.5, None);
+        assert!(
+            !bad.ok && bad.verdict.contains("--client-cpus"),
+            "{}",
+            bad.verdict
+        );
+        let fb = client_check(
+            &MetricStats::default(),
+            &soj,
+            50_000,
+            0.5,
+            Some("no kernel stamps"),
+        );
+        assert!(fb.ok && fb.verdict.contains("not measured"));
     }
 
     #[test]

@@ -142,14 +142,14 @@ fn ideal_from_tcp_shaped_records_shows_transport_as_excess() {
     let (svc, wire) = (50_000u64, 30_000u64);
     for i in 0..n {
         let intended = 1_000 + i * 100_000;
-        let st = Stamps {
+        let st = Stamps::local(
             intended,
-            sent: intended + 1_000,
-            enqueued: intended + 1_000,
-            started: intended + 1_000 + 2_000,
-            finished: intended + 1_000 + 2_000 + svc,
-            completed: intended + 1_000 + 2_000 + svc + wire,
-        };
+            intended + 1_000,
+            intended + 1_000,
+            intended + 1_000 + 2_000,
+            intended + 1_000 + 2_000 + svc,
+            intended + 1_000 + 2_000 + svc + wire,
+        );
         rec.set(i, &st, (i % 4) as usize, true);
         shard.record(&st, true, &sink);
     }

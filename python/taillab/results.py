@@ -38,6 +38,9 @@ SUPPORTED = {RUN_SCHEMA: {1}, EXPERIMENT_SCHEMA: {1}, AGGREGATE_SCHEMA: {1}}
 
 # The stamps of requests.csv, in the order a request passes them (docs/design.md).
 STAMPS = ["intended", "sent", "enqueued", "started", "finished", "completed"]
+# The user-space reads that kernel receive stamps replaced (TCP runs); files written
+# before they existed lack them, and then equal `enqueued` and `completed`.
+USER_STAMPS = {"enqueued_user": "enqueued", "completed_user": "completed"}
 STATS = ["count", "mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max"]
 QUANTILE_OF = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 _RUN_DIR = re.compile(r"^run-(\d+)$")
@@ -322,11 +325,14 @@ class Results:
                     "id",
                     "worker",
                     *STAMPS,
+                    *USER_STAMPS,
                     "send_lag",
                     "queue",
                     "service",
                     "sojourn",
                     "transport",
+                    "recv_lag",
+                    "server_recv_lag",
                 ]
             )
         return pd.concat(frames, ignore_index=True)
@@ -343,12 +349,17 @@ def _read_requests(path: Path) -> pd.DataFrame:
     missing = [c for c in ["id", "worker", *STAMPS] if c not in df.columns]
     if missing:
         raise SchemaError(f"{path} lacks the columns {missing}; it was not written by taillab")
+    for user, stamp in USER_STAMPS.items():
+        if user not in df.columns:
+            df[user] = df[stamp]
     # Derived durations exactly as docs/design.md defines them.
     df["send_lag"] = df["sent"] - df["intended"]
     df["queue"] = df["started"] - df["enqueued"]
     df["service"] = df["finished"] - df["started"]
     df["sojourn"] = df["completed"] - df["intended"]
     df["transport"] = df["sojourn"] - df["send_lag"] - df["queue"] - df["service"]
+    df["recv_lag"] = df["completed_user"] - df["completed"]
+    df["server_recv_lag"] = df["enqueued_user"] - df["enqueued"]
     return df
 
 

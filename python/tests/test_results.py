@@ -38,6 +38,24 @@ def test_requests_derived_times(run_dir):
     ).all()
 
 
+def test_requests_receive_lags(run_dir, tmp_path):
+    # Files without the user-space columns: no kernel stamps, so no lag.
+    req = taillab.load(run_dir).requests
+    assert (req["recv_lag"] == 0).all() and (req["server_recv_lag"] == 0).all()
+    # A TCP run's file: the lags are the user-space reads minus the kernel stamps.
+    d = tmp_path / "tcp"
+    shutil.copytree(run_dir, d)
+    lines = (d / "requests.csv").read_text().splitlines()
+    out = [lines[0] + ",enqueued_user,completed_user"]
+    for ln in lines[1:]:
+        v = ln.split(",")
+        out.append(f"{ln},{int(v[4]) + 3},{int(v[7]) + 1000}")
+    (d / "requests.csv").write_text("\n".join(out) + "\n")
+    req = taillab.load(d).requests
+    assert (req["recv_lag"] == 1000).all() and (req["server_recv_lag"] == 3).all()
+    assert (req["sojourn"] == req["completed"] - req["intended"]).all()
+
+
 def test_histogram_matches_summary(run_dir):
     # The fixture's summary holds exact percentiles; the HDR log keeps 3 significant digits.
     res = taillab.load(run_dir)

@@ -25,9 +25,13 @@
 //!     Sending and receiving share nothing but the in-flight ring; costs a
 //!     wake-up per response.
 //!
-//!   Either way the receive side stamps `completed` once per read (every
-//!   response in that read arrived then) and records into its own
-//!   [`Shard`]; the shards' histograms are added after the run.
+//!   Either way `completed` is the kernel's receive stamp of the last
+//!   segment the read returned ([`crate::tstamp`]; the user-space stamp
+//!   after the read when the socket gives none, or with `net.stamps = user`),
+//!   so the reader's own delay is not the server's latency; that delay is
+//!   kept as `recv_lag` (user-space read − kernel arrival) and judged by the
+//!   `client` check. Each receive side records into its own [`Shard`]; the
+//!   shards' histograms are added after the run.
 //! - the calling thread collects interval histograms, drives the progress
 //!   callback, and watches for a dead server.
 //!
@@ -37,25 +41,36 @@
 //! before the request's bytes hit the socket and read when the response
 //! comes back.
 //!
-//! Stamps on the client host: `intended`, `sent`, `completed`. The server's
-//! `queue` and `service` come back as durations; the client places them as
-//! `enqueued = sent`, `started = enqueued + queue`, `finished = started +
-//! service`, so every derived duration is exact and `transport = completed −
-//! finished` is the network's (both directions') share. See docs/protocol.md.
+//! Stamps on the client host: `intended`, `sent`, `completed` (and the
+//! user-space `completed_user`). The server's `queue`, `service` and
+//! receive lag come back as durations; the client places them as
+//! `enqueued = sent`, `enqueued_user = enqueued + lag`,
+//! `started = enqueued + queue`, `finished = started + service`, so every
+//! derived duration is exact and `transport = completed − finished` is the network's (both
+//! directions') share. See docs/protocol.md.
+//!
+//! Bad responses never become latencies: one for an id never sent, a
+//! second one for the same request, or a frame cut short when the server
+//! closes are counted and named (`transport.bad_responses`, the `errors`
+//! check); a kernel stamp outside `[finished, completed_user]` is refused
+//! and counted, and the user-space stamp stands in.
 
 use crate::epoll::Epoll;
+use crate::tstamp::{self, CmsgBuf, KernelStamp, StampCounts};
 use crate::wire::Wire;
 use crate::TransportError;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use taillab_core::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
 use taillab_core::collector::{IntervalSink, Shard, Stamps};
-use taillab_core::config::RunConfig;
+use taillab_core::config::auto::{self, TcpChoice};
+use taillab_core::config::{RunConfig, Stamping};
 use taillab_core::harness::{Progress, Records, Schedule, ScheduleStats};
 use taillab_core::{Client, RunResult, RunSpec};
 
@@ -70,22 +85,39 @@ pub struct LoadOpts {
     /// Most requests coalesced into one write when the sender is late.
     pub max_batch: usize,
     pub receive: Receive,
+    /// How the sender waits for send times (spin or hybrid).
+    pub wait: WaitMode,
+    /// Kernel or user-space receive stamps.
+    pub stamps: Stamping,
+    /// The client's threads go here: the sender on the first CPU, receiver
+    /// threads on the next ones, round-robin (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// The resolved TCP settings and why (printed at start, recorded).
+    pub choice: TcpChoice,
 }
 
 pub use taillab_core::config::Receive;
 
 impl LoadOpts {
-    /// The client side of `cfg` (`net.target` must be set).
-    pub fn from_config(cfg: &RunConfig) -> Result<LoadOpts, TransportError> {
+    /// The client side of `cfg` (`net.target` must be set). Settings left to
+    /// the host are chosen here ([`auto::resolve`]); `server_affinity` is
+    /// the CPUs of a server found on this host, if any.
+    pub fn from_config(cfg: &RunConfig, server_affinity: Option<Vec<usize>>) -> Result<LoadOpts, TransportError> {
         let n = &cfg.net;
+        let target = n.target.clone().ok_or_else(|| {
+            TransportError::Invalid("say where the server is: --target HOST:PORT (net.target)".into())
+        })?;
+        let choice = auto::resolve(cfg, &auto::HostFacts::here(1, server_affinity));
         Ok(LoadOpts {
-            target: n.target.clone().ok_or_else(|| {
-                TransportError::Invalid("say where the server is: --target HOST:PORT (net.target)".into())
-            })?,
+            target,
             connections: n.connections,
             dead_after_ns: n.dead_after.0,
             max_batch: n.max_batch,
-            receive: n.receive.unwrap_or_else(|| Receive::default_for(cfg.harness.wait)),
+            receive: choice.receive,
+            wait: if choice.client_wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid },
+            stamps: n.stamps,
+            cpus: n.client_cpus.0.clone(),
+            choice,
         })
     }
 }
@@ -102,6 +134,72 @@ pub struct LoadResult {
     pub sent: u64,
     pub server_timed: bool,
     pub connections: usize,
+    /// Where the stamps came from, and the responses refused.
+    pub stamps: ClientStamps,
+    /// The TCP settings the client ran with.
+    pub choice: TcpChoice,
+}
+
+/// The clocks of a client's stamps and the responses it refused
+/// (`summary.json`, `transport.stamps` and `transport.bad_responses`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClientStamps {
+    /// `completed`, one per response.
+    pub completed: StampCounts,
+    /// `enqueued`, as the server reported it (empty for external servers).
+    pub enqueued: StampCounts,
+    /// Responses completed by a read that also completed a later one: they
+    /// carry that later segment's stamp (an upper bound).
+    pub shared: u64,
+    /// Why the client's sockets gave no kernel stamps (`None`: they did).
+    pub fallback: Option<String>,
+    /// Responses for an id never sent.
+    pub unknown_id: u64,
+    /// Second responses to one request.
+    pub duplicate: u64,
+    /// Connections the server closed in the middle of a response.
+    pub truncated: u64,
+}
+
+impl ClientStamps {
+    /// Adds another receive side's counts.
+    pub fn absorb(&mut self, o: &ClientStamps) {
+        self.completed.absorb(&o.completed);
+        self.enqueued.absorb(&o.enqueued);
+        self.shared += o.shared;
+        self.fallback = self.fallback.take().or_else(|| o.fallback.clone());
+        self.unknown_id += o.unknown_id;
+        self.duplicate += o.duplicate;
+        self.truncated += o.truncated;
+    }
+
+    /// The bad responses in one line, if there were any.
+    pub fn bad_responses(&self) -> Option<String> {
+        let parts: Vec<String> = [
+            (self.unknown_id, "for an id never sent"),
+            (self.duplicate, "duplicated"),
+            (self.truncated, "cut short when the server closed the connection"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} responses {what}"))
+        .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// Why `completed` is not a kernel stamp, when it mostly is not.
+    pub fn user_only(&self) -> Option<String> {
+        if self.completed.clock() != "user" {
+            return None;
+        }
+        Some(self.fallback.clone().unwrap_or_else(|| {
+            if self.completed.refused_late + self.completed.refused_early > 0 {
+                "kernel receive stamps were refused (they fell outside the request's own stamps)".into()
+            } else {
+                "the sockets gave no kernel receive stamps".into()
+            }
+        }))
+    }
 }
 
 /// Most requests in flight at once (slots of the in-flight ring). Beyond
@@ -145,7 +243,7 @@ impl Shared {
     }
 }
 
-fn resolve(target: &str) -> Result<SocketAddr, TransportError> {
+pub(crate) fn resolve(target: &str) -> Result<SocketAddr, TransportError> {
     target
         .to_socket_addrs()
         .map_err(|e| TransportError::Invalid(format!("--target {target}: {e} (give HOST:PORT)")))?
@@ -154,6 +252,9 @@ fn resolve(target: &str) -> Result<SocketAddr, TransportError> {
 }
 
 /// Opens the connections and runs the preload; returns the connected streams.
+/// Kernel receive stamps are asked for after the preload, so its responses
+/// are not counted; a socket that refuses them is read with user-space
+/// stamps (see [`enable_stamps`]).
 pub fn connect(opts: &LoadOpts, wire: &dyn Wire) -> Result<Vec<TcpStream>, TransportError> {
     if opts.connections == 0 || opts.connections > 4096 {
         return Err(TransportError::Invalid(format!("--connections must be in 1..=4096, got {}", opts.connections)));
@@ -170,6 +271,21 @@ pub fn connect(opts: &LoadOpts, wire: &dyn Wire) -> Result<Vec<TcpStream>, Trans
     }
     preload(&mut v[0], wire)?;
     Ok(v)
+}
+
+/// Turns on kernel receive stamps on every stream (`net.stamps = kernel`);
+/// the reason when a socket refused (those reads are stamped in user space).
+pub fn enable_stamps(opts: &LoadOpts, streams: &[TcpStream]) -> Option<String> {
+    if opts.stamps == Stamping::User {
+        return Some("net.stamps = user".into());
+    }
+    let mut why = None;
+    for s in streams {
+        if let Err(e) = tstamp::enable(s.as_raw_fd()) {
+            why.get_or_insert_with(|| format!("SO_TIMESTAMPING refused: {e}"));
+        }
+    }
+    why
 }
 
 /// Sends the wire's preload requests (pipelined in chunks) and reads their
@@ -233,6 +349,7 @@ pub fn run_load(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LoadResult, TransportError> {
     spec.validate().map_err(|e| TransportError::Invalid(e.to_string()))?;
+    let fallback = enable_stamps(opts, &streams);
     let k = streams.len();
     let slice_ns = spec.slice_ns();
     let sh = Arc::new(Shared {
@@ -261,7 +378,7 @@ pub fn run_load(
     }
     let side = match opts.receive {
         Receive::Sender => SendSide::Polling(
-            Polling::new(&sh, spec, streams, slice_ns)
+            Polling::new(&sh, spec, streams, slice_ns, &fallback)
                 .map_err(|e| TransportError::Io { what: "setting up the polling sender".into(), source: e })?,
         ),
         Receive::Threads => {
@@ -270,11 +387,12 @@ pub fn run_load(
                 // The timeout only lets an idle receiver notice the end of the run.
                 s.set_read_timeout(Some(Duration::from_millis(50)))
                     .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
-                let (sh, wire, spec) = (sh.clone(), wire.clone(), spec.clone());
+                let (sh, wire, spec, cpus) = (sh.clone(), wire.clone(), spec.clone(), opts.cpus.clone());
+                let r = Receiver::new(&sh, &spec, c, k, slice_ns, &fallback);
                 receivers.push(
                     std::thread::Builder::new()
                         .name(format!("taillab-recv-{c}"))
-                        .spawn(move || receiver(&sh, &spec, wire.as_ref(), s, c, k, slice_ns))
+                        .spawn(move || receiver(&sh, &cpus, wire.as_ref(), s, r))
                         .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
                 );
             }
@@ -287,10 +405,10 @@ pub fn run_load(
     let wall_start = std::time::SystemTime::now() + Duration::from_nanos(t0.saturating_sub(now_ns()));
     let sched = Schedule::new(spec, client, t0);
     let sender = {
-        let (sh, wire, spec, max_batch) = (sh.clone(), wire.clone(), spec.clone(), opts.max_batch.max(1));
+        let (sh, wire, spec, opts) = (sh.clone(), wire.clone(), spec.clone(), opts.clone());
         std::thread::Builder::new()
             .name("taillab-sender".into())
-            .spawn(move || sender(&sh, &spec, wire.as_ref(), sched, side, max_batch))
+            .spawn(move || sender(&sh, &spec, &opts, wire.as_ref(), sched, side))
             .map_err(|e| TransportError::Io { what: "spawning the sender".into(), source: e })?
     };
 
@@ -301,6 +419,8 @@ pub fn run_load(
     let (mut last_done, mut last_progress_at) = (0u64, now_ns());
     loop {
         std::thread::sleep(Duration::from_millis(20));
+        // Follows wall-clock steps: kernel stamps are on that clock.
+        tstamp::refresh_offset();
         sh.sink.collect();
         let now = now_ns();
         let done = sh.completed.load(Ordering::Acquire) + sh.unmatched.load(Ordering::Relaxed);
@@ -342,9 +462,11 @@ pub fn run_load(
     let mut totals: Option<Shard> = None;
     let mut transport = new_hist();
     let mut transport_sum = 0u128;
-    for (shard, th, ts) in outs {
+    let mut stamps = ClientStamps { fallback: fallback.clone(), ..Default::default() };
+    for (shard, th, ts, st) in outs {
         transport.add(&th).expect("auto-resizing histograms add");
         transport_sum += ts;
+        stamps.absorb(&st);
         match &mut totals {
             None => totals = Some(shard),
             Some(t) => t.absorb(&shard),
@@ -358,7 +480,14 @@ pub fn run_load(
     let mut errors = sh.errors.load(Ordering::Relaxed);
     if unmatched > 0 {
         errors += unmatched;
-        first_error.get_or_insert_with(|| format!("{unmatched} responses matched no outstanding request"));
+        first_error.get_or_insert_with(|| format!("{unmatched} requests outstanding beyond the in-flight ring"));
+    }
+    if let Some(bad) = stamps.bad_responses() {
+        errors += stamps.unknown_id + stamps.duplicate + stamps.truncated;
+        first_error = Some(match first_error {
+            Some(e) => format!("{bad}; {e}"),
+            None => bad,
+        });
     }
     let result = RunResult {
         spec: spec.clone(),
@@ -388,6 +517,8 @@ pub fn run_load(
         sent: sh.sent.load(Ordering::Relaxed),
         server_timed: wire.server_timed(),
         connections: k,
+        stamps,
+        choice: opts.choice.clone(),
     })
 }
 
@@ -397,10 +528,10 @@ pub fn new_hist() -> Histogram<u64> {
     h
 }
 
-/// `--cpus`: thread `i` (0 = the sender) on `cpus[i mod len]`. The list
-/// was checked before the run, so a failure here is only reported.
-fn place(spec: &RunSpec, i: usize) {
-    if let Err(e) = taillab_core::harness::place_thread_on(&spec.cpus, None, i) {
+/// `--client-cpus`: thread `i` (0 = the sender) on `cpus[i mod len]`. The
+/// list was checked before the run, so a failure here is only reported.
+fn place(cpus: &[usize], i: usize) {
+    if let Err(e) = taillab_core::harness::place_thread_on(cpus, None, i) {
         eprintln!("taillab load: {e}");
     }
 }
@@ -416,18 +547,18 @@ enum SendSide {
 fn sender(
     sh: &Shared,
     spec: &RunSpec,
+    opts: &LoadOpts,
     wire: &dyn Wire,
     mut sched: Schedule,
     mut io: SendSide,
-    max_batch: usize,
 ) -> Vec<RecvOut> {
     set_timer_slack_1ns();
-    place(spec, 0);
+    place(&opts.cpus, 0);
     let k = match &io {
         SendSide::Writers(w) => w.len(),
         SendSide::Polling(p) => p.streams.len(),
     };
-    let mode = if spec.wait == WaitMode::Spin { WaitMode::Spin } else { WaitMode::Hybrid };
+    let (mode, max_batch) = (opts.wait, opts.max_batch.max(1));
     let mut bufs: Vec<Vec<u8>> = (0..k).map(|_| Vec::with_capacity(64 * 1024)).collect();
     let mut payload = Vec::with_capacity(4096);
     let mut pending: Option<(taillab_core::harness::Item, Vec<u8>)> = None;
@@ -509,7 +640,7 @@ fn sender(
     }
 }
 
-type RecvOut = (Shard, Histogram<u64>, u128);
+type RecvOut = (Shard, Histogram<u64>, u128, ClientStamps);
 
 /// One connection's receive side: matches responses to their in-flight
 /// slots and records them. Used by a receiver thread or by the polling
@@ -521,12 +652,14 @@ struct Receiver {
     th: Histogram<u64>,
     tsum: u128,
     buf: Vec<u8>,
+    cm: CmsgBuf,
+    stamps: ClientStamps,
     /// In-order protocols answer request c, c+k, c+2k, … on this connection.
     next_in_order: u64,
 }
 
 impl Receiver {
-    fn new(sh: &Shared, spec: &RunSpec, c: usize, k: usize, slice_ns: u64) -> Self {
+    fn new(sh: &Shared, spec: &RunSpec, c: usize, k: usize, slice_ns: u64, fallback: &Option<String>) -> Self {
         Receiver {
             c,
             k,
@@ -534,15 +667,26 @@ impl Receiver {
             th: new_hist(),
             tsum: 0,
             buf: Vec::with_capacity(64 * 1024),
+            cm: CmsgBuf::default(),
+            stamps: ClientStamps { fallback: fallback.clone(), ..Default::default() },
             next_in_order: c as u64,
         }
     }
 
-    /// Takes `bytes` read at `completed` (every response they finish
-    /// arrived then). `Err` is garbage from the server.
-    fn take(&mut self, sh: &Shared, wire: &dyn Wire, bytes: &[u8], completed: u64) -> Result<(), String> {
+    /// Takes `bytes` that a read returned at `user` with the kernel stamp
+    /// `k` of their last segment (every response they finish had arrived
+    /// by then). `Err` is garbage from the server.
+    fn take(
+        &mut self,
+        sh: &Shared,
+        wire: &dyn Wire,
+        bytes: &[u8],
+        k: Option<KernelStamp>,
+        user: u64,
+    ) -> Result<(), String> {
         self.buf.extend_from_slice(bytes);
         let mut off = 0;
+        let mut done = 0u64;
         let res = loop {
             let r = match wire.decode(&self.buf[off..]) {
                 Ok(Some(r)) => r,
@@ -550,44 +694,78 @@ impl Receiver {
                 Err(e) => break Err(format!("garbage from the server on connection {}: {e}", self.c)),
             };
             off += r.consumed;
-            let id = r.id.unwrap_or_else(|| {
-                let i = self.next_in_order;
-                self.next_in_order += self.k as u64;
-                i
-            });
-            let slot = &sh.ring[id as usize % RING];
-            let tag = slot.tag.load(Ordering::Acquire);
-            if tag & !(1 << 63) != id + 1 {
-                sh.unmatched.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            let (intended, sent) = (slot.intended.load(Ordering::Relaxed), slot.sent.load(Ordering::Relaxed));
-            slot.tag.store(0, Ordering::Release);
-            let measured = tag >> 63 == 1;
-            let started = sent + r.queue_ns;
-            let finished = started + r.service_ns;
-            let st = Stamps { intended, sent, enqueued: sent, started, finished, completed: completed.max(finished) };
-            if let Some(e) = r.error {
-                sh.note_error(e);
-            }
-            if let Some(rec) = &sh.records {
-                rec.set(id, &st, self.c, measured);
-            }
-            if measured {
-                let t = st.completed - finished;
-                self.th.saturating_record(t);
-                self.tsum += t as u128;
-            }
-            self.shard.record(&st, measured, &sh.sink);
-            sh.completed.fetch_add(1, Ordering::Release);
+            done += 1;
+            self.complete(sh, &r, k, user);
         };
+        if k.is_some() && done > 1 {
+            self.stamps.shared += done - 1;
+        }
         self.buf.drain(..off);
         res
     }
 
+    /// Matches one response to its request and records it.
+    fn complete(&mut self, sh: &Shared, r: &crate::wire::Reply, k: Option<KernelStamp>, user: u64) {
+        let id = r.id.unwrap_or_else(|| {
+            let i = self.next_in_order;
+            self.next_in_order += self.k as u64;
+            i
+        });
+        let slot = &sh.ring[id as usize % RING];
+        let tag = slot.tag.load(Ordering::Acquire);
+        if tag & !(1 << 63) != id + 1 {
+            // Every request's slot is filled before it is counted as sent.
+            if id >= sh.sent.load(Ordering::Acquire) {
+                self.stamps.unknown_id += 1;
+            } else {
+                self.stamps.duplicate += 1;
+            }
+            return;
+        }
+        let (intended, sent) = (slot.intended.load(Ordering::Relaxed), slot.sent.load(Ordering::Relaxed));
+        slot.tag.store(0, Ordering::Release);
+        let measured = tag >> 63 == 1;
+        let started = sent + r.queue_ns;
+        let finished = started + r.service_ns;
+        // The server's durations are exact; placed from `sent`, `finished`
+        // is never later than the true one, so a kernel stamp before it is wrong.
+        let (completed, clock, fate) = tstamp::judge(k, user, finished);
+        self.stamps.completed.count(clock, fate, k.is_some_and(|k| k.hw_unsynced));
+        let lag = match r.server_recv {
+            Some((c, lag)) => {
+                self.stamps.enqueued.count_clock(c);
+                lag.min(r.queue_ns)
+            }
+            None => 0,
+        };
+        let st = Stamps {
+            intended,
+            sent,
+            enqueued: sent,
+            started,
+            finished,
+            completed: completed.max(finished),
+            enqueued_user: sent + lag,
+            completed_user: user.max(finished),
+        };
+        if let Some(e) = &r.error {
+            sh.note_error(e.clone());
+        }
+        if let Some(rec) = &sh.records {
+            rec.set(id, &st, self.c, measured);
+        }
+        if measured {
+            let t = st.completed - finished;
+            self.th.saturating_record(t);
+            self.tsum += t as u128;
+        }
+        self.shard.record(&st, measured, &sh.sink);
+        sh.completed.fetch_add(1, Ordering::Release);
+    }
+
     fn finish(mut self, sh: &Shared) -> RecvOut {
         self.shard.flush(&sh.sink);
-        (self.shard, self.th, self.tsum)
+        (self.shard, self.th, self.tsum, self.stamps)
     }
 }
 
@@ -604,12 +782,18 @@ enum Got {
 
 /// Reads `s` once into `chunk` and feeds `r`: the one place that decides
 /// what a read result means, for receiver threads and the polling sender.
-fn read_once(sh: &Shared, wire: &dyn Wire, s: &mut TcpStream, r: &mut Receiver, chunk: &mut [u8]) -> Got {
+fn read_once(sh: &Shared, wire: &dyn Wire, s: &TcpStream, r: &mut Receiver, chunk: &mut [u8]) -> Got {
     use std::io::ErrorKind;
     let c = r.c;
-    let why = match s.read(chunk) {
-        Ok(0) => (!sh.stop.load(Ordering::Acquire)).then(|| format!("the server closed connection {c}")),
-        Ok(n) => match r.take(sh, wire, &chunk[..n], now_ns()) {
+    let why = match tstamp::recv(s.as_raw_fd(), chunk, 0, &mut r.cm) {
+        Ok((0, _)) => {
+            if !r.buf.is_empty() {
+                r.stamps.truncated += 1;
+                r.buf.clear();
+            }
+            (!sh.stop.load(Ordering::Acquire)).then(|| format!("the server closed connection {c}"))
+        }
+        Ok((n, k)) => match r.take(sh, wire, &chunk[..n], k, now_ns()) {
             Ok(()) => return Got::Bytes(n),
             Err(e) => Some(e),
         },
@@ -625,21 +809,12 @@ fn read_once(sh: &Shared, wire: &dyn Wire, s: &mut TcpStream, r: &mut Receiver, 
 }
 
 /// A receiver thread: blocks in `read` on its connection.
-fn receiver(
-    sh: &Shared,
-    spec: &RunSpec,
-    wire: &dyn Wire,
-    mut s: TcpStream,
-    c: usize,
-    k: usize,
-    slice_ns: u64,
-) -> RecvOut {
+fn receiver(sh: &Shared, cpus: &[usize], wire: &dyn Wire, s: TcpStream, mut r: Receiver) -> RecvOut {
     set_timer_slack_1ns();
-    place(spec, c + 1);
-    let mut r = Receiver::new(sh, spec, c, k, slice_ns);
+    place(cpus, r.c + 1);
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        match read_once(sh, wire, &mut s, &mut r, &mut chunk) {
+        match read_once(sh, wire, &s, &mut r, &mut chunk) {
             Got::Bytes(_) => {}
             // The read timeout lets an idle receiver notice the end of the run.
             Got::Nothing if !sh.stop.load(Ordering::Acquire) => {}
@@ -655,16 +830,21 @@ struct Polling {
     streams: Vec<TcpStream>,
     recv: Vec<Receiver>,
     live: Vec<bool>,
-    /// For several connections, or for sleeping until a response or the
-    /// next send time (hybrid); one connection spinning just reads it.
+    /// Which connections have bytes (also the sleep until a response or
+    /// the next send time, hybrid).
     ep: Epoll,
     events: Vec<libc::epoll_event>,
     chunk: Vec<u8>,
 }
 
 impl Polling {
-    fn new(sh: &Shared, spec: &RunSpec, streams: Vec<TcpStream>, slice_ns: u64) -> std::io::Result<Self> {
-        use std::os::fd::AsRawFd;
+    fn new(
+        sh: &Shared,
+        spec: &RunSpec,
+        streams: Vec<TcpStream>,
+        slice_ns: u64,
+        fallback: &Option<String>,
+    ) -> std::io::Result<Self> {
         let k = streams.len();
         let ep = Epoll::new()?;
         for (c, s) in streams.iter().enumerate() {
@@ -672,7 +852,7 @@ impl Polling {
             ep.add(s.as_raw_fd(), c as u64)?;
         }
         Ok(Polling {
-            recv: (0..k).map(|c| Receiver::new(sh, spec, c, k, slice_ns)).collect(),
+            recv: (0..k).map(|c| Receiver::new(sh, spec, c, k, slice_ns, fallback)).collect(),
             live: vec![true; k],
             streams,
             ep,
@@ -683,10 +863,9 @@ impl Polling {
 
     /// Reads what connection `c` has; true if anything arrived.
     fn read(&mut self, sh: &Shared, wire: &dyn Wire, c: usize) -> bool {
-        use std::os::fd::AsRawFd;
         let mut got = false;
         while self.live[c] {
-            match read_once(sh, wire, &mut self.streams[c], &mut self.recv[c], &mut self.chunk) {
+            match read_once(sh, wire, &self.streams[c], &mut self.recv[c], &mut self.chunk) {
                 // A short read emptied the socket.
                 Got::Bytes(n) if n < self.chunk.len() => return true,
                 Got::Bytes(_) => got = true,
@@ -702,10 +881,11 @@ impl Polling {
 
     /// Reads every connection that has something, waiting up to
     /// `timeout_ns` for one to; true if anything arrived.
+    ///
+    /// Spinning asks epoll, not the socket: a `recvmsg` that finds nothing
+    /// still takes the socket's lock, and a segment arriving meanwhile
+    /// waits in the backlog until it is released.
     fn poll(&mut self, sh: &Shared, wire: &dyn Wire, timeout_ns: u64) -> bool {
-        if timeout_ns == 0 && self.streams.len() == 1 {
-            return self.read(sh, wire, 0);
-        }
         let n = self.ep.wait(&mut self.events, timeout_ns);
         let mut got = false;
         for i in 0..n {

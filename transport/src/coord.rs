@@ -28,7 +28,7 @@
 //! Any child still running when the coordinator returns (error or not) is
 //! killed by [`Children`]'s `Drop`.
 
-use crate::client::{new_hist, LoadResult};
+use crate::client::{new_hist, ClientStamps, LoadResult};
 use crate::TransportError;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 use taillab_core::arrival::derive_seed;
-use taillab_core::collector::{decode_hist, encode_hist, Hists, IntervalBlob, IntervalSink, MetricStats, Shard};
+use taillab_core::collector::{
+    decode_hist, encode_hist, Hists, IntervalBlob, IntervalSink, MetricStats, Shard, N_METRICS,
+};
 use taillab_core::config::{view, RunConfig, Topology};
 use taillab_core::{Bound, RunResult, RunSpec, Summary};
 
@@ -68,21 +70,25 @@ pub struct ShardDump {
     pub slice_ns: u64,
     pub arrivals_per_slice: Vec<u64>,
     pub slice_done: Vec<u64>,
-    /// Exact sums of sojourn, service, queue, send_lag (decimal strings: u128).
-    pub sums: [String; 4],
+    /// Exact sums of the metrics in `METRICS` order (decimal strings: u128).
+    pub sums: [String; N_METRICS],
     /// HdrHistogram V2 deflate, base64, same metric order.
-    pub hists: [String; 4],
+    pub hists: [String; N_METRICS],
     pub transport: String,
     pub transport_sum: String,
     pub intervals: Vec<IntervalDump>,
+    /// The clocks of the client's stamps and the responses it refused.
+    pub stamps: ClientStamps,
+    /// The TCP settings the client ran with (resolved).
+    pub choice: Value,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IntervalDump {
     pub index: u32,
     pub count: u64,
-    pub max: [u64; 4],
-    pub hists: [String; 4],
+    pub max: [u64; N_METRICS],
+    pub hists: [String; N_METRICS],
 }
 
 impl ShardDump {
@@ -121,6 +127,8 @@ impl ShardDump {
                 .iter()
                 .map(|b| IntervalDump { index: b.index, count: b.count, max: b.max, hists: b.hist_b64.clone() })
                 .collect(),
+            stamps: r.stamps.clone(),
+            choice: serde_json::to_value(&r.choice).unwrap_or_default(),
         }
     }
 }
@@ -158,12 +166,12 @@ pub fn merge(
     totals.first_completed = u64::MAX;
     let mut transport = new_hist();
     let mut transport_sum = 0u128;
-    let mut intervals: std::collections::BTreeMap<u32, (Hists, u64, [u64; 4])> = Default::default();
+    let mut intervals: std::collections::BTreeMap<u32, (Hists, u64, [u64; N_METRICS])> = Default::default();
     let (mut arrivals, mut errors, mut first_error, mut aborted) = (Vec::new(), 0, None, false);
     let (mut gw, mut gm) = (0, 0);
     let (mut ms, mut fmi, mut lmi) = (u64::MAX, u64::MAX, 0);
     for d in dumps {
-        for i in 0..4 {
+        for i in 0..N_METRICS {
             totals.totals.0[i].add(hist(&d.hists[i])?).map_err(|_| bad_shard("histogram add"))?;
             totals.sums[i] += d.sums[i].parse::<u128>().map_err(|_| bad_shard("sum"))?;
         }
@@ -176,8 +184,8 @@ pub fn merge(
         transport.add(hist(&d.transport)?).map_err(|_| bad_shard("histogram add"))?;
         transport_sum += d.transport_sum.parse::<u128>().map_err(|_| bad_shard("sum"))?;
         for iv in &d.intervals {
-            let e = intervals.entry(iv.index).or_insert_with(|| (Hists::new(), 0, [0; 4]));
-            for m in 0..4 {
+            let e = intervals.entry(iv.index).or_insert_with(|| (Hists::new(), 0, [0; N_METRICS]));
+            for m in 0..N_METRICS {
                 e.0 .0[m].add(hist(&iv.hists[m])?).map_err(|_| bad_shard("histogram add"))?;
                 e.2[m] = e.2[m].max(iv.max[m]);
             }
@@ -378,6 +386,8 @@ pub fn run_config(
     let app = cfg.app_name().map_err(|e| TransportError::Invalid(e.to_string()))?;
     let spec = check(cfg)?;
     let exe = taillab_exe(cfg)?;
+    let (cfg, here) = resolve_here(cfg, quiet);
+    let cfg = &cfg;
     // 1. The server, unless one is given; 2. the clients, up to the barrier.
     let mut fleet = start_server(cfg, &exe)?;
     start_clients(cfg, &spec, &exe, &mut fleet)?;
@@ -430,6 +440,13 @@ pub fn run_config(
         per_client: Some(per_client),
     };
     summary.extra.insert("transport".into(), section.to_json(&th, tsum, server_timed));
+    let mut stamps = ClientStamps::default();
+    dumps.iter().for_each(|d| stamps.absorb(&d.stamps));
+    let choice = match &here {
+        Some(c) => serde_json::to_value(c).unwrap_or_default(),
+        None => dumps.first().map(|d| d.choice.clone()).unwrap_or_default(),
+    };
+    crate::load::annotate(&mut summary, cfg, &stamps, choice);
     if let Some(serve) = server_stats.get("serve") {
         summary.extra.insert("server".into(), serve.clone());
     }
@@ -448,6 +465,24 @@ pub fn run_config(
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
     }
     Ok(summary)
+}
+
+/// A loopback run's server and clients share this host: its TCP settings
+/// left to the host are chosen once here and handed to every process as
+/// flags. Networked parts (and clients of a `--target`, which look for the
+/// server's CPUs themselves) choose on their own hosts.
+fn resolve_here(cfg: &RunConfig, quiet: bool) -> (RunConfig, Option<taillab_core::config::auto::TcpChoice>) {
+    use taillab_core::config::auto;
+    let mut c = cfg.clone();
+    if cfg.net.topology != Topology::Loopback || cfg.net.target.is_some() {
+        return (c, None);
+    }
+    let choice = auto::resolve(cfg, &auto::HostFacts::here(cfg.net.clients, None));
+    if !quiet {
+        eprintln!("loopback: {}", choice.line());
+    }
+    choice.apply(&mut c);
+    (c, Some(choice))
 }
 
 /// What can be refused before any process starts; the harness spec.
@@ -731,7 +766,7 @@ fn records_of(clients: &[Vec<String>]) -> Result<taillab_core::harness::Records,
         for l in lines {
             let v: Vec<u64> =
                 l.split(',').map(|x| x.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad_shard("req line"))?;
-            if v.len() != 9 {
+            if v.len() != 11 {
                 return Err(bad_shard("req line"));
             }
             rows.push((v, i));
@@ -752,6 +787,8 @@ fn records_of(clients: &[Vec<String>]) -> Result<taillab_core::harness::Records,
             started: v[5],
             finished: v[6],
             completed: v[7],
+            enqueued_user: v[9],
+            completed_user: v[10],
         };
         rec.set(v[0], &st, v[1] as usize, v[8] == 1);
     }
@@ -794,8 +831,9 @@ mod tests {
     #[test]
     fn several_clients_records_merge_in_intended_order() {
         // id,worker,intended,sent,enqueued,started,finished,completed,measured
-        let line =
-            |id: u64, t: u64, m: u64| format!("{id},0,{t},{},{},{},{},{},{m}", t + 1, t + 1, t + 2, t + 3, t + 9);
+        let line = |id: u64, t: u64, m: u64| {
+            format!("{id},0,{t},{},{},{},{},{},{m},{},{}", t + 1, t + 1, t + 2, t + 3, t + 9, t + 1, t + 9)
+        };
         let a = vec![line(0, 100, 0), line(1, 300, 1), line(2, 500, 1)];
         let b = vec![line(0, 200, 0), line(1, 400, 1)];
         let rec = records_of(&[a.clone(), b]).unwrap();

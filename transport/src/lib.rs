@@ -15,7 +15,8 @@
 //! - [`load`]: `taillab load` as a library (a result folder, or a shard for
 //!   the coordinator);
 //! - [`epoll`]: the epoll set behind per-worker dispatch and the polling
-//!   client.
+//!   client;
+//! - [`tstamp`]: kernel receive stamps (SO_TIMESTAMPING) and their clock.
 //!
 //! The binary (cli/) parses flags into a [`taillab_core::config::RunConfig`]
 //! and decides exit codes; nothing here exits or parses a command line.
@@ -27,6 +28,7 @@ pub mod epoll;
 pub mod load;
 pub mod proto;
 pub mod server;
+pub mod tstamp;
 pub mod wire;
 
 pub use apps::apps;

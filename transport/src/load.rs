@@ -4,13 +4,14 @@
 //!
 //! The binary decides exit codes and prints; everything else is here.
 
-use crate::client::{connect, run_load, LoadOpts};
+use crate::client::{connect, run_load, ClientStamps, LoadOpts};
 use crate::coord::{barrier, emit_shard, RunObserver, TransportSection};
 use crate::TransportError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use taillab_core::arrival::derive_seed;
+use taillab_core::config::auto;
 use taillab_core::config::RunConfig;
 use taillab_core::harness::Progress;
 use taillab_core::{App, DataCtx, Summary};
@@ -96,8 +97,11 @@ pub fn load(
         eprintln!("{n}");
     }
     cfg.check_app_keys(app.name(), app.keys()).map_err(invalid)?;
-    let opts = LoadOpts::from_config(cfg)?;
     taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
+    let opts = LoadOpts::from_config(cfg, server_affinity(cfg))?;
+    if matches!(mode, LoadMode::Standalone { .. }) {
+        eprintln!("taillab load: {}", opts.choice.line());
+    }
     if let LoadMode::Standalone { out } = &mode {
         taillab_core::summary::ensure_writable(out)?;
     }
@@ -132,6 +136,7 @@ pub fn load(
         per_client: None,
     };
     summary.extra.insert("transport".into(), section.to_json(&r.transport, r.transport_sum, r.server_timed));
+    annotate(&mut summary, cfg, &r.stamps, serde_json::to_value(&r.choice).unwrap_or_default());
     let mut env_lines = String::new();
     if let Some(o) = obs {
         // The load's stamps are on this host's clock already.
@@ -140,4 +145,56 @@ pub fn load(
     }
     taillab_core::write_run(&out, &summary, &r.result, cfg.record.save_requests)?;
     Ok(LoadOutcome { summary: Some(summary), lost: r.lost, env_lines })
+}
+
+/// The CPUs of the server a `--target` on this host names (the union of
+/// its processes' affinities), for choosing the client's defaults; `None`
+/// for another host's target, or when /proc does not say.
+fn server_affinity(cfg: &RunConfig) -> Option<Vec<usize>> {
+    let addr = crate::client::resolve(cfg.net.target.as_deref()?).ok()?;
+    let mut cpus: Vec<usize> = local_listeners(&addr).into_iter().filter_map(auto::affinity).flatten().collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// Adds to a TCP run's summary what its client saw: where each stamp came
+/// from (`transport.stamps`), the responses it refused
+/// (`transport.bad_responses`), the resolved TCP settings
+/// (`transport.choice`), and the `client` check. Used by `taillab load` and
+/// by the coordinator on the merged clients.
+pub fn annotate(summary: &mut Summary, cfg: &RunConfig, st: &ClientStamps, choice: serde_json::Value) {
+    use serde_json::json;
+    let clocked = |c: &crate::tstamp::StampCounts| {
+        let mut v = serde_json::to_value(c).unwrap_or_default();
+        v["clock"] = json!(c.clock());
+        v
+    };
+    let server = if st.enqueued.total() > 0 { clocked(&st.enqueued) } else { json!({"clock": "not reported"}) };
+    let stamps = json!({
+        "intended": {"clock": "user"},
+        "sent": {"clock": "user"},
+        "enqueued": server,
+        "completed": clocked(&st.completed),
+        "completed_shared": st.shared,
+        "fallback": st.user_only(),
+    });
+    let bad = json!({"unknown_id": st.unknown_id, "duplicate": st.duplicate, "truncated": st.truncated,
+                     "what": st.bad_responses()});
+    if let Some(t) = summary.extra.get_mut("transport").and_then(|t| t.as_object_mut()) {
+        t.insert("stamps".into(), stamps);
+        t.insert("bad_responses".into(), bad);
+        t.insert("choice".into(), choice);
+    }
+    let check = match (summary.latency_ns.get("recv_lag"), summary.latency_ns.get("sojourn")) {
+        (Some(lag), Some(soj)) => taillab_core::summary::client_check(
+            lag,
+            soj,
+            cfg.monitor.max_recv_lag.0,
+            cfg.monitor.max_recv_lag_ratio,
+            st.user_only().as_deref(),
+        ),
+        _ => return,
+    };
+    summary.checks.insert("client".into(), check);
 }

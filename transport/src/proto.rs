@@ -5,15 +5,20 @@
 //! ```text
 //! offset size  field
 //!  0     2     magic   "TL" (0x54 0x4C)
-//!  2     1     version 1
+//!  2     1     version 2
 //!  3     1     kind    1 = request, 2 = response, 3 = error response
 //!  4     4     len     payload bytes that follow the header (u32)
 //!  8     8     id      request id, chosen by the client, echoed by the server
 //! -- responses and error responses only --
 //! 16     8     queue   ns the request waited in the server's queue (started − enqueued)
 //! 24     8     service ns the app took (finished − started)
+//! 32     8     recv    the server's receive lag: bits 0..62 ns between the kernel
+//!                      receiving the request and the server reading it, bits 62..64
+//!                      the clock of `enqueued` (0 user, 1 kernel software, 2 kernel hardware)
 //! then `len` payload bytes (an error response's payload is a UTF-8 message)
 //! ```
+//!
+//! Version history: 1 had no `recv` field (32-byte response header).
 //!
 //! Only durations cross the wire, never stamps, so client and server need no
 //! common clock. The decoder checks the magic, version and kind before it
@@ -24,9 +29,22 @@
 /// Bytes of a request header.
 pub const REQ_HEADER: usize = 16;
 /// Bytes of a response header.
-pub const RESP_HEADER: usize = 32;
+pub const RESP_HEADER: usize = 40;
 pub const MAGIC: [u8; 2] = *b"TL";
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
+
+/// The largest receive lag the `recv` field holds (≈ 146 years).
+const LAG_MASK: u64 = (1 << 62) - 1;
+
+/// Packs the server's receive lag and the clock of its `enqueued` stamp.
+pub fn pack_recv(clock: crate::tstamp::StampClock, lag_ns: u64) -> u64 {
+    clock.bits() << 62 | lag_ns.min(LAG_MASK)
+}
+
+/// What [`pack_recv`] packed.
+pub fn unpack_recv(v: u64) -> (crate::tstamp::StampClock, u64) {
+    (crate::tstamp::StampClock::from_bits(v >> 62), v & LAG_MASK)
+}
 /// Default cap on a frame's payload (16 MiB); `--max-frame` changes it.
 pub const DEFAULT_MAX_FRAME: u32 = 16 << 20;
 
@@ -62,6 +80,8 @@ pub struct Header {
     /// Zero in requests.
     pub queue_ns: u64,
     pub service_ns: u64,
+    /// The packed `recv` field ([`unpack_recv`]); zero in requests.
+    pub recv: u64,
 }
 
 impl Header {
@@ -90,8 +110,17 @@ pub fn encode_request(id: u64, payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(payload);
 }
 
-/// Appends a response (or, with `kind = Error`, an error) frame to `out`.
-pub fn encode_response(kind: Kind, id: u64, queue_ns: u64, service_ns: u64, payload: &[u8], out: &mut Vec<u8>) {
+/// Appends a response (or, with `kind = Error`, an error) frame to `out`;
+/// `recv` is [`pack_recv`]'s.
+pub fn encode_response(
+    kind: Kind,
+    id: u64,
+    queue_ns: u64,
+    service_ns: u64,
+    recv: u64,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) {
     debug_assert!(kind != Kind::Request);
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);
@@ -100,6 +129,7 @@ pub fn encode_response(kind: Kind, id: u64, queue_ns: u64, service_ns: u64, payl
     out.extend_from_slice(&id.to_le_bytes());
     out.extend_from_slice(&queue_ns.to_le_bytes());
     out.extend_from_slice(&service_ns.to_le_bytes());
+    out.extend_from_slice(&recv.to_le_bytes());
     out.extend_from_slice(payload);
 }
 
@@ -159,8 +189,9 @@ pub fn parse(buf: &[u8], cap: u32, expect: Kind) -> Result<Option<Header>, Proto
         return Ok(None);
     }
     let id = u64_at(buf, 8);
-    let (queue_ns, service_ns) = if kind == Kind::Request { (0, 0) } else { (u64_at(buf, 16), u64_at(buf, 24)) };
-    let h = Header { kind, id, len, queue_ns, service_ns };
+    let (queue_ns, service_ns, recv) =
+        if kind == Kind::Request { (0, 0, 0) } else { (u64_at(buf, 16), u64_at(buf, 24), u64_at(buf, 32)) };
+    let h = Header { kind, id, len, queue_ns, service_ns, recv };
     if buf.len() < h.frame_len() {
         return Ok(None);
     }
@@ -176,7 +207,7 @@ mod tests {
     fn request_layout_is_as_documented() {
         let mut b = Vec::new();
         encode_request(0x0102, b"hi", &mut b);
-        assert_eq!(&b[..4], b"TL\x01\x01");
+        assert_eq!(&b[..4], b"TL\x02\x01");
         assert_eq!(&b[4..8], &2u32.to_le_bytes());
         assert_eq!(&b[8..16], &0x0102u64.to_le_bytes());
         assert_eq!(&b[16..], b"hi");
@@ -185,8 +216,8 @@ mod tests {
     #[test]
     fn errors_name_the_problem() {
         assert!(matches!(parse(b"GET / HTTP/1.1\r\n", 100, Kind::Request), Err(ProtoError::Magic(_))));
-        assert_eq!(parse(b"TL\x02", 100, Kind::Request), Err(ProtoError::Version(2)));
-        assert_eq!(parse(b"TL\x01\x09", 100, Kind::Request), Err(ProtoError::Kind(9)));
+        assert_eq!(parse(b"TL\x01", 100, Kind::Request), Err(ProtoError::Version(1)));
+        assert_eq!(parse(b"TL\x02\x09", 100, Kind::Request), Err(ProtoError::Kind(9)));
         let mut b = Vec::new();
         encode_request(1, &[0; 200], &mut b);
         let e = parse(&b[..8], 100, Kind::Request).unwrap_err();
@@ -201,17 +232,22 @@ mod tests {
         /// Encode then decode gives back every field, and every strict
         /// prefix asks for more bytes rather than erroring or panicking.
         #[test]
-        fn round_trip(id: u64, q: u64, s: u64, payload in proptest::collection::vec(any::<u8>(), 0..300), resp: bool, err: bool) {
+        fn round_trip(id: u64, q: u64, s: u64, lag in 0u64..1 << 62, clock in 0u64..3, payload in proptest::collection::vec(any::<u8>(), 0..300), resp: bool, err: bool) {
             let mut b = Vec::new();
             let kind = if !resp { Kind::Request } else if err { Kind::Error } else { Kind::Response };
-            if resp { encode_response(kind, id, q, s, &payload, &mut b) } else { encode_request(id, &payload, &mut b) }
+            let clock = crate::tstamp::StampClock::from_bits(clock);
+            let recv = pack_recv(clock, lag);
+            if resp { encode_response(kind, id, q, s, recv, &payload, &mut b) } else { encode_request(id, &payload, &mut b) }
             let expect = if resp { Kind::Response } else { Kind::Request };
             let h = parse(&b, 1 << 20, expect).unwrap().unwrap();
             prop_assert_eq!(h.kind, kind);
             prop_assert_eq!(h.id, id);
             prop_assert_eq!(h.frame_len(), b.len());
             prop_assert_eq!(&b[h.header_len()..h.frame_len()], &payload[..]);
-            if resp { prop_assert_eq!((h.queue_ns, h.service_ns), (q, s)); }
+            if resp {
+                prop_assert_eq!((h.queue_ns, h.service_ns), (q, s));
+                prop_assert_eq!(unpack_recv(h.recv), (clock, lag));
+            }
             for cut in 0..b.len() {
                 prop_assert_eq!(parse(&b[..cut], 1 << 20, expect), Ok(None));
             }

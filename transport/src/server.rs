@@ -1,13 +1,16 @@
 //! `taillab serve`: an app behind TCP.
 //!
 //! One reader thread per connection decodes frames and stamps `enqueued`
-//! the moment a frame is whole (right after the `read` that completed it),
+//! with the kernel's receive stamp of the segment that completed the frame
+//! ([`crate::tstamp`]; the user-space stamp right after the `read` when the
+//! socket gives none, or with `net.stamps = user`),
 //! then pushes it into the one [`RequestQueue`] that all workers share — the
 //! same queue and wait modes as the integrated configuration, so the server
 //! is the M/G/n system the model describes. A worker stamps `started` when
 //! it pops, `finished` when the app returns, and writes the response itself
-//! (no hand-off back to the reader), carrying `queue = started − enqueued`
-//! and `service = finished − started`.
+//! (no hand-off back to the reader), carrying `queue = started − enqueued`,
+//! `service = finished − started` and the receive lag (the read's
+//! user-space stamp − `enqueued`) with the clock `enqueued` came from.
 //!
 //! Why a reader thread per connection rather than one epoll loop: a blocking
 //! `read` wakes exactly the thread that owns the bytes, the readers share
@@ -23,14 +26,15 @@
 
 use crate::epoll::Epoll;
 use crate::proto::{self, Kind};
+use crate::tstamp::{self, CmsgBuf, KernelStamp, StampClock, StampCounts};
 use crate::TransportError;
 use parking_lot::Mutex;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use taillab_core::clock::{now_ns, set_timer_slack_1ns, WaitMode};
-use taillab_core::config::RunConfig;
+use taillab_core::config::{RunConfig, Stamping};
 use taillab_core::queue::{Discipline, RequestQueue};
 use taillab_core::{AppError, Server};
 
@@ -51,23 +55,36 @@ pub struct ServeOpts {
     pub rt_priority: Option<i32>,
     /// How requests reach workers.
     pub dispatch: Dispatch,
+    /// Kernel or user-space receive stamps.
+    pub stamps: Stamping,
+    /// Why `wait` and `dispatch` are what they are (printed at start).
+    pub choice: String,
 }
 
 pub use taillab_core::config::Dispatch;
 
 impl ServeOpts {
-    /// The server side of `cfg`; the listen address must parse.
+    /// The server side of `cfg`; the listen address must parse. Settings
+    /// left to the host are chosen here ([`taillab_core::config::auto`]),
+    /// counting one client on this host when it listens on loopback.
     pub fn from_config(cfg: &RunConfig) -> Result<ServeOpts, TransportError> {
         let h = &cfg.harness;
+        let listen: SocketAddr = cfg.net.listen.parse().map_err(|_| {
+            TransportError::Invalid(format!("net.listen `{}` is not an address like 127.0.0.1:7878", cfg.net.listen))
+        })?;
+        use taillab_core::config::auto;
+        let local_clients = usize::from(listen.ip().is_loopback());
+        let choice = auto::resolve(cfg, &auto::HostFacts::here(local_clients, None));
+        let why: Vec<&str> = choice
+            .why
+            .iter()
+            .filter(|w| w.starts_with("dispatch") || w.starts_with("server-wait"))
+            .map(|w| w.as_str())
+            .collect();
         Ok(ServeOpts {
-            listen: cfg.net.listen.parse().map_err(|_| {
-                TransportError::Invalid(format!(
-                    "net.listen `{}` is not an address like 127.0.0.1:7878",
-                    cfg.net.listen
-                ))
-            })?,
+            listen,
             threads: h.threads,
-            wait: h.wait,
+            wait: choice.server_wait,
             spin_ns: h.spin_margin.0,
             discipline: h.discipline,
             max_frame: match cfg.net.max_frame.0 {
@@ -81,7 +98,9 @@ impl ServeOpts {
             seed: cfg.load.seed,
             cpus: h.cpus.0.clone(),
             rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),
-            dispatch: h.dispatch,
+            dispatch: choice.dispatch,
+            stamps: cfg.net.stamps,
+            choice: why.join("; "),
         })
     }
 }
@@ -93,6 +112,11 @@ pub struct ServeStats {
     pub dropped: u64,
     pub requests: u64,
     pub app_errors: u64,
+    /// The dispatch and wait it ran with (resolved).
+    pub dispatch: String,
+    pub wait: String,
+    /// Where its `enqueued` stamps came from, one per read that completed frames.
+    pub enqueued_stamps: StampCounts,
 }
 
 struct Conn {
@@ -104,7 +128,11 @@ struct Conn {
 struct Job {
     conn: Arc<Conn>,
     id: u64,
+    /// Kernel arrival (or the user-space read when there is no kernel stamp).
     enqueued: u64,
+    /// The user-space read that completed the frame.
+    read_at: u64,
+    clock: StampClock,
     payload: Vec<u8>,
 }
 
@@ -117,6 +145,8 @@ struct State {
     dropped: AtomicU64,
     requests: AtomicU64,
     app_errors: AtomicU64,
+    kernel_stamps: bool,
+    stamps: Mutex<StampCounts>,
 }
 
 /// Serves `server` until `stop` is set. `on_listening` gets the bound
@@ -139,6 +169,8 @@ pub fn serve(
         dropped: AtomicU64::new(0),
         requests: AtomicU64::new(0),
         app_errors: AtomicU64::new(0),
+        kernel_stamps: opts.stamps == Stamping::Kernel,
+        stamps: Mutex::new(StampCounts::default()),
     });
     // Workers load their engines before the port opens, so the first
     // request never pays an engine's start-up.
@@ -209,11 +241,22 @@ pub fn serve(
 
     let mut readers = Vec::new();
     while !stop.load(Ordering::Acquire) {
+        // Follows wall-clock steps: kernel stamps are on that clock.
+        tstamp::refresh_offset();
         match listener.accept() {
             Ok((s, peer)) => {
                 if let Err(e) = s.set_nonblocking(false).and_then(|_| s.set_nodelay(true)) {
                     eprintln!("taillab serve: dropping {peer}: cannot configure socket: {e}");
                     continue;
+                }
+                if st.kernel_stamps {
+                    use std::os::fd::AsRawFd;
+                    // Without them the reads are stamped in user space (and counted so).
+                    if let Err(e) = tstamp::enable(s.as_raw_fd()) {
+                        eprintln!(
+                            "taillab serve: {peer}: no kernel receive stamps ({e}); stamping reads in user space"
+                        );
+                    }
                 }
                 let w = match s.try_clone() {
                     Ok(w) => w,
@@ -265,11 +308,15 @@ pub fn serve(
     for h in workers {
         let _ = h.join();
     }
+    let enqueued_stamps = st.stamps.lock().clone();
     Ok(ServeStats {
         connections: st.connections.load(Ordering::Relaxed),
         dropped: st.dropped.load(Ordering::Relaxed),
         requests: st.requests.load(Ordering::Relaxed),
         app_errors: st.app_errors.load(Ordering::Relaxed),
+        dispatch: opts.dispatch.to_string(),
+        wait: opts.wait.to_string(),
+        enqueued_stamps,
     })
 }
 
@@ -288,49 +335,58 @@ fn close_conn(st: &State, conn: &Conn, why: Option<&str>) {
     st.conns.lock().retain(|c| !std::ptr::eq(&**c, conn));
 }
 
-fn reader(st: &State, mut s: TcpStream, conn: Arc<Conn>) {
+fn reader(st: &State, s: TcpStream, conn: Arc<Conn>) {
+    use std::os::fd::AsRawFd;
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
+    let mut cm = CmsgBuf::default();
     loop {
-        let n = match s.read(&mut chunk) {
-            Ok(0) => {
+        let (n, k) = match tstamp::recv(s.as_raw_fd(), &mut chunk, 0, &mut cm) {
+            Ok((0, _)) => {
                 let why = (!buf.is_empty()).then_some("client disconnected in the middle of a frame");
                 return close_conn(st, &conn, why);
             }
-            Ok(n) => n,
+            Ok(x) => x,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return close_conn(st, &conn, Some(&format!("read failed: {e}"))),
         };
-        if let Err(e) = take_frames(st, &conn, &mut buf, &chunk[..n], |job| st.q.push(job)) {
+        if let Err(e) = take_frames(st, &conn, &mut buf, &chunk[..n], k, |job| st.q.push(job)) {
             return close_conn(st, &conn, Some(&e));
         }
     }
 }
 
-/// Appends `bytes` (just read) to the connection's `buf` and hands every
-/// frame they complete to `push`, stamped `enqueued` now: every frame one
-/// read completed became whole at that read. `Err` is a protocol error.
+/// Appends `bytes` (just read, kernel stamp `k`) to the connection's `buf`
+/// and hands every frame they complete to `push`, stamped `enqueued` with
+/// the kernel's arrival of the last segment read (every frame one read
+/// completed was whole by then), or now when there is none. `Err` is a
+/// protocol error.
 fn take_frames(
     st: &State,
     conn: &Arc<Conn>,
     buf: &mut Vec<u8>,
     bytes: &[u8],
+    k: Option<KernelStamp>,
     mut push: impl FnMut(Job),
 ) -> Result<(), String> {
-    let enqueued = now_ns();
+    let read_at = now_ns();
+    let (enqueued, clock, fate) = tstamp::judge(k, read_at, 0);
     buf.extend_from_slice(bytes);
     let mut off = 0;
     let res = loop {
         match proto::parse(&buf[off..], st.max_frame, Kind::Request) {
             Ok(Some(h)) => {
                 let payload = buf[off + h.header_len()..off + h.frame_len()].to_vec();
-                push(Job { conn: conn.clone(), id: h.id, enqueued, payload });
+                push(Job { conn: conn.clone(), id: h.id, enqueued, read_at, clock, payload });
                 off += h.frame_len();
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e.to_string()),
         }
     };
+    if off > 0 {
+        st.stamps.lock().count(clock, fate, k.is_some_and(|k| k.hw_unsynced));
+    }
     buf.drain(..off);
     res
 }
@@ -353,11 +409,12 @@ fn serve_one(st: &State, worker: &mut dyn taillab_core::Worker, job: Job, resp: 
     st.requests.fetch_add(1, Ordering::Relaxed);
     frame.clear();
     let (q, svc) = (started.saturating_sub(job.enqueued), finished - started);
+    let recv = proto::pack_recv(job.clock, job.read_at - job.enqueued);
     match r {
-        Ok(()) => proto::encode_response(Kind::Response, job.id, q, svc, resp, frame),
+        Ok(()) => proto::encode_response(Kind::Response, job.id, q, svc, recv, resp, frame),
         Err(e) => {
             st.app_errors.fetch_add(1, Ordering::Relaxed);
-            proto::encode_response(Kind::Error, job.id, q, svc, e.to_string().as_bytes(), frame);
+            proto::encode_response(Kind::Error, job.id, q, svc, recv, e.to_string().as_bytes(), frame);
         }
     }
     if job.conn.dead.load(Ordering::Acquire) {
@@ -374,6 +431,7 @@ struct Owned {
     s: TcpStream,
     conn: Arc<Conn>,
     buf: Vec<u8>,
+    cm: CmsgBuf,
 }
 
 /// One worker's epoll set and the connections the acceptor handed it.
@@ -394,7 +452,7 @@ impl Poller {
         use std::os::fd::AsRawFd;
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let fd = s.as_raw_fd();
-        self.inbox.lock().push((token, Owned { s, conn, buf: Vec::with_capacity(64 * 1024) }));
+        self.inbox.lock().push((token, Owned { s, conn, buf: Vec::with_capacity(64 * 1024), cm: CmsgBuf::default() }));
         if let Err(e) = self.ep.add(fd, token) {
             self.inbox.lock().retain(|(t, _)| *t != token);
             return Err(e);
@@ -404,10 +462,11 @@ impl Poller {
 }
 
 /// Per-worker dispatch: this worker reads its own connections, keeps a
-/// local FIFO of whole frames (stamped `enqueued` right after the read that
-/// completed them) and serves it. Before each request it polls once without
-/// waiting, so frames that arrived during the previous request are stamped
-/// as early as this design allows.
+/// local FIFO of whole frames and serves it. A frame is stamped `enqueued`
+/// with the kernel's arrival of its last segment, so a frame that arrived
+/// while the worker was busy still counts its wait as `queue`; only with
+/// user-space stamps is it stamped when the worker next reads (before each
+/// request it polls once without waiting, to keep that delay short).
 fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode, spin_ns: u64, p: &Poller) {
     use std::collections::{HashMap, VecDeque};
     let mut conns: HashMap<u64, Owned> = HashMap::new();
@@ -472,25 +531,25 @@ fn read_ready(
 ) -> Option<Option<String>> {
     use std::os::fd::AsRawFd;
     loop {
-        // SAFETY: chunk is a valid writable buffer of its length.
-        let r = unsafe { libc::recv(o.s.as_raw_fd(), chunk.as_mut_ptr().cast(), chunk.len(), libc::MSG_DONTWAIT) };
-        if r == 0 {
-            return Some((!o.buf.is_empty()).then(|| "client disconnected in the middle of a frame".to_string()));
-        }
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            return match e.kind() {
-                std::io::ErrorKind::WouldBlock => None,
-                std::io::ErrorKind::Interrupted => continue,
-                _ => Some(Some(format!("read failed: {e}"))),
-            };
-        }
-        if let Err(e) = take_frames(st, &o.conn, &mut o.buf, &chunk[..r as usize], |job| local.push_back(job)) {
+        let (r, k) = match tstamp::recv(o.s.as_raw_fd(), chunk, libc::MSG_DONTWAIT, &mut o.cm) {
+            Ok((0, _)) => {
+                return Some((!o.buf.is_empty()).then(|| "client disconnected in the middle of a frame".to_string()))
+            }
+            Ok(x) => x,
+            Err(e) => {
+                return match e.kind() {
+                    std::io::ErrorKind::WouldBlock => None,
+                    std::io::ErrorKind::Interrupted => continue,
+                    _ => Some(Some(format!("read failed: {e}"))),
+                }
+            }
+        };
+        if let Err(e) = take_frames(st, &o.conn, &mut o.buf, &chunk[..r], k, |job| local.push_back(job)) {
             return Some(Some(e));
         }
         // A short read emptied the socket: skip the read that would only
         // say so (the set is level-triggered, so later bytes still wake us).
-        if (r as usize) < chunk.len() {
+        if r < chunk.len() {
             return None;
         }
     }

@@ -23,6 +23,9 @@ pub struct Reply {
     /// Server-measured durations (0 when the protocol cannot tell).
     pub queue_ns: u64,
     pub service_ns: u64,
+    /// The server's receive lag and the clock of its `enqueued` stamp
+    /// (taillab servers; `None` when the protocol cannot tell).
+    pub server_recv: Option<(crate::tstamp::StampClock, u64)>,
     /// The server answered with an error (the message, shortened).
     pub error: Option<String>,
 }
@@ -70,6 +73,7 @@ impl Wire for TaillabWire {
                     id: Some(h.id),
                     queue_ns: h.queue_ns,
                     service_ns: h.service_ns,
+                    server_recv: Some(proto::unpack_recv(h.recv)),
                     error,
                 }))
             }
@@ -88,7 +92,7 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
 const MAX_LINE: usize = 64 * 1024;
 
 fn reply(consumed: usize, error: Option<String>) -> Result<Option<Reply>, String> {
-    Ok(Some(Reply { consumed, id: None, queue_ns: 0, service_ns: 0, error }))
+    Ok(Some(Reply { consumed, id: None, queue_ns: 0, service_ns: 0, server_recv: None, error }))
 }
 
 fn no_line_yet(buf: &[u8], from: usize, proto: &str) -> Result<Option<Reply>, String> {
@@ -213,7 +217,14 @@ impl Wire for RedisWire {
         out.extend_from_slice(payload);
     }
     fn decode(&self, buf: &[u8]) -> Result<Option<Reply>, String> {
-        Ok(resp_value(buf, 0, 0)?.map(|(n, error)| Reply { consumed: n, id: None, queue_ns: 0, service_ns: 0, error }))
+        Ok(resp_value(buf, 0, 0)?.map(|(n, error)| Reply {
+            consumed: n,
+            id: None,
+            queue_ns: 0,
+            service_ns: 0,
+            server_recv: None,
+            error,
+        }))
     }
     fn preload(&self) -> Vec<Vec<u8>> {
         self.preload.clone()
@@ -370,8 +381,10 @@ mod tests {
     fn taillab_error_frames_carry_the_message() {
         let w = TaillabWire { max_frame: 1000 };
         let mut b = Vec::new();
-        proto::encode_response(Kind::Error, 9, 1, 2, b"boom", &mut b);
+        let recv = proto::pack_recv(crate::tstamp::StampClock::Software, 3);
+        proto::encode_response(Kind::Error, 9, 1, 2, recv, b"boom", &mut b);
         let r = w.decode(&b).unwrap().unwrap();
         assert_eq!((r.id, r.queue_ns, r.service_ns, r.error.as_deref()), (Some(9), 1, 2, Some("boom")));
+        assert_eq!(r.server_recv, Some((crate::tstamp::StampClock::Software, 3)));
     }
 }

@@ -17,6 +17,7 @@
 //! (`requests` / `duration`) in a later layer unsets the other half; giving
 //! both in one layer is an error.
 
+pub mod auto;
 pub mod experiment;
 pub mod flags;
 pub mod interfere;
@@ -28,7 +29,7 @@ pub use crate::queue::Dispatch;
 pub use interfere::{Class, InterfereSet, InterfereSpec};
 pub use sections::{
     view, Ci, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive, Record,
-    Topology,
+    Stamping, Topology,
 };
 pub use tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size};
@@ -565,7 +566,7 @@ impl RunConfig {
             qps,
             threads: h.threads,
             arrival: l.arrival.clone(),
-            dispatch: h.dispatch,
+            dispatch: h.dispatch.unwrap_or_default(),
             seed: l.seed,
             warmup,
             measure,
@@ -669,6 +670,12 @@ impl RunConfig {
                     "monitor.{k} must be a percentage of one CPU ≥ 0, got {v}"
                 ));
             }
+        }
+        if !(m.max_recv_lag_ratio.is_finite() && m.max_recv_lag_ratio >= 0.0) {
+            return bad(format!(
+                "monitor.max_recv_lag_ratio must be a fraction of sojourn p50 ≥ 0, got {}",
+                m.max_recv_lag_ratio
+            ));
         }
         if self.ci.redo_disturbed > 20 {
             return bad(format!(

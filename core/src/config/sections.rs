@@ -169,17 +169,13 @@ crate::names_enum! {
     }
 }
 
-impl Receive {
-    /// The sender polls when it spins anyway; a hybrid sender that sleeps
-    /// would be woken by each response like a receiver thread, and on a
-    /// small host where it shares CPUs with the server that measured no
-    /// better (docs/protocol.md).
-    pub fn default_for(wait: WaitMode) -> Receive {
-        if wait == WaitMode::Spin {
-            Receive::Sender
-        } else {
-            Receive::Threads
-        }
+crate::names_enum! {
+    /// Where a TCP run's receive stamps come from.
+    pub enum Stamping ("stamp source") {
+        /// The kernel's receive stamps (SO_TIMESTAMPING: hardware where the NIC gives them, else software), user-space stamps where a socket gives none.
+        Kernel = "kernel",
+        /// User-space stamps only, taken after each read (the receiver's delay is then inside sojourn).
+        User = "user",
     }
 }
 
@@ -218,8 +214,8 @@ section! {
         spin_margin: Dur = Dur(crate::harness::DEFAULT_SPIN_MARGIN_NS), Opts::on(ALL);
         /// Order in which a queue is served (the TCP client records it for the run's ideal).
         discipline: Discipline = Discipline::Fifo, Opts::on(EXP | SERVE | LOAD);
-        /// How requests reach workers: shared (one queue, M/G/n) or per-worker queues (a random worker, or per-worker:round-robin; over TCP each worker owns whole connections).
-        dispatch: Dispatch = Dispatch::Shared, Opts::on(EXP | SERVE | LOAD);
+        /// How requests reach workers: shared (one queue, M/G/n) or per-worker queues (a random worker, or per-worker:round-robin; over TCP each worker owns whole connections); none: shared in integrated runs, chosen from the host for TCP (config::auto).
+        dispatch: Option<Dispatch> = None, Opts::on(EXP | SERVE | LOAD);
         /// Pin workers to these CPUs, round-robin.
         cpus: CpuList = CpuList::default(), Opts::on(EXP | SERVE);
         /// Run workers under SCHED_FIFO at this priority (1..=99; needs root); 0 = normal scheduling.
@@ -250,8 +246,14 @@ section! {
         dead_after: Dur = Dur(4_000_000_000), Opts::on(EXP | LOAD);
         /// Pin each client's threads to these CPUs (the sender first, receiver threads next).
         client_cpus: CpuList = CpuList::default(), Opts::on(EXP | LOAD);
-        /// Who reads responses in a client: sender (polls while it waits: one thread) or threads; default: sender with wait=spin, threads otherwise.
+        /// Who reads responses in a client: sender (polls while it waits: one thread) or threads; none: chosen at start (config::auto).
         receive: Option<Receive> = None, Opts::on(EXP | LOAD);
+        /// How a TCP client's sender waits for send times: spin or hybrid; none: harness.wait if spin, else chosen at start (config::auto).
+        client_wait: Option<WaitMode> = None, Opts::on(EXP | LOAD);
+        /// How a TCP server's workers wait for work: spin, block or hybrid; none: harness.wait if spin or block, else chosen at start (config::auto).
+        server_wait: Option<WaitMode> = None, Opts::on(EXP | SERVE);
+        /// Receive stamps of TCP runs: kernel (SO_TIMESTAMPING, user-space where a socket gives none) or user.
+        stamps: Stamping = Stamping::Kernel, Opts::on(EXP | SERVE | LOAD);
         /// Largest frame payload accepted; bigger frames drop the connection.
         max_frame: Size = Size(16 << 20), Opts::on(EXP | SERVE | LOAD);
         /// Most due requests a late client sender coalesces into one write.
@@ -290,6 +292,10 @@ section! {
         max_foreign: f64 = 5.0, Opts::on(EXP | LOAD);
         /// Send-lag p99 above this fails the send-lag check.
         max_send_lag: Dur = Dur(50_000), Opts::on(EXP | LOAD);
+        /// A TCP client's recv-lag p99 above the larger of this and `max_recv_lag_ratio` × sojourn p50 fails the client check.
+        max_recv_lag: Dur = Dur(250_000), Opts::on(EXP | LOAD);
+        /// The relative part of the client check's limit (a fraction of sojourn p50).
+        max_recv_lag_ratio: f64 = 0.5, Opts::on(EXP | LOAD);
     }
 }
 
