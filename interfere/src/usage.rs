@@ -163,7 +163,8 @@ pub struct ProcessUsage {
     pub write_bytes: Option<u64>,
     /// Bytes through read calls, sockets and page cache included (`rchar`); `None` when unreadable.
     pub read_chars: Option<u64>,
-    /// Bytes through write calls, sockets and page cache included (`wchar`); `None` when unreadable.
+    /// Bytes through write calls, sockets and page cache included (`wchar`);
+    /// `None` when unreadable.
     pub write_chars: Option<u64>,
 }
 
