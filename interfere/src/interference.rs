@@ -37,24 +37,37 @@ pub const REPORT_SCHEMA: &str = "taillab.interference/1";
 /// returned.
 #[derive(Debug, thiserror::Error)]
 pub enum InterfereError {
+    /// A check before starting failed (CPUs, nice value, program not installed).
     #[error(transparent)]
     Preflight(#[from] PreflightError),
+    /// The folder for logs and scratch files could not be created.
     #[error("cannot create the interference folder {path}: {source}")]
     Folder {
+        /// The folder.
         path: PathBuf,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// A hog's program could not be started.
     #[error("cannot start `{command}` for interference {spec}: {source}")]
     Spawn {
+        /// The interference spec, as written in the configuration.
         spec: String,
+        /// The command line that failed.
         command: String,
+        /// The error `spawn` returned.
         source: std::io::Error,
     },
+    /// A hog started but exited or failed before it settled; its log is kept.
     #[error("interference {spec} did not start: {why}; its log {log} ends with: {tail}")]
     NotStarted {
+        /// The interference spec, as written in the configuration.
         spec: String,
+        /// What was seen: an exit status, too few workers in time, or no iperf3 server.
         why: String,
+        /// Path of the hog's log file.
         log: String,
+        /// Its last three lines, joined by ` | `.
         tail: String,
     },
 }
@@ -844,6 +857,7 @@ pub struct HogProcess {
     /// `parent` (stress-ng), `worker` (its workers and their children),
     /// `server` or `client` (iperf3).
     pub role: String,
+    /// What it used over the window (flattened into this record in JSON).
     #[serde(flatten)]
     pub usage: ProcessUsage,
 }
@@ -851,26 +865,37 @@ pub struct HogProcess {
 /// One hog in the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HogReport {
+    /// The hog's spec as configured.
     pub spec: InterfereSpec,
+    /// Its kind (`spec.class`, repeated for readers of the JSON).
     pub class: Class,
     /// The command line(s) run (iperf3: server `;` client).
     pub command: Vec<String>,
     /// Every process of the hog seen while it ran.
     pub pids: Vec<i32>,
+    /// CPUs the hog was pinned to (`spec.cpus`); `None`: not pinned.
     pub cpus: Option<CpuList>,
+    /// Nice value it ran at (`spec.nice`); `None`: inherited.
     pub nice: Option<i32>,
+    /// Each process seen, with its role and usage.
     pub processes: Vec<HogProcess>,
-    /// Sums over `processes` for the window.
+    /// CPU seconds over the window, summed over `processes`.
     pub cpu_s: f64,
+    /// `cpu_s` as % of one CPU over the window (200 = two CPUs busy).
     pub cpu_pct: f64,
+    /// Bytes the block layer read, summed over `processes` (unreadable ones count 0).
     pub read_bytes: u64,
+    /// Bytes the block layer wrote, summed over `processes`.
     pub write_bytes: u64,
+    /// Bytes through read calls (`rchar`; sockets and page cache included), summed.
     pub read_chars: u64,
+    /// Bytes through write calls (`wchar`), summed.
     pub write_chars: u64,
     /// A process of this hog ended before `stop`.
     pub died_early: bool,
     /// How each direct child ended (`stress-ng parent: exit status 0`).
     pub exit: Vec<String>,
+    /// Path of the hog's log file (see [`InterferenceReport::log_dir`] for whether it was kept).
     pub log: String,
     /// The last lines of the log when the hog died early.
     pub log_tail: Vec<String>,
@@ -955,9 +980,11 @@ fn hog_report(h: &Hog, usage: &[ProcessUsage], secs: f64) -> HogReport {
 pub struct InterferenceReport {
     /// [`REPORT_SCHEMA`].
     pub schema: String,
+    /// Every hog's spec, in start order.
     pub specs: Vec<InterfereSpec>,
     /// `measured` (between the marks) or `whole` (start to stop).
     pub window: String,
+    /// Length of the window, s (`CLOCK_MONOTONIC`).
     pub seconds: f64,
     /// `cgroup` or `process-group` (see [`crate::contain`]).
     pub containment: String,
@@ -967,10 +994,15 @@ pub struct InterferenceReport {
     pub cpu_s: f64,
     /// `cpu_s` as % of one CPU.
     pub cpu_pct: f64,
+    /// Bytes the block layer read for the hogs, summed over [`HogReport::read_bytes`].
     pub read_bytes: u64,
+    /// Bytes the block layer wrote for the hogs, summed over the hogs.
     pub write_bytes: u64,
+    /// Bytes through read calls (`rchar`), summed over the hogs.
     pub read_chars: u64,
+    /// Bytes through write calls (`wchar`), summed over the hogs.
     pub write_chars: u64,
+    /// One record per hog, in start order.
     pub hogs: Vec<HogReport>,
     /// False when a hog ended early or a process could not be killed.
     pub ok: bool,

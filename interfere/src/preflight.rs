@@ -10,21 +10,42 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PreflightError {
     #[error("{what} CPU(s) {bad} are not available to this process (allowed: {allowed}); pick CPUs from the allowed list")]
+    /// Some requested CPUs are outside this process's affinity mask (or do not exist).
     Cpus {
+        /// The setting that asked for them (`worker`, `interference cpu:1@cpus=5`, ...).
         what: String,
+        /// The CPUs not allowed, as a CPU list.
         bad: String,
+        /// The CPUs this process may use, as a CPU list.
         allowed: String,
     },
+    /// A SCHED_FIFO priority outside Linux's 1..=99.
     #[error("RT priority {0} is outside 1..=99")]
     RtRange(i32),
     #[error("RT priority {prio} refused: {why} (run as root, or give the binary CAP_SYS_NICE, or raise `ulimit -r`)")]
-    RtPermission { prio: i32, why: String },
+    /// The kernel refused SCHED_FIFO at this priority (no privilege, or `ulimit -r` too low).
+    RtPermission {
+        /// The priority asked for.
+        prio: i32,
+        /// The OS error `sched_setscheduler` returned.
+        why: String,
+    },
     #[error("nice {nice} refused: {why} (negative nice values need root or CAP_SYS_NICE)")]
-    Nice { nice: i32, why: String },
+    /// The kernel refused this nice value (lowering it needs privilege).
+    Nice {
+        /// The nice value asked for, -20..=19.
+        nice: i32,
+        /// The OS error `setpriority` returned.
+        why: String,
+    },
     #[error("{program} is not installed (needed for {what}): apt-get install {package}, or `make setup`")]
+    /// A program the run needs is not on `$PATH`.
     Missing {
+        /// The executable looked for.
         program: String,
+        /// The Debian package that provides it.
         package: String,
+        /// What needs it (named in the message).
         what: String,
     },
 }

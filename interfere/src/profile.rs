@@ -73,6 +73,7 @@ pub struct PerfRecording {
 /// The result of asking for a profile.
 #[derive(Debug)]
 pub enum Profile {
+    /// `perf record` is running; finish it to get the files.
     Recording(PerfRecording),
     /// Not recorded; the reason says why and what would make it work.
     Skipped(String),
@@ -82,17 +83,23 @@ pub enum Profile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum ProfileOutcome {
+    /// The profile's files are in the run folder.
     Written {
-        /// File names relative to the run folder.
+        /// The raw `perf record` output (`perf.data`), relative to the run folder.
         data: String,
+        /// The folded stacks (`perf.folded`), relative to the run folder.
         folded: String,
+        /// The flame graph (`flame.svg`), relative to the run folder.
         svg: String,
         /// Sum of the folded counts. perf weighs each sample by its
         /// period, so with `cpu-clock` this is sampled CPU time in ns.
         weight: u64,
+        /// Distinct stacks (lines of the folded file).
         stacks: usize,
     },
+    /// No profile: perf missing or not permitted, or it recorded nothing.
     Skipped {
+        /// Why, and what would make it work.
         reason: String,
     },
 }

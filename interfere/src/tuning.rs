@@ -47,19 +47,59 @@ pub use taillab_core::config::{DmaLatency, NumaNode, ThpMode};
 #[derive(Debug, thiserror::Error)]
 pub enum TuningError {
     #[error("IRQ CPUs {bad} are not online (online: {online}); pick online CPUs")]
-    IrqCpus { bad: String, online: String },
+    /// `irq_cpus` names CPUs that are not online.
+    IrqCpus {
+        /// The offline or missing CPUs, as a CPU list.
+        bad: String,
+        /// The online CPUs, as a CPU list.
+        online: String,
+    },
     #[error("no interrupt could be moved to CPUs {cpus}: {why} (run as root; on some VMs the hypervisor owns the interrupts)")]
-    Irq { cpus: String, why: String },
+    /// Not one interrupt accepted the new affinity.
+    Irq {
+        /// The CPUs asked for, as a CPU list.
+        cpus: String,
+        /// The first refusal (or that the host lists no IRQs).
+        why: String,
+    },
     #[error("cannot hold a C-state limit: {why} (needs root and /dev/cpu_dma_latency; leave dma_latency_us unset on this host)")]
-    DmaLatency { why: String },
+    /// `/dev/cpu_dma_latency` could not be opened or written.
+    DmaLatency {
+        /// The OS error.
+        why: String,
+    },
     #[error("cannot set transparent huge pages to {mode}: {why} (needs root and /sys/kernel/mm/transparent_hugepage; leave thp unset on this host)")]
-    Thp { mode: String, why: String },
+    /// The THP mode could not be written.
+    Thp {
+        /// The mode asked for.
+        mode: String,
+        /// Why the write was refused.
+        why: String,
+    },
     #[error("NUMA node {node} does not exist: this host has node(s) {nodes}")]
-    NumaNode { node: u32, nodes: String },
+    /// `numa_node` names a node this host does not have.
+    NumaNode {
+        /// The node asked for.
+        node: u32,
+        /// The host's nodes, as a list.
+        nodes: String,
+    },
     #[error("cannot bind memory to NUMA node {node}: {why}")]
-    NumaBind { node: u32, why: String },
+    /// `set_mempolicy(MPOL_BIND)` failed.
+    NumaBind {
+        /// The node asked for.
+        node: u32,
+        /// The OS error.
+        why: String,
+    },
     #[error("the tuning journal {path}: {why} (delete it after restoring the settings it lists by hand)")]
-    Journal { path: PathBuf, why: String },
+    /// The journal of prior values could not be read, written or replayed.
+    Journal {
+        /// The journal file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
 }
 
 /// The knobs a run may hold. `None` leaves a knob as the host has it.
@@ -82,7 +122,9 @@ pub struct Tuning {
 /// What happened to one knob (the run's `tuning` record).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KnobState {
+    /// The knob's key: `irq_cpus`, `thp`, `dma_latency` or `numa_node`.
     pub knob: String,
+    /// The value asked for, as the configuration spells it.
     pub requested: String,
     /// The value before the run (the first distinct one for many files).
     pub before: Option<String>,
@@ -93,6 +135,7 @@ pub struct KnobState {
 /// The record of [`Tuning::apply`], for `summary.json` / `experiment.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AppliedTuning {
+    /// The knobs applied, in order (IRQs, THP, C-states, NUMA).
     pub knobs: Vec<KnobState>,
     /// Settings restored from a journal left by a run that was killed.
     pub recovered: Vec<String>,

@@ -25,7 +25,9 @@ use taillab_monitor::procfs::{self, PidIo};
 /// One reading of a process's counters.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcReading {
+    /// The process id read.
     pub pid: i32,
+    /// Parent pid (`/proc/PID/stat` field 4), for walking the process tree.
     pub ppid: i32,
     /// `comm` (at most 15 bytes).
     pub name: String,
@@ -33,12 +35,19 @@ pub struct ProcReading {
     pub state: char,
     /// Start time in ticks after boot: with `pid`, the process's identity.
     pub starttime: u64,
+    /// `utime + stime` of all threads, in clock ticks (`/proc/PID/stat` fields 14 and 15).
     pub cpu_ticks: u64,
+    /// Minor page faults since start (`/proc/PID/stat` field 10).
     pub minflt: u64,
+    /// Major page faults (read from disk) since start (`/proc/PID/stat` field 12).
     pub majflt: u64,
+    /// Voluntary context switches since start, summed over the threads' `status`.
     pub vol_cs: u64,
+    /// Involuntary context switches (preemptions) since start, summed over the threads.
     pub invol_cs: u64,
+    /// Resident set now, bytes (`/proc/PID/stat` field 24 × page size).
     pub rss_bytes: u64,
+    /// Peak resident set since start, bytes (`VmHWM` of `/proc/PID/status`; 0 if unreadable).
     pub hwm_bytes: u64,
     /// `None` when `/proc/PID/io` is not readable (another user's process).
     pub io: Option<PidIo>,
@@ -91,6 +100,7 @@ pub fn is_alive(pid: i32) -> bool {
 pub struct UsageSnapshot {
     /// `CLOCK_MONOTONIC` ns when the snapshot was taken.
     pub mono_ns: u64,
+    /// One reading per pid that existed when read.
     pub readings: BTreeMap<i32, ProcReading>,
 }
 
@@ -127,7 +137,9 @@ impl UsageSnapshot {
 /// What one process used over a window (one row of a resource table).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessUsage {
+    /// The process id.
     pub pid: i32,
+    /// `comm` (at most 15 bytes), from the latest reading.
     pub name: String,
     /// Still running (not exited, not a zombie) at the end of the window.
     pub alive: bool,
@@ -137,15 +149,22 @@ pub struct ProcessUsage {
     pub cpu_pct: f64,
     /// Peak resident set since the process started (`VmHWM`).
     pub rss_max_bytes: u64,
+    /// Minor page faults over the window.
     pub minflt: u64,
+    /// Major page faults (served from disk) over the window.
     pub majflt: u64,
+    /// Voluntary context switches (the process blocked) over the window, all threads.
     pub vol_cs: u64,
+    /// Involuntary context switches (the process was preempted) over the window, all threads.
     pub invol_cs: u64,
-    /// Bytes the block layer read/wrote for it (`/proc/PID/io` `read_bytes`/`write_bytes`).
+    /// Bytes the block layer read for it (`/proc/PID/io` `read_bytes`); `None` when unreadable.
     pub read_bytes: Option<u64>,
+    /// Bytes the block layer wrote for it (`/proc/PID/io` `write_bytes`); `None` when unreadable.
     pub write_bytes: Option<u64>,
-    /// Bytes through read/write calls incl. sockets (`rchar`/`wchar`).
+    /// Bytes through read calls, sockets and page cache included (`rchar`); `None` when unreadable.
     pub read_chars: Option<u64>,
+    /// Bytes through write calls, sockets and page cache included (`wchar`);
+    /// `None` when unreadable.
     pub write_chars: Option<u64>,
 }
 

@@ -34,6 +34,7 @@
 //! # Ok::<(), taillab_monitor::MonitorError>(())
 //! ```
 
+#![warn(missing_docs)]
 pub mod error;
 pub mod procfs;
 pub mod sample;

@@ -57,13 +57,21 @@ pub fn counter_delta(old: u64, new: u64) -> u64 {
 /// One `cpu` line of `/proc/stat`, in clock ticks (`USER_HZ`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CpuTimes {
+    /// User mode at normal priority (guest time included).
     pub user: u64,
+    /// User mode at positive nice values (niced guest time included).
     pub nice: u64,
+    /// Kernel mode, interrupts excluded.
     pub system: u64,
+    /// Idle with no I/O outstanding.
     pub idle: u64,
+    /// Idle while I/O was outstanding; may go backwards (see [`counter_delta`]).
     pub iowait: u64,
+    /// Serving hardware interrupts.
     pub irq: u64,
+    /// Serving softirqs (network receive, timers, RCU, ...).
     pub softirq: u64,
+    /// Involuntary wait while the hypervisor ran something else on this vCPU.
     pub steal: u64,
 }
 
@@ -103,7 +111,9 @@ pub struct HostStat {
     pub ctxt: Option<u64>,
     /// Interrupts since boot (first number of `intr`), if printed.
     pub intr: Option<u64>,
+    /// Runnable tasks right now (`procs_running`), if printed.
     pub procs_running: Option<u64>,
+    /// Tasks blocked on I/O right now (`procs_blocked`), if printed.
     pub procs_blocked: Option<u64>,
 }
 
@@ -175,8 +185,11 @@ pub fn parse_stat(text: &str) -> Result<HostStat, ParseError> {
 /// `/proc/loadavg`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct LoadAvg {
+    /// Runnable plus uninterruptible tasks, exponentially averaged over 1 minute.
     pub load1: f64,
+    /// The same over 5 minutes.
     pub load5: f64,
+    /// The same over 15 minutes.
     pub load15: f64,
     /// Runnable scheduling entities right now.
     pub running: u64,
@@ -213,24 +226,34 @@ pub fn parse_loadavg(text: &str) -> Result<LoadAvg, ParseError> {
 /// monitor uses. Times are in clock ticks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PidStat {
+    /// Field 1: the process (or thread) id.
     pub pid: i32,
     /// `comm`: the name, at most 15 bytes, which may contain spaces and
     /// parentheses.
     pub comm: String,
+    /// Field 3: `R` running, `S` sleeping, `D` uninterruptible, `Z` zombie, ...
     pub state: char,
+    /// Field 4: parent pid.
     pub ppid: i32,
+    /// Field 10: minor page faults (no disk access) since start.
     pub minflt: u64,
+    /// Field 12: major page faults (read from disk) since start.
     pub majflt: u64,
+    /// Field 14: user-mode CPU time, in clock ticks.
     pub utime: u64,
+    /// Field 15: kernel-mode CPU time, in clock ticks.
     pub stime: u64,
-    /// CPU time of children that have exited and been waited for.
+    /// Field 16: user-mode CPU time of children that have exited and been
+    /// waited for, in clock ticks (0 if missing).
     pub cutime: u64,
+    /// Field 17: kernel-mode CPU time of those children, in clock ticks (0 if missing).
     pub cstime: u64,
+    /// Field 20: threads in the process (1 if missing).
     pub num_threads: u64,
-    /// Start time in ticks after boot; with `pid` it identifies a process
-    /// across pid reuse.
+    /// Field 22: start time in ticks after boot; with `pid` it identifies a
+    /// process across pid reuse.
     pub starttime: u64,
-    /// Resident set in pages.
+    /// Field 24: resident set in pages.
     pub rss_pages: u64,
     /// CPU it last ran on (field 39), if the kernel printed it.
     pub processor: Option<u32>,
@@ -302,10 +325,16 @@ pub fn parse_pid_stat(text: &str) -> Result<PidStat, ParseError> {
 /// kernel thread has no `VmRSS`, old kernels lack the context-switch lines).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PidStatus {
+    /// `Name`: the same 15-byte name as `comm`.
     pub name: Option<String>,
+    /// `VmRSS`: resident set now, kB.
     pub vm_rss_kb: Option<u64>,
+    /// `VmHWM`: peak resident set since start, kB.
     pub vm_hwm_kb: Option<u64>,
+    /// `voluntary_ctxt_switches`: times this task blocked (I/O, locks, sleeps).
+    /// For a process's leader these are the leader thread's only.
     pub voluntary_ctxt_switches: Option<u64>,
+    /// `nonvoluntary_ctxt_switches`: times this task was preempted while runnable.
     pub nonvoluntary_ctxt_switches: Option<u64>,
 }
 
@@ -341,11 +370,17 @@ pub fn parse_pid_status(text: &str) -> PidStatus {
 /// processes, or root).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PidIo {
+    /// Bytes returned by read-like calls (sockets and page-cache hits included).
     pub rchar: u64,
+    /// Bytes passed to write-like calls (sockets and page cache included).
     pub wchar: u64,
+    /// Read-like system calls made.
     pub syscr: u64,
+    /// Write-like system calls made.
     pub syscw: u64,
+    /// Bytes this process caused to be fetched from storage.
     pub read_bytes: u64,
+    /// Bytes this process caused to be sent to storage (counted when dirtied).
     pub write_bytes: u64,
     /// Dirty page-cache bytes this process truncated before they were written.
     pub cancelled_write_bytes: u64,
@@ -389,8 +424,11 @@ pub fn parse_pid_io(text: &str) -> Result<PidIo, ParseError> {
 /// worker's CPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SchedStat {
+    /// Time spent on a CPU, ns.
     pub run_ns: u64,
+    /// Time runnable but waiting in a run queue, ns.
     pub wait_ns: u64,
+    /// Times it was scheduled onto a CPU (0 when the kernel printed only two numbers).
     pub timeslices: u64,
 }
 

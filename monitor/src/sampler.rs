@@ -153,17 +153,29 @@ impl SamplerConfig {
 /// What [`Sampler::stop`] returns.
 #[derive(Debug, Clone, Serialize)]
 pub struct MonitorReport {
+    /// Sampling period, ms (`SamplerConfig::period`).
     pub period_ms: f64,
+    /// Process-scan period, ms (`SamplerConfig::scan_period`).
     pub scan_period_ms: f64,
+    /// Online CPUs (`cpuN` lines of `/proc/stat`) at the last sample.
     pub ncpu: usize,
+    /// Baseline reading, ns on `CLOCK_MONOTONIC`.
     pub start_mono_ns: u64,
+    /// Baseline reading, ns since the Unix epoch.
     pub start_wall_ns: u64,
+    /// Last reading, ns on `CLOCK_MONOTONIC`.
     pub stop_mono_ns: u64,
+    /// Start of the measured phase (mark or [`Sampler::stop_measured`]),
+    /// ns on `CLOCK_MONOTONIC`; `None` when it was never marked.
     pub measured_start_mono_ns: Option<u64>,
+    /// End of the measured phase, ns on `CLOCK_MONOTONIC` (the stop time
+    /// when only the start was marked); `None` when never marked.
     pub measured_end_mono_ns: Option<u64>,
+    /// Every thread of this process seen, the sampler's own excepted.
     pub threads: Vec<ThreadInfo>,
     /// Top foreign processes per phase (all names, sorted by CPU).
     pub foreign: BTreeMap<Phase, Vec<ForeignProcess>>,
+    /// What the sampler thread cost.
     pub cost: SamplerCost,
     /// The time series (empty when `keep_series` was off).
     pub samples: Vec<Sample>,
@@ -1234,9 +1246,13 @@ pub struct IntervalEnv {
     pub start_mono_ns: u64,
     /// Seconds of samples that fell into the interval.
     pub covered_s: f64,
+    /// Hypervisor steal, % of one CPU (summed over CPUs), time-weighted mean.
     pub steal_pct: f64,
+    /// CPU of processes outside the experiment, % of one CPU, time-weighted mean.
     pub foreign_cpu_pct: f64,
+    /// Host busy CPU (user + nice + system + irq + softirq), % of one CPU.
     pub host_busy_pct: f64,
+    /// This process's CPU, % of one CPU, time-weighted mean.
     pub harness_cpu_pct: f64,
     /// Involuntary context switches of all worker threads in the interval.
     pub worker_invol_cs: u64,

@@ -43,32 +43,48 @@ use crate::sample::{ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
 /// Totals of a process over the measured phase.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProcTotals {
+    /// The process id.
     pub pid: i32,
     /// Mean CPU, % of one CPU.
     pub cpu_pct: f64,
+    /// Highest mean CPU over any ~1 s window, % of one CPU.
     pub cpu_max_1s_pct: f64,
+    /// Largest resident set seen at a sample's end, bytes.
     pub rss_max_bytes: u64,
+    /// Minor page faults over the phase.
     pub minflt: u64,
+    /// Major page faults (read from disk) over the phase.
     pub majflt: u64,
+    /// Voluntary context switches over the phase.
     pub vol_cs: u64,
+    /// Involuntary context switches (preemptions) over the phase.
     pub invol_cs: u64,
 }
 
 /// Totals of one thread of the harness over the measured phase.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ThreadTotals {
+    /// Kernel thread id.
     pub tid: i32,
+    /// Thread name (`comm`).
     pub name: String,
+    /// Counted as a worker (see [`ThreadInfo::worker`]).
     pub worker: bool,
+    /// Mean CPU, % of one CPU.
     pub cpu_pct: f64,
     /// Time runnable but waiting for a CPU, % of the phase.
     pub runq_wait_pct: f64,
+    /// Voluntary context switches over the phase (0 for non-workers).
     pub vol_cs: u64,
+    /// Involuntary context switches over the phase (0 for non-workers).
     pub invol_cs: u64,
+    /// `invol_cs` per second of the phase: the figure the check limits.
     pub invol_per_s: f64,
     /// Highest involuntary switch rate over any ~1 s window.
     pub invol_max_1s_per_s: f64,
+    /// Minor page faults over the phase (0 for non-workers).
     pub minflt: u64,
+    /// Major page faults over the phase (0 for non-workers).
     pub majflt: u64,
     /// CPUs it was seen on.
     pub cpus: Vec<u32>,
@@ -77,10 +93,15 @@ pub struct ThreadTotals {
 /// What the sampler cost, in the summary.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SamplerCostSummary {
+    /// CPU time per sample without a process scan, µs.
     pub us_per_sample: f64,
+    /// CPU time per process scan on top of a sample, µs.
     pub us_per_scan: f64,
+    /// Mean CPU of the sampler thread, % of one CPU.
     pub cpu_pct: f64,
+    /// Samples that started more than one period late (a starved sampler: a busy host).
     pub late_samples: u64,
+    /// Longest delay between a phase mark and the sampler's reading, ms.
     pub max_mark_delay_ms: f64,
 }
 
@@ -91,33 +112,55 @@ pub struct EnvSummary {
     /// False when the harness never marked the measured phase; the figures
     /// then cover the whole time the sampler ran.
     pub phase_marked: bool,
+    /// Seconds covered by the samples summarised.
     pub measured_s: f64,
+    /// Samples summarised.
     pub samples: usize,
+    /// CPUs seen (highest CPU number + 1, so offline CPUs in between count).
     pub ncpu: usize,
+    /// Mean hypervisor steal, summed over CPUs: the figure the check limits.
     pub steal_pct: f64,
+    /// Highest mean steal over any ~1 s window.
     pub steal_max_1s_pct: f64,
+    /// Mean steal of each CPU (index = CPU number), % of that CPU.
     pub steal_per_cpu_pct: Vec<f64>,
+    /// Mean busy CPU (user + nice + system + irq + softirq).
     pub host_busy_pct: f64,
+    /// Mean user-mode CPU, nice included.
     pub host_user_pct: f64,
+    /// Mean kernel-mode CPU, interrupts excluded.
     pub host_system_pct: f64,
+    /// Mean idle-with-I/O-outstanding time.
     pub host_iowait_pct: f64,
+    /// Mean hardware-interrupt time.
     pub host_irq_pct: f64,
+    /// Mean softirq time.
     pub host_softirq_pct: f64,
+    /// Mean context switches per second, host-wide.
     pub ctxt_per_s: f64,
+    /// Highest context-switch rate over any ~1 s window.
     pub ctxt_max_1s_per_s: f64,
+    /// Mean interrupts per second, host-wide.
     pub intr_per_s: f64,
+    /// Highest 1-minute load average read at a sample.
     pub load1_max: f64,
     /// Host user+nice+system not used by the harness or its extra processes.
     pub foreign_cpu_pct: f64,
+    /// Highest foreign CPU over any ~1 s window.
     pub foreign_cpu_max_1s_pct: f64,
     /// The biggest foreign consumers by name.
     pub top_foreign: Vec<ForeignProcess>,
     /// Foreign CPU that the process scans could not put a name on.
     pub foreign_unattributed_pct: f64,
+    /// This process.
     pub harness: ProcTotals,
+    /// The experiment's other processes, by pid.
     pub extra: Vec<ProcTotals>,
+    /// Worker threads seen in the phase.
     pub workers: Vec<ThreadTotals>,
+    /// The harness's other threads seen in the phase (the sampler's own excepted).
     pub other_threads: Vec<ThreadTotals>,
+    /// What the sampler cost.
     pub sampler: SamplerCostSummary,
 }
 
@@ -148,20 +191,28 @@ impl Default for Thresholds {
 /// One line of the verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CheckItem {
+    /// `steal`, `foreign_cpu`, `worker_invol_cs` or `worker_runq_wait`.
     pub name: String,
+    /// The measured figure (for worker items, the worst worker's).
     pub value: f64,
+    /// The limit from [`Thresholds`].
     pub limit: f64,
+    /// Unit of `value` and `limit` (`% of a CPU`, `per second`, `% of the phase`).
     pub unit: String,
+    /// `value <= limit`.
     pub ok: bool,
 }
 
 /// `checks.environment` in `summary.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EnvCheck {
+    /// True when every item passed and the phase was sampled: the run was not disturbed.
     pub ok: bool,
     /// Why the run is marked disturbed, one sentence each (empty when ok).
     pub reasons: Vec<String>,
+    /// Each figure against its limit.
     pub items: Vec<CheckItem>,
+    /// The limits applied.
     pub thresholds: Thresholds,
 }
 

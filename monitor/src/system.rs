@@ -36,36 +36,56 @@ use crate::summary::Thresholds;
 /// Host facts plus a short measurement of steal and foreign CPU use.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SystemReport {
+    /// Kernel release (`/proc/sys/kernel/osrelease`).
     pub kernel: Option<String>,
+    /// `model name` of the first CPU in `/proc/cpuinfo`.
     pub cpu_model: Option<String>,
     /// The CPU advertises the `hypervisor` flag: this is a VM.
     pub virtualized: bool,
+    /// Online CPUs as a CPU list (`/sys/devices/system/cpu/online`, e.g. `0-3`).
     pub cpus_online: Option<String>,
+    /// Number of online CPUs (hardware threads, not cores; from the list above,
+    /// else the available parallelism).
     pub cores_online: usize,
     /// `/sys/devices/system/cpu/smt/control` (on, off, forceoff, notsupported, notimplemented).
     pub smt_control: Option<String>,
+    /// Sibling hyperthreads are in use (`/sys/devices/system/cpu/smt/active`).
     pub smt_active: Option<bool>,
     /// Governor → CPUs using it; empty when cpufreq is not exposed.
     pub governors: BTreeMap<String, Vec<usize>>,
+    /// `scaling_driver` of the first online CPU (`intel_pstate`, `acpi-cpufreq`, ...).
     pub cpufreq_driver: Option<String>,
     /// Turbo/boost enabled, if the host says.
     pub turbo: Option<bool>,
+    /// µs per period that real-time threads may run (`-1`: never throttled).
     pub sched_rt_runtime_us: Option<i64>,
+    /// Length of the RT throttling period, µs (usually 1 000 000).
     pub sched_rt_period_us: Option<i64>,
     /// Timer slack of this process's thread, in ns.
     pub timer_slack_ns: i64,
+    /// Current clock source (`tsc` is cheap to read; `hpet`, `acpi_pm` cost µs).
     pub clocksource: Option<String>,
     /// `/sys/devices/system/cpu/cpuidle/current_driver` (`none`: an idle
     /// CPU just halts, and on a VM waking it goes through the hypervisor).
     #[serde(default)]
     pub cpuidle_driver: Option<String>,
+    /// THP mode: the bracketed choice (`always`, `madvise`, `never`).
     pub transparent_hugepage: Option<String>,
+    /// `kernel.numa_balancing` (0 off; nonzero lets the kernel unmap pages to sample accesses).
     pub numa_balancing: Option<i64>,
+    /// CPUs isolated from the scheduler (`isolcpus=`), as a CPU list; empty when none.
     pub isolated_cpus: Option<String>,
+    /// CPUs without the periodic tick (`nohz_full=`), as the kernel prints it;
+    /// `None` when the kernel is built without it.
     pub nohz_full: Option<String>,
+    /// An `irqbalance` process is running (it would undo IRQ affinity);
+    /// only looked for when the measurement window is not zero.
     pub irqbalance_running: bool,
+    /// 1-minute load average when collected.
     pub load1: f64,
+    /// 5-minute load average.
     pub load5: f64,
+    /// 15-minute load average.
     pub load15: f64,
     /// Length of the measurement window, s.
     pub window_s: f64,
@@ -465,6 +485,7 @@ struct FileSetting {
 /// One tuning operation: a named group of files and the values it wants.
 #[derive(Debug, Clone)]
 pub struct Operation {
+    /// The name `taillab system tune` takes and prints (`cpu_governor`, `turbo`, ...).
     pub name: &'static str,
     /// Why it matters for the tail.
     pub why: &'static str,
@@ -476,12 +497,15 @@ pub struct Operation {
 /// The state of one operation on this host.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OpState {
+    /// The operation's name.
     pub name: String,
+    /// Why it matters for the tail.
     pub why: String,
     /// `tuned`, `not tuned` or `unavailable`.
     pub status: String,
     /// Current values, `path = value`.
     pub current: Vec<String>,
+    /// The value the operation writes (that of its first file; empty when unavailable).
     pub desired: String,
     /// What happened when applying or resetting (empty for show).
     pub message: String,
@@ -551,9 +575,15 @@ pub enum SetOutcome {
     /// The file already held the value; nothing was saved or written.
     Unchanged,
     /// The value was written; `old` is saved in the state file.
-    Changed { old: String },
+    Changed {
+        /// The value before, as read (a selector file's bracketed choice).
+        old: String,
+    },
     /// The kernel (or a missing file) refused; nothing changed.
-    Refused { why: String },
+    Refused {
+        /// The reason, with what to do (e.g. `permission denied (run as root)`).
+        why: String,
+    },
 }
 
 fn read_value(path: &Path, form: Form) -> Option<String> {

@@ -11,6 +11,7 @@
 //! key `user` + `n` zero-padded to 12 digits and a value derived from `n`.
 //! See `README.md` for the request mix and measured service times.
 
+#![warn(missing_docs)]
 pub mod proto;
 pub mod ycsb;
 
@@ -66,14 +67,20 @@ const KEYS: &[KeySpec] = &[
 /// The configuration both sides derive from `--set`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
+    /// Records loaded at server start, 1..[`proto::MAX_KEYS`] (`keys` key).
     pub keys: u64,
+    /// Bytes per value, 8..=65535: the first 8 hold the writer's tag (`value_size` key).
     pub value_size: u16,
+    /// The YCSB mix (`workload` key).
     pub workload: Workload,
+    /// Operations per request, ≥ 1 (`ops` key; `auto` resolved per workload).
     pub ops: u16,
+    /// Longest scan in records, ≥ 1; lengths are uniform in 1..=scan_len (`scan_len` key).
     pub scan_len: u16,
 }
 
 impl Config {
+    /// Reads and checks the app's `--set` keys; an error names the bad key and its allowed range.
     pub fn from_params(p: &Params) -> Result<Self, AppError> {
         p.check_keys("kv", KEYS)?;
         let bad = |key: &str, expected: &str| AppError::BadParam {
@@ -121,8 +128,10 @@ impl Config {
     }
 }
 
+/// The `kv` app (the [`App`] the CLI registers).
 pub struct KvApp;
 
+/// The app, as the CLI's app list holds it.
 pub fn app() -> Arc<dyn App> {
     Arc::new(KvApp)
 }
@@ -200,6 +209,7 @@ impl Store {
         }
     }
 
+    /// The configuration the store was loaded with.
     pub fn config(&self) -> Config {
         self.config
     }
@@ -207,9 +217,11 @@ impl Store {
     pub fn load_ms(&self) -> f64 {
         self.load_ms
     }
+    /// Records in the table now (loaded plus inserted).
     pub fn len(&self) -> usize {
         self.tree.len()
     }
+    /// True when the table holds no record.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -277,6 +289,7 @@ impl Server for KvServer {
     }
 }
 
+/// A worker: executes requests against the shared store.
 pub struct KvWorker(Arc<Store>);
 
 impl Worker for KvWorker {
@@ -298,6 +311,7 @@ pub struct KvClient {
 }
 
 impl KvClient {
+    /// A client for `config` whose request sequence is fixed by `seed`.
     pub fn new(config: Config, seed: u64) -> Self {
         KvClient {
             config,

@@ -16,6 +16,7 @@ use taillab_core::AppError;
 
 /// `user` followed by 12 zero-padded digits, as YCSB's ordered keys look.
 pub const KEY_LEN: usize = 16;
+/// A key as stored and sent: [`KEY_LEN`] ASCII bytes, see [`key`].
 pub type Key = [u8; KEY_LEN];
 /// Key numbers must fit in the 12 digits.
 pub const MAX_KEYS: u64 = 1_000_000_000_000;
@@ -77,30 +78,48 @@ pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
     }
     h
 }
+/// FNV-1a's offset basis: the checksum of an empty scan, and where [`fnv1a`] starts.
 pub const FNV_OFFSET: u64 = 0xCBF2_9CE4_8422_2325;
 
+/// One decoded op of a request, owning its data (see [`decode_request`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
+    /// Get the key's value.
     Read(Key),
+    /// Replace the key's value (the server upserts: a missing key is created).
     Update(Key, Vec<u8>),
+    /// Add a record (an existing key is overwritten).
     Insert(Key, Vec<u8>),
+    /// Visit up to this many records in key order, starting at the key.
     Scan(Key, u16),
 }
 
+/// One decoded result of a response (see [`decode_response`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
+    /// A read's value, whole.
     Value(Vec<u8>),
+    /// Status 1: the key was not found.
     Missing,
+    /// An update or insert succeeded.
     Done,
-    Scanned { count: u16, checksum: u64 },
+    /// A scan's outcome.
+    Scanned {
+        /// Records visited (fewer than asked near the end of the table).
+        count: u16,
+        /// FNV-1a over each visited record's key then value, in order, from [`FNV_OFFSET`].
+        checksum: u64,
+    },
 }
 
-/// Writes the request header; ops follow through [`push_op`].
+/// Writes the request header; `nops` ops follow through [`push_read`],
+/// [`push_write`] and [`push_scan`].
 pub fn begin_request(out: &mut Vec<u8>, nops: u16) {
     out.extend_from_slice(&[MAGIC, VERSION]);
     out.extend_from_slice(&nops.to_le_bytes());
 }
 
+/// Appends a read of `k`.
 pub fn push_read(out: &mut Vec<u8>, k: &Key) {
     out.push(0);
     out.extend_from_slice(k);
@@ -117,6 +136,7 @@ pub fn push_write(out: &mut Vec<u8>, insert: bool, k: &Key, tag: u64, size: u16)
     fill_value(tag, &mut out[start..]);
 }
 
+/// Appends a scan of up to `count` records from `k` upwards.
 pub fn push_scan(out: &mut Vec<u8>, k: &Key, count: u16) {
     out.push(3);
     out.extend_from_slice(k);
@@ -130,9 +150,11 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
+    /// The next `n` bytes; an error (`AppError::Request`) when fewer are left.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], AppError> {
         if self.buf.len() - self.pos < n {
             return Err(AppError::Request(format!(
@@ -146,22 +168,27 @@ impl<'a> Reader<'a> {
         self.pos += n;
         Ok(s)
     }
+    /// The next byte.
     pub fn u8(&mut self) -> Result<u8, AppError> {
         Ok(self.take(1)?[0])
     }
+    /// The next two bytes as a little-endian `u16`.
     pub fn u16(&mut self) -> Result<u16, AppError> {
         Ok(u16::from_le_bytes(
             self.take(2)?.try_into().expect("2 bytes"),
         ))
     }
+    /// The next eight bytes as a little-endian `u64`.
     pub fn u64(&mut self) -> Result<u64, AppError> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
+    /// The next [`KEY_LEN`] bytes as a key, borrowed.
     pub fn key(&mut self) -> Result<&'a Key, AppError> {
         Ok(self.take(KEY_LEN)?.try_into().expect("KEY_LEN bytes"))
     }
+    /// True when every byte has been read.
     pub fn is_empty(&self) -> bool {
         self.pos == self.buf.len()
     }
@@ -180,15 +207,22 @@ pub fn read_header(r: &mut Reader) -> Result<u16, AppError> {
 
 /// A borrowed op, as the server sees it (no copies on the hot path).
 pub enum OpRef<'a> {
+    /// Get the key's value.
     Read(&'a Key),
+    /// Update or insert; the server upserts either way.
     Write {
+        /// Opcode 2 (insert) rather than 1 (update).
         insert: bool,
+        /// The record's key.
         key: &'a Key,
+        /// The new value.
         value: &'a [u8],
     },
+    /// Visit up to this many records in key order, starting at the key.
     Scan(&'a Key, u16),
 }
 
+/// Reads one op; an unknown opcode or a truncated op is an `AppError::Request`.
 pub fn read_op<'a>(r: &mut Reader<'a>) -> Result<OpRef<'a>, AppError> {
     let code = r.u8()?;
     let key = r.key()?;

@@ -43,6 +43,7 @@ pub struct ScrambledZipfian {
 }
 
 impl ScrambledZipfian {
+    /// A chooser over key numbers `[0, records)`; `records` must be > 0.
     pub fn new(records: u64) -> Self {
         assert!(records > 0, "callers validate the key count");
         let zeta2 = 1.0 + 0.5f64.powf(THETA);
@@ -102,6 +103,7 @@ impl std::str::FromStr for Workload {
 }
 
 impl Workload {
+    /// The letter the `workload` key takes (`a`, `b`, `c`, `e`).
     pub fn name(self) -> &'static str {
         match self {
             Workload::A => "a",

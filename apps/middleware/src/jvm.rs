@@ -18,14 +18,20 @@ static JAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/taillab-jbb.jar"))
 /// A HotSpot garbage collector available in OpenJDK 17.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gc {
+    /// Garbage-First (`-XX:+UseG1GC`, the default): regional, mostly short stop-the-world pauses.
     G1,
+    /// The throughput collector (`-XX:+UseParallelGC`): stop-the-world, multi-threaded.
     Parallel,
+    /// ZGC (`-XX:+UseZGC`): concurrent, pauses well under a millisecond.
     Z,
+    /// Shenandoah (`-XX:+UseShenandoahGC`): concurrent compaction, short pauses.
     Shenandoah,
+    /// The serial collector (`-XX:+UseSerialGC`): one thread, stop-the-world.
     Serial,
 }
 
 impl Gc {
+    /// The collector's name as the `gc` key spells it (and as `app_stats` reports it).
     pub fn name(self) -> &'static str {
         match self {
             Gc::G1 => "g1",
@@ -70,7 +76,9 @@ impl FromStr for Gc {
 /// The options the JVM was started with; fixed for the process's life.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JvmOptions {
+    /// The garbage collector (`gc` key).
     pub gc: Gc,
+    /// Heap size as given to both `-Xms` and `-Xmx`: digits and a unit k, m or g (`heap` key).
     pub heap: String,
 }
 

@@ -28,6 +28,7 @@
 //! One JVM per process: the JVM cannot be restarted with other options, so
 //! a second server in the same process must ask for the same `gc` and `heap`.
 
+#![warn(missing_docs)]
 mod jvm;
 
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,7 @@ use taillab_core::{App, AppError, Client, DataCtx, KeySpec, Params, Server, Work
 
 pub use jvm::{Gc, JvmOptions};
 
+/// The app's name (`--app middleware`), also its data folder.
 pub const APP: &str = "middleware";
 
 const KEYS: &[KeySpec] = &[
@@ -58,19 +60,27 @@ const KEYS: &[KeySpec] = &[
     },
 ];
 
-/// Customers per district, items: must match `Company.java`.
+/// Customers per district; must match `Company.java`.
 pub const CUSTOMERS: u16 = 3000;
+/// Items in the catalogue (ids 1..=ITEMS); must match `Company.java`.
 pub const ITEMS: u16 = 20000;
+/// Districts per warehouse (ids 1..=DISTRICTS); must match `Company.java`.
 pub const DISTRICTS: u8 = 10;
 
 /// The transaction types, in the Java service's numbering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tx {
+    /// Places an order of 1 to 15 item lines, updating stock.
     NewOrder = 0,
+    /// Records a customer's payment in warehouse, district and customer totals.
     Payment = 1,
+    /// Reads a customer's balance and last order (read-only).
     OrderStatus = 2,
+    /// Delivers the oldest undelivered order of each of a warehouse's districts.
     Delivery = 3,
+    /// Counts items of a district's 20 newest orders below a stock threshold (read-only).
     StockLevel = 4,
+    /// A customer's balance, recent payments and recent orders (read-only).
     CustomerReport = 5,
 }
 
@@ -88,11 +98,14 @@ pub const MIX: [(Tx, u32); 6] = [
 /// The checked `--set` values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// Collector and heap for the process's JVM (`gc`, `heap` keys).
     pub jvm: JvmOptions,
+    /// Warehouses in the company, 1..=64 (`warehouses` key).
     pub warehouses: u16,
 }
 
 impl Config {
+    /// Reads and checks the app's `--set` keys; an error names the bad key and its allowed values.
     pub fn from_params(params: &Params) -> Result<Self, AppError> {
         params.check_keys(APP, KEYS)?;
         let gc = params.get("gc").unwrap_or("g1").parse::<Gc>()?;
@@ -122,8 +135,10 @@ impl Config {
     }
 }
 
+/// The `middleware` app (the [`App`] the CLI registers).
 pub struct MiddlewareApp;
 
+/// The app, as the CLI's app list holds it.
 pub fn app() -> Arc<dyn App> {
     Arc::new(MiddlewareApp)
 }
@@ -181,6 +196,8 @@ pub fn typed_server(data: &DataCtx, params: &Params) -> Result<MiddlewareServer,
     })
 }
 
+/// A server over the process's JVM: workers are threads attached to it,
+/// and `report` gives the GC pauses of the measured phase.
 pub struct MiddlewareServer {
     vm: &'static jvm::Jvm,
     /// GC statistics when the measured phase began, subtracted in `report`.
@@ -285,6 +302,7 @@ pub struct MiddlewareClient {
 }
 
 impl MiddlewareClient {
+    /// A client spreading requests over warehouses 1..=`warehouses`; `seed` fixes the sequence.
     pub fn new(warehouses: u16, seed: u64) -> Self {
         MiddlewareClient {
             warehouses,

@@ -16,6 +16,7 @@ use crate::txn::{CustomerRef, Kind, Line, Txn};
 /// Stock-Level 4 % each (the minimum shares of clause 5.2.3).
 pub const STANDARD_MIX: [u32; 5] = [45, 43, 4, 4, 4];
 
+/// A seeded TPC-C terminal population: one transaction per request.
 pub struct TpccClient {
     rng: TpccRng,
     warehouses: u32,
@@ -24,6 +25,8 @@ pub struct TpccClient {
 }
 
 impl TpccClient {
+    /// A client over warehouses 1..=`warehouses` drawing kinds with weights
+    /// `mix` (in [`Kind::ALL`] order, positive sum); `seed` fixes the sequence.
     pub fn new(warehouses: u32, mix: [u32; 5], seed: u64) -> Self {
         let mut cumulative = [0; 5];
         let mut acc = 0;
@@ -38,6 +41,7 @@ impl TpccClient {
         }
     }
 
+    /// Draws the next transaction and its inputs.
     pub fn next_txn(&mut self) -> Txn {
         let x = self.rng.gen_range(0..self.cumulative[4]);
         let kind = Kind::ALL[self.cumulative.iter().position(|&c| x < c).unwrap_or(4)];

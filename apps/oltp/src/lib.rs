@@ -7,6 +7,7 @@
 //! and all its inputs; the server executes it and answers with a summary
 //! (order id, totals, rolled-back flag) that tests check. See README.md.
 
+#![warn(missing_docs)]
 pub mod check;
 pub mod client;
 pub mod error;
@@ -60,6 +61,7 @@ struct Config {
     scratch: Option<PathBuf>,
 }
 
+/// The `oltp-mem` or `oltp-disk` app (see [`apps`]).
 pub struct Oltp {
     disk: bool,
 }

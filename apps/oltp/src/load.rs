@@ -19,14 +19,20 @@ use crate::rng::{self, TpccRng};
 
 /// Rows of ITEM and of STOCK per warehouse.
 pub const ITEMS: u32 = 100_000;
+/// Districts per warehouse (ids 1..=10).
 pub const DISTRICTS: u32 = 10;
+/// Customers per district (ids 1..=3000).
 pub const CUSTOMERS: u32 = 3_000;
 /// Orders loaded per district; the last 900 of them are still undelivered.
 pub const ORDERS: u32 = 3_000;
+/// Id of the first undelivered order per district at load: orders
+/// 2101..=[`ORDERS`] start in NEW-ORDER.
 pub const FIRST_UNDELIVERED: u32 = 2_101;
 /// The generator's seed: the initial database is the same on every machine.
 pub const GEN_SEED: u64 = 0x70CC_DA7A;
 
+/// The nine TPC-C tables (money in cents, rates in ten-thousandths) and
+/// `tpcc_meta`, which records the scale and the load-time NURand C.
 pub const SCHEMA: &str = "
 CREATE TABLE warehouse (
   w_id INTEGER PRIMARY KEY, w_name TEXT, w_street_1 TEXT, w_street_2 TEXT, w_city TEXT,

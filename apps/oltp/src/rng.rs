@@ -5,11 +5,12 @@
 //! the spec requires every terminal (for us: every client, whatever its seed)
 //! to use the same C per field, and the C used for C_LAST at run time must
 //! stand in a given relation to the one used when the data was loaded
-//! (clause 2.1.6.1). [`tests::c_constants_follow_the_rules`] checks that relation.
+//! (clause 2.1.6.1). The test `c_constants_follow_the_rules` checks that relation.
 
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+/// The generator behind every TPC-C draw, client and loader alike (seedable, fast).
 pub type TpccRng = Xoshiro256PlusPlus;
 
 /// C for C_LAST when the database is generated.

@@ -29,14 +29,19 @@ use crate::error::OltpError;
 use crate::load::now_secs;
 use crate::txn::{execute, Kind, Txn, TxnResult};
 
+/// How workers wait for SQLite's write lock (`lock` key; see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockMode {
+    /// One shared connection behind a parking mutex; every transaction runs alone.
     Mutex,
+    /// A connection per worker; writers queue on an in-process mutex first.
     Gate,
+    /// A connection per worker; SQLite's own `busy_timeout` sleeps between tries.
     Sqlite,
 }
 
 impl LockMode {
+    /// The mode named `s` (`mutex`, `gate`, `sqlite`); `None` for any other string.
     pub fn parse(s: &str) -> Option<LockMode> {
         match s {
             "mutex" => Some(LockMode::Mutex),
@@ -45,6 +50,7 @@ impl LockMode {
             _ => None,
         }
     }
+    /// The name the `lock` key takes.
     pub fn name(self) -> &'static str {
         match self {
             LockMode::Mutex => "mutex",
@@ -63,7 +69,9 @@ pub enum Storage {
     /// in WAL mode with `synchronous=FULL`; the folder is removed when the
     /// server and its workers are gone.
     Disk {
+        /// Folder that receives the run's copy (`scratch` key; put it on the device to measure).
         scratch_root: PathBuf,
+        /// SQLite page cache per connection, MiB (`cache_mb` key).
         cache_mb: u32,
     },
 }
@@ -74,7 +82,7 @@ const MAX_ATTEMPTS: u32 = 1000;
 /// Busy handler of [`LockMode::Gate`]: yield the CPU for the first tries (the
 /// holder is usually a few microseconds from done), then sleep briefly so a
 /// long wait (a WAL checkpoint, an fsync) does not burn a core. Gives up after
-/// about 10 s, which surfaces as a retry and, past [`MAX_ATTEMPTS`], an error.
+/// about 10 s, which surfaces as a retry and, past `MAX_ATTEMPTS` (1000), an error.
 pub fn busy_spin(tries: i32) -> bool {
     if tries < 100 {
         std::thread::yield_now();
@@ -125,6 +133,7 @@ fn remove_stale_scratch(root: &Path) {
 
 static NEXT_DB: AtomicU64 = AtomicU64::new(0);
 
+/// A run's database and its workers' shared state (lock, statistics, scratch copy).
 pub struct TpccServer {
     warehouses: u32,
     lock: LockMode,

@@ -18,14 +18,20 @@ use crate::load::{CUSTOMERS, DISTRICTS};
 /// The five transaction types, in the order of the mix weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
+    /// Enters an order of 5–15 lines, updating stock (clause 2.4).
     NewOrder = 0,
+    /// Records a customer's payment in warehouse, district and customer (clause 2.5).
     Payment = 1,
+    /// Reads a customer's balance and last order (clause 2.6, read-only).
     OrderStatus = 2,
+    /// Delivers the oldest undelivered order of each district of a warehouse (clause 2.7).
     Delivery = 3,
+    /// Counts recently ordered items whose stock is low (clause 2.8, read-only).
     StockLevel = 4,
 }
 
 impl Kind {
+    /// Every kind, in wire-byte order (the order of the `mix` weights).
     pub const ALL: [Kind; 5] = [
         Kind::NewOrder,
         Kind::Payment,
@@ -34,6 +40,7 @@ impl Kind {
         Kind::StockLevel,
     ];
 
+    /// The snake-case name used in `summary.json` and error messages.
     pub fn name(self) -> &'static str {
         match self {
             Kind::NewOrder => "new_order",
@@ -58,48 +65,79 @@ impl Kind {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a transaction names its customer (60 % of Payments and Order-Statuses go by name).
 pub enum CustomerRef {
+    /// C_ID, 1..=[`CUSTOMERS`].
     Id(u32),
     /// The number 0..=999 whose syllables make the last name.
     LastName(u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One order line of a New-Order.
 pub struct Line {
+    /// Item id, 1..=[`ITEMS`](crate::load::ITEMS); ITEMS + 1 makes the order roll back.
     pub i_id: u32,
+    /// Warehouse that supplies the item: the home warehouse, or another one for 1 % of lines.
     pub supply_w: u32,
+    /// Quantity ordered, 1..=10.
     pub qty: u32,
 }
 
+/// One transaction with all its inputs, as the client draws it. Warehouse
+/// ids start at 1 (the server checks the upper end), districts are
+/// 1..=[`DISTRICTS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Txn {
     /// The last line's item is unused (id 100001) in the 1 % of New-Orders that roll back.
     NewOrder {
+        /// Home warehouse.
         w: u32,
+        /// District of the home warehouse.
         d: u32,
+        /// Ordering customer's id, 1..=[`CUSTOMERS`].
         c: u32,
+        /// The order lines, 1..=15 on the wire (the client draws 5..=15).
         lines: Vec<Line>,
     },
+    /// A payment, credited to `w`/`d` and debited from the customer in `c_w`/`c_d`.
     Payment {
+        /// Warehouse receiving the payment.
         w: u32,
+        /// District receiving the payment.
         d: u32,
+        /// Customer's warehouse: `w` for 85 % of payments, another one otherwise.
         c_w: u32,
+        /// Customer's district.
         c_d: u32,
+        /// The paying customer, within `c_w`/`c_d`.
         customer: CustomerRef,
+        /// Amount in cents (the client draws 100..=500000).
         amount: u32,
     },
+    /// A read of a customer's balance and last order.
     OrderStatus {
+        /// Customer's warehouse.
         w: u32,
+        /// Customer's district.
         d: u32,
+        /// The customer.
         customer: CustomerRef,
     },
+    /// Delivery of one pending order per district of `w`.
     Delivery {
+        /// The warehouse whose districts deliver.
         w: u32,
+        /// Carrier id written into the delivered orders, 1..=10.
         carrier: u32,
     },
+    /// A count of low-stock items among the district's last 20 orders.
     StockLevel {
+        /// The warehouse.
         w: u32,
+        /// The district whose recent orders are examined.
         d: u32,
+        /// Stock quantity below which an item counts (the client draws 10..=20).
         threshold: u32,
     },
 }
@@ -107,32 +145,50 @@ pub enum Txn {
 /// What a transaction answers; money in cents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxnResult {
+    /// The entered (or rolled-back) order.
     NewOrder {
+        /// Order id taken from the district's D_NEXT_O_ID.
         o_id: u32,
+        /// Lines in the request.
         ol_cnt: u32,
+        /// Sum of line amounts after the customer's discount and the warehouse
+        /// and district taxes, in cents; 0 when rolled back.
         total: i64,
+        /// True when an unused item made the transaction roll back, as the spec requires.
         rolled_back: bool,
     },
+    /// The customer after the payment.
     Payment {
+        /// The customer's id (resolved from the last name when named by it).
         c_id: u32,
+        /// Balance after the payment, in cents (payments lower it, deliveries raise it).
         c_balance: i64,
     },
+    /// The customer and their latest order.
     OrderStatus {
+        /// The customer's id (resolved from the last name when named by it).
         c_id: u32,
+        /// Id of the customer's most recent order.
         o_id: u32,
+        /// Lines of that order.
         ol_cnt: u32,
+        /// The customer's balance, in cents.
         c_balance: i64,
     },
     /// Districts that had an undelivered order (0..=10).
     Delivery {
+        /// Orders delivered, one per such district.
         delivered: u32,
     },
+    /// The Stock-Level count.
     StockLevel {
+        /// Distinct items of the district's last 20 orders with stock below the threshold.
         low_stock: u32,
     },
 }
 
 impl Txn {
+    /// The transaction's type.
     pub fn kind(&self) -> Kind {
         match self {
             Txn::NewOrder { .. } => Kind::NewOrder,
@@ -143,7 +199,7 @@ impl Txn {
         }
     }
 
-    /// Every warehouse the transaction names (for the server's range check).
+    /// The largest warehouse id the transaction names (for the server's range check).
     pub fn max_warehouse(&self) -> u32 {
         match self {
             Txn::NewOrder { w, lines, .. } => lines.iter().map(|l| l.supply_w).fold(*w, u32::max),
@@ -152,6 +208,7 @@ impl Txn {
         }
     }
 
+    /// Appends the request in the wire format of the module docs.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(self.kind() as u8);
         match self {
@@ -346,6 +403,7 @@ impl Reader<'_> {
 }
 
 impl TxnResult {
+    /// The type of transaction this answers.
     pub fn kind(&self) -> Kind {
         match self {
             TxnResult::NewOrder { .. } => Kind::NewOrder,
@@ -394,6 +452,8 @@ impl TxnResult {
         }
     }
 
+    /// Decodes a response (client-side checks and tests); a malformed one is
+    /// [`OltpError::BadResponse`].
     pub fn decode(buf: &[u8]) -> Result<TxnResult, OltpError> {
         let bad = |e: OltpError| OltpError::BadResponse(e.to_string());
         let mut r = Reader { buf, at: 0 };

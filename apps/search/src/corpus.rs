@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use taillab_core::AppError;
 
 /// Installed by `dict-gcide`: the dictd database (a dictzip file, which is
-/// plain gzip to a reader that does not seek) and its headword index.
+/// plain gzip to a reader that does not seek).
 pub const GCIDE_DICT: &str = "/usr/share/dictd/gcide.dict.dz";
+/// Installed by `dict-gcide`: the headword index of [`GCIDE_DICT`] (word,
+/// offset and length of each entry).
 pub const GCIDE_INDEX: &str = "/usr/share/dictd/gcide.index";
 /// Installed by `wordnet-base`.
 pub const WORDNET_DIR: &str = "/usr/share/wordnet";
@@ -21,22 +23,30 @@ pub const LINUX_DOC_DIR: &str = "/usr/share/doc/linux-doc-6.1/Documentation";
 /// One document to index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Doc {
+    /// Where it came from: a [`Source::name`], or `custom` for a user corpus.
     pub source: &'static str,
+    /// Headword, synset words, file path or `line N`; stored, returned with hits, not searched.
     pub title: String,
+    /// The searched text (for the Debian sources it starts with the title text).
     pub body: String,
 }
 
 /// A Debian source of documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
+    /// GCIDE (Webster 1913) dictionary entries, one document per headword.
     Gcide,
+    /// WordNet synsets, one document per synset (words and gloss).
     Wordnet,
+    /// The Linux kernel's reST documentation, one document per file.
     LinuxDoc,
 }
 
 impl Source {
+    /// Every source, in index order (the default `sources`).
     pub const ALL: [Source; 3] = [Source::Gcide, Source::Wordnet, Source::LinuxDoc];
 
+    /// The name the `sources` key takes (`gcide`, `wordnet`, `linux-doc`).
     pub fn name(self) -> &'static str {
         match self {
             Source::Gcide => "gcide",
@@ -45,6 +55,7 @@ impl Source {
         }
     }
 
+    /// The Debian package that installs it (named in the error when it is missing).
     pub fn package(self) -> &'static str {
         match self {
             Source::Gcide => "dict-gcide",
@@ -53,6 +64,7 @@ impl Source {
         }
     }
 
+    /// The source named `s` (see [`Source::name`]); `None` for any other string.
     pub fn parse(s: &str) -> Option<Source> {
         Source::ALL.into_iter().find(|x| x.name() == s)
     }

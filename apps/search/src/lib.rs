@@ -9,6 +9,7 @@
 //! terms combined with AND or OR; the worker returns the top-k documents by
 //! BM25 with their ids, titles and snippets. See `README.md`.
 
+#![warn(missing_docs)]
 pub mod corpus;
 pub mod proto;
 
@@ -112,17 +113,23 @@ fn engine(e: impl std::fmt::Display) -> AppError {
 /// Which documents the index holds; decides the data folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Corpus {
+    /// `corpus=debian`: these packaged sources, sorted and without duplicates, never empty.
     Debian(Vec<Source>),
+    /// `corpus=PATH`: a folder of text files or one text file, canonicalized.
     Files(PathBuf),
 }
 
+/// The `--set` keys that decide the index (and so the data folder).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorpusConfig {
+    /// Which documents (`corpus` and `sources` keys).
     pub corpus: Corpus,
+    /// At most this many documents per source, 0 for all (`max_docs` key).
     pub max_docs: usize,
 }
 
 impl CorpusConfig {
+    /// Reads and checks the corpus keys; an error names the bad key and what it accepts.
     pub fn from_params(p: &Params) -> Result<Self, AppError> {
         p.check_keys("search", KEYS)?;
         let max_docs = p.get_parsed("max_docs", 0usize, "a document count (0: all)")?;
@@ -192,32 +199,47 @@ impl Default for CorpusConfig {
     }
 }
 
+/// How often each term of the band is drawn (`popularity` key).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Popularity {
+    /// Zipf over terms ranked by document frequency, with this exponent > 0 (`zipf_s` key).
     Zipf(f64),
+    /// Every term of the band equally often.
     Uniform,
 }
 
+/// How terms combine in the client's queries (`mode` key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModeChoice {
+    /// Every query is a conjunction.
     And,
+    /// Every query is a disjunction.
     Or,
+    /// Each query is AND or OR with probability ½.
     Mixed,
 }
 
 /// How the client draws queries.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueryConfig {
+    /// How terms are drawn from the band.
     pub popularity: Popularity,
+    /// Lower end of the band: terms in fewer documents are never drawn.
     pub min_hits: u64,
+    /// Upper end of the band, ≥ max(min_hits, 1): terms in more documents are never drawn.
     pub max_hits: u64,
+    /// Terms per query, drawn uniformly from `terms.0..=terms.1`, 1 ≤ min ≤ max ≤ 16.
     pub terms: (u8, u8),
+    /// AND, OR or a coin flip per query.
     pub mode: ModeChoice,
+    /// Hits asked per query, 1..=255.
     pub k: u8,
+    /// Whether the server builds a snippet for each hit (`snippets` key).
     pub snippets: bool,
 }
 
 impl QueryConfig {
+    /// Reads and checks the query keys; an error names the bad key and its allowed range.
     pub fn from_params(p: &Params) -> Result<Self, AppError> {
         p.check_keys("search", KEYS)?;
         let popularity = match p.get("popularity").unwrap_or("zipf") {
@@ -440,8 +462,10 @@ fn build(dir: &Path, cc: &CorpusConfig) -> Result<(), AppError> {
     Ok(())
 }
 
+/// The `search` app (the [`App`] the CLI registers).
 pub struct SearchApp;
 
+/// The app, as the CLI's app list holds it.
 pub fn app() -> Arc<dyn App> {
     Arc::new(SearchApp)
 }
@@ -514,6 +538,8 @@ pub struct SearchServer {
 }
 
 impl SearchServer {
+    /// Opens the index prepared in `dir` (the folder [`prepared_dir`] returns);
+    /// an index built by another version is an `AppError::DataMissing`.
     pub fn open(dir: &Path) -> Result<Self, AppError> {
         let index = Index::open_in_dir(dir.join("index")).map_err(engine)?;
         fields_of(&index.schema())?;
@@ -626,6 +652,9 @@ pub struct SearchClient {
 }
 
 impl SearchClient {
+    /// A client drawing from the terms of `vocab` (term, document frequency;
+    /// most frequent first, as [`load_vocab`] returns it) inside `cfg`'s band.
+    /// A band that holds no term is an error that gives the index's range.
     pub fn new(cfg: QueryConfig, vocab: Vec<(String, u64)>, seed: u64) -> Result<Self, AppError> {
         let (lo, hi) = (
             vocab.iter().map(|v| v.1).min().unwrap_or(0),

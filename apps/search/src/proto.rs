@@ -11,28 +11,43 @@ use taillab_core::AppError;
 const MAGIC: u8 = b'S';
 const VERSION: u8 = 1;
 
+/// How a query's terms combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// Documents with every term.
     And,
+    /// Documents with any term.
     Or,
 }
 
+/// One query as sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Query {
+    /// AND or OR.
     pub mode: Mode,
+    /// Hits wanted, best first; the server refuses 0.
     pub k: u8,
+    /// Whether each hit carries a snippet (up to 160 characters of its text).
     pub snippets: bool,
+    /// Terms matched exactly against the body's lowercased tokens, so lowercase;
+    /// 1 to 255 of them, each at most 255 bytes.
     pub terms: Vec<String>,
 }
 
+/// One hit of a response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
+    /// tantivy's BM25 score; hits come in descending order.
     pub score: f32,
+    /// The document's number in indexing order, from 0.
     pub id: u64,
+    /// The document's stored title (cut below 64 KiB).
     pub title: String,
+    /// Text around the matched terms, empty when snippets are off.
     pub snippet: String,
 }
 
+/// Appends `q` in the request format above.
 pub fn encode_query(q: &Query, out: &mut Vec<u8>) {
     let mode = match q.mode {
         Mode::And => 0,
@@ -59,6 +74,8 @@ fn short(what: &str) -> AppError {
     ))
 }
 
+/// Decodes a request; a malformed one (bad header or mode, no terms,
+/// truncated, trailing bytes, non-UTF-8 term) is an `AppError::Request`.
 pub fn decode_query(buf: &[u8]) -> Result<Query, AppError> {
     if buf.len() < 6 || buf[0] != MAGIC || buf[1] != VERSION {
         return Err(AppError::Request(format!(
@@ -103,6 +120,8 @@ pub fn decode_query(buf: &[u8]) -> Result<Query, AppError> {
     })
 }
 
+/// Appends one hit to a response whose count byte is already written;
+/// title and snippet are cut at a char boundary below 64 KiB.
 pub fn push_hit(out: &mut Vec<u8>, score: f32, id: u64, title: &str, snippet: &str) {
     out.extend_from_slice(&score.to_le_bytes());
     out.extend_from_slice(&id.to_le_bytes());
@@ -117,6 +136,7 @@ pub fn push_hit(out: &mut Vec<u8>, score: f32, id: u64, title: &str, snippet: &s
     }
 }
 
+/// Decodes a response (tests and tools); a truncated one is an `AppError::Request`.
 pub fn decode_response(buf: &[u8]) -> Result<Vec<Hit>, AppError> {
     let n = *buf.first().ok_or_else(|| short("the hit count"))? as usize;
     let mut pos = 1;

@@ -43,6 +43,7 @@
 //! lock-bound app is a legitimate study) but warned about on stderr when the server
 //! starts: it usually means a unit slipped.
 
+#![warn(missing_docs)]
 pub mod lock;
 pub mod noise;
 
@@ -103,7 +104,9 @@ const KEYS: &[KeySpec] = &[
 /// A stall: all workers stop serving for `len_ns` from `at_ns` into the measured phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stall {
+    /// Start, in ns after the measured phase begins (`at:` of `stall=`).
     pub at_ns: u64,
+    /// Length in ns (`for:` of `stall=`); always > 0.
     pub len_ns: u64,
 }
 

@@ -38,9 +38,15 @@ use taillab_core::dist::{parse_duration_ns, Dist};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arrivals {
     /// Independent exponential gaps, `rate` events per second.
-    Poisson { rate: f64 },
+    Poisson {
+        /// Events per second, > 0.
+        rate: f64,
+    },
     /// One event every `period_ns`.
-    Every { period_ns: f64 },
+    Every {
+        /// Time between events in ns, > 0.
+        period_ns: f64,
+    },
 }
 
 /// One noise source: its arrivals, the length of each event, and the CPUs it hits.

@@ -19,11 +19,14 @@ pub const GCIDE_DICT: &str = "/usr/share/dictd/gcide.dict.dz";
 /// Which pool a sentence came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
+    /// WordNet's usage examples: everyday phrasing, short.
     Wordnet,
+    /// GCIDE (Webster 1913) quotations: literary prose and verse, longer.
     Gcide,
 }
 
 impl Source {
+    /// The name written before each sentence in the prepared file, as the `corpus` key spells it.
     pub fn tag(self) -> &'static str {
         match self {
             Source::Wordnet => "wordnet",

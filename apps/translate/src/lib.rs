@@ -7,6 +7,7 @@
 //! translate` from WordNet usage examples and GCIDE quotations (see
 //! [`corpus`]).
 
+#![warn(missing_docs)]
 pub mod corpus;
 pub mod pipeline;
 
@@ -50,8 +51,11 @@ const KEYS: &[KeySpec] = &[
 /// Which sentences the client draws from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CorpusChoice {
+    /// WordNet's usage examples only (`corpus=wordnet`).
     Wordnet,
+    /// GCIDE's quotations only (`corpus=gcide`).
     Gcide,
+    /// Both pools (`corpus=mixed`, the default).
     Mixed,
 }
 

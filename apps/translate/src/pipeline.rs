@@ -25,38 +25,68 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     #[error("cannot read the Apertium mode file {path}: {source} (install apertium-eng-spa, see apps/translate/apt.txt)")]
+    /// The `.mode` file could not be read (usually: the language pair is not installed).
     ModeFile {
+        /// The mode file's path.
         path: String,
+        /// Why reading it failed.
         source: std::io::Error,
     },
     #[error("the Apertium mode file {path} is not a pipeline of commands: {why}")]
-    ModeSyntax { path: String, why: String },
+    /// The `.mode` file is not a plain `prog args | prog args` pipeline.
+    ModeSyntax {
+        /// The mode file's path.
+        path: String,
+        /// What [`parse_mode`] could not take.
+        why: String,
+    },
     #[error("cannot start Apertium stage `{program}`: {source} (install apertium and apertium-eng-spa, see apps/translate/apt.txt)")]
+    /// A stage's program could not be started.
     Spawn {
+        /// The stage's program as the mode file names it.
         program: String,
+        /// The error `spawn` returned.
         source: std::io::Error,
     },
     #[error("the text contains a NUL byte, which Apertium's null-flush mode uses as the sentence separator; remove it")]
+    /// The request text contains a NUL byte, the pipeline's sentence separator.
     NulInText,
     #[error("Apertium pipeline broke while writing the sentence ({source}); {status}; the pipeline is being restarted")]
+    /// Writing the sentence to the first stage failed: a stage has died.
     Write {
+        /// The write error (usually a broken pipe).
         source: std::io::Error,
+        /// Which stages have exited and how.
         status: String,
     },
     #[error("Apertium pipeline ended its output early; {status}; the pipeline is being restarted")]
-    Eof { status: String },
+    /// The last stage closed its output, or a stage died, before the answer was complete.
+    Eof {
+        /// Which stages have exited and how.
+        status: String,
+    },
     #[error("Apertium pipeline gave no answer within {timeout_ms} ms; {status}; the pipeline is being restarted (raise --set timeout_ms if sentences are very long)")]
-    Timeout { timeout_ms: u64, status: String },
+    /// No complete answer arrived in time (app key `timeout_ms`).
+    Timeout {
+        /// The limit that passed, in ms.
+        timeout_ms: u64,
+        /// Which stages have exited and how ("all stages still running" for a hung stage).
+        status: String,
+    },
     #[error("reading from the Apertium pipeline failed: {0}")]
+    /// Reading or polling the last stage's stdout failed.
     Read(std::io::Error),
     #[error("Apertium produced output that is not UTF-8")]
+    /// The translation's bytes are not valid UTF-8.
     NotUtf8,
 }
 
 /// One stage of a mode file: a program and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stage {
+    /// The executable, as named in the mode file (a path or a name looked up in `PATH`).
     pub program: String,
+    /// Its arguments, starting with the `-z` we add, placeholders filled in.
     pub args: Vec<String>,
 }
 
