@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export TAILLAB_PYTHON ?= $(CURDIR)/.venv/bin/python
 CARGO ?= cargo
 
-.PHONY: setup build demo test test-rust test-python test-long bench lint clean
+.PHONY: setup build demo test test-rust test-python test-long bench lint reproduce clean
 
 setup:
 	@scripts/setup.sh
@@ -32,9 +32,15 @@ test-long: build
 bench: build
 	@python3 bench/accuracy
 
-lint:
+lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	$(TAILLAB_PYTHON) -m ruff check python
+	python3 scripts/import-cycles.py
+
+## Every seed figure and table, quick variants (full: target/release/taillab reproduce all).
+reproduce: build
+	target/release/taillab reproduce all --quick
 
 clean:
 	$(CARGO) clean
