@@ -365,6 +365,12 @@ impl Interference {
             }
             let groups = watch.lock().unwrap_or_else(|e| e.into_inner()).clone();
             contain::signal_groups(&groups, libc::SIGKILL);
+            // The process exits right after: wait (briefly) until the hogs are
+            // really gone, so none is seen running after the run ended.
+            let until = std::time::Instant::now() + Duration::from_secs(2);
+            while !contain::group_members(&groups).is_empty() && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 
