@@ -205,14 +205,17 @@ def summary(
     table: pd.DataFrame, threads: int = 1, loads: tuple[float, ...] | None = None, tol=0.05
 ) -> dict[str, Any]:
     """Mean |error| per statistic over the rows with ``threads`` workers (and, with
-    ``loads``, only those within ``tol`` of one of them), with TailWAG's and our goal."""
+    ``loads``, only those within ``tol`` of one of them — or all of them when none is, e.g. a
+    short test at other loads: ``loads_used`` says which), with TailWAG's and our goal."""
     rows = table[table["threads"] == threads]
-    if loads:
+    used = "all"
+    if loads and len(rows):
         near = np.zeros(len(rows), dtype=bool)
         for x in loads:
             near |= np.abs(rows["load"].to_numpy(dtype=float) - x) <= tol
-        rows = rows[near]
-    out: dict[str, Any] = {"threads": threads, "points": len(rows), "stats": {}}
+        if near.any():
+            rows, used = rows[near], ",".join(f"{x:g}" for x in loads)
+    out: dict[str, Any] = {"threads": threads, "points": len(rows), "loads_used": used, "stats": {}}
     for st in STATS:
         err = float(np.mean(np.abs(rows[f"error_{st}"]))) if len(rows) else math.nan
         out["stats"][st] = {
@@ -412,8 +415,21 @@ def write_validation(
         "points": json.loads(table.to_json(orient="records")),
         "unmatched": table.attrs.get("unmatched", []),
     }
-    (out_dir / "validation.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    (out_dir / "validation.json").write_text(
+        json.dumps(_finite(doc), indent=1, allow_nan=False), encoding="utf-8"
+    )
     page = out_dir / "index.html"
     html = render(table, out_dir, app=app, fit=fit, measured_root=m.root, synthetic_root=s.root)
     page.write_text(html, encoding="utf-8")
     return page
+
+
+def _finite(v: Any) -> Any:
+    """NaN and infinities as null: JSON has no such numbers."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v

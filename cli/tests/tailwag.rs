@@ -1,0 +1,58 @@
+//! `taillab tailwag APP` end to end with a short setting (issue 15): the app
+//! measured at loads relative to its saturation rate, its service times
+//! fitted, the fitted synthetic workload run at the same absolute rates, and
+//! the validation written.
+
+use std::process::Command;
+
+mod common;
+use common::*;
+
+fn tailwag(app: &str, extra: &[&str]) {
+    let _s = serial();
+    let out = tmp(&format!("tailwag-{app}"));
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["tailwag", "--app", app, "--load", "0.3,0.6", "--requests", "1500",
+               "--warmup-requests", "100", "--probe", "500ms", "-q", "--out"])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tw = json(&out.join("tailwag.json"));
+    assert!(tw["spec"].as_str().unwrap().contains("lognormal"), "{tw}");
+    // Both sides ran the same points: same thread counts and absolute rates.
+    let m = json(&out.join("measured/experiment.json"));
+    let s = json(&out.join("synthetic/experiment.json"));
+    let rates = |e: &serde_json::Value| -> Vec<(u64, i64)> {
+        e["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["threads"].as_u64().unwrap(),
+                    p["qps"].as_f64().unwrap() as i64,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(rates(&m), rates(&s));
+    assert_eq!(s["points"][0]["app"], "synth");
+    assert!(out.join("measured/fit.json").exists());
+    let v = json(&out.join("validation/validation.json"));
+    assert!(v.to_string().contains("p99"), "{v}");
+    assert!(out.join("validation/index.html").exists());
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn tailwag_kv_runs_end_to_end() {
+    tailwag("kv", &["--set", "keys=20000"]);
+}
+
+#[test]
+fn tailwag_img_dnn_runs_end_to_end() {
+    tailwag("img-dnn", &[]);
+}
