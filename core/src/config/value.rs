@@ -158,6 +158,12 @@ impl<T: ConfigValue> ConfigValue for Option<T> {
             v => T::parse(v).map(Some),
         }
     }
+    fn parse_many(items: &[&str]) -> Result<Self, String> {
+        match items {
+            [one] => Self::parse(one),
+            many => T::parse_many(many).map(Some),
+        }
+    }
     fn show(&self) -> String {
         self.as_ref().map_or_else(|| "none".to_string(), T::show)
     }
