@@ -261,10 +261,23 @@ fn experiment_files_are_validated_with_the_key_named() {
         assert!(err.contains(needle), "{body}: `{err}` lacks `{needle}`");
     }
     // The shipped files parse and validate.
-    for entry in
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")).unwrap()
-    {
-        let p = entry.unwrap().path();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut files = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "toml")
+                && p.file_name().unwrap() != "items.toml"
+            {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 20, "{files:?}");
+    for p in files {
         let o = Command::new(bin())
             .args(["sweep", "--dry-run", "--file"])
             .arg(&p)
