@@ -88,18 +88,29 @@ impl CiTarget {
     }
 }
 
-/// One metric's interval across runs.
+/// One metric's interval across runs. With one run the interval is
+/// undefined: NaN, written as `null` (JSON has no NaN) and read back as NaN.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricCi {
     pub estimate: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ci_low: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ci_high: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub rel_half_width: f64,
     pub n: usize,
+    #[serde(deserialize_with = "nan_if_null")]
     pub bootstrap_low: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub bootstrap_high: f64,
     pub per_run: Vec<f64>,
     pub met: bool,
+}
+
+/// `null` (how serde_json writes NaN) as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// `aggregate.json`.
@@ -406,6 +417,23 @@ fn diff_keys(a: &Value, b: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_one_run_aggregate_reads_back() {
+        let m = MetricCi {
+            estimate: 1.0,
+            ci_low: f64::NAN,
+            ci_high: f64::NAN,
+            rel_half_width: f64::NAN,
+            n: 1,
+            bootstrap_low: f64::NAN,
+            bootstrap_high: f64::NAN,
+            per_run: vec![1.0],
+            met: false,
+        };
+        let back: MetricCi = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert!(back.ci_low.is_nan() && back.rel_half_width.is_nan() && back.estimate == 1.0);
+    }
 
     #[test]
     fn ci_target_validation_names_the_flag() {
