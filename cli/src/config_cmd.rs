@@ -1,8 +1,8 @@
 //! `taillab config`: the keys of the one run configuration, and a resolved
 //! configuration as `config.toml`.
 
+use crate::args::Sources;
 use clap::{Args, Subcommand};
-use std::path::PathBuf;
 use taillab_core::config::flags::{describe_keys, ConfigFlags};
 use taillab_core::config::view;
 
@@ -20,12 +20,8 @@ pub enum ConfigCmd {
 pub struct ShowArgs {
     #[command(flatten)]
     pub cfg: ConfigFlags<{ view::RUN }>,
-    /// A configuration file; flags override its keys.
-    #[arg(long)]
-    pub file: Option<PathBuf>,
-    /// Start from a run folder's config.toml.
-    #[arg(long, value_name = "RUN_DIR")]
-    pub from: Option<PathBuf>,
+    #[command(flatten)]
+    pub src: Sources,
 }
 
 pub fn run(c: ConfigCmd) -> anyhow::Result<i32> {
@@ -40,7 +36,8 @@ pub fn run(c: ConfigCmd) -> anyhow::Result<i32> {
             }
         }
         ConfigCmd::Show(a) => {
-            let cfg = crate::run::resolve(a.from.as_deref(), a.file.as_deref(), &a.cfg.pairs)?;
+            let cfg =
+                crate::run::resolve(a.src.from.as_deref(), a.src.file.as_deref(), &a.cfg.pairs)?;
             print!("{}", cfg.to_toml());
         }
     }

@@ -6,6 +6,7 @@
 
 mod analysis;
 mod apps;
+mod args;
 mod config_cmd;
 mod experiment;
 mod fit;

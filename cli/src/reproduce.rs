@@ -8,6 +8,7 @@
 //! from the data (`OUT/<id>/index.html`, `verdict.json`).
 
 use crate::analysis::run_python;
+use crate::args::ExperimentOut;
 use crate::sweep::{execute, Rates};
 use anyhow::{bail, Context};
 use clap::Args;
@@ -27,15 +28,8 @@ pub struct ReproduceCmd {
     /// The short variant: tiny counts, for a first look or a test (verdicts are then indicative only).
     #[arg(long)]
     pub quick: bool,
-    /// Results folder (default results/reproduce[-quick]).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Continue an interrupted reproduction: finished runs are kept.
-    #[arg(long)]
-    pub resume: bool,
-    /// No progress bars.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub exp: ExperimentOut,
     /// Folder holding items.toml and the experiment files (default: the repository's configs/reproduce).
     #[arg(long, value_name = "DIR")]
     pub configs: Option<PathBuf>,
@@ -165,9 +159,11 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
                 cfg: ConfigFlags { pairs: cfg },
                 sweep: FieldFlags::<Sweep>::from_pairs(sweep),
                 synth_set: vec![],
-                out: Some(out.join(&app)),
-                resume: a.resume,
-                quiet: a.quiet,
+                exp: ExperimentOut {
+                    out: Some(out.join(&app)),
+                    resume: a.exp.resume,
+                    quiet: a.exp.quiet,
+                },
             };
             crate::tailwag::tailwag(cmd)
                 .with_context(|| format!("{}: tailwag of {app}", item.id))?;
@@ -191,8 +187,8 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
         execute(
             &plan,
             &out.join(stem(&e)),
-            a.resume,
-            a.quiet,
+            a.exp.resume,
+            a.exp.quiet,
             &Rates::Search,
         )
         .with_context(|| format!("{}: {e}", item.id))?;
@@ -270,7 +266,7 @@ pub fn reproduce(a: ReproduceCmd) -> anyhow::Result<i32> {
             }
         }
     };
-    let root = a.out.clone().unwrap_or_else(|| {
+    let root = a.exp.out.clone().unwrap_or_else(|| {
         PathBuf::from(if a.quick {
             "results/reproduce-quick"
         } else {

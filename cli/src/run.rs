@@ -1,13 +1,14 @@
 //! `taillab run`: one measurement (or one point repeated to a CI target),
 //! one result folder.
 
+use crate::args::{Output, Sources};
 use crate::experiment::{
     describe, meta, point_bar, run_parameters, run_point, run_redoing_disturbed, table,
 };
 use crate::runner::{app_of, default_out, run_once, warn_if_saturating};
 use anyhow::bail;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use taillab_core::config::experiment::{point_id, Point};
 use taillab_core::config::flags::ConfigFlags;
 use taillab_core::config::{read_toml, view, RunConfig};
@@ -18,24 +19,10 @@ use taillab_core::experiment::open_experiment;
 pub struct RunCmd {
     #[command(flatten)]
     pub cfg: ConfigFlags<{ view::RUN }>,
-    /// A configuration file (commented TOML, see configs/); flags override its keys.
-    #[arg(long)]
-    pub file: Option<PathBuf>,
-    /// Rerun a past run: start from RUN_DIR/config.toml (then --file, then flags).
-    #[arg(long, value_name = "RUN_DIR")]
-    pub from: Option<PathBuf>,
-    /// Result folder (default results/<app>-<time>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Print summary.json to stdout instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Exit with status 1 when a check failed.
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub src: Sources,
+    #[command(flatten)]
+    pub output: Output,
     /// With a CI target: continue an interrupted experiment in --out, skipping finished runs.
     #[arg(long)]
     pub resume: bool,
@@ -81,11 +68,15 @@ fn list_hint(e: &str) -> &'static str {
 }
 
 pub fn run(a: RunCmd) -> anyhow::Result<i32> {
-    let cfg = resolve(a.from.as_deref(), a.file.as_deref(), &a.cfg.pairs)?;
+    let cfg = resolve(a.src.from.as_deref(), a.src.file.as_deref(), &a.cfg.pairs)?;
     cfg.validate()?;
     let app = app_of(&cfg)?;
-    let out = a.out.clone().unwrap_or_else(|| default_out(app.name()));
-    if a.from.as_deref().is_some_and(|f| f == out) {
+    let out = a
+        .output
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(app.name()));
+    if a.src.from.as_deref().is_some_and(|f| f == out) {
         bail!("--out is the folder --from reads: give the rerun its own --out");
     }
     let existed = out.exists();
@@ -104,17 +95,21 @@ pub fn run(a: RunCmd) -> anyhow::Result<i32> {
         return run_repeated(&a, &cfg, &out).map_err(forget_empty);
     }
     let summary = run_redoing_disturbed(cfg.ci.redo_disturbed, &out, |d| {
-        run_once(&app, &cfg, d, !(a.quiet || a.json))
+        run_once(&app, &cfg, d, !(a.output.quiet || a.output.json))
     })
     .map_err(forget_empty)?;
-    if a.json {
+    if a.output.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", taillab_core::summary::human_table(&summary));
         print!("{}", crate::runner::env_lines(&summary));
         println!("results: {}", out.display());
     }
-    Ok(if a.strict && !summary.ok() { 1 } else { 0 })
+    Ok(if a.output.strict && !summary.ok() {
+        1
+    } else {
+        0
+    })
 }
 
 /// `taillab run --ci T`: one point, repeated to the target.
@@ -128,7 +123,7 @@ fn run_repeated(a: &RunCmd, cfg: &RunConfig, out: &Path) -> anyhow::Result<i32> 
     let mut m = meta("run", run_parameters(cfg), cfg.load.seed, &ci);
     m.points = vec![crate::experiment::point_value(&point)];
     open_experiment(out, &m, a.resume).map_err(anyhow::Error::msg)?;
-    let bar = (!a.quiet).then(|| point_bar(ci.max_runs as u64));
+    let bar = (!a.output.quiet).then(|| point_bar(ci.max_runs as u64));
     let agg = run_point(
         &point,
         &out.join("points").join(&point.id),

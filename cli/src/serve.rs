@@ -1,10 +1,10 @@
 //! `taillab serve` and `taillab load`: the two halves of a TCP run, as
 //! commands (the coordinator of loopback/networked runs starts them too).
 
+use crate::args::Output;
 use crate::runner::{default_out, EnvObserver};
 use clap::Args;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use taillab_core::config::flags::ConfigFlags;
@@ -70,18 +70,8 @@ pub fn serve_cmd(a: ServeCmd) -> anyhow::Result<i32> {
 pub struct LoadCmd {
     #[command(flatten)]
     pub cfg: ConfigFlags<{ view::LOAD }>,
-    /// Result folder (default results/<app>-load-<time>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Print summary.json to stdout instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress line.
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Exit with status 1 when a check failed.
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub output: Output,
     /// Not a load flag: refused with a pointer to --client-cpus.
     #[arg(long, hide = true)]
     pub cpus: Option<String>,
@@ -106,7 +96,7 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
     if a.emit_shard != a.barrier {
         anyhow::bail!("--barrier and --emit-shard go together (the coordinator's client mode)");
     }
-    let quiet = a.quiet || a.json || a.emit_shard;
+    let quiet = a.output.quiet || a.output.json || a.emit_shard;
     // One progress line a second on stderr (stdout carries results).
     let show = !quiet && spec.expected_measure_ns() >= 1_000_000_000;
     let mut last_print = 0u64;
@@ -124,6 +114,7 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
         LoadMode::Shard
     } else {
         let out = a
+            .output
             .out
             .clone()
             .unwrap_or_else(|| default_out(&format!("{}-load", app.name())));
@@ -152,7 +143,7 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
     let Some(summary) = r.summary else {
         return Ok(code);
     };
-    if a.json {
+    if a.output.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!(
@@ -164,7 +155,7 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
     }
     Ok(if code != 0 {
         code
-    } else if a.strict && !summary.ok() {
+    } else if a.output.strict && !summary.ok() {
         1
     } else {
         0

@@ -2,6 +2,7 @@
 //! repeated to a CI target (or run once); relative loads measured against a
 //! saturation search first; the SLO search; resumable.
 
+use crate::args::ExperimentOut;
 use crate::experiment::{describe, meta, point_bar, point_value, run_point, single_run, table};
 use crate::runner::{app_of, default_out, run_once};
 use anyhow::Context;
@@ -32,15 +33,8 @@ pub struct SweepCmd {
     /// A key to sweep, KEY=V1|V2|... (repeatable; any key of `taillab config keys`, or app.KEY).
     #[arg(long = "grid", value_name = "KEY=V1|V2")]
     pub grid: Vec<String>,
-    /// Results folder (default results/sweep-<app>-<time>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Continue an interrupted sweep in --out: finished runs and points are kept as they are.
-    #[arg(long)]
-    pub resume: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub exp: ExperimentOut,
     /// Print the points the sweep would run (loads relative to saturation as fractions) and stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -149,10 +143,11 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
     }
     let name = plan.base.app.name.clone().unwrap_or_else(|| "apps".into());
     let out = a
+        .exp
         .out
         .clone()
         .unwrap_or_else(|| default_out(&format!("sweep-{name}")));
-    let done = execute(&plan, &out, a.resume, a.quiet, &Rates::Search)?;
+    let done = execute(&plan, &out, a.exp.resume, a.exp.quiet, &Rates::Search)?;
     print!("{}", table(&done.aggs));
     println!("results: {}", out.display());
     Ok(0)

@@ -16,13 +16,14 @@
 //!    figures (measured solid, synthetic dashed).
 
 use crate::analysis::run_python;
+use crate::args::ExperimentOut;
 use crate::runner::app_of;
 use crate::sweep::{execute, Rates};
 use anyhow::{bail, Context};
 use clap::Args;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use taillab_core::config::experiment::{Plan, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::view;
@@ -40,15 +41,8 @@ pub struct TailwagCmd {
     /// Extra setting of the synthetic workload, KEY=VALUE (repeatable; e.g. recv_lock=fixed:2us).
     #[arg(long = "synth-set", value_name = "KEY=VALUE")]
     pub synth_set: Vec<String>,
-    /// Results folder (default results/tailwag-<app>-<time>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Continue an interrupted validation in --out.
-    #[arg(long)]
-    pub resume: bool,
-    /// No progress bars.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub exp: ExperimentOut,
 }
 
 /// The measured plan: the user's settings, loads relative to saturation,
@@ -106,6 +100,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     let app = app_of(&plan.base)?;
     crate::planned::preflight(&plan.base)?;
     let out = a
+        .exp
         .out
         .clone()
         .unwrap_or_else(|| crate::runner::default_out(&format!("tailwag-{}", app.name())));
@@ -113,8 +108,8 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     let measured = execute(
         &plan,
         &out.join("measured"),
-        a.resume,
-        a.quiet,
+        a.exp.resume,
+        a.exp.quiet,
         &Rates::Search,
     )?;
     let sat_by_threads: BTreeMap<usize, f64> = plan
@@ -166,8 +161,8 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     execute(
         &synth,
         &out.join("synthetic"),
-        a.resume,
-        a.quiet,
+        a.exp.resume,
+        a.exp.quiet,
         &Rates::Given(&given),
     )?;
     // 4. The comparison.

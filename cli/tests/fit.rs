@@ -42,39 +42,12 @@ fn fit(dir: &Path) -> Value {
     doc["fits"][0].clone()
 }
 
-/// Why a run's environment check blames the host (steal, other processes), if it does.
 fn disturbed(s: &Value) -> Option<String> {
-    let items = s["checks"]["environment"]["items"].as_array()?;
-    let v: Vec<String> = items
-        .iter()
-        .filter(|i| i["ok"] == false && (i["name"] == "steal" || i["name"] == "foreign_cpu"))
-        .map(|i| format!("{} {}", i["name"], i["value"]))
-        .collect();
-    (!v.is_empty()).then(|| v.join(", "))
+    host_disturbed(s)
 }
 
-/// Repeats `attempt` (up to 5 tries) while it fails on a disturbed host; fails the test
-/// on the second undisturbed failure; INCONCLUSIVE when every try was disturbed.
-fn within_tries(name: &str, mut attempt: impl FnMut(u64) -> Result<(), (String, Option<String>)>) {
-    let mut off = Vec::new();
-    for k in 1..=5 {
-        match attempt(k) {
-            Ok(()) => return,
-            Err((e, Some(why))) => eprintln!("{name}: try {k} on a disturbed host ({why}): {e}"),
-            Err((e, None)) => {
-                eprintln!("{name}: try {k}: {e}");
-                off.push(e);
-                if off.len() == 2 {
-                    break;
-                }
-            }
-        }
-    }
-    if off.is_empty() {
-        eprintln!("{name}: INCONCLUSIVE: every try ran on a disturbed host (see above)");
-        return;
-    }
-    panic!("{name}: {}", off.join(" / "));
+fn within_tries(name: &str, attempt: impl FnMut(u64) -> Result<(), (String, Option<String>)>) {
+    common::within_tries(name, 5, 2, attempt)
 }
 
 fn synth_run(spec: &str, qps: &str, requests: &str, seed: u64, out: &Path) -> Value {

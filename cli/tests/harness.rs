@@ -18,31 +18,8 @@ use common::*;
 /// Timing tests must not share the 2 cores with each other: one at a time.
 fn run(args: &[&str], out: &Path) -> Value {
     let s = common::run(args, out);
-    // Only what comes from outside counts: hypervisor steal and other
-    // processes' CPU. Preemption of a worker by the harness's own threads
-    // (the thread shaper on 2 CPUs) is the harness's business.
-    let external: Vec<String> = s["checks"]["environment"]["items"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter(|i| {
-                    i["ok"] == false && (i["name"] == "steal" || i["name"] == "foreign_cpu")
-                })
-                .map(|i| {
-                    format!(
-                        "{} {:.1} {} (limit {})",
-                        i["name"].as_str().unwrap_or("?"),
-                        i["value"].as_f64().unwrap_or(0.0),
-                        i["unit"].as_str().unwrap_or(""),
-                        i["limit"]
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    if !external.is_empty() {
-        *LAST_DISTURBED.lock().unwrap_or_else(|e| e.into_inner()) = Some(external.join(", "));
+    if let Some(why) = host_disturbed(&s) {
+        *LAST_DISTURBED.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
     s
 }
@@ -55,47 +32,20 @@ fn soj(s: &Value, k: &str) -> f64 {
 /// other processes, preempted workers), if it was. Tests are serial.
 static LAST_DISTURBED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
-/// Runs `attempt` until it is within bounds. A try out of bounds on a host
-/// the run's own environment check calls disturbed (steal or other
-/// processes: a CI machine shared with other jobs) is not held against the
-/// harness and is repeated, up to six tries in all; three tries out of bounds
-/// on an undisturbed host fail the test, as does any undisturbed failure
-/// once the tries are used up. If every try was disturbed the comparison is
-/// inconclusive and says so loudly: the host, not the harness, was measured.
+/// [`common::within_tries`] with the disturbance the last `run` saw.
 fn within_tries(name: &str, mut attempt: impl FnMut(u64) -> Result<(), String>) {
-    let mut off = Vec::new();
-    for k in 1..=6 {
+    common::within_tries(name, 6, 3, |k| {
         *LAST_DISTURBED.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        match attempt(k) {
-            Ok(()) => return,
-            Err(e) => {
-                let why = LAST_DISTURBED
+        attempt(k).map_err(|e| {
+            (
+                e,
+                LAST_DISTURBED
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                match why {
-                    Some(w) => eprintln!(
-                        "{name}: try {k} out of bounds on a disturbed host ({e}; {w}); not counted"
-                    ),
-                    None => {
-                        eprintln!("{name}: try {k} out of bounds ({e})");
-                        off.push(e);
-                        if off.len() == 3 {
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    if off.is_empty() {
-        eprintln!("{name}: INCONCLUSIVE: every try ran on a disturbed host (see above)");
-        return;
-    }
-    panic!(
-        "{name}: out of bounds on an undisturbed host: {}",
-        off.join(" / ")
-    );
+                    .take(),
+            )
+        })
+    })
 }
 
 fn rel(x: f64, want: f64) -> f64 {

@@ -239,19 +239,24 @@ impl ConfigValue for CpuList {
     }
 }
 
-impl fmt::Display for CpuList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.show())
-    }
+/// `Display` and `FromStr` through a type's [`ConfigValue`] text form.
+macro_rules! text_form {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.show())
+            }
+        }
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                <$t as ConfigValue>::parse(s)
+            }
+        }
+    )*};
 }
 
-impl FromStr for CpuList {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        <CpuList as ConfigValue>::parse(s)
-    }
-}
-
+text_form!(CpuList, Dur, Size);
 crate::serde_as_display!(CpuList, Dur, Size);
 
 /// A comma-separated list of names (`sojourn.mean,sojourn.p99`).
@@ -368,19 +373,6 @@ impl ConfigValue for Dur {
     }
 }
 
-impl fmt::Display for Dur {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.show())
-    }
-}
-
-impl FromStr for Dur {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        <Dur as ConfigValue>::parse(s)
-    }
-}
-
 /// A size in bytes, written with a unit (`16MiB`, `1GiB`, `64KiB`, `512B`);
 /// a bare number is bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -415,19 +407,6 @@ impl ConfigValue for Size {
             }
         }
         format!("{n}")
-    }
-}
-
-impl fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.show())
-    }
-}
-
-impl FromStr for Size {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        <Size as ConfigValue>::parse(s)
     }
 }
 
