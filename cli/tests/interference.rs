@@ -193,3 +193,23 @@ fn bad_interference_is_refused_before_anything_starts() {
         assert!(!Path::new("/tmp/taillab-never-written").exists());
     }
 }
+
+#[test]
+fn a_perf_profile_is_written_or_its_absence_explained() {
+    let _s = serial();
+    let out = tmp("perf");
+    let mut args = RUN.to_vec();
+    args.extend(["--profile", "perf"]);
+    let s = run(&args, &out);
+    let p = &s["profile"];
+    match p["status"].as_str() {
+        Some("written") => {
+            let folded = std::fs::read_to_string(out.join(p["folded"].as_str().unwrap())).unwrap();
+            assert!(folded.lines().count() > 0, "empty folded stacks");
+            assert!(out.join(p["svg"].as_str().unwrap()).exists());
+        }
+        Some("skipped") => assert!(p["reason"].as_str().is_some_and(|r| !r.is_empty()), "{p}"),
+        _ => panic!("no profile section: {s}"),
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
