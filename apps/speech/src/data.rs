@@ -221,9 +221,12 @@ pub fn run(cmd: &mut Command, package: &str) -> Result<(), AppError> {
 }
 
 /// Converts any audio file sox reads to 16 kHz mono signed 16-bit raw.
+/// `-R` seeds the dither that resampling adds with a fixed number, so the
+/// same input gives the same samples on every run.
 pub fn to_raw16k(input: &Path, output: &Path) -> Result<(), AppError> {
     run(
         Command::new("sox")
+            .arg("-R")
             .arg(input)
             .args([
                 "-r",

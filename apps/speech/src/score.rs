@@ -3,9 +3,11 @@
 //! Requests carry no transcript, so the server cannot score itself; instead
 //! `prepare` decodes every utterance once with the same decoders the workers
 //! build and stores `wer.json` (per set, per source, per search) and
-//! `hyps.tsv` (each utterance's hypothesis). Decoding is deterministic, so
-//! these are the hypotheses every run produces. The server returns
-//! `wer.json` in its `report()`.
+//! `hyps.tsv` (each utterance's hypothesis). The server returns `wer.json`
+//! in its `report()`. A decoder carries a little state from one utterance
+//! to the next, so a run that sends utterances in another order can differ
+//! on a few words (README: two orders differed by at most half a point per
+//! set).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
