@@ -16,6 +16,7 @@ pub struct TestSet {
 }
 
 impl TestSet {
+    /// Reads and checks a `test.bin`; a wrong file says to re-prepare.
     pub fn load(path: &Path) -> Result<Self, AppError> {
         let bytes = std::fs::read(path).map_err(|e| AppError::io(path, e))?;
         Self::parse(&bytes).map_err(|why| AppError::DataMissing {
@@ -24,6 +25,7 @@ impl TestSet {
         })
     }
 
+    /// Parses the bytes of a `test.bin`; the error says what is wrong.
     pub fn parse(bytes: &[u8]) -> Result<Self, String> {
         if bytes.len() < 16 || &bytes[..8] != MAGIC {
             return Err("bad header".into());
@@ -53,18 +55,22 @@ impl TestSet {
         })
     }
 
+    /// Number of images.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// True when there are no images (never, for a parsed file).
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
 
+    /// Image `i`'s pixels in [0, 1], row-major.
     pub fn image(&self, i: usize) -> &[f32] {
         &self.pixels[i * self.dim..(i + 1) * self.dim]
     }
 
+    /// Image `i`'s class, 0–9.
     pub fn label(&self, i: usize) -> u8 {
         self.labels[i]
     }

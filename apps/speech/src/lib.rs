@@ -10,10 +10,15 @@
 //! comes from, as a dialogue system knows which prompt it asked; this keeps
 //! the server stateless per request.
 
+pub mod an4;
 pub mod data;
 pub mod ffi;
+pub mod g722;
+pub mod score;
+pub mod sources;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -24,13 +29,13 @@ use data::{Search, Utterance, APP, DATA_VERSION};
 
 /// Number of synthesized AN4-style utterances, and the seed they are drawn
 /// with: fixed so every machine prepares the same set.
-const AN4_COUNT: usize = 200;
+const AN4_COUNT: usize = 250;
 const AN4_SEED: u64 = 2026;
 
 const KEYS: &[KeySpec] = &[KeySpec {
     name: "set",
     default: "all",
-    help: "input set: all (recorded + an4), recorded (pocketsphinx-testdata), an4 (synthesized)",
+    help: "input set: all (recorded + an4, the default), recorded (Debian recordings: telephone prompts, read speech, words), an4 (synthesized AN4-style prompts)",
 }];
 
 pub struct SpeechApp;
@@ -71,7 +76,7 @@ impl App for SpeechApp {
     }
 
     fn about(&self) -> &'static str {
-        "speech recognition: PocketSphinx decodes recorded and synthesized utterances (ms to s)"
+        "speech recognition: PocketSphinx decodes recorded and synthesized utterances (tens of ms to seconds)"
     }
 
     fn keys(&self) -> &'static [KeySpec] {
@@ -108,8 +113,12 @@ impl App for SpeechApp {
     }
 }
 
+/// Shared by all workers: the decoder settings, the prepare-time WER and
+/// per-search request counts.
 pub struct SpeechServer {
     configs: [ffi::DecoderConfig; 2],
+    wer: serde_json::Value,
+    served: Arc<[AtomicU64; Search::ALL.len()]>,
 }
 
 impl SpeechServer {
@@ -117,6 +126,8 @@ impl SpeechServer {
     pub fn new(dir: &std::path::Path) -> Self {
         SpeechServer {
             configs: data::decoder_configs(dir),
+            wer: score::read(dir),
+            served: Arc::new(Default::default()),
         }
     }
 }
@@ -135,7 +146,28 @@ impl Server for SpeechServer {
         Ok(Box::new(SpeechWorker {
             decoders,
             samples: Vec::new(),
+            served: self.served.clone(),
         }))
+    }
+
+    /// The word error rate of every set, source and search (measured when
+    /// the data was prepared: requests carry no transcript), the decoder
+    /// flags, and how many requests each search served in this run.
+    fn report(&self) -> serde_json::Value {
+        let served: serde_json::Map<String, serde_json::Value> = Search::ALL
+            .iter()
+            .zip(self.served.iter())
+            .map(|(s, n)| (s.name().to_string(), n.load(Ordering::Relaxed).into()))
+            .collect();
+        let flags = |c: &ffi::DecoderConfig| {
+            let f: Vec<String> = c.extra.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            f.join(" ")
+        };
+        serde_json::json!({
+            "wer_at_prepare": self.wer,
+            "decoder_flags": { "lm": flags(&self.configs[0]), "an4": flags(&self.configs[1]) },
+            "requests_by_search": served,
+        })
     }
 }
 
@@ -144,6 +176,7 @@ pub struct SpeechWorker {
     decoders: [ffi::Decoder; 2],
     /// Reused sample buffer: the payload is bytes, the decoder wants i16.
     samples: Vec<i16>,
+    served: Arc<[AtomicU64; Search::ALL.len()]>,
 }
 
 impl Worker for SpeechWorker {
@@ -172,6 +205,7 @@ impl Worker for SpeechWorker {
         let decoder = &mut self.decoders[data::decoder_index(search)];
         decoder.select(search.decoder_name()).map_err(engine)?;
         let hyp = decoder.decode(&self.samples).map_err(engine)?;
+        self.served[search as usize].fetch_add(1, Ordering::Relaxed);
         resp.extend_from_slice(hyp.as_bytes());
         Ok(())
     }

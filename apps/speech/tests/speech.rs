@@ -75,45 +75,79 @@ fn recorded_set_decodes_within_wer_bound() {
     assert!(wer <= LM_WER_BOUND, "LM WER {wer:.3} above {LM_WER_BOUND}");
 }
 
-/// The whole recorded set (LibriVox sentences are long: minutes under load).
-#[test]
-#[ignore]
-fn whole_recorded_set_wer() {
-    let ids: Vec<String> = data::load(&data::dir(prepared()), "recorded")
-        .unwrap()
-        .into_iter()
-        .map(|u| u.id)
-        .collect();
-    let ids: Vec<&str> = ids.iter().map(|s| s.as_str()).collect();
-    let (mut e_lm, mut n_lm) = (0, 0);
-    for (u, hyp) in decode_all(&ids, "recorded") {
-        let (e, n) = data::wer(&u.transcript, &hyp);
-        if u.search == data::Search::Lm {
-            (e_lm, n_lm) = (e_lm + e, n_lm + n);
-        } else {
-            assert_eq!(hyp, u.transcript, "{}", u.id);
-        }
-    }
-    let wer = e_lm as f64 / n_lm as f64;
-    println!(
-        "LM WER over the recorded set: {:.1} % ({e_lm}/{n_lm})",
-        100.0 * wer
-    );
-    assert!(wer <= 0.35, "LM WER {wer:.3}");
-}
-
-/// Synthesized AN4-style speech is a poor match for the acoustic model (the
-/// README reports its WER), but it must decode to words of the grammar.
+/// Synthesized AN4-style speech decodes to the right words most of the time.
 #[test]
 fn synthesized_audio_decodes_to_words() {
-    let mut correct = 0;
-    for (u, hyp) in decode_all(&["an4-0001", "an4-0007", "an4-0008"], "an4") {
-        println!("{}: ref {:?} hyp {hyp:?}", u.id, u.transcript);
-        assert!(!hyp.trim().is_empty(), "{} decoded to nothing", u.id);
+    let (mut errors, mut words) = (0, 0);
+    let ids = ["an4-0001", "an4-0007", "an4-0008", "an4-0012", "an4-0020"];
+    for (u, hyp) in decode_all(&ids, "an4") {
+        println!(
+            "{} ({}): ref {:?} hyp {hyp:?}",
+            u.id, u.source, u.transcript
+        );
         let (e, n) = data::wer(&u.transcript, &hyp);
-        correct += n.saturating_sub(e);
+        (errors, words) = (errors + e, words + n);
     }
-    assert!(correct > 0, "no synthesized word was recognised");
+    assert!(errors * 2 < words, "{errors} errors in {words} words");
+}
+
+/// The WER of every set, measured at prepare time and served by
+/// `report()`, stays under a stated ceiling: about 1.5 times what was
+/// measured (README), far under what a broken decoder, grammar or audio
+/// conversion gives (an empty hypothesis is 100 %, the 8 kHz telephone
+/// audio gave 74 %, espeak-ng's formant voices 64 %).
+#[test]
+fn wer_per_set_below_ceilings() {
+    let server = SpeechServer::new(&data::dir(prepared()));
+    let report = server.report();
+    let wer = &report["wer_at_prepare"];
+    println!("{wer:#}");
+    for (group, key, ceiling) in [
+        ("sets", "an4", 0.30),
+        ("sets", "recorded", 0.40),
+        ("sources", "asterisk", 0.35),
+        ("sources", "librivox", 0.40),
+        ("searches", "lm", 0.35),
+        ("searches", "cards", 0.10),
+        ("searches", "goforward", 0.0),
+    ] {
+        let w = wer[group][key]["wer"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{group}.{key}"));
+        assert!(w <= ceiling, "{group}.{key}: WER {w} above {ceiling}");
+    }
+    // Every set has utterances of several seconds: the AN4 set's and the
+    // recorded set's sizes are what the README's mix is computed from.
+    assert!(wer["sets"]["an4"]["utterances"].as_u64().unwrap() >= 200);
+    assert!(wer["searches"]["lm"]["utterances"].as_u64().unwrap() >= 200);
+}
+
+/// Same prompt, voice, rate, pitch and noise: the same samples (espeak-ng,
+/// flite and `sox -R` are deterministic), so every machine prepares the same set.
+#[test]
+fn synthesis_is_deterministic() {
+    use taillab_speech::an4::{synthesize, Delivery, VOICES};
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("speech-synth");
+    std::fs::create_dir_all(&dir).unwrap();
+    for voice in [VOICES[0], VOICES[4]] {
+        let d = Delivery {
+            voice,
+            rate: 1.1,
+            pitch: 0.9,
+            noise: 0.01,
+        };
+        let mut outs = Vec::new();
+        for k in 0..2 {
+            let raw = dir.join(format!("{k}.raw"));
+            synthesize("P, I, T, T, S", d, &dir.join("tmp.wav"), &raw).unwrap();
+            outs.push(std::fs::read(&raw).unwrap());
+        }
+        assert!(
+            outs[0].len() > 16000,
+            "{voice:?}: under half a second of audio"
+        );
+        assert!(outs[0] == outs[1], "{voice:?} gave different audio twice");
+    }
 }
 
 #[test]
@@ -136,6 +170,15 @@ fn bad_requests_fail_clearly() {
     let mut silence = vec![1u8];
     silence.resize(1 + 2 * 8000, 0);
     w.handle(&silence, &mut resp).unwrap();
+    let words = [data::Search::Words as u8, 0, 0];
+    w.handle(&words, &mut resp).unwrap();
+    // Only the requests that decoded are counted, under their search.
+    let served = &server.report()["requests_by_search"];
+    assert_eq!(
+        (served["an4"].as_u64(), served["words"].as_u64()),
+        (Some(1), Some(1)),
+        "{served}"
+    );
 }
 
 #[test]
@@ -158,7 +201,7 @@ fn client_is_seeded_and_params_are_checked() {
     assert!(draw(1).iter().all(|r| r[0] == data::Search::An4 as u8));
     let bad = Params::parse(["set=tidigits"]).unwrap();
     let e = app.client(ctx, &bad, 1).err().unwrap().to_string();
-    assert!(e.contains("recorded"), "{e}");
+    assert!(e.contains("recorded") && e.contains("an4"), "{e}");
     let e = app
         .server(ctx, &Params::parse(["sett=an4"]).unwrap(), 1)
         .err()
