@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export TAILLAB_PYTHON ?= $(CURDIR)/.venv/bin/python
 CARGO ?= cargo
 
-.PHONY: setup build demo test test-rust test-python test-long bench lint reproduce clean
+.PHONY: setup build demo test test-rust test-python test-long bench lint reproduce tailwag clean
 
 setup:
 	@scripts/setup.sh
@@ -37,6 +37,10 @@ lint: setup
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	$(TAILLAB_PYTHON) -m ruff check python
 	python3 scripts/import-cycles.py
+
+## TailWAG's validation over all eight apps (about an hour), with its table.
+tailwag: build
+	python3 bench/tailwag
 
 ## Every seed figure and table, quick variants (full: target/release/taillab reproduce all).
 reproduce: build
