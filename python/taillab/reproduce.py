@@ -234,15 +234,19 @@ class Data:
         """The points of one experiment."""
         return self.points[self.points["stem"] == stem]
 
-    def combined(self, stems: list[str] | None = None) -> Results:
+    def combined(self, stems: list[str] | None = None, planned_rho: bool = False) -> Results:
         """One Results over several experiments (point ids prefixed with their experiment), for
-        the figure functions that draw one panel or line per app."""
+        the figure functions that draw one panel or line per app. ``planned_rho``: the
+        points' utilization is the planned fraction of saturation, so that points planned at
+        the same load share a panel whatever the host did to their service times."""
         stems = [s for s in (stems or list(self.results)) if s in self.results]
         runs, pts = [], []
         for s in stems:
-            r = self.results[s]
+            r, p = self.results[s], self.of(s)
+            if planned_rho:
+                p = p.assign(utilization=p["load_frac"])
             runs.append(r.runs.assign(point=s + "/" + r.runs["point"].astype(str)))
-            pts.append(r.points.assign(point=s + "/" + r.points["point"].astype(str)))
+            pts.append(p.assign(point=s + "/" + p["point"].astype(str)))
         if not pts:
             raise ReproduceError(f"no results in {self.root}")
         return Results(
@@ -277,7 +281,28 @@ def _fractions(res: Results, sats: dict[str, dict[str, Any]]) -> pd.DataFrame:
         if near:
             frac[i] = near[0]
     pts["load_frac"] = frac
+    pts["nominal_rho"] = [_nominal_rho(res, p) for _, p in pts.iterrows()]
     return pts
+
+
+_UNIT_NS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def nominal_service_ns(spec: Any) -> float:
+    """The mean of a synth service spec whose mean is its parameter (``fixed:50us``,
+    ``exp:100us``); NaN for any other spec."""
+    m = re.fullmatch(r"(fixed|exp):([0-9.]+)\s*(ns|us|µs|ms|s)", str(spec).strip())
+    return float(m.group(2)) * _UNIT_NS[m.group(3)] if m else math.nan
+
+
+def _nominal_rho(res: Results, p: pd.Series) -> float:
+    """Planned utilization, offered rate × the spec's mean service ÷ workers: unlike the
+    measured one it does not grow when a busy host stretches each request."""
+    runs = res.runs[res.runs["point"] == p["point"]]
+    if runs.empty or "param_service" not in runs:
+        return math.nan
+    svc = nominal_service_ns(runs["param_service"].iloc[0])
+    return float(p["qps"]) * svc * 1e-9 / float(p["threads"])
 
 
 def load_item(root: Path, item: dict[str, Any]) -> Data:
@@ -948,8 +973,13 @@ def rule_tales1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
-def _rho(p: pd.Series) -> float:
-    return float(p.get("utilization", math.nan))
+def _rho(p: pd.Series) -> tuple[float, float]:
+    """(ρ to judge by, with its slack): the planned utilization when the service spec gives
+    it, else the measured one (which carries the worker's own overhead)."""
+    nominal = float(p.get("nominal_rho", math.nan))
+    if math.isfinite(nominal):
+        return nominal, 1e-6
+    return float(p.get("utilization", math.nan)), RHO_SLACK
 
 
 def rule_tales2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
@@ -962,12 +992,28 @@ def rule_tales2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     rising = all(b > a for a, b in zip(p99, p99[1:], strict=False)) if len(p99) > 1 else None
     nums, rows, close = {}, [], []
     for (_, p), v in zip(pts.iterrows(), p99, strict=True):
-        rho, r = _rho(p), float(p.get("ratio_p99", math.nan))
+        (rho, slack), r = _rho(p), float(p.get("ratio_p99", math.nan))
+        measured = float(p.get("utilization", math.nan))
         label = f"ρ {rho:.2f}"
-        nums[label] = {"qps": float(p["qps"]), "utilization": rho, "p99_ns": v, "ratio": r}
-        if math.isfinite(rho) and rho <= TALES2_RHO + RHO_SLACK and math.isfinite(r):
+        nums[label] = {
+            "qps": float(p["qps"]),
+            "utilization": rho,
+            "measured_utilization": measured,
+            "p99_ns": v,
+            "ratio": r,
+        }
+        if math.isfinite(rho) and rho <= TALES2_RHO + slack and math.isfinite(r):
             close.append(r <= TALES2_CLOSE)
-        rows.append([label, f"{float(p['qps']):,.0f}", _ms(v), _ms(p.get("ideal_p99")), _x(r)])
+        rows.append(
+            [
+                label,
+                f"{float(p['qps']):,.0f}",
+                _num(measured, "{:.2f}"),
+                _ms(v),
+                _ms(p.get("ideal_p99")),
+                _x(r),
+            ]
+        )
     conds = [
         Cond("p99 rises with load", rising, True),
         Cond(
@@ -982,7 +1028,7 @@ def rule_tales2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         conds,
         body,
         {"utilization": nums},
-        heads=["utilization", "offered QPS", "p99", "ideal p99", "measured ÷ ideal"],
+        heads=["ρ", "offered QPS", "measured ρ", "p99", "ideal p99", "measured ÷ ideal"],
         rows=rows,
         figures=[
             (
@@ -1010,7 +1056,7 @@ def rule_tales3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         by = {int(p["threads"]): p for _, p in g.iterrows()}
         lo, hi = min(by), max(by)
         a, b = value(by[lo], "sojourn", "p99"), value(by[hi], "sojourn", "p99")
-        label = f"ρ {frac:.2f}"
+        label = f"{100 * frac:.0f} % load"
         nums[label] = {f"p99_ns_{t}": value(p, "sojourn", "p99") for t, p in by.items()}
         conds.append(Cond(f"{hi} workers < {lo} at {label}", _less(b, a) if hi > lo else None))
         rows.append([label, _ms(a), _ms(b), _x(b / a), _ok(conds[-1].ok)])
@@ -1022,15 +1068,34 @@ def rule_tales3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         conds,
         body,
         {"utilization": nums},
-        heads=["utilization", "p99, fewest workers", "p99, most workers", "ratio", "shorter"],
+        heads=["load", "p99, fewest workers", "p99, most workers", "ratio", "shorter"],
         rows=rows,
         figures=[
+            (
+                "p99_by_workers",
+                "Sojourn p99 per worker count at the same fraction of each one's saturation "
+                "rate (≈ utilization).",
+                lambda o: bars(
+                    o,
+                    list(nums),
+                    {
+                        f"{t} worker(s)": [
+                            n.get(f"p99_ns_{t}", math.nan) / 1e3 for n in nums.values()
+                        ]
+                        for t in sorted({int(k.split("_")[-1]) for n in nums.values() for k in n})
+                    },
+                    "sojourn p99 (µs, log scale)",
+                    "p99 by worker count",
+                ),
+            ),
             (
                 "ccdf_by_workers",
                 "Sojourn CCDF per worker count at each utilization, measured (solid) and ideal "
                 "(dashed) (Tales of the Tail Fig. 3).",
-                lambda o: _ideal_fig("tales_panels", data.combined(), o, by="threads"),
-            )
+                lambda o: _ideal_fig(
+                    "tales_panels", data.combined(planned_rho=True), o, by="threads"
+                ),
+            ),
         ],
     )
 
@@ -1590,7 +1655,7 @@ def _banners(page: Page) -> list[str]:
         )
     if page.quick:
         out.append(
-            '<p class="note"><b>--quick</b>: tiny counts, indicative only. Run '
+            '<p class="note"><b>--quick</b>: tiny counts: indicative only. Run '
             f"<code>taillab reproduce {esc(page.item_id)}</code> for the real figure.</p>"
         )
     if page.data.missing:
@@ -1804,7 +1869,7 @@ def write_index(root: str | Path, items_path: str | Path) -> Path:
                 esc(_env_cell(doc)),
             ]
         )
-    banner = '<p class="note"><b>--quick</b>: tiny counts, indicative only.</p>' if quick else ""
+    banner = '<p class="note"><b>--quick</b>: tiny counts: indicative only.</p>' if quick else ""
     html = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>taillab reproduce</title>"
         f"<style>{CSS}{_CSS_EXTRA}</style></head><body><h1>Reproduction of the papers' figures</h1>"
