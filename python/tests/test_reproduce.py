@@ -264,26 +264,42 @@ def test_fig3_tail_grows_faster(tmp_path):
     assert "search's p99 grows faster" in doc["verdict"]
 
 
-def test_fig4_scaling_from_saturation(tmp_path):
-    root = tmp_path / "tailbench-fig4"
-    for app, s1, s2 in [
-        ("kv", 1000, 1930),
-        ("search", 500, 900),
-        ("oltp-mem", 800, 896),
-        ("translate", 100, 130),
-    ]:
+def _fig4(root: Path, sats: dict[str, tuple[float, float]]) -> None:
+    for app, (s1, s2) in sats.items():
         pts = [
             point(f"integrated-t{t}-q{s / 2:.0f}", app=app, threads=t, qps=s / 2)
             for t, s in ((1, s1), (2, s2))
         ]
         sat = {"integrated-t1-q0": s1, "integrated-t2-q0": s2}
-        experiment(root / f"fig4-{app}", pts, [0.5], sat)
+        experiment(root / "tailbench-fig4" / f"fig4-{app}", pts, [0.5], sat)
+
+
+def test_fig4_scaling_from_saturation(tmp_path):
+    sats = {
+        "kv": (1000, 1930),
+        "search": (500, 900),
+        "oltp-mem": (800, 896),
+        "translate": (100, 130),
+    }
+    _fig4(tmp_path, sats)
     doc = page(tmp_path, "tailbench-fig4")
     sc = {a: v["scaling"] for a, v in doc["numbers"]["apps"].items()}
     assert sc["kv"] == pytest.approx(1.93) and sc["oltp-mem"] == pytest.approx(1.12)
     assert "kv 1.93×" in doc["verdict"] and "oltp-mem 1.12×" in doc["verdict"]
     assert "this host has 2 CPUs: scaling stops at 2" in doc["verdict"]
     assert doc["status"] == "confirmed" and doc["probes"] == 8
+
+    # Nothing scales (a busy 2-CPU host): "the slow ones scale less" proves nothing.
+    flat = {
+        "kv": (1000, 1000),
+        "search": (1000, 650),
+        "oltp-mem": (900, 540),
+        "translate": (90, 50),
+    }
+    _fig4(tmp_path / "b", flat)
+    doc = page(tmp_path / "b", "tailbench-fig4")
+    assert doc["status"] == "not confirmed"
+    assert doc["numbers"]["apps"]["search"]["scaling"] == pytest.approx(0.65)
 
 
 def test_fig5_short_requests_differ_most(tmp_path):
@@ -633,19 +649,59 @@ def test_status_rules():
 
 
 def _real_items() -> list[str]:
-    return sorted(d.name for d in REAL.iterdir() if d.is_dir()) if REAL.is_dir() else []
+    """The items of the trimmed real run (an item that only reads another's has no folder)."""
+    items = R.read_items(ITEMS)
+    have = {d.name for d in REAL.iterdir() if d.is_dir()} if REAL.is_dir() else set()
+    return [i for i, it in items.items() if i in have or it.get("reuse") in have]
+
+
+@pytest.fixture
+def real(tmp_path) -> Path:
+    shutil.copytree(REAL, tmp_path / "r", ignore=shutil.ignore_patterns("*.py"))
+    return tmp_path / "r"
+
+
+def _real_page(root: Path, item_id: str) -> dict:
+    item = R.read_items(ITEMS)[item_id]
+    (root / item_id).mkdir(exist_ok=True)
+    reuse = root / item["reuse"] if item.get("reuse") else None
+    return page(root, item_id, reuse=reuse, quick=True)
 
 
 @pytest.mark.parametrize("item_id", _real_items())
-def test_real_quick_run(tmp_path, item_id):
-    """Every item of the real run gets a page; verdicts are from the harness's own files."""
-    shutil.copytree(REAL, tmp_path / "r")
-    root = tmp_path / "r"
-    item = R.read_items(ITEMS)[item_id]
-    reuse = root / item["reuse"] if item.get("reuse") else None
-    doc = page(root, item_id, reuse=reuse, quick=True)
-    assert doc["runs"] > 0 and doc["quick"]
-    if doc["disturbed_runs"]:
-        assert "Built from disturbed runs" in html(root, item_id)
-    assert doc["host"]["cores"] >= 1
-    assert not math.isnan(len(doc["verdict"]))
+def test_real_quick_run(real, item_id):
+    """Every item of the real run gets a page and a verdict from the harness's own files."""
+    doc = _real_page(real, item_id)
+    assert doc["runs"] > 0 and doc["quick"] and doc["host"]["cores"] >= 1
+    assert doc["status_from_data"] != "inconclusive", doc["verdict"]
+    text = html(real, item_id)
+    assert "tiny counts: indicative only" in text
+    assert ("Built from disturbed runs" in text) == (doc["disturbed_runs"] > 0)
+    if doc["disturbed_runs"] == doc["runs"]:
+        assert doc["status"] == "inconclusive"
+    assert "not drawn" not in text
+
+
+def _agg(path: Path, metric: str) -> float:
+    return json.loads(path.read_text())["metrics"][metric]["estimate"]
+
+
+def test_real_numbers_are_the_files(real):
+    """The verdicts' numbers are those of aggregate.json and saturation.json."""
+    if not _real_items():
+        pytest.skip("no trimmed real run in tests/data/reproduce")
+    doc = _real_page(real, "tailbench-table1")
+    for app, v in doc["numbers"]["apps"].items():
+        agg = next((real / "tailbench-table1" / f"apps-{app}").glob("points/*/aggregate.json"))
+        assert v["ours_p95_ms"] == pytest.approx(_agg(agg, "sojourn.p95") / 1e6)
+    doc = _real_page(real, "tailbench-fig4")
+    for app, v in doc["numbers"]["apps"].items():
+        sat = real / "tailbench-fig4" / f"fig4-{app}" / "saturation"
+        q = [json.loads((sat / f"integrated-t{t}-q0" / "saturation.json").read_text())["qps"]
+             for t in (1, 2)]  # fmt: skip
+        assert v["scaling"] == pytest.approx(q[1] / q[0])
+    doc = _real_page(real, "tales-fig5")
+    pts = real / "tales-fig5" / "tales-fig5" / "points"
+    none = _agg(next(pts.glob("*-case-none/aggregate.json")), "sojourn.p99")
+    hog = _agg(next(pts.glob("*-case-hog/aggregate.json")), "sojourn.p99")
+    assert doc["numbers"]["cases"]["hog"]["vs_none"] == pytest.approx(hog / none)

@@ -4,9 +4,10 @@
     python python/tests/data/reproduce/trim.py SRC_ROOT [ITEM ...]
 
 Kept: experiment.json, aggregate.json and summary.json without the per-point configuration,
-per-run estimates and the monitor's per-thread detail; the sojourn and service interval logs
-(the CDF/CCDF figures read them); saturation.json; each TailWAG app's validation.json. Dropped:
-requests.csv, fit.json, pages, probe runs. Existing item folders here are replaced.
+per-run estimates and the monitor's per-thread detail; saturation.json; each TailWAG app's
+validation.json; the interval logs of three items only (HLOGS: the service-time CDF of Fig. 2
+and the CCDFs of Tales Fig. 2 and 3 read them). Dropped: requests.csv, fit.json, pages, probe
+runs. Existing item folders here are replaced.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ RUN_KEYS = [
     "requests", "host", "started_at", "interval_s",
 ]  # fmt: skip
 METRICS = ("sojourn", "service")
+HLOGS = {"tailbench-table1": ("service",), "tales-fig2": ("sojourn",), "tales-fig3": ("sojourn",)}
+# Items whose page shows the processes' resources (the rest read only the foreign names).
+RESOURCES = {"profiling-table7"}
 
 
 def _point(p: dict) -> dict:
@@ -39,8 +43,8 @@ def experiment(doc: dict) -> dict:
 
 
 def aggregate(doc: dict) -> dict:
-    out = {k: v for k, v in doc.items() if k not in ("point", "metrics", "merged")}
-    out["point"] = _point(doc.get("point") or {})
+    # The point's description repeats experiment.json's.
+    out = {k: v for k, v in doc.items() if k not in ("point", "metrics", "merged", "seeds")}
     out["metrics"] = {
         k: {f: x for f, x in v.items() if f != "per_run"} for k, v in doc.get("metrics", {}).items()
     }
@@ -48,19 +52,19 @@ def aggregate(doc: dict) -> dict:
     return out
 
 
-def summary(doc: dict) -> dict:
+def summary(doc: dict, resources: bool) -> dict:
     out = {k: doc[k] for k in RUN_KEYS if k in doc}
     out["latency_ns"] = {k: v for k, v in doc["latency_ns"].items() if k in METRICS}
     if "ideal" in doc:
         out["ideal"] = {k: doc["ideal"][k] for k in ("method", "servers", "sojourn", "ratio")}
     checks = doc.get("checks") or {}
-    out["checks"] = {k: {"ok": v.get("ok"), "verdict": v.get("verdict")} for k, v in checks.items()}
+    out["checks"] = {k: {"ok": v.get("ok")} for k, v in checks.items()}
     if "environment" in checks:
         env = checks["environment"]
-        out["checks"]["environment"] = {
-            k: env.get(k) for k in ("ok", "verdict", "items", "reasons")
-        }
+        out["checks"]["environment"] = {k: env.get(k) for k in ("ok", "verdict", "items")}
     env = doc.get("environment") or {}
+    if not resources:
+        env = {"top_foreign": env.get("top_foreign", [])}
     out["environment"] = {
         "harness": env.get("harness"),
         "extra": env.get("extra", []),
@@ -75,16 +79,16 @@ def summary(doc: dict) -> dict:
 
 def _write(path: Path, doc: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n", "utf-8")
 
 
-def copy_experiment(src: Path, dst: Path) -> None:
+def copy_experiment(src: Path, dst: Path, hlogs: tuple[str, ...], resources: bool) -> None:
     _write(dst / "experiment.json", experiment(json.loads((src / "experiment.json").read_text())))
     for agg in src.glob("points/*/aggregate.json"):
         _write(dst / agg.relative_to(src), aggregate(json.loads(agg.read_text())))
     for s in src.glob("points/*/run-*/summary.json"):
-        _write(dst / s.relative_to(src), summary(json.loads(s.read_text())))
-        for m in METRICS:
+        _write(dst / s.relative_to(src), summary(json.loads(s.read_text()), resources))
+        for m in hlogs:
             h = s.parent / "hist" / f"{m}.hlog"
             if h.exists():
                 (dst / h.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +101,12 @@ def copy_item(src: Path, dst: Path) -> None:
     if dst.exists():
         shutil.rmtree(dst)
     for exp in src.rglob("experiment.json"):
-        copy_experiment(exp.parent, dst / exp.parent.relative_to(src))
+        copy_experiment(
+            exp.parent,
+            dst / exp.parent.relative_to(src),
+            HLOGS.get(src.name, ()),
+            src.name in RESOURCES,
+        )
     for v in src.glob("*/validation/validation.json"):
         doc = json.loads(v.read_text())
         _write(
