@@ -622,6 +622,7 @@ def test_index_and_markdown(tmp_path):
 
     md = R.markdown(tmp_path, ITEMS, repo=tmp_path.parent)
     assert "**--quick**" in md and "Test CPU, 2 CPUs" in md
+    assert "Environment: 0 of 4 runs failed" in md
     row = next(line for line in md.splitlines() if line.startswith("| tales-fig5 "))
     assert "**confirmed**" in row and "hog 5×" in row and "`taillab reproduce tales-fig5`" in row
     assert "[page](" in row  # the results lie inside "repo"
