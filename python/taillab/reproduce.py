@@ -429,7 +429,7 @@ def _verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
     failed = [c.text for c in conds if c.ok is False]
     nodata = [c.text for c in conds if c.ok is None]
     sentence = body
-    if failed and status != "not confirmed":
+    if failed:
         sentence += "; not met: " + ", ".join(failed)
     if nodata:
         sentence += "; no data for: " + ", ".join(nodata)
@@ -456,6 +456,22 @@ def _apps(data: Data) -> dict[str, pd.DataFrame]:
     return out
 
 
+def _div(a: float, b: float) -> float:
+    """a ÷ b, NaN when either is unknown or b is 0 (a verdict then says "no data")."""
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return math.nan
+    return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
+
+
+def _within(ratio: float, factor: float) -> bool | None:
+    """Whether a ratio is within ``factor`` of 1 either way (None when unknown)."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return None
+    return bool(max(ratio, 1 / ratio) <= factor)
+
+
 def _mean(v) -> float:
     v = [x for x in v if x is not None and math.isfinite(x)]
     return float(np.mean(v)) if v else math.nan
@@ -477,8 +493,8 @@ def rule_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         ours = math.nan
         if app in apps:
             ours = value(apps[app].sort_values("qps").iloc[0], "sojourn", "p95") / 1e6
-        ratio = ours / want if math.isfinite(ours) else math.nan
-        ok = bool(math.isfinite(ratio) and max(ratio, 1 / ratio) <= TABLE1_FACTOR)
+        ratio = _div(ours, want)
+        ok = bool(_within(ratio, TABLE1_FACTOR))
         nums[app] = {"ours_p95_ms": ours, "paper_p95_ms": want, "ratio": ratio, "within": ok}
     within = sum(v["within"] for v in nums.values())
     status = "not confirmed"
@@ -542,7 +558,7 @@ def rule_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
     for app, pts in apps.items():
         p = pts.sort_values("qps").iloc[0]
         p50, p99 = value(p, "service", "p50"), value(p, "service", "p99")
-        nums[app] = {"service_p50_ns": p50, "service_p99_ns": p99, "spread": p99 / p50}
+        nums[app] = {"service_p50_ns": p50, "service_p99_ns": p99, "spread": _div(p99, p50)}
     p50s = [v["service_p50_ns"] for v in nums.values() if v["service_p50_ns"] > 0]
     spreads = [v["spread"] for v in nums.values() if math.isfinite(v["spread"])]
     span = max(p50s) / min(p50s) if len(p50s) > 1 else math.nan
@@ -551,8 +567,8 @@ def rule_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
         Cond(f"p50s span ≥ {FIG2_SPAN:g}×", _ge(span, FIG2_SPAN)),
         Cond(f"spreads differ ≥ {FIG2_SPREAD:g}×", _ge(spread_ratio, FIG2_SPREAD)),
     ]
-    lo = min(nums, key=lambda a: nums[a]["service_p50_ns"])
-    hi = max(nums, key=lambda a: nums[a]["service_p50_ns"])
+    lo = min(nums, key=lambda a: _finite(nums[a]["service_p50_ns"], math.inf))
+    hi = max(nums, key=lambda a: _finite(nums[a]["service_p50_ns"]))
     wide = max(nums, key=lambda a: _finite(nums[a]["spread"]))
     narrow = min(nums, key=lambda a: _finite(nums[a]["spread"], math.inf))
     body = (
@@ -617,10 +633,10 @@ def rule_fig3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     nums, conds, parts, rows = {}, [], [], []
     for app, pts in apps.items():
         lo, hi = _ends(pts)
-        r_lo = value(lo, "sojourn", "p99") / value(lo, "sojourn", "mean")
-        r_hi = value(hi, "sojourn", "p99") / value(hi, "sojourn", "mean")
-        g99 = value(hi, "sojourn", "p99") / value(lo, "sojourn", "p99")
-        gmean = value(hi, "sojourn", "mean") / value(lo, "sojourn", "mean")
+        r_lo = _div(value(lo, "sojourn", "p99"), value(lo, "sojourn", "mean"))
+        r_hi = _div(value(hi, "sojourn", "p99"), value(hi, "sojourn", "mean"))
+        g99 = _div(value(hi, "sojourn", "p99"), value(lo, "sojourn", "p99"))
+        gmean = _div(value(hi, "sojourn", "mean"), value(lo, "sojourn", "mean"))
         ok = None if not (math.isfinite(r_lo) and math.isfinite(r_hi)) else bool(r_hi > r_lo)
         conds.append(Cond(f"{app}'s p99 grows faster than its mean", ok))
         nums[app] = {
@@ -685,7 +701,7 @@ def rule_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         nums[app] = {
             "saturation_qps": {str(t): q for t, q in sorted(by.items())},
             "threads": top,
-            "scaling": by[top] / by[1] if 1 in by and top > 1 else math.nan,
+            "scaling": _div(by[top], by[1]) if 1 in by and top > 1 else math.nan,
         }
     sc = {a: v["scaling"] for a, v in nums.items()}
     fast, slow = ("kv", "search"), ("oltp-mem", "translate")
@@ -744,71 +760,86 @@ def rule_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+def _config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
+    """One app's sojourn p95 per configuration ÷ integrated (None without both integrated and
+    loopback)."""
+    by = {str(p["config"]): p for _, p in pts.iterrows()}
+    if "integrated" not in by or "loopback" not in by:
+        return None
+    base = value(by["integrated"], "sojourn", "p95")
+    out = {"service_mean_ns": value(by["integrated"], "service", "mean"), "p95_ns": {}}
+    for c in sorted(by, key=lambda c: CONFIG_ORDER.index(c) if c in CONFIG_ORDER else 9):
+        out["p95_ns"][c] = value(by[c], "sojourn", "p95")
+    out["ratio"] = {c: _div(v, base) for c, v in out["p95_ns"].items() if c != "integrated"}
+    return out
+
+
+CONFIG_ORDER = ["integrated", "loopback", "networked"]
+
+
 def rule_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
-    """Per app: p95 loopback ÷ integrated; the shortest-request app must differ most."""
-    nums = {}
-    for app, pts in _apps(data).items():
-        by = {str(c): p for c, p in zip(pts["config"], [r for _, r in pts.iterrows()], strict=True)}
-        if "integrated" not in by or "loopback" not in by:
-            continue
-        base = by["integrated"]
-        nums[app] = {
-            "service_mean_ns": value(base, "service", "mean"),
-            "integrated_p95_ns": value(base, "sojourn", "p95"),
-            "loopback_p95_ns": value(by["loopback"], "sojourn", "p95"),
-        }
-        nums[app]["ratio"] = nums[app]["loopback_p95_ns"] / nums[app]["integrated_p95_ns"]
+    """Per app: p95 loopback (and networked) ÷ integrated; the app with the shortest requests
+    must differ most, the one with the longest hardly at all."""
+    nums = {a: r for a, pts in _apps(data).items() if (r := _config_ratios(pts)) is not None}
     if not nums:
         return _no_data(data, "integrated and loopback pairs")
-    short = min(nums, key=lambda a: _finite(nums[a]["service_mean_ns"], math.inf))
-    long = max(nums, key=lambda a: _finite(nums[a]["service_mean_ns"]))
-    ratios = {a: v["ratio"] for a, v in nums.items()}
+    nums = dict(sorted(nums.items(), key=lambda t: _finite(t[1]["service_mean_ns"])))
+    short, long = next(iter(nums)), list(nums)[-1]
+    ratios = {a: v["ratio"]["loopback"] for a, v in nums.items()}
     largest = max(ratios, key=lambda a: _finite(ratios[a]))
+    r = ratios[long]
     conds = [
         Cond(f"{short} (shortest requests) has the largest ratio", bool(largest == short), True),
         Cond(
             f"{long} (longest requests) within {FIG5_CLOSE:g}×",
-            None
-            if not math.isfinite(ratios[long])
-            else bool(max(ratios[long], 1 / ratios[long]) <= FIG5_CLOSE),
+            _within(r, FIG5_CLOSE),
         ),
     ]
     body = "p95 loopback ÷ integrated: " + ", ".join(
         f"{a} {_x(r)} (service mean {_ms(nums[a]['service_mean_ns'])})" for a, r in ratios.items()
     )
+    configs = list(dict.fromkeys(c for v in nums.values() for c in v["p95_ns"]))
     rows = [
-        [
-            a,
-            _ms(v["service_mean_ns"]),
-            _ms(v["integrated_p95_ns"]),
-            _ms(v["loopback_p95_ns"]),
-            _x(v["ratio"]),
-        ]
-        for a, v in sorted(nums.items(), key=lambda t: _finite(t[1]["service_mean_ns"]))
+        [a, _ms(v["service_mean_ns"])]
+        + [_ms(v["p95_ns"].get(c)) for c in configs]
+        + [_x(v["ratio"].get(c, math.nan)) for c in configs[1:]]
+        for a, v in nums.items()
     ]
+    label = [CONFIG_LABEL.get(c, c) for c in configs]
+    heads = ["app", "service mean", *(f"{c} p95" for c in label)]
+    heads += [f"{c} ÷ integrated" for c in label[1:]]
+    series = {
+        f"{c} ÷ integrated": [v["ratio"].get(c, math.nan) for v in nums.values()]
+        for c in configs[1:]
+    }
     return _verdict(
         conds,
         body,
         {"apps": nums, "shortest": short, "longest": long},
-        heads=["app", "service mean", "integrated p95", "loopback p95", "loopback ÷ integrated"],
+        heads=heads,
         rows=rows,
         figures=[
             (
-                "loopback_ratio",
-                "Sojourn p95 loopback ÷ integrated per app, apps ordered by service time.",
+                "transport_ratio",
+                "Sojourn p95 of each TCP configuration ÷ integrated per app, apps ordered by "
+                "service time; loopback is server and client processes over 127.0.0.1"
+                + (
+                    "; networked is two network namespaces on this one host."
+                    if "networked" in configs
+                    else "."
+                ),
                 lambda o: bars(
                     o,
-                    [r[0] for r in rows],
-                    {"loopback ÷ integrated": [ratios[r[0]] for r in rows]},
-                    "p95 loopback ÷ integrated (log scale)",
+                    list(nums),
+                    series,
+                    "p95 ÷ integrated (log scale)",
                     "Transport cost by request length",
                     hlines=[(1.0, "equal")],
                 ),
             ),
             (
                 "config_comparison",
-                "Sojourn p95 per configuration and app (TailBench Fig. 5); loopback runs server "
-                "and client as processes over 127.0.0.1.",
+                "Sojourn p95 per configuration and app (TailBench Fig. 5).",
                 lambda o: _fig("config_comparison", data.combined(), o),
             ),
         ],
@@ -842,7 +873,7 @@ def rule_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     for _, p in ip.iterrows():
         app, thr, frac, r = str(p["app"]), int(p["threads"]), p["load_frac"], p["ratio_p95"]
         nums.setdefault(app, {}).setdefault(str(thr), {})[_load_name(p)] = r
-        close = None if not math.isfinite(r) else bool(max(r, 1 / r) <= FIG8_CLOSE)
+        close = _within(r, FIG8_CLOSE)
         if app == "kv" and math.isfinite(frac) and frac < FIG8_BELOW:
             conds.append(Cond(f"kv {thr} thr at {_load_name(p)} within {FIG8_CLOSE:g}×", close))
         rows.append(
@@ -1065,7 +1096,7 @@ def rule_tales3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         label = f"{100 * frac:.0f} % load"
         nums[label] = {f"p99_ns_{t}": value(p, "sojourn", "p99") for t, p in by.items()}
         conds.append(Cond(f"{hi} workers < {lo} at {label}", _less(b, a) if hi > lo else None))
-        rows.append([label, _ms(a), _ms(b), _x(b / a), _ok(conds[-1].ok)])
+        rows.append([label, _ms(a), _ms(b), _x(_div(b, a)), _ok(conds[-1].ok)])
     body = "p99 " + "; ".join(
         f"{k}: " + ", ".join(f"{t.split('_')[-1]} worker(s) {_ms(v)}" for t, v in n.items())
         for k, n in nums.items()
@@ -1151,7 +1182,7 @@ def rule_tales5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         return _no_data(data, "points over [[case]]")
     nums, rows = _p99_table(by)
     none = nums.get("none", {}).get("p99_ns", math.nan)
-    rel = {k: v["p99_ns"] / none for k, v in nums.items()}
+    rel = {k: _div(v["p99_ns"], none) for k, v in nums.items()}
     for k, r in zip(nums, rows, strict=True):
         nums[k]["vs_none"] = rel[k]
         r.append(_x(rel[k]))
@@ -1243,7 +1274,7 @@ def _stress_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
     if "none" not in by:
         return None
     base = {s: value(by["none"], "service", s) for s in ("p95", "p99")}
-    rel = {c: {s: value(p, "service", s) / base[s] for s in base} for c, p in by.items()}
+    rel = {c: {s: _div(value(p, "service", s), base[s]) for s in base} for c, p in by.items()}
     return {"none_ns": base, "ratio": {c: r for c, r in rel.items() if c != "none"}}
 
 

@@ -302,9 +302,10 @@ def test_fig4_scaling_from_saturation(tmp_path):
     assert doc["numbers"]["apps"]["search"]["scaling"] == pytest.approx(0.65)
 
 
-def test_fig5_short_requests_differ_most(tmp_path):
-    root = tmp_path / "tailbench-fig5"
-    for app, svc, ratio in [("null", 2 * US, 3.0), ("kv", 100 * US, 1.4), ("search", MS, 1.05)]:
+def _fig5(root: Path, cases: list[tuple[str, float, float]], configs=("integrated", "loopback")):
+    """Per app: service mean and loopback ÷ integrated p95 (networked: twice that)."""
+    factor = {"integrated": 1.0, "loopback": 1.0, "networked": 2.0}
+    for app, svc, ratio in cases:
         pts = [
             point(
                 f"{c}-t1-q100",
@@ -312,15 +313,30 @@ def test_fig5_short_requests_differ_most(tmp_path):
                 config=c,
                 qps=100,
                 svc=_stats(mean=svc),
-                soj=_stats(mean=svc, p95=svc * 2 * (ratio if c == "loopback" else 1)),
+                soj=_stats(mean=svc, p95=svc * 2 * (1 if c == "integrated" else ratio) * factor[c]),
             )
-            for c in ("integrated", "loopback")
+            for c in configs
         ]
-        experiment(root / f"fig5-{app}", pts)
+        experiment(root / "tailbench-fig5" / f"fig5-{app}", pts)
+
+
+def test_fig5_short_requests_differ_most(tmp_path):
+    _fig5(tmp_path, [("null", 2 * US, 3.0), ("kv", 100 * US, 1.4), ("search", MS, 1.05)])
     doc = page(tmp_path, "tailbench-fig5")
-    assert doc["numbers"]["apps"]["null"]["ratio"] == pytest.approx(3.0)
+    assert doc["numbers"]["apps"]["null"]["ratio"]["loopback"] == pytest.approx(3.0)
     assert doc["numbers"]["shortest"] == "null" and doc["numbers"]["longest"] == "search"
     assert doc["status"] == "confirmed"
+    assert "null 3× (service mean 2 µs)" in doc["verdict"]
+
+    # search slower over loopback than null: the short app no longer differs most
+    cases = [("null", 2 * US, 1.2), ("kv", 100 * US, 1.1), ("search", MS, 2.0)]
+    _fig5(tmp_path / "b", cases, ("integrated", "loopback", "networked"))
+    doc = page(tmp_path / "b", "tailbench-fig5")
+    assert doc["status"] == "not confirmed"
+    assert doc["numbers"]["apps"]["kv"]["ratio"]["networked"] == pytest.approx(2.2)
+    assert "networked (network namespaces on one host) ÷ integrated" in html(
+        tmp_path / "b", "tailbench-fig5"
+    )
 
 
 def test_fig8_ratio_below_08_of_saturation(tmp_path):
@@ -575,6 +591,14 @@ def test_disturbed_banner_and_inconclusive(tmp_path):
     assert doc["status"] == "inconclusive" and doc["status_from_data"] == "confirmed"
     assert "every one of the 4 runs failed its environment check" in doc["verdict"]
     assert "tiny counts" not in html(tmp_path, "tales-fig5")
+
+
+def test_zero_latency_is_no_data_not_a_crash(tmp_path):
+    p99 = {"none": 0.0, "hog": 500 * US, "hog + RT": 110 * US, "hog elsewhere": 105 * US}
+    experiment(tmp_path / "tales-fig5" / "tales-fig5", _axis_points("case", p99))
+    doc = page(tmp_path, "tales-fig5")
+    assert doc["status"] == "inconclusive" and doc["numbers"]["cases"]["hog"]["vs_none"] is None
+    assert "no data for: hog ≥ 2× none" in doc["verdict"]
 
 
 def test_no_data_is_inconclusive(tmp_path):
