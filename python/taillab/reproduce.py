@@ -91,6 +91,9 @@ PROF_CPU, PROF_ALONE = 1.5, 1.3
 # harness rounds rates to 0.01 QPS).
 FRACTION_SNAP = 0.02
 
+# A verdict sentence names at most this many failed conditions (the page lists them all).
+MAX_LISTED = 3
+
 # How the environment check's items read in a sentence.
 _ENV_ITEMS = {
     "steal": "CPU steal",
@@ -429,7 +432,9 @@ def _verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
     failed = [c.text for c in conds if c.ok is False]
     nodata = [c.text for c in conds if c.ok is None]
     sentence = body
-    if failed:
+    if len(failed) > MAX_LISTED:
+        sentence += f"; not met: {len(failed)} of {len(conds)} conditions (first: {failed[0]})"
+    elif failed:
         sentence += "; not met: " + ", ".join(failed)
     if nodata:
         sentence += "; no data for: " + ", ".join(nodata)
@@ -956,13 +961,27 @@ def _p99_table(by: dict[str, pd.Series]) -> tuple[dict, list[list[str]]]:
     return nums, rows
 
 
+def _in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]], str]:
+    """Latencies (ns) scaled to the unit their median reads best in, and that unit."""
+    from .figures import unit_for
+
+    scale, unit = unit_for([v for vs in series_ns.values() for v in vs])
+    return {k: [v / scale for v in vs] for k, vs in series_ns.items()}, unit
+
+
 def _p99_bars(name: str, caption: str, nums: dict, title: str):
     cats = list(nums)
-    series = {
-        "measured": [nums[c]["p99_ns"] / 1e3 for c in cats],
-        "ideal (replay)": [nums[c]["ideal_p99_ns"] / 1e3 for c in cats],
-    }
-    return (name, caption, lambda o: bars(o, cats, series, "sojourn p99 (µs, log scale)", title))
+    series, unit = _in_unit(
+        {
+            "measured": [nums[c]["p99_ns"] for c in cats],
+            "ideal (replay)": [nums[c]["ideal_p99_ns"] for c in cats],
+        }
+    )
+    return (
+        name,
+        caption,
+        lambda o: bars(o, cats, series, f"sojourn p99 ({unit}, log scale)", title),
+    )
 
 
 def _less(a: float, b: float) -> bool | None:
@@ -1101,6 +1120,10 @@ def rule_tales3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         f"{k}: " + ", ".join(f"{t.split('_')[-1]} worker(s) {_ms(v)}" for t, v in n.items())
         for k, n in nums.items()
     )
+    workers = sorted({int(k.split("_")[-1]) for n in nums.values() for k in n})
+    series, unit = _in_unit(
+        {f"{t} worker(s)": [n.get(f"p99_ns_{t}", math.nan) for n in nums.values()] for t in workers}
+    )
     return _verdict(
         conds,
         body,
@@ -1115,13 +1138,8 @@ def rule_tales3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
                 lambda o: bars(
                     o,
                     list(nums),
-                    {
-                        f"{t} worker(s)": [
-                            n.get(f"p99_ns_{t}", math.nan) / 1e3 for n in nums.values()
-                        ]
-                        for t in sorted({int(k.split("_")[-1]) for n in nums.values() for k in n})
-                    },
-                    "sojourn p99 (µs, log scale)",
+                    series,
+                    f"sojourn p99 ({unit}, log scale)",
                     "p99 by worker count",
                 ),
             ),
