@@ -23,9 +23,7 @@ def main() -> int:
     from taillab.errors import TaillabError
     from taillab.reproduce import markdown
 
-    ap = argparse.ArgumentParser(
-        description="Print docs/reproduction.md from reproduce results."
-    )
+    ap = argparse.ArgumentParser(description="Print docs/reproduction.md.")
     ap.add_argument("root", help="the folder `taillab reproduce all` wrote")
     ap.add_argument(
         "--items",
