@@ -178,7 +178,54 @@ def _add_validate(sub) -> None:
     p.set_defaults(func=_validate)
 
 
-COMMANDS = [_add_report, _add_compare, _add_fit, _add_validate]
+def _reproduce_page(args) -> int:
+    from .reproduce import write_page
+
+    print(write_page(args.id, args.folder, args.items, reuse=args.reuse, quick=args.quick))
+    return 0
+
+
+def _add_reproduce_page(sub) -> None:
+    p = sub.add_parser(
+        "reproduce-page",
+        help="write an item's reproduction page and verdict (what `taillab reproduce` runs)",
+        description="Read the results `taillab reproduce ID` wrote into FOLDER and write "
+        "FOLDER/index.html (our figure, the paper's numbers, the verdict computed from the "
+        "data) and FOLDER/verdict.json. Exits 0 whatever the verdict.",
+    )
+    p.add_argument("id", help="the item's id in items.toml")
+    p.add_argument("folder", help="the item's results folder (ROOT/ID)")
+    p.add_argument("--items", required=True, metavar="TOML", help="configs/reproduce/items.toml")
+    p.add_argument("--reuse", metavar="DIR", help="the results folder of the item this one reads")
+    p.add_argument("--quick", action="store_true", help="the results are of the --quick variant")
+    p.set_defaults(func=_reproduce_page)
+
+
+def _reproduce_index(args) -> int:
+    from .reproduce import write_index
+
+    print(write_index(args.root, args.items))
+    return 0
+
+
+def _add_reproduce_index(sub) -> None:
+    p = sub.add_parser(
+        "reproduce-index",
+        help="write ROOT/index.html: every item's verdict, linking its page",
+    )
+    p.add_argument("root", help="the folder `taillab reproduce all` wrote")
+    p.add_argument("--items", required=True, metavar="TOML", help="configs/reproduce/items.toml")
+    p.set_defaults(func=_reproduce_index)
+
+
+COMMANDS = [
+    _add_report,
+    _add_compare,
+    _add_fit,
+    _add_validate,
+    _add_reproduce_page,
+    _add_reproduce_index,
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,1999 @@
+"""``taillab reproduce``'s pages: our figure beside the paper's numbers, and a verdict
+computed from the data.
+
+The Rust side (``taillab reproduce ID``) runs an item's experiments from
+``configs/reproduce/items.toml`` into ``ROOT/<id>/<experiment-stem>/`` (an ordinary experiment
+folder each; for ``kind = "tailwag"`` items ``ROOT/<id>/<app>/`` with ``measured/``,
+``synthetic/`` and ``validation/``), then calls :func:`write_page`, and after ``all``
+:func:`write_index`. Nothing here runs anything: it reads those folders.
+
+Every verdict is a list of conditions evaluated on the measured numbers (:class:`Cond`), each
+item's rule one function in :data:`RULES`; the thresholds are named constants below, each with
+why it has its value. The status is
+
+* ``confirmed`` — every condition holds;
+* ``partly`` — some hold (and no *primary* condition, the effect the claim is about, fails);
+* ``not confirmed`` — none holds, or a primary one fails;
+* ``inconclusive`` — no data, or every run of the item failed its environment check (another
+  process, steal or a CPU wait disturbed it). The numbers are still computed and shown, with
+  what they would say (``status_from_data`` in ``verdict.json``).
+
+A run whose environment check failed (``checks.environment.ok == false`` in its summary.json)
+is kept, never dropped: the page counts them and says at the top that the figure is built from
+disturbed runs, with the gist of the reasons.
+
+``verdict.json`` (schema ``taillab.reproduce/1``)::
+
+    {"schema": "taillab.reproduce/1", "id", "paper", "figure", "claim",
+     "status", "status_from_data", "verdict" (one sentence), "numbers" {...},
+     "conditions": [{"text", "ok", "primary"}], "runs", "disturbed_runs",
+     "probes", "disturbed_probes", "environment" (the gist), "quick", "host", "started_at"}
+
+Schema history: taillab.reproduce/1 — first version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import TaillabError
+from .results import Results, load, numeric
+
+SCHEMA = "taillab.reproduce/1"
+STATUSES = ("confirmed", "partly", "not confirmed", "inconclusive")
+
+# --- Thresholds of the verdict rules, and why ------------------------------------------------
+# Table I: a p95 within 3x of the paper's counts as "the same order" — our engines, data and
+# CPUs differ from TailBench's (masstree vs a B+ tree, xapian vs tantivy, 2016 Xeons vs a VM),
+# so only the scale, not the value, is comparable.
+TABLE1_FACTOR = 3.0
+# ... confirmed when 6 of the 8 apps are within that factor, partly from 3.
+TABLE1_CONFIRM, TABLE1_PARTLY = 6, 3
+# Fig. 2: the paper's service times span from ~100 us to ~1 s; two decades across our apps
+# is the least that still shows "widely different scales".
+FIG2_SPAN = 100.0
+# ... and "different spread": one app's p99/p50 at least twice another's.
+FIG2_SPREAD = 2.0
+# Fig. 4: scaling from 1 to 2 threads by at least 1.5x is clearly better than sub-linear
+# (perfect is 2x; TailBench's kv and search are near-linear).
+FIG4_SCALES = 1.5
+# Fig. 5: loopback within 1.5x of integrated for the app with the longest requests: the
+# transport adds tens of µs, a fraction of a millisecond-scale request.
+FIG5_CLOSE = 1.5
+# Fig. 8: measured p95 within 1.25x of the M/G/n replay of the same service times counts as
+# "the model predicts it"; only below 0.8 of saturation, where the paper's model holds too
+# (near saturation both curves turn vertical and any ratio is noise).
+FIG8_CLOSE, FIG8_BELOW = 1.25, 0.8
+# Tales Fig. 2: a good system stays within 15 % of the ideal queue's p99 up to ρ = 0.7, the
+# load Tales's well-tuned server reaches before its curve departs from the model.
+TALES2_CLOSE, TALES2_RHO = 1.15, 0.7
+# ... the measured ρ includes the worker's own per-request overhead (a few %), so the point
+# meant as 0.7 reads slightly above it.
+RHO_SLACK = 0.05
+# Tales Fig. 5: a hog sharing the core at least doubles p99 (it takes half the CPU); a remedy
+# works if p99 is back within 1.5x of the undisturbed run.
+TALES5_HOG, TALES5_REMEDY = 2.0, 1.5
+# Profiling Tables VI-VIII: CPU stress raises service p95 by at least 1.5x (the report: ~2x);
+# memory or disk stress alone changes it by less than 1.3x (the report: within ±7 %).
+PROF_CPU, PROF_ALONE = 1.5, 1.3
+# Two fractions of saturation that differ by less than this are the same planned load (the
+# harness rounds rates to 0.01 QPS).
+FRACTION_SNAP = 0.02
+
+# A verdict sentence names at most this many failed conditions (the page lists them all).
+MAX_LISTED = 3
+
+# How the environment check's items read in a sentence.
+_ENV_ITEMS = {
+    "steal": "CPU steal",
+    "foreign_cpu": "other processes' CPU",
+    "worker_invol_cs": "involuntary switches of a worker",
+    "worker_runq_wait": "a worker waiting for a CPU",
+}
+# Topologies as the page names them: a networked run here is two network namespaces on one
+# host joined by a veth pair, not two machines.
+CONFIG_LABEL = {"networked": "networked (network namespaces on one host)"}
+
+
+class ReproduceError(TaillabError):
+    """An item, its folder or items.toml cannot be used."""
+
+
+# --- items.toml --------------------------------------------------------------------------------
+
+
+def read_items(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Every ``[[item]]`` of items.toml by id, in file order."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ReproduceError(
+            f"cannot read {p}: {e.strerror}; give --items configs/reproduce/items.toml"
+        ) from e
+    except tomllib.TOMLDecodeError as e:
+        raise ReproduceError(f"{p} is not valid TOML ({e}); fix that line") from e
+    items = doc.get("item")
+    if not isinstance(items, list) or not all(isinstance(i, dict) and "id" in i for i in items):
+        raise ReproduceError(f"{p} has no [[item]] tables with an id each")
+    return {str(i["id"]): i for i in items}
+
+
+def experiment_stem(path: str) -> str:
+    """The folder an experiment file's results go to: ``apps/kv.toml`` → ``apps-kv``."""
+    return path.removesuffix(".toml").replace("/", "-")
+
+
+def _stems(item: dict[str, Any]) -> list[str]:
+    if item.get("kind") == "tailwag":
+        return [f"{a}/{side}" for a in item.get("apps", []) for side in ("measured", "synthetic")]
+    return [experiment_stem(e) for e in item.get("experiments", [])]
+
+
+# --- the item's data ---------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def group_tag(point_id: str) -> str:
+    """The saturation folder of a point's group: its id with the rate set to 0."""
+    return re.sub(r"^([^-]+-t\d+-q)[^-]*", r"\g<1>0", point_id)
+
+
+def _threads_of_tag(tag: str) -> int | None:
+    m = re.match(r"^[^-]+-t(\d+)-", tag)
+    return int(m.group(1)) if m else None
+
+
+@dataclass
+class Env:
+    """The environment checks of an item's runs: counts, worst values, foreign processes."""
+
+    runs: int = 0
+    disturbed: int = 0
+    probes: int = 0
+    disturbed_probes: int = 0
+    worst: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+    foreign: Counter = field(default_factory=Counter)
+    reasons: list[str] = field(default_factory=list)
+    detail: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, where: str, summary: dict[str, Any]) -> None:
+        self.runs += 1
+        env = (summary.get("checks") or {}).get("environment")
+        if not isinstance(env, dict) or env.get("ok") is not False:
+            return
+        self.disturbed += 1
+        self.detail.append((where, str(env.get("verdict", ""))))
+        for it in env.get("items") or []:
+            if isinstance(it, dict) and it.get("ok") is False:
+                v = float(it.get("value") or 0.0)
+                name = str(it.get("name"))
+                if name not in self.worst or v > self.worst[name][0]:
+                    self.worst[name] = (v, float(it.get("limit") or 0.0), str(it.get("unit", "")))
+        if not env.get("items"):
+            self.reasons += [str(r) for r in env.get("reasons") or [env.get("verdict", "")]]
+        for f in (summary.get("environment") or {}).get("top_foreign") or []:
+            if isinstance(f, dict) and f.get("name"):
+                self.foreign[str(f["name"])] += 1
+
+    def gist(self) -> str:
+        """One line: the failed items at their worst, and the processes seen most often."""
+        parts = []
+        for name, (v, limit, unit) in sorted(self.worst.items(), key=lambda t: -t[1][0]):
+            parts.append(
+                f"{_ENV_ITEMS.get(name, name)} up to {v:.3g} {unit} (limit {limit:g})".strip()
+            )
+        if not parts and self.reasons:
+            parts.append(self.reasons[0][:160])
+        text = "; ".join(parts)
+        if self.foreign:
+            text += "; busy other processes: " + ", ".join(
+                n for n, _ in self.foreign.most_common(3)
+            )
+        return text
+
+    @property
+    def all_disturbed(self) -> bool:
+        return self.runs > 0 and self.disturbed == self.runs
+
+
+@dataclass
+class Data:
+    """An item's results: each experiment loaded, its points with their load fraction, the
+    saturation searches, the environment checks, and the host they ran on."""
+
+    root: Path
+    results: dict[str, Results]
+    points: pd.DataFrame
+    saturation: dict[str, dict[str, dict[str, Any]]]
+    env: Env
+    missing: list[str]
+    host: dict[str, Any]
+    started_at: str | None
+
+    def of(self, stem: str) -> pd.DataFrame:
+        """The points of one experiment."""
+        return self.points[self.points["stem"] == stem]
+
+    def combined(self, stems: list[str] | None = None, planned_rho: bool = False) -> Results:
+        """One Results over several experiments (point ids prefixed with their experiment), for
+        the figure functions that draw one panel or line per app. ``planned_rho``: the
+        points' utilization is the planned fraction of saturation, so that points planned at
+        the same load share a panel whatever the host did to their service times."""
+        stems = [s for s in (stems or list(self.results)) if s in self.results]
+        runs, pts = [], []
+        for s in stems:
+            r, p = self.results[s], self.of(s)
+            if planned_rho:
+                p = p.assign(utilization=p["load_frac"])
+            runs.append(r.runs.assign(point=s + "/" + r.runs["point"].astype(str)))
+            pts.append(p.assign(point=s + "/" + p["point"].astype(str)))
+        if not pts:
+            raise ReproduceError(f"no results in {self.root}")
+        return Results(
+            self.root,
+            "collection",
+            None,
+            pd.concat(runs, ignore_index=True),
+            pd.concat(pts, ignore_index=True),
+        )
+
+
+def _saturations(exp_dir: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for f in sorted(exp_dir.glob("saturation/*/saturation.json")):
+        doc = _read_json(f)
+        if isinstance(doc.get("qps"), (int, float)):
+            out[f.parent.name] = doc
+    return out
+
+
+def _fractions(res: Results, sats: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The experiment's points with ``sat_qps`` and ``load_frac`` (offered ÷ saturation,
+    snapped to the planned fraction) when its loads were relative to saturation."""
+    pts = res.points.copy()
+    planned = ((res.experiment or {}).get("parameters") or {}).get("sweep") or {}
+    planned = [float(x) for x in planned.get("load") or []]
+    sat = [sats.get(group_tag(str(p)), {}).get("qps", math.nan) for p in pts["point"]]
+    pts["sat_qps"] = np.asarray(sat, dtype=float)
+    frac = numeric(pts, "qps") / pts["sat_qps"].to_numpy()
+    for i, f in enumerate(frac):
+        near = [x for x in planned if abs(x - f) <= FRACTION_SNAP]
+        if near:
+            frac[i] = near[0]
+    pts["load_frac"] = frac
+    pts["nominal_rho"] = [_nominal_rho(res, p) for _, p in pts.iterrows()]
+    return pts
+
+
+_UNIT_NS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def nominal_service_ns(spec: Any) -> float:
+    """The mean of a synth service spec whose mean is its parameter (``fixed:50us``,
+    ``exp:100us``); NaN for any other spec."""
+    m = re.fullmatch(r"(fixed|exp):([0-9.]+)\s*(ns|us|µs|ms|s)", str(spec).strip())
+    return float(m.group(2)) * _UNIT_NS[m.group(3)] if m else math.nan
+
+
+def _nominal_rho(res: Results, p: pd.Series) -> float:
+    """Planned utilization, offered rate × the spec's mean service ÷ workers: unlike the
+    measured one it does not grow when a busy host stretches each request."""
+    runs = res.runs[res.runs["point"] == p["point"]]
+    if runs.empty or "param_service" not in runs:
+        return math.nan
+    svc = nominal_service_ns(runs["param_service"].iloc[0])
+    return float(p["qps"]) * svc * 1e-9 / float(p["threads"])
+
+
+def load_item(root: Path, item: dict[str, Any]) -> Data:
+    """Read every experiment of ``item`` under ``root`` (missing ones are listed, not fatal)."""
+    results, frames, sats, missing = {}, [], {}, []
+    env = Env()
+    for stem in _stems(item):
+        d = root / stem
+        if not (d / "experiment.json").exists():
+            missing.append(stem)
+            continue
+        res = load(d)
+        results[stem] = res
+        sats[stem] = _saturations(d)
+        frames.append(_fractions(res, sats[stem]).assign(stem=stem))
+        for _, r in res.runs.iterrows():
+            env.add(
+                f"{stem}/{r['point']} run {r['run']}", _read_json(Path(r["path"]) / "summary.json")
+            )
+        for doc in sats[stem].values():
+            for p in doc.get("probes") or []:
+                env.probes += 1
+                env.disturbed_probes += bool(isinstance(p, dict) and p.get("disturbed"))
+    points = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["stem"])
+    first = next(iter(results.values()), None)
+    exp = first.experiment if first is not None else {}
+    return Data(
+        root=root,
+        results=results,
+        points=points,
+        saturation=sats,
+        env=env,
+        missing=missing,
+        host=first.host if first is not None else {},
+        started_at=(exp or {}).get("started_at"),
+    )
+
+
+def value(p: pd.Series | dict, metric: str, stat: str) -> float:
+    """A point's estimate of ``metric`` ``stat`` (ns): the aggregate's estimate, else the
+    statistic of the merged histograms (service times are not among the CI metrics)."""
+    for col in (f"{metric}_{stat}", f"merged_{metric}_{stat}"):
+        v = p.get(col) if hasattr(p, "get") else None
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            return v
+    return math.nan
+
+
+# --- verdicts ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Cond:
+    """One condition of a verdict rule, evaluated on the data (None: no data for it)."""
+
+    text: str
+    ok: bool | None
+    primary: bool = False
+
+
+def status_of(conds: list[Cond]) -> str:
+    """confirmed / partly / not confirmed / inconclusive from the conditions (module doc)."""
+    known = [c for c in conds if c.ok is not None]
+    if not known:
+        return "inconclusive"
+    if any(c.primary and c.ok is False for c in known):
+        return "not confirmed"
+    if all(c.ok for c in conds):
+        return "confirmed"
+    return "partly" if any(c.ok for c in known) else "not confirmed"
+
+
+@dataclass
+class Verdict:
+    """A rule's outcome: status, the sentence's body (the numbers in words), the numbers
+    themselves, the conditions, the per-app/per-case table, the paper's numbers table (when
+    the paper gives numbers), the figures to draw and any extra page sections (functions of
+    the page's folder returning HTML)."""
+
+    status: str
+    body: str
+    numbers: dict[str, Any]
+    conds: list[Cond] = field(default_factory=list)
+    heads: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    paper: tuple[list[str], list[list[str]]] | None = None
+    figures: list[tuple[str, str, Callable[[Path], Any]]] = field(default_factory=list)
+    sections: list[Callable[[Path], str]] = field(default_factory=list)
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.body}: {self.status}"
+
+
+def _x(v: float, digits: int = 3) -> str:
+    """A ratio as '1.93×' ('–' when unknown)."""
+    if v is None or not math.isfinite(v):
+        return "–"
+    return f"{v:,.0f}×" if abs(v) >= 100 else f"{v:.{digits}g}×"
+
+
+def _ms(v: float) -> str:
+    from .report import fmt_ns
+
+    return fmt_ns(v)
+
+
+def _pct(v: float) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{100 * v:.3g} %"
+
+
+def _ok(v: bool | None) -> str:
+    if v is None:
+        return '<span class="muted">no data</span>'
+    return '<span class="ok">yes</span>' if v else '<span class="fail">no</span>'
+
+
+def _verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
+    status = status_of(conds)
+    failed = [c.text for c in conds if c.ok is False]
+    nodata = [c.text for c in conds if c.ok is None]
+    sentence = body
+    if len(failed) > MAX_LISTED:
+        sentence += f"; not met: {len(failed)} of {len(conds)} conditions (first: {failed[0]})"
+    elif failed:
+        sentence += "; not met: " + ", ".join(failed)
+    if nodata:
+        sentence += "; no data for: " + ", ".join(nodata)
+    return Verdict(status, sentence, numbers, conds, **kw)
+
+
+def _no_data(data: Data, what: str) -> Verdict:
+    return Verdict(
+        "inconclusive",
+        f"no {what} in {data.root} (missing: {', '.join(data.missing) or 'none'})",
+        {},
+    )
+
+
+def _apps(data: Data) -> dict[str, pd.DataFrame]:
+    """Points per app, in the item's experiment order."""
+    out: dict[str, pd.DataFrame] = {}
+    for stem in data.results:
+        pts = data.of(stem)
+        pts = pts[pts["runs"] > 0]
+        if len(pts):
+            app = str(pts["app"].iloc[0])
+            out[app] = pd.concat([out[app], pts]) if app in out else pts
+    return out
+
+
+def _div(a: float, b: float) -> float:
+    """a ÷ b, NaN when either is unknown or b is 0 (a verdict then says "no data")."""
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return math.nan
+    return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
+
+
+def _within(ratio: float, factor: float) -> bool | None:
+    """Whether a ratio is within ``factor`` of 1 either way (None when unknown)."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return None
+    return bool(max(ratio, 1 / ratio) <= factor)
+
+
+def _mean(v) -> float:
+    v = [x for x in v if x is not None and math.isfinite(x)]
+    return float(np.mean(v)) if v else math.nan
+
+
+# Each rule: (item, data, reuse data) -> Verdict; item is its items.toml table.
+Rule = Callable[[dict[str, Any], Data, "Data | None"], Verdict]
+
+
+def rule_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Sojourn p95 at the light load per app vs Table I's: within TABLE1_FACTOR."""
+    paper = item.get("paper_p95_ms") or {}
+    names = item.get("paper_apps") or {}
+    apps = _apps(data)
+    if not apps:
+        return _no_data(data, "app results")
+    nums: dict[str, Any] = {}
+    for app, want in paper.items():
+        ours = math.nan
+        if app in apps:
+            ours = value(apps[app].sort_values("qps").iloc[0], "sojourn", "p95") / 1e6
+        ratio = _div(ours, want)
+        ok = bool(_within(ratio, TABLE1_FACTOR))
+        nums[app] = {"ours_p95_ms": ours, "paper_p95_ms": want, "ratio": ratio, "within": ok}
+    within = sum(v["within"] for v in nums.values())
+    status = "not confirmed"
+    if within >= TABLE1_CONFIRM:
+        status = "confirmed"
+    elif within >= TABLE1_PARTLY:
+        status = "partly"
+    listed = ", ".join(
+        f"{a} {_x(v['ratio'], 2)}" for a, v in nums.items() if math.isfinite(v["ratio"])
+    )
+    sentence = (
+        f"{within} of {len(paper)} apps have a light-load p95 within {TABLE1_FACTOR:g}× of "
+        f"Table I's (ours ÷ paper: {listed})"
+    )
+    absent = [a for a, v in nums.items() if not math.isfinite(v["ratio"])]
+    if absent:
+        sentence += "; no data for " + ", ".join(absent)
+    rows = [
+        [
+            a,
+            str(names.get(a, "")),
+            _ms(v["ours_p95_ms"] * 1e6),
+            _ms(v["paper_p95_ms"] * 1e6),
+            _x(v["ratio"]),
+            _ok(v["within"] if math.isfinite(v["ratio"]) else None),
+        ]
+        for a, v in nums.items()
+    ]
+    seen = [a for a in nums if math.isfinite(nums[a]["ours_p95_ms"])]
+    series = {
+        "ours": [nums[a]["ours_p95_ms"] for a in seen],
+        "TailBench Table I": [paper[a] for a in seen],
+    }
+    return Verdict(
+        status,
+        sentence,
+        {"apps": nums, "within": within, "of": len(paper)},
+        heads=["app", "TailBench app", "our p95", "paper's p95", "ours ÷ paper", "within"],
+        rows=rows,
+        paper=(
+            ["app", "TailBench app", "p95 at the lowest load (Table I)"],
+            [[a, str(names.get(a, "")), _ms(v * 1e6)] for a, v in paper.items()],
+        ),
+        figures=[
+            (
+                "p95_vs_paper",
+                "Sojourn p95 at the light load, ours beside Table I's (log scale).",
+                lambda o: bars(o, seen, series, "p95 (ms, log scale)", "p95 at a light load"),
+            )
+        ],
+    )
+
+
+def rule_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
+    """Service p50 span across apps and p99/p50 spread per app (the reused Table I runs)."""
+    src = reuse if reuse is not None else data
+    apps = _apps(src)
+    if not apps:
+        return _no_data(src, "app results")
+    nums = {}
+    for app, pts in apps.items():
+        p = pts.sort_values("qps").iloc[0]
+        p50, p99 = value(p, "service", "p50"), value(p, "service", "p99")
+        nums[app] = {"service_p50_ns": p50, "service_p99_ns": p99, "spread": _div(p99, p50)}
+    p50s = [v["service_p50_ns"] for v in nums.values() if v["service_p50_ns"] > 0]
+    spreads = [v["spread"] for v in nums.values() if math.isfinite(v["spread"])]
+    span = max(p50s) / min(p50s) if len(p50s) > 1 else math.nan
+    spread_ratio = max(spreads) / min(spreads) if len(spreads) > 1 else math.nan
+    conds = [
+        Cond(f"p50s span ≥ {FIG2_SPAN:g}×", _ge(span, FIG2_SPAN)),
+        Cond(f"spreads differ ≥ {FIG2_SPREAD:g}×", _ge(spread_ratio, FIG2_SPREAD)),
+    ]
+    lo = min(nums, key=lambda a: _finite(nums[a]["service_p50_ns"], math.inf))
+    hi = max(nums, key=lambda a: _finite(nums[a]["service_p50_ns"]))
+    wide = max(nums, key=lambda a: _finite(nums[a]["spread"]))
+    narrow = min(nums, key=lambda a: _finite(nums[a]["spread"], math.inf))
+    body = (
+        f"service p50 spans {_x(span)} across {len(nums)} apps "
+        f"({lo} {_ms(nums[lo]['service_p50_ns'])} to {hi} {_ms(nums[hi]['service_p50_ns'])}); "
+        "p99/p50 ranges from "
+        f"{_x(nums[narrow]['spread'])} ({narrow}) to {_x(nums[wide]['spread'])} ({wide})"
+    )
+    rows = [
+        [a, _ms(v["service_p50_ns"]), _ms(v["service_p99_ns"]), _x(v["spread"])]
+        for a, v in sorted(nums.items(), key=lambda t: t[1]["service_p50_ns"])
+    ]
+    return _verdict(
+        conds,
+        body,
+        {"apps": nums, "p50_span": span, "spread_ratio": spread_ratio},
+        heads=["app", "service p50", "service p99", "p99 ÷ p50"],
+        rows=rows,
+        figures=[
+            (
+                "service_cdf",
+                "Service-time CDF per app at the light load of Table I (TailBench Fig. 2).",
+                lambda o: _fig("service_cdf", src.combined(), o),
+            )
+        ],
+    )
+
+
+def _ge(v: float, limit: float) -> bool | None:
+    return None if not math.isfinite(v) else bool(v >= limit)
+
+
+def _finite(v: float, default: float = -math.inf) -> float:
+    return v if v is not None and math.isfinite(v) else default
+
+
+def _fig(name: str, res: Results, out: Path, **kw):
+    from . import figures as F
+
+    return getattr(F, name)(res, out, **kw)
+
+
+def _ends(pts: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The lowest- and highest-load points (by planned fraction, else offered rate)."""
+    key = "load_frac" if pts["load_frac"].notna().all() else "qps"
+    s = pts.sort_values(key)
+    return s.iloc[0], s.iloc[-1]
+
+
+def _load_name(p: pd.Series) -> str:
+    f = p.get("load_frac")
+    if isinstance(f, float) and math.isfinite(f):
+        return f"{100 * f:.0f} % load"
+    return f"{float(p['qps']):,.0f} QPS"
+
+
+def rule_fig3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app: p99/mean at the lowest and the highest load; the tail must grow faster."""
+    apps = _apps(data)
+    if not apps:
+        return _no_data(data, "results")
+    nums, conds, parts, rows = {}, [], [], []
+    for app, pts in apps.items():
+        lo, hi = _ends(pts)
+        r_lo = _div(value(lo, "sojourn", "p99"), value(lo, "sojourn", "mean"))
+        r_hi = _div(value(hi, "sojourn", "p99"), value(hi, "sojourn", "mean"))
+        g99 = _div(value(hi, "sojourn", "p99"), value(lo, "sojourn", "p99"))
+        gmean = _div(value(hi, "sojourn", "mean"), value(lo, "sojourn", "mean"))
+        ok = None if not (math.isfinite(r_lo) and math.isfinite(r_hi)) else bool(r_hi > r_lo)
+        conds.append(Cond(f"{app}'s p99 grows faster than its mean", ok))
+        nums[app] = {
+            "low": _load_name(lo),
+            "high": _load_name(hi),
+            "p99_over_mean_low": r_lo,
+            "p99_over_mean_high": r_hi,
+            "p99_growth": g99,
+            "mean_growth": gmean,
+        }
+        parts.append(
+            f"{app} from {_x(r_lo, 2)} at {_load_name(lo)} to {_x(r_hi, 2)} at {_load_name(hi)}"
+        )
+        rows.append(
+            [app, _load_name(lo), _load_name(hi), _x(r_lo), _x(r_hi), _x(g99), _x(gmean), _ok(ok)]
+        )
+    return _verdict(
+        conds,
+        "p99/mean grows " + "; ".join(parts),
+        {"apps": nums},
+        heads=[
+            "app",
+            "low",
+            "high",
+            "p99/mean low",
+            "p99/mean high",
+            "p99 growth",
+            "mean growth",
+            "tail grows faster",
+        ],
+        rows=rows,
+        figures=[
+            (
+                "latency_vs_load",
+                "Sojourn mean, p95 and p99 vs offered load, one panel per app (TailBench Fig. 3).",
+                lambda o: _fig("latency_vs_load", data.combined(), o),
+            )
+        ],
+    )
+
+
+def _host_cpus(data: Data) -> int | None:
+    c = data.host.get("cores")
+    return int(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else None
+
+
+def rule_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app: saturation rate at the most threads ÷ at one thread."""
+    sat: dict[str, dict[int, float]] = {}
+    for stem, docs in data.saturation.items():
+        pts = data.of(stem)
+        app = str(pts["app"].iloc[0]) if len(pts) else stem
+        for tag, doc in docs.items():
+            t = _threads_of_tag(tag)
+            if t is not None:
+                sat.setdefault(app, {})[t] = float(doc["qps"])
+    if not sat:
+        return _no_data(data, "saturation searches")
+    nums = {}
+    for app, by in sat.items():
+        top = max(by)
+        nums[app] = {
+            "saturation_qps": {str(t): q for t, q in sorted(by.items())},
+            "threads": top,
+            "scaling": _div(by[top], by[1]) if 1 in by and top > 1 else math.nan,
+        }
+    sc = {a: v["scaling"] for a, v in nums.items()}
+    fast, slow = ("kv", "search"), ("oltp-mem", "translate")
+    scales = [_ge(sc.get(a, math.nan), FIG4_SCALES) for a in fast]
+    # Without a scaling app, "the others scale less" is empty: that one decides.
+    known = [x for x in scales if x is not None]
+    conds = [Cond("kv or search scales", any(known) if known else None, True)]
+    conds += [Cond(f"{a} ≥ {FIG4_SCALES:g}×", ok) for a, ok in zip(fast, scales, strict=True)]
+    floor = min((_finite(sc.get(a, math.nan), math.inf) for a in fast), default=math.inf)
+    for a in slow:
+        v = sc.get(a, math.nan)
+        ok = None if not (math.isfinite(v) and math.isfinite(floor)) else bool(v < floor)
+        conds.append(Cond(f"{a} below kv and search", ok))
+    threads = max((v["threads"] for v in nums.values()), default=1)
+    cpus = _host_cpus(data)
+    body = f"scaling 1→{threads} threads: " + ", ".join(f"{a} {_x(v, 3)}" for a, v in sc.items())
+    if cpus:
+        body += (
+            f" (this host has {cpus} CPUs: scaling stops at {cpus} threads; the paper goes to 8)"
+        )
+    rows = [
+        [
+            a,
+            ", ".join(f"{t} thr: {q:,.0f}" for t, q in v["saturation_qps"].items()),
+            _x(v["scaling"]),
+        ]
+        for a, v in nums.items()
+    ]
+    return _verdict(
+        conds,
+        body,
+        {"apps": nums, "host_cpus": cpus},
+        heads=["app", "saturation QPS", f"scaling 1→{threads}"],
+        rows=rows,
+        figures=[
+            (
+                "scaling",
+                f"Saturation rate at {threads} threads ÷ at 1 thread per app; the dashed line is "
+                "linear scaling.",
+                lambda o: bars(
+                    o,
+                    list(sc),
+                    {"measured": list(sc.values())},
+                    f"saturation rate, {threads} threads ÷ 1 thread",
+                    "Thread scaling",
+                    log=False,
+                    hlines=[(float(threads), "linear")],
+                ),
+            ),
+            (
+                "thread_scaling",
+                "Sojourn p95 vs load, one line per thread count (TailBench Fig. 4).",
+                lambda o: _fig("thread_scaling", data.combined(), o),
+            ),
+        ],
+    )
+
+
+def _config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
+    """One app's sojourn p95 per configuration ÷ integrated (None without both integrated and
+    loopback)."""
+    by = {str(p["config"]): p for _, p in pts.iterrows()}
+    if "integrated" not in by or "loopback" not in by:
+        return None
+    base = value(by["integrated"], "sojourn", "p95")
+    out = {"service_mean_ns": value(by["integrated"], "service", "mean"), "p95_ns": {}}
+    for c in sorted(by, key=lambda c: CONFIG_ORDER.index(c) if c in CONFIG_ORDER else 9):
+        out["p95_ns"][c] = value(by[c], "sojourn", "p95")
+    out["ratio"] = {c: _div(v, base) for c, v in out["p95_ns"].items() if c != "integrated"}
+    return out
+
+
+CONFIG_ORDER = ["integrated", "loopback", "networked"]
+
+
+def rule_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app: p95 loopback (and networked) ÷ integrated; the app with the shortest requests
+    must differ most, the one with the longest hardly at all."""
+    nums = {a: r for a, pts in _apps(data).items() if (r := _config_ratios(pts)) is not None}
+    if not nums:
+        return _no_data(data, "integrated and loopback pairs")
+    nums = dict(sorted(nums.items(), key=lambda t: _finite(t[1]["service_mean_ns"])))
+    short, long = next(iter(nums)), list(nums)[-1]
+    ratios = {a: v["ratio"]["loopback"] for a, v in nums.items()}
+    largest = max(ratios, key=lambda a: _finite(ratios[a]))
+    r = ratios[long]
+    conds = [
+        Cond(f"{short} (shortest requests) has the largest ratio", bool(largest == short), True),
+        Cond(
+            f"{long} (longest requests) within {FIG5_CLOSE:g}×",
+            _within(r, FIG5_CLOSE),
+        ),
+    ]
+    body = "p95 loopback ÷ integrated: " + ", ".join(
+        f"{a} {_x(r)} (service mean {_ms(nums[a]['service_mean_ns'])})" for a, r in ratios.items()
+    )
+    configs = list(dict.fromkeys(c for v in nums.values() for c in v["p95_ns"]))
+    rows = [
+        [a, _ms(v["service_mean_ns"])]
+        + [_ms(v["p95_ns"].get(c)) for c in configs]
+        + [_x(v["ratio"].get(c, math.nan)) for c in configs[1:]]
+        for a, v in nums.items()
+    ]
+    label = [CONFIG_LABEL.get(c, c) for c in configs]
+    heads = ["app", "service mean", *(f"{c} p95" for c in label)]
+    heads += [f"{c} ÷ integrated" for c in label[1:]]
+    series = {
+        f"{c} ÷ integrated": [v["ratio"].get(c, math.nan) for v in nums.values()]
+        for c in configs[1:]
+    }
+    return _verdict(
+        conds,
+        body,
+        {"apps": nums, "shortest": short, "longest": long},
+        heads=heads,
+        rows=rows,
+        figures=[
+            (
+                "transport_ratio",
+                "Sojourn p95 of each TCP configuration ÷ integrated per app, apps ordered by "
+                "service time; loopback is server and client processes over 127.0.0.1"
+                + (
+                    "; networked is two network namespaces on this one host."
+                    if "networked" in configs
+                    else "."
+                ),
+                lambda o: bars(
+                    o,
+                    list(nums),
+                    series,
+                    "p95 ÷ integrated (log scale)",
+                    "Transport cost by request length",
+                    hlines=[(1.0, "equal")],
+                ),
+            ),
+            (
+                "config_comparison",
+                "Sojourn p95 per configuration and app (TailBench Fig. 5).",
+                lambda o: _fig("config_comparison", data.combined(), o),
+            ),
+        ],
+    )
+
+
+def _ideal_points(data: Data, stems: list[str] | None = None) -> pd.DataFrame:
+    """Per point of the item: measured ÷ ideal ratios (mean over runs) beside the point."""
+    from .ideal import ideal_points
+
+    frames = []
+    for stem, res in data.results.items():
+        if stems is not None and stem not in stems:
+            continue
+        ip = ideal_points(res)
+        if ip.empty:
+            continue
+        cols = ["point"] + [c for c in ip.columns if c.startswith(("ratio_", "ideal_"))]
+        frames.append(data.of(stem).merge(ip[cols], on="point", how="inner"))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def rule_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app and thread count: measured ÷ ideal (M/G/n replay) p95 at each load."""
+    ip = _ideal_points(data)
+    if ip.empty:
+        return _no_data(data, "runs with an ideal (summary.json 'ideal')")
+    ip = ip.sort_values(["app", "threads", "qps"])
+    nums: dict[str, Any] = {}
+    conds, rows = [], []
+    for _, p in ip.iterrows():
+        app, thr, frac, r = str(p["app"]), int(p["threads"]), p["load_frac"], p["ratio_p95"]
+        nums.setdefault(app, {}).setdefault(str(thr), {})[_load_name(p)] = r
+        close = _within(r, FIG8_CLOSE)
+        if app == "kv" and math.isfinite(frac) and frac < FIG8_BELOW:
+            conds.append(Cond(f"kv {thr} thr at {_load_name(p)} within {FIG8_CLOSE:g}×", close))
+        rows.append(
+            [
+                app,
+                str(thr),
+                _load_name(p),
+                _ms(value(p, "sojourn", "p95")),
+                _ms(p["ideal_p95"]),
+                _x(r),
+                _ok(close),
+            ]
+        )
+    if not conds:
+        conds = [Cond(f"kv below {FIG8_BELOW:.0%} of saturation", None)]
+    body = "measured ÷ M/G/n p95: " + "; ".join(
+        f"{a} {t} thr " + ", ".join(f"{_x(v, 2)} at {load}" for load, v in by.items())
+        for a, per in nums.items()
+        for t, by in per.items()
+    )
+    return _verdict(
+        conds,
+        body,
+        {"ratio_p95": nums},
+        heads=[
+            "app",
+            "threads",
+            "load",
+            "measured p95",
+            "ideal p95",
+            "measured ÷ ideal",
+            f"within {FIG8_CLOSE:g}×",
+        ],
+        rows=rows,
+        figures=[
+            (
+                "normalized_p95",
+                "p95 normalized to the lowest-load latency, measured (solid) vs the M/G/n ideal "
+                "replay of the same service times (dashed), per thread count (TailBench Fig. 8).",
+                lambda o: _ideal_fig(
+                    "latency_vs_load_ideal", data.combined(), o, stat="p95", normalize=True
+                ),
+            )
+        ],
+    )
+
+
+def _ideal_fig(name: str, res: Results, out: Path, **kw):
+    from . import ideal
+
+    return getattr(ideal, name)(res, out, **kw)
+
+
+def _by_axis(pts: pd.DataFrame, key: str) -> dict[str, pd.Series]:
+    """A sweep's points by their value on axis ``key`` (e.g. "load.arrival", "case")."""
+    col = f"axis_{key}"
+    if col not in pts:
+        return {}
+    return {
+        str(r[col]): r for _, r in pts.iterrows() if isinstance(r[col], str) or pd.notna(r[col])
+    }
+
+
+def _with_ideal(data: Data) -> pd.DataFrame:
+    """The item's points with runs, with ratio_*/ideal_* columns where runs have an ideal."""
+    pts = data.points[data.points["runs"] > 0] if len(data.points) else data.points
+    ip = _ideal_points(data)
+    if ip.empty:
+        return pts.assign(ratio_p99=math.nan, ideal_p99=math.nan)
+    keep = ["stem", "point", "ratio_p99", "ideal_p99"]
+    return pts.merge(ip[keep], on=["stem", "point"], how="left")
+
+
+def _p99_table(by: dict[str, pd.Series]) -> tuple[dict, list[list[str]]]:
+    nums, rows = {}, []
+    for name, p in by.items():
+        v, r = value(p, "sojourn", "p99"), float(p.get("ratio_p99", math.nan))
+        nums[name] = {"p99_ns": v, "ideal_p99_ns": float(p.get("ideal_p99", math.nan)), "ratio": r}
+        rows.append([name, _ms(v), _ms(nums[name]["ideal_p99_ns"]), _x(r)])
+    return nums, rows
+
+
+def _in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]], str]:
+    """Latencies (ns) scaled to the unit their median reads best in, and that unit."""
+    from .figures import unit_for
+
+    scale, unit = unit_for([v for vs in series_ns.values() for v in vs])
+    return {k: [v / scale for v in vs] for k, vs in series_ns.items()}, unit
+
+
+def _p99_bars(name: str, caption: str, nums: dict, title: str):
+    cats = list(nums)
+    series, unit = _in_unit(
+        {
+            "measured": [nums[c]["p99_ns"] for c in cats],
+            "ideal (replay)": [nums[c]["ideal_p99_ns"] for c in cats],
+        }
+    )
+    return (
+        name,
+        caption,
+        lambda o: bars(o, cats, series, f"sojourn p99 ({unit}, log scale)", title),
+    )
+
+
+def _less(a: float, b: float) -> bool | None:
+    return None if not (math.isfinite(a) and math.isfinite(b)) else bool(a < b)
+
+
+def rule_tales1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """p99 per arrival process at one load: fixed < poisson < lognormal, mmpp the largest."""
+    by = _by_axis(_with_ideal(data), "load.arrival")
+    if not by:
+        return _no_data(data, "points over load.arrival")
+    nums, rows = _p99_table(by)
+    p99 = {k: v["p99_ns"] for k, v in nums.items()}
+    mmpp = next((k for k in p99 if k.startswith("mmpp")), None)
+    logn = next((k for k in p99 if k.startswith("lognormal")), "lognormal:cv=2")
+    top = max(p99, key=lambda k: _finite(p99[k]))
+    conds = [
+        Cond(
+            "fixed < poisson", _less(p99.get("fixed", math.nan), p99.get("poisson", math.nan)), True
+        ),
+        Cond(f"poisson < {logn}", _less(p99.get("poisson", math.nan), p99.get(logn, math.nan))),
+        Cond("mmpp has the largest p99", None if mmpp is None else bool(top == mmpp)),
+    ]
+    body = "p99 " + ", ".join(
+        f"{k} {_ms(v)}" for k, v in sorted(p99.items(), key=lambda t: _finite(t[1]))
+    )
+    body += "; measured ÷ ideal p99 " + ", ".join(
+        f"{k} {_x(v['ratio'], 2)}" for k, v in nums.items()
+    )
+    return _verdict(
+        conds,
+        body,
+        {"arrival": nums},
+        heads=["arrival", "p99", "ideal p99", "measured ÷ ideal"],
+        rows=rows,
+        figures=[
+            _p99_bars(
+                "p99_by_arrival",
+                "Sojourn p99 per arrival process at the same load, measured and the ideal replay "
+                "of the same arrivals and service times (Tales of the Tail Fig. 1).",
+                nums,
+                "p99 by arrival process",
+            )
+        ],
+    )
+
+
+def _rho(p: pd.Series) -> tuple[float, float]:
+    """(ρ to judge by, with its slack): the planned utilization when the service spec gives
+    it, else the measured one (which carries the worker's own overhead)."""
+    nominal = float(p.get("nominal_rho", math.nan))
+    if math.isfinite(nominal):
+        return nominal, 1e-6
+    return float(p.get("utilization", math.nan)), RHO_SLACK
+
+
+def rule_tales2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """p99 and measured ÷ ideal p99 per utilization: rising, close to ideal up to ρ 0.7."""
+    pts = _with_ideal(data)
+    if pts.empty:
+        return _no_data(data, "points")
+    pts = pts.sort_values("qps")
+    p99 = [value(p, "sojourn", "p99") for _, p in pts.iterrows()]
+    rising = all(b > a for a, b in zip(p99, p99[1:], strict=False)) if len(p99) > 1 else None
+    nums, rows, close = {}, [], []
+    for (_, p), v in zip(pts.iterrows(), p99, strict=True):
+        (rho, slack), r = _rho(p), float(p.get("ratio_p99", math.nan))
+        measured = float(p.get("utilization", math.nan))
+        label = f"ρ {rho:.2f}"
+        nums[label] = {
+            "qps": float(p["qps"]),
+            "utilization": rho,
+            "measured_utilization": measured,
+            "p99_ns": v,
+            "ratio": r,
+        }
+        if math.isfinite(rho) and rho <= TALES2_RHO + slack and math.isfinite(r):
+            close.append(r <= TALES2_CLOSE)
+        rows.append(
+            [
+                label,
+                f"{float(p['qps']):,.0f}",
+                _num(measured, "{:.2f}"),
+                _ms(v),
+                _ms(p.get("ideal_p99")),
+                _x(r),
+            ]
+        )
+    conds = [
+        Cond("p99 rises with load", rising, True),
+        Cond(
+            f"measured ÷ ideal p99 ≤ {TALES2_CLOSE:g} up to ρ {TALES2_RHO:g}",
+            bool(all(close)) if close else None,
+        ),
+    ]
+    body = "p99 " + ", ".join(f"{k} {_ms(v['p99_ns'])}" for k, v in nums.items())
+    body += "; measured ÷ ideal " + ", ".join(f"{_x(v['ratio'], 3)}" for v in nums.values())
+    res = data.combined()
+    return _verdict(
+        conds,
+        body,
+        {"utilization": nums},
+        heads=["ρ", "offered QPS", "measured ρ", "p99", "ideal p99", "measured ÷ ideal"],
+        rows=rows,
+        figures=[
+            (
+                "ideal_ccdf",
+                "Sojourn CCDF per load, measured (solid) and the ideal replay (dashed) "
+                "(Tales of the Tail Fig. 2).",
+                lambda o: _ideal_fig("ideal_ccdf", res, o, max_lines=5),
+            ),
+            (
+                "p99_vs_load",
+                "Sojourn p99 vs load, measured with CI bars and the ideal dashed.",
+                lambda o: _ideal_fig("latency_vs_load_ideal", res, o, stat="p99", x="utilization"),
+            ),
+        ],
+    )
+
+
+def rule_tales3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """At each utilization: p99 with 2 workers below p99 with 1."""
+    pts = _with_ideal(data)
+    if pts.empty:
+        return _no_data(data, "points")
+    nums, conds, rows = {}, [], []
+    for frac, g in pts.groupby("load_frac", sort=True):
+        by = {int(p["threads"]): p for _, p in g.iterrows()}
+        lo, hi = min(by), max(by)
+        a, b = value(by[lo], "sojourn", "p99"), value(by[hi], "sojourn", "p99")
+        label = f"{100 * frac:.0f} % load"
+        nums[label] = {f"p99_ns_{t}": value(p, "sojourn", "p99") for t, p in by.items()}
+        conds.append(Cond(f"{hi} workers < {lo} at {label}", _less(b, a) if hi > lo else None))
+        rows.append([label, _ms(a), _ms(b), _x(_div(b, a)), _ok(conds[-1].ok)])
+    body = "p99 " + "; ".join(
+        f"{k}: " + ", ".join(f"{t.split('_')[-1]} worker(s) {_ms(v)}" for t, v in n.items())
+        for k, n in nums.items()
+    )
+    workers = sorted({int(k.split("_")[-1]) for n in nums.values() for k in n})
+    series, unit = _in_unit(
+        {f"{t} worker(s)": [n.get(f"p99_ns_{t}", math.nan) for n in nums.values()] for t in workers}
+    )
+    return _verdict(
+        conds,
+        body,
+        {"utilization": nums},
+        heads=["load", "p99, fewest workers", "p99, most workers", "ratio", "shorter"],
+        rows=rows,
+        figures=[
+            (
+                "p99_by_workers",
+                "Sojourn p99 per worker count at the same fraction of each one's saturation "
+                "rate (≈ utilization).",
+                lambda o: bars(
+                    o,
+                    list(nums),
+                    series,
+                    f"sojourn p99 ({unit}, log scale)",
+                    "p99 by worker count",
+                ),
+            ),
+            (
+                "ccdf_by_workers",
+                "Sojourn CCDF per worker count at each utilization, measured (solid) and ideal "
+                "(dashed) (Tales of the Tail Fig. 3).",
+                lambda o: _ideal_fig(
+                    "tales_panels", data.combined(planned_rho=True), o, by="threads"
+                ),
+            ),
+        ],
+    )
+
+
+def rule_tales4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """p99 per (discipline, dispatch): FIFO from one shared queue the smallest."""
+    pts = _with_ideal(data)
+    if pts.empty or "axis_harness.discipline" not in pts:
+        return _no_data(data, "points over harness.discipline")
+    by = {}
+    for _, p in pts.iterrows():
+        disp = p.get("axis_harness.dispatch", "shared")
+        by[f"{p['axis_harness.discipline']}+{disp if isinstance(disp, str) else 'shared'}"] = p
+    nums, rows = _p99_table(by)
+    base = nums.get("fifo+shared", {}).get("p99_ns", math.nan)
+    conds = [
+        Cond(f"{k} > fifo+shared", _less(base, v["p99_ns"]))
+        for k, v in nums.items()
+        if k != "fifo+shared"
+    ]
+    body = "p99 " + ", ".join(
+        f"{k} {_ms(v['p99_ns'])}"
+        for k, v in sorted(nums.items(), key=lambda t: _finite(t[1]["p99_ns"]))
+    )
+    return _verdict(
+        conds,
+        body,
+        {"cases": nums},
+        heads=["discipline+dispatch", "p99", "ideal p99", "measured ÷ ideal"],
+        rows=rows,
+        figures=[
+            _p99_bars(
+                "p99_by_discipline",
+                "Sojourn p99 per queue discipline and dispatch at the same load, measured and "
+                "ideal (Tales of the Tail Fig. 4).",
+                nums,
+                "p99 by discipline and dispatch",
+            )
+        ],
+    )
+
+
+def rule_tales5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """p99 per interference case: the hog doubles it, both remedies bring it back."""
+    by = _by_axis(_with_ideal(data), "case")
+    if not by:
+        return _no_data(data, "points over [[case]]")
+    nums, rows = _p99_table(by)
+    none = nums.get("none", {}).get("p99_ns", math.nan)
+    rel = {k: _div(v["p99_ns"], none) for k, v in nums.items()}
+    for k, r in zip(nums, rows, strict=True):
+        nums[k]["vs_none"] = rel[k]
+        r.append(_x(rel[k]))
+    conds = [Cond(f"hog ≥ {TALES5_HOG:g}× none", _ge(rel.get("hog", math.nan), TALES5_HOG), True)]
+    for k in ("hog + RT", "hog elsewhere"):
+        r = rel.get(k, math.nan)
+        conds.append(
+            Cond(
+                f"{k} ≤ {TALES5_REMEDY:g}× none",
+                None if not math.isfinite(r) else bool(r <= TALES5_REMEDY),
+            )
+        )
+    body = (
+        "p99 ÷ p99 with nothing else running: "
+        + ", ".join(f"{k} {_x(v, 3)}" for k, v in rel.items() if k != "none")
+        + f" (none: {_ms(none)})"
+    )
+    return _verdict(
+        conds,
+        body,
+        {"cases": nums},
+        heads=["case", "p99", "ideal p99", "measured ÷ ideal", "÷ none"],
+        rows=rows,
+        figures=[
+            _p99_bars(
+                "p99_by_case",
+                "Sojourn p99 per case: nothing else, a CPU hog on the worker's core, the same "
+                "with the worker at real-time priority, the hog on the other core (Tales Fig. 5).",
+                nums,
+                "p99 under interference",
+            )
+        ],
+    )
+
+
+STRESSES = ("cpu", "memory", "disk", "all")
+
+
+def _paper_ratios(item: dict) -> dict[str, dict[str, float]]:
+    """The paper's service-time ratios to `none` per stress, from ``paper_svc_ms``."""
+    svc = item.get("paper_svc_ms") or {}
+    base = svc.get("none") or {}
+    return {
+        case: {
+            s: float(v[s]) / float(base[s])
+            for s in ("mean", "p95", "p99")
+            if s in v and base.get(s)
+        }
+        for case, v in svc.items()
+        if case != "none"
+    }
+
+
+def _resource_rows(res: Results, stem: str) -> list[list[str]]:
+    """Per case: the harness's CPU and involuntary switches, the stress processes' CPU and
+    disk writes (from summary.json's environment and interference sections)."""
+    from .resources import fmt_bytes, point_table, resource_table
+
+    table = point_table(resource_table(res))
+    rows = []
+    for point, g in table.groupby("point", sort=False):
+        case = res.points.loc[res.points["point"] == point, "axis_case"]
+        h, hog = g[g["kind"] == "harness"], g[g["kind"] == "interference"]
+        rows.append(
+            [
+                stem,
+                str(case.iloc[0]) if len(case) else point,
+                _num(h["cpu_pct"].sum(min_count=1), "{:.0f} %"),
+                _num(h["invol_cs"].sum(min_count=1), "{:,.0f}"),
+                fmt_bytes(h["rss_max_bytes"].max()),
+                _num(hog["cpu_pct"].sum(min_count=1), "{:.0f} %"),
+                fmt_bytes(hog["write_bytes"].sum(min_count=1)),
+            ]
+        )
+    return rows
+
+
+def _num(v: Any, fmt: str) -> str:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return "–"
+    return "–" if not math.isfinite(v) else fmt.format(v)
+
+
+def _stress_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
+    """One app's service p95/p99 per stress case ÷ under `none` (None without a `none`)."""
+    by = _by_axis(pts[pts["runs"] > 0], "case")
+    if "none" not in by:
+        return None
+    base = {s: value(by["none"], "service", s) for s in ("p95", "p99")}
+    rel = {c: {s: _div(value(p, "service", s), base[s]) for s in base} for c, p in by.items()}
+    return {"none_ns": base, "ratio": {c: r for c, r in rel.items() if c != "none"}}
+
+
+def _stress_conds(app: str, ratio: dict[str, dict[str, float]]) -> list[Cond]:
+    p95 = {c: ratio.get(c, {}).get("p95", math.nan) for c in STRESSES}
+    return [
+        Cond(f"{app}: cpu ≥ {PROF_CPU:g}×", _ge(p95["cpu"], PROF_CPU), True),
+        Cond(f"{app}: all ≥ cpu", _ge(p95["all"], p95["cpu"])),
+        Cond(f"{app}: memory < {PROF_ALONE:g}×", _less(p95["memory"], PROF_ALONE)),
+        Cond(f"{app}: disk < {PROF_ALONE:g}×", _less(p95["disk"], PROF_ALONE)),
+    ]
+
+
+def _stress_paper_table(item: dict, paper: dict) -> tuple[list[str], list[list[str]]]:
+    svc = item.get("paper_svc_ms") or {}
+    rows = []
+    for c in ("none", *STRESSES):
+        ms = [_ms(1e6 * _float(svc.get(c, {}).get(s))) for s in ("mean", "p95", "p99")]
+        rel = [_x(paper.get(c, {}).get(s, math.nan)) for s in ("p95", "p99")]
+        rows.append([c, *ms, *rel])
+    return ["stress", "SVC mean", "SVC p95", "SVC p99", "p95 ÷ none", "p99 ÷ none"], rows
+
+
+def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Service p95/p99 per stress relative to none, per app, beside the report's ratios."""
+    paper = _paper_ratios(item)
+    nums = {}
+    for stem in data.results:
+        got = _stress_ratios(data.of(stem))
+        if got is not None:
+            nums[str(data.of(stem)["app"].iloc[0])] = got
+    if not nums:
+        return _no_data(data, "stress cases")
+    # The claim holds if one app shows it: the app whose conditions fare best decides.
+    conds_by_app = {a: _stress_conds(a, v["ratio"]) for a, v in nums.items()}
+    best = min(conds_by_app, key=lambda a: STATUSES.index(status_of(conds_by_app[a])))
+
+    def p95(ratio: dict, c: str) -> float:
+        return ratio.get(c, {}).get("p95", math.nan)
+
+    body = "service p95 ÷ none: " + "; ".join(
+        f"{a} " + ", ".join(f"{c} {_x(p95(v['ratio'], c))}" for c in STRESSES)
+        for a, v in nums.items()
+    )
+    body += " (report, sphinx: " + ", ".join(f"{c} {_x(p95(paper, c))}" for c in STRESSES) + ")"
+    rows = [
+        [a, c]
+        + [_x(v["ratio"].get(c, {}).get(s, math.nan)) for s in ("p95", "p99")]
+        + [_x(paper.get(c, {}).get(s, math.nan)) for s in ("p95", "p99")]
+        for a, v in nums.items()
+        for c in STRESSES
+    ]
+    resources = [r for s, res in data.results.items() for r in _resource_rows(res, s)]
+    series = {
+        "ours": [p95(nums[a]["ratio"], c) for a in nums for c in STRESSES],
+        "report (sphinx)": [p95(paper, c) for _ in nums for c in STRESSES],
+    }
+    cats = [f"{a} {c}" for a in nums for c in STRESSES]
+    return _verdict(
+        conds_by_app[best],
+        body + (f"; judged on {best}" if len(nums) > 1 else ""),
+        {"apps": nums, "paper_ratio": paper, "judged_on": best},
+        heads=["app", "stress", "p95 ÷ none", "p99 ÷ none", "report: p95", "report: p99"],
+        rows=rows,
+        paper=_stress_paper_table(item, paper),
+        figures=[
+            (
+                "stress_ratios",
+                "Service p95 under each stress ÷ without, ours per app beside the report's "
+                "(sphinx, Table VII).",
+                lambda o: bars(
+                    o,
+                    cats,
+                    series,
+                    "service p95 ÷ no stress",
+                    "Service p95 under stress",
+                    log=False,
+                    hlines=[(1.0, "")],
+                ),
+            )
+        ],
+        sections=[lambda out: _resources_html(data, resources, out)],
+    )
+
+
+def _resources_html(data: Data, rows: list[list[str]], out: Path) -> str:
+    """The resource table per case, and each experiment's full per-process page."""
+    from . import resources
+    from .report import CSS, _table, esc
+
+    links = []
+    for stem, res in data.results.items():
+        name = f"resources-{stem.replace('/', '-')}.html"
+        (out / name).write_text(resources.page(res, out, CSS), encoding="utf-8")
+        links.append(f'<a href="{esc(name)}">{esc(stem)}</a>')
+    heads = [
+        "experiment",
+        "case",
+        "harness CPU",
+        "harness invol. cs",
+        "harness max RSS",
+        "stress CPU",
+        "stress disk write",
+    ]
+    return (
+        "<h2>Resources per case</h2><p class=muted>Mean over a case's runs; CPU in % of one "
+        "CPU; the stress processes are the case's planned interference. Every process: "
+        + " · ".join(links)
+        + ".</p>"
+        + _table(heads, rows, left=2)
+    )
+
+
+TW_STATS = ("mean", "p95", "p99")
+
+
+def _tailwag_errors(item: dict, data: Data) -> dict[str, dict[str, Any]]:
+    """Per app: mean |error| of sojourn mean/p95/p99 at one worker (validation.json)."""
+    out = {}
+    for app in item.get("apps", []):
+        summ = _read_json(data.root / app / "validation" / "validation.json").get("summary") or {}
+        stats = summ.get("stats") or {}
+        if stats:
+            out[app] = {s: _float(stats.get(s, {}).get("mean_abs_error")) for s in TW_STATS}
+            out[app]["points"] = summ.get("points")
+    return out
+
+
+def _pcts(v: dict[str, float]) -> str:
+    return " / ".join(_pct(v[s]) for s in TW_STATS)
+
+
+def rule_tailwag(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Mean |error| of the synthetic workload's mean/p95/p99 at one worker, averaged over
+    apps, vs TailWAG's errors and this project's goal."""
+    from .tailwag import GOAL, TAILWAG_ERROR
+
+    paper = {k: float(v) / 100 for k, v in (item.get("paper_error_pct") or TAILWAG_ERROR).items()}
+    per_app = _tailwag_errors(item, data)
+    if not per_app:
+        return _no_data(data, "validation/validation.json")
+    avg = {s: _mean(v[s] for v in per_app.values()) for s in TW_STATS}
+    conds = [
+        Cond(f"{s} ≤ TailWAG's {_pct(paper[s])}", _less(avg[s], paper[s] * (1 + 1e-12)))
+        for s in TW_STATS
+    ]
+    body = (
+        f"mean |error| at one worker over {', '.join(per_app)}: {_pcts(avg)} (mean / p95 / "
+        f"p99) vs TailWAG's {_pcts(paper)}; goal {_pcts(GOAL)}"
+    )
+    rows = [
+        [a, *(_pct(v[s]) for s in TW_STATS), str(v.get("points", ""))] for a, v in per_app.items()
+    ]
+    rows.append(["average", *(_pct(avg[s]) for s in TW_STATS), ""])
+    cats = [*per_app, "average"]
+    series = {s: [100 * per_app[a][s] for a in per_app] + [100 * avg[s]] for s in TW_STATS}
+    lines = [(100 * paper[s], f"TailWAG {s}") for s in TW_STATS]
+    return _verdict(
+        conds,
+        body,
+        {"apps": per_app, "average": avg, "tailwag": paper, "goal": dict(GOAL)},
+        heads=["app", "mean |error|", "p95 |error|", "p99 |error|", "points"],
+        rows=rows,
+        paper=(
+            ["", "mean", "p95", "p99"],
+            [
+                ["TailWAG (Fig. 8, average)", *(_pct(paper[s]) for s in TW_STATS)],
+                ["this project's goal", *(_pct(GOAL[s]) for s in TW_STATS)],
+            ],
+        ),
+        figures=[
+            (
+                "errors",
+                "Mean |synthetic ÷ measured − 1| of sojourn mean, p95 and p99 at one worker, per "
+                "app and averaged; dotted lines: TailWAG's average errors.",
+                lambda o: bars(
+                    o, cats, series, "mean |error| (%)", "Synthetic vs measured", False, lines
+                ),
+            )
+        ],
+        sections=[lambda out: _validation_links(item, data, out)],
+    )
+
+
+def _float(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _validation_links(item: dict, data: Data, out: Path) -> str:
+    from .report import esc
+
+    links = [
+        f'<a href="{esc(_rel(data.root / a / "validation" / "index.html", out))}">{esc(a)}</a>'
+        for a in item.get("apps", [])
+        if (data.root / a / "validation" / "index.html").exists()
+    ]
+    if not links:
+        return ""
+    return (
+        "<h2>Validation pages</h2><p>Per app, with TailWAG's Table 2 beside our fit: "
+        + " · ".join(links)
+        + "</p>"
+    )
+
+
+def _rel(target: Path, out: Path) -> str:
+    return Path(os.path.relpath(target, out)).as_posix()
+
+
+RULES: dict[str, Rule] = {
+    "tailbench-table1": rule_table1,
+    "tailbench-fig2": rule_fig2,
+    "tailbench-fig3": rule_fig3,
+    "tailbench-fig4": rule_fig4,
+    "tailbench-fig5": rule_fig5,
+    "tailbench-fig8": rule_fig8,
+    "tales-fig1": rule_tales1,
+    "tales-fig2": rule_tales2,
+    "tales-fig3": rule_tales3,
+    "tales-fig4": rule_tales4,
+    "tales-fig5": rule_tales5,
+    "profiling-table7": rule_profiling,
+    "tailwag-table2": rule_tailwag,
+}
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+
+def bars(
+    out: Path | None,
+    cats: list[str],
+    series: dict[str, list[float]],
+    ylabel: str,
+    title: str,
+    log: bool = True,
+    hlines: list[tuple[float, str]] | None = None,
+):
+    """Grouped bars: one group per category, one bar per series (NaN bars left out), with
+    optional dotted reference lines. The small figure of an item that no figure kind of
+    :mod:`taillab.figures` fits (ours beside the paper's, a ratio per app)."""
+    from . import figures as F
+
+    vals = np.array([[_finite(v, math.nan) for v in s] for s in series.values()], dtype=float)
+    if not cats or not np.isfinite(vals).any():
+        raise F.FigureError(f"no values to draw for {title!r}")
+    fig, ax = F._new(w=max(5.0, 0.75 * len(cats) * max(1, len(series)) + 2.0), h=4.0)
+    ax = ax[0, 0]
+    width = 0.8 / len(series)
+    x = np.arange(len(cats))
+    for i, (name, row) in enumerate(zip(series, vals, strict=True)):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, row, width, label=name, color=f"C{i}")
+    for k, (y, lab) in enumerate(hlines or []):
+        ax.axhline(
+            y, color=f"C{len(series) + k}" if lab else "0.4", ls=":", lw=1.2, label=lab or None
+        )
+    if log and (vals[np.isfinite(vals)] > 0).all():
+        F._plain_log_y(ax)
+    ax.set_xticks(
+        x, cats, rotation=30 if len(cats) > 4 else 0, ha="right" if len(cats) > 4 else "center"
+    )
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    if len(series) > 1 or any(lab for _, lab in hlines or []):
+        ax.legend(fontsize="small")
+    return F.save(fig, out)
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+_STATUS_CLASS = {
+    "confirmed": "ok",
+    "not confirmed": "fail",
+    "partly": "warn",
+    "inconclusive": "muted",
+}
+_CSS_EXTRA = """
+.status{font-size:1.15em;padding:.1em .5em;border-radius:3px;border:1px solid #ccc}
+.warn{color:#9a6400;font-weight:700}.banner{background:#fde8e8;border-left:4px solid #b31b1b;
+padding:.4em .8em}.claim{font-size:1.1em}
+"""
+
+
+@dataclass
+class Page:
+    """What a page shows: the item, its verdict (after the environment rule), its data."""
+
+    item_id: str
+    item: dict[str, Any]
+    verdict: Verdict
+    status_from_data: str
+    data: Data
+    quick: bool
+
+    @property
+    def env(self) -> Env:
+        return self.data.env
+
+
+def _reuse_data(item_id: str, item: dict, items: dict, folder: Path, reuse) -> Data | None:
+    """The results of the item this one reads (``reuse`` in items.toml), if any."""
+    if not item.get("reuse"):
+        return None
+    other = str(item["reuse"])
+    rdir = Path(reuse) if reuse else folder.parent / other
+    if not rdir.is_dir():
+        raise ReproduceError(
+            f"{item_id} reads {other}'s results but {rdir} does not exist; run "
+            f"`taillab reproduce {other}` first or give --reuse DIR"
+        )
+    return load_item(rdir, items[other])
+
+
+def _environment_rule(verdict: Verdict, env: Env) -> str:
+    """Every run disturbed (or none found): inconclusive, whatever the numbers say. Returns
+    the status the numbers alone gave."""
+    from_data = verdict.status
+    if from_data == "inconclusive":
+        return from_data
+    if env.all_disturbed:
+        verdict.status = "inconclusive"
+        verdict.body += (
+            f"; {from_data} on these numbers, but every one of the {env.runs} runs failed its "
+            "environment check"
+        )
+    elif env.runs == 0:
+        verdict.status = "inconclusive"
+        verdict.body += "; no run found"
+    return from_data
+
+
+def evaluate(
+    item_id: str,
+    folder: str | Path,
+    items_path: str | Path,
+    reuse: str | Path | None = None,
+    quick: bool = False,
+) -> Page:
+    """Read an item's folder and apply its rule, then the environment rule."""
+    items = read_items(items_path)
+    if item_id not in items:
+        raise ReproduceError(f"unknown item {item_id!r}; {items_path} lists: {', '.join(items)}")
+    item, folder = items[item_id], Path(folder)
+    if not folder.is_dir():
+        raise ReproduceError(
+            f"{folder} does not exist; run `taillab reproduce {item_id}` first or give the "
+            "folder it wrote"
+        )
+    reused = _reuse_data(item_id, item, items, folder, reuse)
+    data = load_item(folder, item)
+    rule = RULES.get(item_id)
+    if rule is None:
+        verdict = Verdict("inconclusive", "no verdict rule for this item (see RULES)", {})
+    else:
+        verdict = rule(item, data, reused)
+    # An item that only reads another's results shows (and is judged on) those runs.
+    shown = reused if reused is not None and not data.results else data
+    from_data = _environment_rule(verdict, shown.env)
+    return Page(item_id, item, verdict, from_data, shown, quick)
+
+
+def _draw(page: Page, out: Path) -> list[str]:
+    """Draw the verdict's figures into out/figures; the figures' HTML (or why not drawn)."""
+    from .figures import FigureError
+    from .report import esc, figure_tag
+
+    fig_dir = out / "figures"
+    for old in list(fig_dir.glob("*.png")) + list(fig_dir.glob("*.svg")):
+        old.unlink()
+    html = []
+    for name, caption, draw in page.verdict.figures:
+        try:
+            draw(fig_dir / name)
+            html.append(figure_tag(fig_dir, name, esc(caption)))
+        except (FigureError, TaillabError) as e:
+            html.append(f'<p class="muted">{esc(name)}: not drawn ({esc(e)})</p>')
+    return html
+
+
+def _banners(page: Page) -> list[str]:
+    from .report import esc
+
+    out = []
+    env = page.env
+    if env.disturbed:
+        out.append(
+            '<p class="banner"><span class="fail">Built from disturbed runs</span>: '
+            f"{env.disturbed} of {env.runs} run(s) failed their environment check — "
+            f"{esc(env.gist())}. Their numbers are included; the verdict is only as good as "
+            "they are.</p>"
+        )
+    if env.disturbed_probes:
+        out.append(
+            f'<p class="note">{env.disturbed_probes} of {env.probes} saturation probe(s) were '
+            "disturbed (after their redos); the rates they found may be low.</p>"
+        )
+    if page.quick:
+        out.append(
+            '<p class="note"><b>--quick</b>: tiny counts: indicative only. Run '
+            f"<code>taillab reproduce {esc(page.item_id)}</code> for the real figure.</p>"
+        )
+    if page.data.missing:
+        out.append(
+            '<p class="note">Experiments without results (failed or not run): '
+            + ", ".join(esc(m) for m in page.data.missing)
+            + "</p>"
+        )
+    return out
+
+
+def _verdict_html(page: Page) -> list[str]:
+    from .report import _table, esc
+
+    v = page.verdict
+    out = [
+        f'<h2>Verdict</h2><p><span class="status {_STATUS_CLASS[v.status]}">{esc(v.status)}</span> '
+        f"{esc(v.sentence)}</p>"
+    ]
+    if v.status != page.status_from_data:
+        out.append(f'<p class="muted">On the numbers alone: {esc(page.status_from_data)}.</p>')
+    if v.conds:
+        out.append(
+            _table(
+                ["condition", "holds", ""],
+                [[esc(c.text), _ok(c.ok), "primary" if c.primary else ""] for c in v.conds],
+            )
+        )
+    return out
+
+
+def _data_html(page: Page, out: Path) -> list[str]:
+    from .report import esc
+
+    d = page.data
+    host = d.host
+    parts = ["<h2>Data</h2>"]
+    if host:
+        parts.append(
+            f"<p>Host: {esc(host.get('hostname'))}, {esc(host.get('cpu'))}, "
+            f"{esc(host.get('cores'))} CPUs, kernel {esc(host.get('kernel'))}, "
+            f"taillab {esc(host.get('taillab'))} "
+            f"({esc(host.get('git'))}); started {esc(d.started_at)}.</p>"
+        )
+    links = [
+        f'<a href="{esc(_rel(r.root, out))}">{esc(s)}</a> '
+        f"({len(r.points)} point(s), {len(r.runs)} run(s))"
+        for s, r in d.results.items()
+    ]
+    if links:
+        parts.append(
+            "<p>Experiments (each an ordinary results folder; <code>taillab report DIR</code> "
+            "draws every figure of one): " + " · ".join(links) + "</p>"
+        )
+    if page.env.detail:
+        rows = "".join(f"<li><code>{esc(w)}</code>: {esc(r)}</li>" for w, r in page.env.detail)
+        parts.append(
+            f"<details><summary>Disturbed runs ({len(page.env.detail)})</summary>"
+            f"<ul>{rows}</ul></details>"
+        )
+    cmd = f"taillab reproduce {page.item_id}" + (" --quick" if page.quick else "")
+    parts.append(f"<p>Command: <code>{esc(cmd)}</code></p>")
+    return parts
+
+
+def render(page: Page, out: Path) -> str:
+    """The item's page (HTML); draws its figures into out/figures."""
+    from .report import CSS, _table, esc
+
+    it, v = page.item, page.verdict
+    title = f"{it.get('paper', '')}: {it.get('figure', '')}"
+    parts = [
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(page.item_id)}: "
+        f"{esc(title)}</title><style>{CSS}{_CSS_EXTRA}</style></head><body>",
+        f'<p class="muted"><a href="../index.html">all items</a> · {esc(page.item_id)}</p>',
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="claim">Claim: {esc(it.get("claim", ""))}</p>',
+        *_banners(page),
+        *_verdict_html(page),
+        "<h2>Our figure</h2>",
+        *(_draw(page, out) or ['<p class="muted">No figure for this item.</p>']),
+        "<h2>The paper's numbers</h2>",
+    ]
+    if v.paper:
+        parts.append(_table(*v.paper))
+    else:
+        parts.append(
+            '<p class="muted">The paper gives this figure as a plot only; compare the shape.</p>'
+        )
+    if v.rows:
+        parts += ["<h2>Our numbers</h2>", _table(v.heads, v.rows)]
+    for section in v.sections:
+        parts.append(section(out))
+    parts += _data_html(page, out)
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return v
+
+
+def verdict_doc(page: Page) -> dict[str, Any]:
+    """verdict.json's content (schema in the module doc)."""
+    v, env, it = page.verdict, page.env, page.item
+    return _jsonable(
+        {
+            "schema": SCHEMA,
+            "id": page.item_id,
+            "paper": it.get("paper"),
+            "figure": it.get("figure"),
+            "claim": it.get("claim"),
+            "status": v.status,
+            "status_from_data": page.status_from_data,
+            "verdict": v.sentence,
+            "numbers": v.numbers,
+            "conditions": [{"text": c.text, "ok": c.ok, "primary": c.primary} for c in v.conds],
+            "runs": env.runs,
+            "disturbed_runs": env.disturbed,
+            "probes": env.probes,
+            "disturbed_probes": env.disturbed_probes,
+            "environment": env.gist(),
+            "quick": page.quick,
+            "host": page.data.host,
+            "started_at": page.data.started_at,
+        }
+    )
+
+
+def write_page(
+    item_id: str,
+    folder: str | Path,
+    items_path: str | Path,
+    reuse: str | Path | None = None,
+    quick: bool = False,
+) -> Path:
+    """Write ``folder/index.html`` and ``folder/verdict.json``; returns the page's path."""
+    page = evaluate(item_id, folder, items_path, reuse=reuse, quick=quick)
+    out = Path(folder).resolve()
+    html = render(page, out)
+    (out / "index.html").write_text(html, encoding="utf-8")
+    doc = verdict_doc(page)
+    (out / "verdict.json").write_text(
+        json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False), encoding="utf-8"
+    )
+    return out / "index.html"
+
+
+# --- the index and the Markdown table ----------------------------------------------------------
+
+
+def read_verdicts(root: str | Path, items_path: str | Path) -> list[tuple[str, dict, dict | None]]:
+    """(id, item, verdict.json or None when the item has no page yet), in items.toml order."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ReproduceError(
+            f"{root} does not exist; give the folder `taillab reproduce all` wrote"
+        )
+    out = []
+    for iid, item in read_items(items_path).items():
+        doc = _read_json(root / iid / "verdict.json")
+        out.append((iid, item, doc if doc.get("schema") == SCHEMA else None))
+    return out
+
+
+def _env_cell(doc: dict) -> str:
+    k, n = doc.get("disturbed_runs", 0), doc.get("runs", 0)
+    return f"{k} of {n} runs disturbed" if k else f"{n} runs, none disturbed"
+
+
+def write_index(root: str | Path, items_path: str | Path) -> Path:
+    """``root/index.html``: every item's status and sentence, linking its page."""
+    from .report import CSS, _table, esc
+
+    root = Path(root)
+    rows, quick = [], False
+    for iid, item, doc in read_verdicts(root, items_path):
+        if doc is None:
+            rows.append(
+                [
+                    esc(iid),
+                    esc(item.get("paper")),
+                    esc(item.get("figure")),
+                    esc(item.get("claim")),
+                    '<span class="muted">no page</span>',
+                    "",
+                    "",
+                ]
+            )
+            continue
+        quick |= bool(doc.get("quick"))
+        st = str(doc.get("status"))
+        rows.append(
+            [
+                f'<a href="{esc(iid)}/index.html">{esc(iid)}</a>',
+                esc(item.get("paper")),
+                esc(item.get("figure")),
+                esc(item.get("claim")),
+                f'<span class="{_STATUS_CLASS.get(st, "muted")}">{esc(st)}</span>',
+                esc(doc.get("verdict")),
+                esc(_env_cell(doc)),
+            ]
+        )
+    banner = '<p class="note"><b>--quick</b>: tiny counts: indicative only.</p>' if quick else ""
+    html = (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>taillab reproduce</title>"
+        f"<style>{CSS}{_CSS_EXTRA}</style></head><body><h1>Reproduction of the papers' figures</h1>"
+        f"{banner}<p class=muted>Each verdict is computed from the results by its rule "
+        "(python/taillab/reproduce.py); a run that failed its environment check is counted, "
+        "never dropped.</p>"
+        + _table(
+            ["item", "paper", "figure", "claim", "status", "verdict", "environment"], rows, left=7
+        )
+        + "</body></html>"
+    )
+    page = root / "index.html"
+    page.write_text(html, encoding="utf-8")
+    return page
+
+
+def _body(doc: dict) -> str:
+    """The verdict sentence without its trailing ": <status>" (shown beside it)."""
+    text, tail = str(doc.get("verdict", "")), f": {doc.get('status')}"
+    return text[: -len(tail)] if text.endswith(tail) else text
+
+
+def _md(text: Any) -> str:
+    return str(text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def _md_header(found: list[tuple[str, dict, dict | None]], root: Path) -> list[str]:
+    """The doc's opening: how it is made, the machine, when, the variant, the environment."""
+    docs = [d for _, it, d in found if d]
+    # An item that reads another's runs would count them twice.
+    own = [d for _, it, d in found if d and not it.get("reuse")]
+    quick = any(d.get("quick") for d in docs)
+    host = next((d["host"] for d in docs if d.get("host")), {})
+    times = sorted(d["started_at"] for d in docs if d.get("started_at"))
+    runs = sum(d.get("runs", 0) for d in own)
+    disturbed = sum(d.get("disturbed_runs", 0) for d in own)
+    variant = "**--quick** (tiny counts: indicative only)" if quick else "full"
+    return [
+        "# Reproduction of the papers' figures",
+        "",
+        "Generated by `scripts/reproduction-doc.py` from the results of `taillab reproduce"
+        + (" --quick" if quick else "")
+        + "`; do not edit by hand. Each verdict is computed from the data by its rule in "
+        "`python/taillab/reproduce.py` (thresholds and why are named constants there): "
+        "**confirmed** (every condition holds), **partly**, **not confirmed**, or "
+        "**inconclusive** (no data, or every run failed its environment check; the status the "
+        "numbers alone give is then said in the sentence).",
+        "",
+        f"- Machine: {host.get('hostname', '?')}, {host.get('cpu', '?')}, "
+        f"{host.get('cores', '?')} CPUs, kernel {host.get('kernel', '?')}, "
+        f"taillab {host.get('taillab', '?')} (git {host.get('git', '?')})",
+        f"- When: {times[0] if times else '?'} to {times[-1] if times else '?'}",
+        f"- Results: `{root}` (each item's page is `<id>/index.html` there)",
+        f"- Variant: {variant}",
+        f"- Environment: {disturbed} of {runs} runs failed their environment check"
+        + (" (a shared, busy host: read every verdict below as provisional)" if disturbed else ""),
+        f"- CPUs: {host.get('cores', '?')}; figures that need more (thread scaling to 8) run "
+        "what fits and say where the machine stops. A networked configuration is two network "
+        "namespaces on this one host.",
+        "",
+    ]
+
+
+def markdown(root: str | Path, items_path: str | Path, repo: str | Path | None = None) -> str:
+    """docs/reproduction.md: per item the paper's claim, our verdict with its numbers, the
+    environment and the command; a column linking the pages when ``root`` lies inside
+    ``repo`` (the doc is in repo/docs)."""
+    root = Path(root).resolve()
+    found = read_verdicts(root, items_path)
+    docs_dir = Path(repo).resolve() / "docs" if repo is not None else None
+    link = docs_dir is not None and root.is_relative_to(docs_dir.parent)
+    heads = ["item", "paper", "figure", "claim"] + (["our figure"] if link else [])
+    heads += ["verdict (our numbers)", "environment", "command"]
+    lines = _md_header(found, root)
+    lines += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for iid, item, doc in found:
+        cells = [iid, _md(item.get("paper")), _md(item.get("figure")), _md(item.get("claim"))]
+        if link:
+            page = _rel(root / iid / "index.html", docs_dir) if doc else ""
+            cells.append(f"[page]({page})" if doc else "–")
+        if doc is None:
+            cells += ["not run", "–"]
+        else:
+            cells += [f"**{_md(doc.get('status'))}**: {_md(_body(doc))}", _md(_env_cell(doc))]
+        cells.append(f"`taillab reproduce {iid}`")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join([*lines, ""])

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Copy a `taillab reproduce --quick` results folder here, trimmed to what the pages read.
+
+    python python/tests/data/reproduce/trim.py SRC_ROOT [ITEM ...]
+
+Kept: experiment.json, aggregate.json and summary.json without the per-point configuration,
+per-run estimates and the monitor's per-thread detail; saturation.json; each TailWAG app's
+validation.json; the interval logs of three items only (HLOGS: the service-time CDF of Fig. 2
+and the CCDFs of Tales Fig. 2 and 3 read them). Dropped: requests.csv, fit.json, pages, probe
+runs. Existing item folders here are replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUN_KEYS = [
+    "schema", "app", "params", "config", "threads", "seed", "arrival", "wait", "discipline",
+    "dispatch", "offered_qps", "scheduled_qps", "achieved_qps", "utilization", "duration_s",
+    "requests", "host", "started_at", "interval_s",
+]  # fmt: skip
+METRICS = ("sojourn", "service")
+HLOGS = {"tailbench-table1": ("service",), "tales-fig2": ("sojourn",), "tales-fig3": ("sojourn",)}
+# Items whose page shows the processes' resources (the rest read only the foreign names).
+RESOURCES = {"profiling-table7"}
+
+
+def _point(p: dict) -> dict:
+    return {k: v for k, v in p.items() if k != "configuration"}
+
+
+def experiment(doc: dict) -> dict:
+    keep = {
+        k: doc[k] for k in ("schema", "kind", "base_seed", "ci", "host", "started_at") if k in doc
+    }
+    keep["parameters"] = {"sweep": (doc.get("parameters") or {}).get("sweep")}
+    keep["points"] = [_point(p) for p in doc.get("points", [])]
+    return keep
+
+
+def aggregate(doc: dict) -> dict:
+    # The point's description repeats experiment.json's.
+    out = {k: v for k, v in doc.items() if k not in ("point", "metrics", "merged", "seeds")}
+    out["metrics"] = {
+        k: {f: x for f, x in v.items() if f != "per_run"} for k, v in doc.get("metrics", {}).items()
+    }
+    out["merged"] = {k: v for k, v in (doc.get("merged") or {}).items() if k in METRICS}
+    return out
+
+
+def summary(doc: dict, resources: bool) -> dict:
+    out = {k: doc[k] for k in RUN_KEYS if k in doc}
+    out["latency_ns"] = {k: v for k, v in doc["latency_ns"].items() if k in METRICS}
+    if "ideal" in doc:
+        out["ideal"] = {k: doc["ideal"][k] for k in ("method", "servers", "sojourn", "ratio")}
+    checks = doc.get("checks") or {}
+    out["checks"] = {k: {"ok": v.get("ok")} for k, v in checks.items()}
+    if "environment" in checks:
+        env = checks["environment"]
+        out["checks"]["environment"] = {k: env.get(k) for k in ("ok", "verdict", "items")}
+    env = doc.get("environment") or {}
+    if not resources:
+        env = {"top_foreign": env.get("top_foreign", [])}
+    out["environment"] = {
+        "harness": env.get("harness"),
+        "extra": env.get("extra", []),
+        "top_foreign": [
+            {"name": f.get("name"), "cpu_pct": f.get("cpu_pct")} for f in env.get("top_foreign", [])
+        ],
+    }
+    if "interference" in doc:
+        out["interference"] = doc["interference"]
+    return out
+
+
+def _write(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n", "utf-8")
+
+
+def copy_experiment(src: Path, dst: Path, hlogs: tuple[str, ...], resources: bool) -> None:
+    _write(dst / "experiment.json", experiment(json.loads((src / "experiment.json").read_text())))
+    for agg in src.glob("points/*/aggregate.json"):
+        _write(dst / agg.relative_to(src), aggregate(json.loads(agg.read_text())))
+    for s in src.glob("points/*/run-*/summary.json"):
+        _write(dst / s.relative_to(src), summary(json.loads(s.read_text()), resources))
+        for m in hlogs:
+            h = s.parent / "hist" / f"{m}.hlog"
+            if h.exists():
+                (dst / h.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(h, dst / h.relative_to(src))
+    for sat in src.glob("saturation/*/saturation.json"):
+        _write(dst / sat.relative_to(src), json.loads(sat.read_text()))
+
+
+def copy_item(src: Path, dst: Path) -> None:
+    if dst.exists():
+        shutil.rmtree(dst)
+    for exp in src.rglob("experiment.json"):
+        copy_experiment(
+            exp.parent,
+            dst / exp.parent.relative_to(src),
+            HLOGS.get(src.name, ()),
+            src.name in RESOURCES,
+        )
+    for v in src.glob("*/validation/validation.json"):
+        doc = json.loads(v.read_text())
+        _write(
+            dst / v.relative_to(src),
+            {k: doc[k] for k in ("schema", "app", "summary", "points") if k in doc},
+        )
+
+
+def main() -> int:
+    src = Path(sys.argv[1])
+    items = sys.argv[2:] or sorted(d.name for d in src.iterdir() if d.is_dir())
+    for item in items:
+        copy_item(src / item, HERE / item)
+        print(item)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,732 @@
+"""`taillab reproduce`'s pages and verdicts.
+
+Two kinds of fixtures: results folders built here by hand with chosen numbers (so each rule's
+numbers and status are known, and a rule can be driven either way), and trimmed real folders
+from a `taillab reproduce all --quick` run on the project's VM in tests/data/reproduce/ (so the
+rules read what the harness actually writes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from taillab import cli
+from taillab import reproduce as R
+
+REPO = Path(__file__).resolve().parents[2]
+ITEMS = REPO / "configs" / "reproduce" / "items.toml"
+REAL = Path(__file__).resolve().parent / "data" / "reproduce"
+HOST = {"cpu": "Test CPU", "cores": 2, "kernel": "6.1.0", "hostname": "t", "taillab": "0.1.0"}
+MS, US = 1e6, 1e3
+
+
+# --- a hand-built results folder ---------------------------------------------------------------
+
+
+def _stats(mean=None, p50=None, p95=None, p99=None) -> dict:
+    p50 = p50 if p50 is not None else (mean or 0) * 0.8
+    p95 = p95 if p95 is not None else (mean or 0) * 2
+    p99 = p99 if p99 is not None else p95 * 1.5
+    mean = mean if mean is not None else p50 * 1.2
+    return {
+        "count": 1000,
+        "mean": mean,
+        "min": p50 / 2,
+        "p50": p50,
+        "p90": p95 * 0.9,
+        "p95": p95,
+        "p99": p99,
+        "p999": p99 * 1.2,
+        "max": p99 * 1.5,
+    }
+
+
+def point(
+    pid,
+    *,
+    app="synth",
+    config="integrated",
+    threads=1,
+    qps=1000.0,
+    axes=None,
+    soj=None,
+    svc=None,
+    ratio=None,
+    env_ok=True,
+    util=None,
+    extra=None,
+) -> dict:
+    """One point with one run: sojourn/service statistics (ns), measured ÷ ideal ratios."""
+    return dict(
+        id=pid,
+        app=app,
+        config=config,
+        threads=threads,
+        qps=qps,
+        axes=axes or {},
+        soj=soj or _stats(mean=100 * US),
+        svc=svc or _stats(mean=50 * US),
+        ratio=ratio,
+        env_ok=env_ok,
+        util=util,
+        extra=extra or {},
+    )
+
+
+def _summary(p: dict) -> dict:
+    env = {"ok": True, "verdict": "quiet", "items": [], "reasons": []}
+    if not p["env_ok"]:
+        env = {
+            "ok": False,
+            "verdict": "other processes used 80 % of a CPU (limit 5 %): rustc 80 %",
+            "items": [
+                {
+                    "name": "foreign_cpu",
+                    "ok": False,
+                    "value": 80.0,
+                    "limit": 5.0,
+                    "unit": "% of a CPU",
+                }
+            ],
+            "reasons": ["other processes used 80 % of a CPU (limit 5 %): rustc 80 %"],
+        }
+    doc = {
+        "schema": "taillab.run/1",
+        "app": p["app"],
+        "config": p["config"],
+        "threads": p["threads"],
+        "offered_qps": p["qps"],
+        "achieved_qps": p["qps"],
+        "latency_ns": {"sojourn": p["soj"], "service": p["svc"]},
+        "checks": {"environment": env},
+        "environment": {"top_foreign": [] if p["env_ok"] else [{"name": "rustc"}]},
+        "host": HOST,
+        **p["extra"],
+    }
+    if p["util"] is not None:
+        doc["utilization"] = p["util"]
+    if p["ratio"]:
+        ideal = {s: p["soj"][s] / p["ratio"].get(s, 1.0) for s in ("mean", "p50", "p95", "p99")}
+        doc["ideal"] = {"sojourn": ideal, "ratio": p["ratio"], "excess": {}}
+    return doc
+
+
+def experiment(d: Path, points: list[dict], fractions=None, sat=None) -> Path:
+    """An experiment folder: experiment.json, one run per point, saturation.json per group."""
+    d.mkdir(parents=True, exist_ok=True)
+    meta = []
+    for p in points:
+        axes = [{"key": k, "value": v} for k, v in p["axes"].items()]
+        meta.append(
+            {
+                "id": p["id"],
+                "app": p["app"],
+                "config": p["config"],
+                "threads": p["threads"],
+                "qps": p["qps"],
+                "axes": axes,
+            }
+        )
+        run = d / "points" / p["id"] / "run-0"
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "summary.json").write_text(json.dumps(_summary(p)))
+    doc = {
+        "schema": "taillab.experiment/1",
+        "kind": "sweep",
+        "points": meta,
+        "host": HOST,
+        "parameters": {"sweep": {"load": fractions}},
+        "started_at": "2026-01-02T03:04:05Z",
+    }
+    (d / "experiment.json").write_text(json.dumps(doc))
+    for tag, qps in (sat or {}).items():
+        s = d / "saturation" / tag
+        s.mkdir(parents=True, exist_ok=True)
+        probes = [
+            {"name": "p0", "qps": qps, "achieved_qps": qps, "sustainable": True, "disturbed": False}
+        ]
+        (s / "saturation.json").write_text(json.dumps({"qps": qps, "probes": probes}))
+    return d
+
+
+def page(tmp_path: Path, item_id: str, reuse=None, quick=False) -> dict:
+    """Write the item's page from tmp_path/<id> through the CLI; its verdict.json."""
+    args = ["reproduce-page", item_id, str(tmp_path / item_id), "--items", str(ITEMS)]
+    if reuse:
+        args += ["--reuse", str(reuse)]
+    if quick:
+        args.append("--quick")
+    assert cli.main(args) == 0
+    assert (tmp_path / item_id / "index.html").exists()
+    doc = json.loads((tmp_path / item_id / "verdict.json").read_text())
+    assert doc["schema"] == "taillab.reproduce/1" and doc["id"] == item_id
+    assert doc["status"] in R.STATUSES
+    return doc
+
+
+def html(tmp_path: Path, item_id: str) -> str:
+    return (tmp_path / item_id / "index.html").read_text()
+
+
+# --- per item, by hand ---------------------------------------------------------------------------
+
+TABLE1_APPS = [
+    "kv",
+    "search",
+    "translate",
+    "speech",
+    "img-dnn",
+    "middleware",
+    "oltp-mem",
+    "oltp-disk",
+]
+
+
+def _table1(root: Path, factor: dict[str, float]) -> Path:
+    """Each app's p95 = paper's × factor[app] (1.0 when not given)."""
+    paper = R.read_items(ITEMS)["tailbench-table1"]["paper_p95_ms"]
+    for i, app in enumerate(TABLE1_APPS):
+        p95 = paper[app] * factor.get(app, 1.0) * MS
+        svc = _stats(p50=10 ** (i / 2) * 50 * US, p99=10 ** (i / 2) * 50 * US * (2 + i))
+        experiment(
+            root / f"apps-{app}",
+            [
+                point(
+                    "integrated-t1-q100",
+                    app=app,
+                    qps=100,
+                    soj=_stats(mean=p95 / 2, p95=p95),
+                    svc=svc,
+                )
+            ],
+        )
+    return root
+
+
+def test_table1_confirmed_and_partly(tmp_path):
+    _table1(tmp_path / "tailbench-table1", {"kv": 2.0, "speech": 0.5, "search": 4.0})
+    doc = page(tmp_path, "tailbench-table1")
+    apps = doc["numbers"]["apps"]
+    assert apps["kv"]["ratio"] == pytest.approx(2.0) and apps["kv"]["within"]
+    assert apps["search"]["ratio"] == pytest.approx(4.0) and not apps["search"]["within"]
+    assert doc["numbers"]["within"] == 7 and doc["status"] == "confirmed"
+    assert "7 of 8 apps" in doc["verdict"] and "kv 2×" in doc["verdict"]
+    assert doc["runs"] == 8 and doc["disturbed_runs"] == 0
+    # the paper's numbers beside ours
+    assert "masstree" in html(tmp_path, "tailbench-table1")
+    assert (tmp_path / "tailbench-table1" / "figures" / "p95_vs_paper.png").exists()
+
+    other = tmp_path / "b"
+    _table1(other / "tailbench-table1", {a: 10.0 for a in TABLE1_APPS[:4]})
+    doc = page(other, "tailbench-table1")
+    assert doc["numbers"]["within"] == 4 and doc["status"] == "partly"
+
+
+def test_fig2_reads_table1(tmp_path):
+    _table1(tmp_path / "tailbench-table1", {})
+    (tmp_path / "tailbench-fig2").mkdir()
+    doc = page(tmp_path, "tailbench-fig2", reuse=tmp_path / "tailbench-table1")
+    n = doc["numbers"]
+    # p50 from 50 µs to 50 µs × 10^3.5; spreads p99/p50 from 2 to 9
+    assert n["p50_span"] == pytest.approx(10**3.5)
+    assert n["spread_ratio"] == pytest.approx(9 / 2)
+    assert doc["status"] == "confirmed" and doc["runs"] == 8
+
+
+def _loads(app, p99_over_mean: list[float], fracs=(0.2, 0.8), sat=1000.0) -> list[dict]:
+    return [
+        point(
+            f"integrated-t1-q{sat * f:.0f}",
+            app=app,
+            qps=sat * f,
+            soj=_stats(mean=100 * US * (1 + f), p95=100 * US, p99=100 * US * (1 + f) * r),
+        )
+        for f, r in zip(fracs, p99_over_mean, strict=True)
+    ]
+
+
+def test_fig3_tail_grows_faster(tmp_path):
+    root = tmp_path / "tailbench-fig3"
+    sat = {"integrated-t1-q0": 1000.0}
+    experiment(root / "fig3-kv", _loads("kv", [2.1, 4.8]), [0.2, 0.8], sat)
+    experiment(root / "fig3-search", _loads("search", [3.0, 2.5]), [0.2, 0.8], sat)
+    doc = page(tmp_path, "tailbench-fig3")
+    kv = doc["numbers"]["apps"]["kv"]
+    assert kv["p99_over_mean_low"] == pytest.approx(2.1)
+    assert kv["p99_over_mean_high"] == pytest.approx(4.8)
+    assert "kv from 2.1× at 20 % load to 4.8× at 80 % load" in doc["verdict"]
+    assert doc["status"] == "partly"  # search's tail grows more slowly than its mean
+    assert "search's p99 grows faster" in doc["verdict"]
+
+
+def _fig4(root: Path, sats: dict[str, tuple[float, float]]) -> None:
+    for app, (s1, s2) in sats.items():
+        pts = [
+            point(f"integrated-t{t}-q{s / 2:.0f}", app=app, threads=t, qps=s / 2)
+            for t, s in ((1, s1), (2, s2))
+        ]
+        sat = {"integrated-t1-q0": s1, "integrated-t2-q0": s2}
+        experiment(root / "tailbench-fig4" / f"fig4-{app}", pts, [0.5], sat)
+
+
+def test_fig4_scaling_from_saturation(tmp_path):
+    sats = {
+        "kv": (1000, 1930),
+        "search": (500, 900),
+        "oltp-mem": (800, 896),
+        "translate": (100, 130),
+    }
+    _fig4(tmp_path, sats)
+    doc = page(tmp_path, "tailbench-fig4")
+    sc = {a: v["scaling"] for a, v in doc["numbers"]["apps"].items()}
+    assert sc["kv"] == pytest.approx(1.93) and sc["oltp-mem"] == pytest.approx(1.12)
+    assert "kv 1.93×" in doc["verdict"] and "oltp-mem 1.12×" in doc["verdict"]
+    assert "this host has 2 CPUs: scaling stops at 2" in doc["verdict"]
+    assert doc["status"] == "confirmed" and doc["probes"] == 8
+
+    # Nothing scales (a busy 2-CPU host): "the slow ones scale less" proves nothing.
+    flat = {
+        "kv": (1000, 1000),
+        "search": (1000, 650),
+        "oltp-mem": (900, 540),
+        "translate": (90, 50),
+    }
+    _fig4(tmp_path / "b", flat)
+    doc = page(tmp_path / "b", "tailbench-fig4")
+    assert doc["status"] == "not confirmed"
+    assert doc["numbers"]["apps"]["search"]["scaling"] == pytest.approx(0.65)
+
+
+def _fig5(root: Path, cases: list[tuple[str, float, float]], configs=("integrated", "loopback")):
+    """Per app: service mean and loopback ÷ integrated p95 (networked: twice that)."""
+    factor = {"integrated": 1.0, "loopback": 1.0, "networked": 2.0}
+    for app, svc, ratio in cases:
+        pts = [
+            point(
+                f"{c}-t1-q100",
+                app=app,
+                config=c,
+                qps=100,
+                svc=_stats(mean=svc),
+                soj=_stats(mean=svc, p95=svc * 2 * (1 if c == "integrated" else ratio) * factor[c]),
+            )
+            for c in configs
+        ]
+        experiment(root / "tailbench-fig5" / f"fig5-{app}", pts)
+
+
+def test_fig5_short_requests_differ_most(tmp_path):
+    _fig5(tmp_path, [("null", 2 * US, 3.0), ("kv", 100 * US, 1.4), ("search", MS, 1.05)])
+    doc = page(tmp_path, "tailbench-fig5")
+    assert doc["numbers"]["apps"]["null"]["ratio"]["loopback"] == pytest.approx(3.0)
+    assert doc["numbers"]["shortest"] == "null" and doc["numbers"]["longest"] == "search"
+    assert doc["status"] == "confirmed"
+    assert "null 3× (service mean 2 µs)" in doc["verdict"]
+
+    # search slower over loopback than null: the short app no longer differs most
+    cases = [("null", 2 * US, 1.2), ("kv", 100 * US, 1.1), ("search", MS, 2.0)]
+    _fig5(tmp_path / "b", cases, ("integrated", "loopback", "networked"))
+    doc = page(tmp_path / "b", "tailbench-fig5")
+    assert doc["status"] == "not confirmed"
+    assert doc["numbers"]["apps"]["kv"]["ratio"]["networked"] == pytest.approx(2.2)
+    assert "networked (network namespaces on one host) ÷ integrated" in html(
+        tmp_path / "b", "tailbench-fig5"
+    )
+
+
+def test_fig8_ratio_below_08_of_saturation(tmp_path):
+    root = tmp_path / "tailbench-fig8"
+    sat = {"integrated-t1-q0": 1000.0, "integrated-t2-q0": 2000.0}
+    fracs = [0.3, 0.5, 0.7, 0.85]
+
+    def pts(app, ratios):
+        return [
+            point(
+                f"integrated-t{t}-q{s * f:.0f}",
+                app=app,
+                threads=t,
+                qps=s * f,
+                ratio={"p95": r, "p99": r},
+            )
+            for t, s in ((1, 1000.0), (2, 2000.0))
+            for f, r in zip(fracs, ratios, strict=True)
+        ]
+
+    experiment(root / "fig8-kv", pts("kv", [1.05, 1.1, 1.2, 2.0]), fracs, sat)
+    experiment(root / "fig8-oltp-mem", pts("oltp-mem", [1.5, 1.6, 1.7, 3.0]), fracs, sat)
+    doc = page(tmp_path, "tailbench-fig8")
+    assert doc["status"] == "confirmed"  # the 0.85 point does not count
+    assert doc["numbers"]["ratio_p95"]["kv"]["1"]["85 % load"] == pytest.approx(2.0)
+    assert len(doc["conditions"]) == 6
+    experiment(root / "fig8-kv", pts("kv", [1.05, 1.1, 1.3, 2.0]), fracs, sat)
+    assert page(tmp_path, "tailbench-fig8")["status"] == "partly"
+
+
+def _axis_points(key: str, p99: dict[str, float], ratio=1.0, **kw) -> list[dict]:
+    return [
+        point(
+            f"integrated-t1-q1000-{i}",
+            axes={key: name},
+            ratio={"p99": ratio, "p95": ratio},
+            soj=_stats(mean=v / 3, p95=v / 2, p99=v),
+            **kw,
+        )
+        for i, (name, v) in enumerate(p99.items())
+    ]
+
+
+def test_tales1_burstier_is_longer(tmp_path):
+    p99 = {
+        "fixed": 60 * US,
+        "poisson": 200 * US,
+        "gamma:cv=0.5": 100 * US,
+        "lognormal:cv=2": 900 * US,
+        "pareto:alpha=1.5": 800 * US,
+        "mmpp:on=50ms,off=200ms,ratio=8": 3 * MS,
+    }
+    experiment(tmp_path / "tales-fig1" / "tales-fig1", _axis_points("load.arrival", p99, 1.02))
+    doc = page(tmp_path, "tales-fig1")
+    assert doc["status"] == "confirmed"
+    assert doc["numbers"]["arrival"]["poisson"]["ratio"] == pytest.approx(1.02)
+    p99["fixed"] = 300 * US  # deterministic arrivals now worse than Poisson
+    experiment(tmp_path / "tales-fig1" / "tales-fig1", _axis_points("load.arrival", p99))
+    assert page(tmp_path, "tales-fig1")["status"] == "not confirmed"
+
+
+def _tales2(root: Path, rows, params=None) -> None:
+    pts = [
+        point(
+            f"integrated-t1-q{q}",
+            qps=q,
+            util=u,
+            soj=_stats(mean=p / 3, p95=p / 2, p99=p * US),
+            ratio={"p99": r, "p95": r},
+            extra={"params": params} if params else None,
+        )
+        for q, u, p, r in rows
+    ]
+    experiment(root / "tales-fig2" / "tales-fig2", pts)
+
+
+def test_tales2_close_to_ideal_up_to_07(tmp_path):
+    _tales2(tmp_path, [(10000, 0.5, 100, 1.02), (14000, 0.71, 200, 1.1), (18000, 0.9, 900, 1.6)])
+    doc = page(tmp_path, "tales-fig2")
+    assert doc["status"] == "confirmed"  # 1.6 at ρ 0.9 is beyond 0.7
+    assert doc["numbers"]["utilization"]["ρ 0.71"]["ratio"] == pytest.approx(1.1)
+
+
+def test_tales2_planned_utilization_when_the_spec_gives_it(tmp_path):
+    """A busy host stretches service (measured ρ 0.95 at the 0.5 point): ρ comes from the
+    spec, so the 0.9 point's ratio of 1.6 is not judged and the 0.7 point's 1.2 is."""
+    rows = [(10000, 0.95, 100, 1.02), (14000, 1.3, 200, 1.2), (18000, 1.7, 900, 1.6)]
+    _tales2(tmp_path, rows, params={"service": "fixed:50us"})
+    doc = page(tmp_path, "tales-fig2")
+    u = doc["numbers"]["utilization"]
+    assert list(u) == ["ρ 0.50", "ρ 0.70", "ρ 0.90"]
+    assert u["ρ 0.50"]["measured_utilization"] == pytest.approx(0.95)
+    assert doc["status"] == "partly"  # rising, but 1.2 > 1.15 at ρ 0.7
+    assert R.nominal_service_ns("exp:1.5ms") == pytest.approx(1.5e6)
+    assert math.isnan(R.nominal_service_ns("lognormal:50us,cv=2"))
+
+
+def test_tales3_more_workers_shorter(tmp_path):
+    sat = {"integrated-t1-q0": 20000.0, "integrated-t2-q0": 40000.0}
+    pts = [
+        point(
+            f"integrated-t{t}-q{s * f:.0f}",
+            threads=t,
+            qps=s * f,
+            soj=_stats(mean=50 * US, p95=100 * US, p99=(300 if t == 1 else 200) * US * (1 + f)),
+        )
+        for t, s in ((1, 20000.0), (2, 40000.0))
+        for f in (0.5, 0.7, 0.9)
+    ]
+    experiment(tmp_path / "tales-fig3" / "tales-fig3", pts, [0.5, 0.7, 0.9], sat)
+    doc = page(tmp_path, "tales-fig3")
+    assert doc["status"] == "confirmed" and len(doc["conditions"]) == 3
+    assert doc["numbers"]["utilization"]["90 % load"]["p99_ns_2"] == pytest.approx(380 * US)
+
+
+def test_tales4_fifo_shared_smallest(tmp_path):
+    pts = []
+    for i, (disc, disp, v) in enumerate(
+        [
+            ("fifo", "shared", 300),
+            ("lifo", "shared", 900),
+            ("random", "shared", 500),
+            ("fifo", "per-worker:random", 700),
+        ]
+    ):
+        pts.append(
+            point(
+                f"integrated-t2-q32000-{i}",
+                threads=2,
+                qps=32000,
+                axes={"harness.discipline": disc, "harness.dispatch": disp},
+                soj=_stats(mean=60 * US, p95=v * US / 2, p99=v * US),
+            )
+        )
+    experiment(tmp_path / "tales-fig4" / "tales-fig4", pts)
+    doc = page(tmp_path, "tales-fig4")
+    assert doc["status"] == "confirmed" and len(doc["conditions"]) == 3
+    assert doc["numbers"]["cases"]["lifo+shared"]["p99_ns"] == pytest.approx(900 * US)
+
+
+@pytest.mark.parametrize(
+    ("hog", "rt", "elsewhere", "status"),
+    [(5.0, 1.2, 1.1, "confirmed"), (1.3, 1.1, 1.0, "not confirmed"), (5.0, 3.0, 1.1, "partly")],
+)
+def test_tales5_either_way(tmp_path, hog, rt, elsewhere, status):
+    base = 400 * US
+    p99 = {
+        "none": base,
+        "hog": hog * base,
+        "hog + RT": rt * base,
+        "hog elsewhere": elsewhere * base,
+    }
+    experiment(tmp_path / "tales-fig5" / "tales-fig5", _axis_points("case", p99))
+    doc = page(tmp_path, "tales-fig5")
+    assert doc["status"] == status
+    assert doc["numbers"]["cases"]["hog"]["vs_none"] == pytest.approx(hog)
+    assert f"hog {hog:.3g}×" in doc["verdict"]
+
+
+def _stress(root: Path, app: str, p95: dict[str, float]) -> None:
+    pts = []
+    for i, (case, r) in enumerate(p95.items()):
+        inter = {
+            "interference": {
+                "schema": "taillab.interference/1",
+                "cpu_pct": 150.0 * (case != "none"),
+                "hogs": [
+                    {
+                        "spec": "cpu:2",
+                        "processes": [
+                            {
+                                "role": "worker",
+                                "pid": 10 + i,
+                                "name": "stress-ng-cpu",
+                                "cpu_pct": 75.0,
+                                "write_bytes": 4096,
+                            }
+                        ],
+                    }
+                ],
+            }
+        }
+        env = {"harness": {"pid": 1, "cpu_pct": 40.0, "rss_max_bytes": 1 << 27, "invol_cs": 10}}
+        pts.append(
+            point(
+                f"integrated-t1-q500-case-{i}",
+                app=app,
+                qps=500,
+                axes={"case": case},
+                svc=_stats(mean=r * MS, p95=r * MS, p99=r * 1.3 * MS),
+                extra={**(inter if case != "none" else {}), "environment": env},
+            )
+        )
+    experiment(root / f"profiling-{app}", pts)
+
+
+def test_profiling_stress_ratios(tmp_path):
+    root = tmp_path / "profiling-table7"
+    _stress(root, "kv", {"none": 1.0, "cpu": 2.1, "memory": 1.05, "disk": 1.1, "all": 4.4})
+    _stress(root, "speech", {"none": 1.0, "cpu": 1.2, "memory": 1.0, "disk": 1.0, "all": 1.3})
+    doc = page(tmp_path, "profiling-table7")
+    kv = doc["numbers"]["apps"]["kv"]["ratio"]
+    assert kv["cpu"]["p95"] == pytest.approx(2.1) and kv["all"]["p99"] == pytest.approx(4.4)
+    assert doc["numbers"]["judged_on"] == "kv" and doc["status"] == "confirmed"
+    paper = doc["numbers"]["paper_ratio"]
+    assert paper["cpu"]["p95"] == pytest.approx(4770.2 / 2501.8)
+    text = html(tmp_path, "profiling-table7")
+    assert "Resources per case" in text and "75 %" in text and "4 KiB" in text
+    assert (root / "resources-profiling-kv.html").exists()
+
+
+def _validation(root: Path, app: str, err: dict[str, float]) -> None:
+    experiment(root / app / "measured", [point("integrated-t1-q100", app=app, qps=100)])
+    experiment(root / app / "synthetic", [point("integrated-t1-q100", qps=100, env_ok=False)])
+    stats = {s: {"mean_abs_error": v} for s, v in err.items()}
+    (root / app / "validation").mkdir(parents=True)
+    doc = {"schema": "taillab.validation/1", "summary": {"points": 3, "stats": stats}}
+    (root / app / "validation" / "validation.json").write_text(json.dumps(doc))
+
+
+def test_tailwag_errors_vs_paper(tmp_path):
+    root = tmp_path / "tailwag-table2"
+    _validation(root, "kv", {"mean": 0.02, "p95": 0.01, "p99": 0.04})
+    _validation(root, "img-dnn", {"mean": 0.04, "p95": 0.02, "p99": 0.06})
+    doc = page(tmp_path, "tailwag-table2")
+    avg = doc["numbers"]["average"]
+    assert avg["mean"] == pytest.approx(0.03) and avg["p95"] == pytest.approx(0.015)
+    assert doc["status"] == "confirmed"
+    assert doc["runs"] == 4 and doc["disturbed_runs"] == 2  # the synthetic runs
+    assert "Built from disturbed runs" in html(tmp_path, "tailwag-table2")
+
+
+# --- environment, quick, bad input, index, doc ---------------------------------------------------
+
+
+def test_disturbed_banner_and_inconclusive(tmp_path):
+    p99 = {"none": 100 * US, "hog": 500 * US, "hog + RT": 110 * US, "hog elsewhere": 105 * US}
+    pts = _axis_points("case", p99)
+    pts[1]["env_ok"] = False
+    experiment(tmp_path / "tales-fig5" / "tales-fig5", pts)
+    doc = page(tmp_path, "tales-fig5", quick=True)
+    text = html(tmp_path, "tales-fig5")
+    assert doc["disturbed_runs"] == 1 and doc["runs"] == 4 and doc["status"] == "confirmed"
+    assert "Built from disturbed runs" in text and "1 of 4 run(s)" in text
+    assert "other processes&#x27; CPU up to 80" in text and "rustc" in text
+    assert "tiny counts: indicative only" in text and doc["quick"] is True
+
+    for p in pts:
+        p["env_ok"] = False
+    experiment(tmp_path / "tales-fig5" / "tales-fig5", pts)
+    doc = page(tmp_path, "tales-fig5")
+    assert doc["status"] == "inconclusive" and doc["status_from_data"] == "confirmed"
+    assert "every one of the 4 runs failed its environment check" in doc["verdict"]
+    assert "tiny counts" not in html(tmp_path, "tales-fig5")
+
+
+def test_zero_latency_is_no_data_not_a_crash(tmp_path):
+    p99 = {"none": 0.0, "hog": 500 * US, "hog + RT": 110 * US, "hog elsewhere": 105 * US}
+    experiment(tmp_path / "tales-fig5" / "tales-fig5", _axis_points("case", p99))
+    doc = page(tmp_path, "tales-fig5")
+    assert doc["status"] == "inconclusive" and doc["numbers"]["cases"]["hog"]["vs_none"] is None
+    assert "no data for: hog ≥ 2× none" in doc["verdict"]
+
+
+def test_no_data_is_inconclusive(tmp_path):
+    (tmp_path / "tales-fig4").mkdir()
+    doc = page(tmp_path, "tales-fig4")
+    assert doc["status"] == "inconclusive" and doc["runs"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["reproduce-page", "tales-fig9", "{tmp}", "--items", str(ITEMS)], "unknown item"),
+        (["reproduce-page", "tales-fig5", "{tmp}/nope", "--items", str(ITEMS)], "does not exist"),
+        (["reproduce-page", "tales-fig5", "{tmp}", "--items", "{tmp}/x.toml"], "cannot read"),
+        (
+            [
+                "reproduce-page",
+                "tailbench-fig2",
+                "{tmp}",
+                "--items",
+                str(ITEMS),
+                "--reuse",
+                "{tmp}/nope",
+            ],
+            "tailbench-table1",
+        ),
+        (["reproduce-index", "{tmp}/nope", "--items", str(ITEMS)], "does not exist"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, says):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("taillab: error:") and says in err
+
+
+def test_index_and_markdown(tmp_path):
+    p99 = {"none": 100 * US, "hog": 500 * US, "hog + RT": 110 * US, "hog elsewhere": 105 * US}
+    experiment(tmp_path / "tales-fig5" / "tales-fig5", _axis_points("case", p99))
+    page(tmp_path, "tales-fig5", quick=True)
+    assert cli.main(["reproduce-index", str(tmp_path), "--items", str(ITEMS)]) == 0
+    index = (tmp_path / "index.html").read_text()
+    assert 'href="tales-fig5/index.html"' in index and "no page" in index
+    assert index.count("<tr>") == 1 + len(R.read_items(ITEMS))
+
+    md = R.markdown(tmp_path, ITEMS, repo=tmp_path.parent)
+    assert "**--quick**" in md and "Test CPU, 2 CPUs" in md
+    assert "Environment: 0 of 4 runs failed" in md
+    row = next(line for line in md.splitlines() if line.startswith("| tales-fig5 "))
+    assert "**confirmed**" in row and "hog 5×" in row and "`taillab reproduce tales-fig5`" in row
+    assert "[page](" in row  # the results lie inside "repo"
+    outside = R.markdown(tmp_path, ITEMS, repo=REPO)
+    assert "[page](" not in outside
+    assert sum(line.startswith("| ") for line in md.splitlines()) == 1 + len(R.read_items(ITEMS))
+
+
+def test_every_item_has_a_rule():
+    assert set(R.read_items(ITEMS)) == set(R.RULES)
+
+
+def test_status_rules():
+    C = R.Cond
+    assert R.status_of([C("a", True), C("b", True)]) == "confirmed"
+    assert R.status_of([C("a", True), C("b", False)]) == "partly"
+    assert R.status_of([C("a", False, True), C("b", True)]) == "not confirmed"
+    assert R.status_of([C("a", False), C("b", False)]) == "not confirmed"
+    assert R.status_of([C("a", None)]) == "inconclusive"
+    assert R.status_of([C("a", True), C("b", None)]) == "partly"
+    assert R.group_tag("integrated-t2-q1234-case-hog") == "integrated-t2-q0-case-hog"
+
+
+# --- the real quick run, trimmed -----------------------------------------------------------------
+
+
+def _real_items() -> list[str]:
+    """The items of the trimmed real run (an item that only reads another's has no folder)."""
+    items = R.read_items(ITEMS)
+    have = {d.name for d in REAL.iterdir() if d.is_dir()} if REAL.is_dir() else set()
+    return [i for i, it in items.items() if i in have or it.get("reuse") in have]
+
+
+@pytest.fixture
+def real(tmp_path) -> Path:
+    shutil.copytree(REAL, tmp_path / "r", ignore=shutil.ignore_patterns("*.py"))
+    return tmp_path / "r"
+
+
+def _real_page(root: Path, item_id: str) -> dict:
+    item = R.read_items(ITEMS)[item_id]
+    (root / item_id).mkdir(exist_ok=True)
+    reuse = root / item["reuse"] if item.get("reuse") else None
+    return page(root, item_id, reuse=reuse, quick=True)
+
+
+@pytest.mark.parametrize("item_id", _real_items())
+def test_real_quick_run(real, item_id):
+    """Every item of the real run gets a page and a verdict from the harness's own files."""
+    doc = _real_page(real, item_id)
+    assert doc["runs"] > 0 and doc["quick"] and doc["host"]["cores"] >= 1
+    assert doc["status_from_data"] != "inconclusive", doc["verdict"]
+    text = html(real, item_id)
+    assert "tiny counts: indicative only" in text
+    assert ("Built from disturbed runs" in text) == (doc["disturbed_runs"] > 0)
+    if doc["disturbed_runs"] == doc["runs"]:
+        assert doc["status"] == "inconclusive"
+    assert "not drawn" not in text
+
+
+def _agg(path: Path, metric: str) -> float:
+    return json.loads(path.read_text())["metrics"][metric]["estimate"]
+
+
+def test_real_numbers_are_the_files(real):
+    """The verdicts' numbers are those of aggregate.json and saturation.json."""
+    if not _real_items():
+        pytest.skip("no trimmed real run in tests/data/reproduce")
+    doc = _real_page(real, "tailbench-table1")
+    for app, v in doc["numbers"]["apps"].items():
+        agg = next((real / "tailbench-table1" / f"apps-{app}").glob("points/*/aggregate.json"))
+        assert v["ours_p95_ms"] == pytest.approx(_agg(agg, "sojourn.p95") / 1e6)
+    doc = _real_page(real, "tailbench-fig4")
+    for app, v in doc["numbers"]["apps"].items():
+        sat = real / "tailbench-fig4" / f"fig4-{app}" / "saturation"
+        q = [json.loads((sat / f"integrated-t{t}-q0" / "saturation.json").read_text())["qps"]
+             for t in (1, 2)]  # fmt: skip
+        assert v["scaling"] == pytest.approx(q[1] / q[0])
+    doc = _real_page(real, "tales-fig5")
+    pts = real / "tales-fig5" / "tales-fig5" / "points"
+    none = _agg(next(pts.glob("*-case-none/aggregate.json")), "sojourn.p99")
+    hog = _agg(next(pts.glob("*-case-hog/aggregate.json")), "sojourn.p99")
+    assert doc["numbers"]["cases"]["hog"]["vs_none"] == pytest.approx(hog / none)
