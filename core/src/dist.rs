@@ -230,7 +230,7 @@ impl Dist {
         }
     }
 
-    /// The second moment E[X²] in ns², for Pollaczek–Khinchine.
+    /// The second moment E\[X²\] in ns², for Pollaczek–Khinchine.
     pub fn second_moment(&self) -> f64 {
         match self {
             Dist::Fixed(v) => v * v,
