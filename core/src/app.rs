@@ -24,29 +24,61 @@ use std::sync::Arc;
 /// Errors an app reports. Each message says what the user should change.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// A `--set` key the app does not declare.
     #[error("unknown key `{key}` for app `{app}`; valid keys: {valid} (see `taillab apps`)")]
     UnknownKey {
+        /// The app the key was given to.
         app: String,
+        /// The key as given.
         key: String,
+        /// The app's keys, comma-separated (`(none)` when it takes none).
         valid: String,
     },
+    /// A `--set` value that does not parse, or a `--set` item without `=`.
     #[error("bad value `{value}` for `{key}`: {expected}")]
     BadParam {
+        /// The key (the whole item when it had no `=`).
         key: String,
+        /// The value as given.
         value: String,
+        /// What the key accepts, e.g. `a count from 1 to 64`.
         expected: String,
     },
+    /// The app's prepared data is absent or incomplete.
     #[error("data for `{app}` is not ready: {why} (run `taillab data prepare {app}`)")]
-    DataMissing { app: String, why: String },
+    DataMissing {
+        /// The app whose data is missing.
+        app: String,
+        /// What is missing or stale (a path, a format version).
+        why: String,
+    },
+    /// `taillab data prepare` failed (fetching, building or converting the data).
     #[error("preparing data for `{app}` failed: {why}")]
-    Prepare { app: String, why: String },
+    Prepare {
+        /// The app whose data was being prepared.
+        app: String,
+        /// The step that failed and its error.
+        why: String,
+    },
+    /// One request could not be served (malformed payload, refused by the
+    /// engine): counted in the run's `errors`; the run goes on.
     #[error("request could not be handled: {0}")]
     Request(String),
+    /// The app's engine (a library, a JVM, a model) failed outside a single
+    /// request, e.g. while starting.
     #[error("{engine} failed: {why}")]
-    Engine { engine: String, why: String },
+    Engine {
+        /// What failed: the engine, or the step (e.g. `placing a worker`).
+        engine: String,
+        /// The engine's own error text.
+        why: String,
+    },
+    /// A file the app reads or writes could not be.
     #[error("i/o error on {path}: {source}")]
     Io {
+        /// The file concerned.
         path: PathBuf,
+        /// The OS error.
         source: std::io::Error,
     },
 }
@@ -64,8 +96,11 @@ impl AppError {
 /// One `--set` key an app accepts, shown by `taillab apps`.
 #[derive(Debug, Clone, Copy)]
 pub struct KeySpec {
+    /// The key as written in `--set key=value`.
     pub name: &'static str,
+    /// The value used when the key is not given, in the same text form.
     pub default: &'static str,
+    /// One line of help for `taillab apps`.
     pub help: &'static str,
 }
 
@@ -74,6 +109,7 @@ pub struct KeySpec {
 pub struct Params(BTreeMap<String, String>);
 
 impl Params {
+    /// No keys: every setting at its default.
     pub fn new() -> Self {
         Params(BTreeMap::new())
     }
@@ -94,14 +130,17 @@ impl Params {
         Ok(p)
     }
 
+    /// Sets `key` to `value`, replacing an earlier value.
     pub fn insert(&mut self, key: &str, value: &str) {
         self.0.insert(key.to_string(), value.to_string());
     }
 
+    /// The text given for `key`, if any.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(|s| s.as_str())
     }
 
+    /// The pairs, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
@@ -159,6 +198,8 @@ pub struct DataCtx {
 }
 
 impl DataCtx {
+    /// The data root from the environment: `$TAILLAB_DATA`, else `~/.local/share/taillab`,
+    /// else `./taillab-data` when there is no `$HOME`.
     pub fn from_env() -> Self {
         let root = std::env::var_os("TAILLAB_DATA")
             .map(PathBuf::from)

@@ -46,12 +46,16 @@ pub const METRICS: [&str; N_METRICS] = [
 /// replaced (equal to `enqueued` and `completed` when there was none).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stamps {
+    /// When the arrival process scheduled the request.
     pub intended: u64,
+    /// When it was released: by an inline worker, the shaper thread or a TCP client's sender.
     pub sent: u64,
     /// The request arrived at the server: the kernel's receive stamp of its
     /// last segment over TCP when there is one.
     pub enqueued: u64,
+    /// When a worker began serving it.
     pub started: u64,
+    /// When the app returned its response.
     pub finished: u64,
     /// The response arrived at the client: the kernel's receive stamp of the
     /// segment that completed it over TCP when there is one.
@@ -122,10 +126,13 @@ impl Default for Hists {
 }
 
 impl Hists {
+    /// Empty histograms (1 ns to 60 s at 3 significant digits, growing beyond),
+    /// their pages already faulted in.
     pub fn new() -> Self {
         Hists(std::array::from_fn(|_| new_hist()))
     }
 
+    /// Adds one request's durations, in [`METRICS`] order (ns).
     #[inline]
     pub fn record(&mut self, d: &[u64; N_METRICS]) {
         for (h, v) in self.0.iter_mut().zip(d) {
@@ -133,18 +140,21 @@ impl Hists {
         }
     }
 
+    /// Adds `other`'s counts into these (merging shards, never averaging).
     pub fn add(&mut self, other: &Hists) {
         for (a, b) in self.0.iter_mut().zip(&other.0) {
             a.add(b).expect("auto-resizing histograms always add");
         }
     }
 
+    /// Empties every histogram, keeping its memory.
     pub fn reset(&mut self) {
         for h in &mut self.0 {
             h.reset();
         }
     }
 
+    /// Requests recorded (every record adds one to each metric).
     pub fn count(&self) -> u64 {
         self.0[0].len()
     }
@@ -174,9 +184,14 @@ pub fn decode_hist(b64: &str) -> Option<Histogram<u64>> {
 /// and its max (for the log line).
 #[derive(Debug, Clone)]
 pub struct IntervalBlob {
+    /// Which interval: it starts `index` × `record.interval` after the measured
+    /// phase began (requests fall in by completion time).
     pub index: u32,
+    /// Measured requests completed in the interval.
     pub count: u64,
+    /// Largest value of each metric in the interval (ns).
     pub max: [u64; N_METRICS],
+    /// Each metric's histogram, compressed by [`encode_hist`].
     pub hist_b64: [String; N_METRICS],
 }
 
@@ -195,6 +210,7 @@ pub struct IntervalSink {
 }
 
 impl IntervalSink {
+    /// A sink for `workers` shards, each given one spare set of histograms.
     pub fn new(workers: usize) -> Self {
         IntervalSink {
             inbox: Mutex::new(Vec::new()),
@@ -265,11 +281,17 @@ fn blob(k: u32, h: &Hists) -> IntervalBlob {
 /// What one thread measured; merged across threads after the run.
 pub struct Shard {
     worker: usize,
+    /// Histograms of the [`METRICS`] over the measured requests (ns).
     pub totals: Hists,
+    /// Exact sum of each metric over the measured requests (ns), for the means.
     pub sums: [u128; N_METRICS],
+    /// Measured requests completed.
     pub measured: u64,
+    /// Warmup requests completed (kept out of the histograms).
     pub warmup: u64,
+    /// Earliest `completed` stamp of a measured request (`u64::MAX` before any).
     pub first_completed: u64,
+    /// Latest `completed` stamp of a measured request (0 before any).
     pub last_completed: u64,
     /// Completions per saturation slice (by completion time).
     pub slice_done: Vec<u64>,
@@ -281,6 +303,8 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// A shard for thread `worker` of `sink`: saturation slices `slice_ns` and
+    /// interval histograms `interval_ns` long (ns since the measured phase began).
     pub fn new(worker: usize, sink: &IntervalSink, slice_ns: u64, interval_ns: u64) -> Self {
         Shard {
             worker,
@@ -369,15 +393,25 @@ impl Shard {
 /// Summary statistics of one metric, in ns.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MetricStats {
+    /// Requests in the histogram.
     pub count: u64,
+    /// Mean (ns): exact when the sum was known, else the histogram's.
     pub mean: f64,
+    /// Standard deviation (ns), from the histogram.
     pub stdev: f64,
+    /// Smallest value (ns).
     pub min: u64,
+    /// Median (ns; histogram values carry 3 significant digits).
     pub p50: u64,
+    /// Value at quantile 0.90 (ns).
     pub p90: u64,
+    /// Value at quantile 0.95 (ns).
     pub p95: u64,
+    /// Value at quantile 0.99 (ns).
     pub p99: u64,
+    /// Value at quantile 0.999 (ns).
     pub p999: u64,
+    /// Largest value (ns).
     pub max: u64,
 }
 

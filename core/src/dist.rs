@@ -21,30 +21,44 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("bad distribution `{spec}`: {why}. Use e.g. fixed:200us, exp:200us, lognormal:200us,cv=0.5, uniform:100us,300us, pareto:200us,alpha=2.5 or mix:0.9*exp:100us+0.1*fixed:2ms (units ns, us, ms, s)")]
 pub struct DistError {
+    /// The spec as given.
     pub spec: String,
+    /// Which part is wrong and why.
     pub why: String,
 }
 
 /// A distribution of durations in nanoseconds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dist {
+    /// Always this value (ns).
     Fixed(f64),
+    /// Exponential (memoryless; coefficient of variation 1).
     Exp {
+        /// Mean (ns), > 0.
         mean: f64,
     },
+    /// Log-normal with this mean and coefficient of variation.
     LogNormal {
+        /// Mean (ns), > 0.
         mean: f64,
+        /// Coefficient of variation (standard deviation / mean), > 0.
         cv: f64,
     },
+    /// Uniform between two bounds.
     Uniform {
+        /// Lower bound (ns).
         lo: f64,
+        /// Upper bound (ns), ≥ `lo`.
         hi: f64,
     },
     /// Pareto with the given mean and shape `alpha > 1`.
     Pareto {
+        /// Mean (ns), > 0.
         mean: f64,
+        /// Shape; > 1 so the mean is finite, ≤ 2 gives an infinite variance.
         alpha: f64,
     },
+    /// A mixture: each term drawn with its weight (weights in (0, 1], summing to 1).
     Mix(Vec<(f64, Dist)>),
 }
 
@@ -216,7 +230,7 @@ impl Dist {
         }
     }
 
-    /// The second moment E[X²] in ns², for Pollaczek–Khinchine.
+    /// The second moment E\[X²\] in ns², for Pollaczek–Khinchine.
     pub fn second_moment(&self) -> f64 {
         match self {
             Dist::Fixed(v) => v * v,

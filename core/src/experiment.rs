@@ -31,7 +31,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Schema of `experiment.json` (history in the module doc).
 pub const EXPERIMENT_SCHEMA: &str = "taillab.experiment/1";
+/// Schema of `aggregate.json` (history in the module doc).
 pub const AGGREGATE_SCHEMA: &str = "taillab.aggregate/1";
 
 /// The stopping rule of a point.
@@ -39,13 +41,16 @@ pub const AGGREGATE_SCHEMA: &str = "taillab.aggregate/1";
 pub struct CiTarget {
     /// Relative half-width target, e.g. 0.01 for ±1 %.
     pub target: f64,
+    /// Runs made before the target may stop a point (`ci.min_runs`), ≥ 2.
     pub min_runs: usize,
+    /// Runs after which a point stops unmet (`ci.max_runs`), ≥ `min_runs`.
     pub max_runs: usize,
     /// `metric.stat`, e.g. `sojourn.mean`, `sojourn.p99`.
     pub metrics: Vec<String>,
 }
 
 impl CiTarget {
+    /// Checks the rule; the error names the flag and its allowed range.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.target > 0.0 && self.target < 1.0) {
             return Err(format!(
@@ -79,6 +84,7 @@ impl CiTarget {
         Ok(())
     }
 
+    /// What a target covers unless told: sojourn mean, p95 and p99.
     pub fn default_metrics() -> Vec<String> {
         vec![
             "sojourn.mean".into(),
@@ -92,19 +98,29 @@ impl CiTarget {
 /// undefined: NaN, written as `null` (JSON has no NaN) and read back as NaN.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricCi {
+    /// Mean of the per-run values (ns for every latency statistic).
     pub estimate: f64,
+    /// Lower bound of the 95 % Student-t interval.
     #[serde(deserialize_with = "nan_if_null")]
     pub ci_low: f64,
+    /// Upper bound of the 95 % Student-t interval.
     #[serde(deserialize_with = "nan_if_null")]
     pub ci_high: f64,
+    /// Half-width over |estimate|; the metric is met when it is ≤ the target.
     #[serde(deserialize_with = "nan_if_null")]
     pub rel_half_width: f64,
+    /// Runs the interval covers.
     pub n: usize,
+    /// Percentile-bootstrap 95 % interval (2000 resamples): the cross-check of
+    /// the t interval, which assumes near-normal per-run values.
     #[serde(deserialize_with = "nan_if_null")]
     pub bootstrap_low: f64,
+    /// Upper bound of the bootstrap interval.
     #[serde(deserialize_with = "nan_if_null")]
     pub bootstrap_high: f64,
+    /// The metric's value in each run, in run order.
     pub per_run: Vec<f64>,
+    /// `rel_half_width` ≤ the target.
     pub met: bool,
 }
 
@@ -116,22 +132,33 @@ fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
 /// `aggregate.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Aggregate {
+    /// [`AGGREGATE_SCHEMA`]; readers refuse any other.
     pub schema: String,
+    /// The point as `experiment.json` lists it (app, rate, threads, axis values,
+    /// configuration).
     pub point: Value,
+    /// Runs made.
     pub runs: usize,
+    /// Each run's seed, in run order ([`run_seed`]).
     pub seeds: Vec<u64>,
+    /// The relative half-width target (`ci.target`).
     pub target: f64,
+    /// Every metric met the target.
     pub target_met: bool,
+    /// Why the point stopped: the target met, or the run cap reached first.
     pub stopped: String,
+    /// Each target metric (`sojourn.p99`) and its interval across runs.
     pub metrics: BTreeMap<String, MetricCi>,
     /// Statistics of the histograms of all runs added together.
     pub merged: BTreeMap<String, MetricStats>,
     /// How many runs failed each check (a failed run is kept, never dropped).
     pub checks_failed: BTreeMap<String, usize>,
+    /// Mean of the runs' achieved rates (requests/s).
     pub achieved_qps: f64,
 }
 
 impl Aggregate {
+    /// Reads an `aggregate.json`, refusing another schema.
     pub fn read(path: &Path) -> Result<Self, ResultError> {
         crate::summary::read_with_schema(path, AGGREGATE_SCHEMA)
     }
@@ -305,20 +332,27 @@ fn aggregate(
 /// `experiment.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExperimentMeta {
+    /// [`EXPERIMENT_SCHEMA`]; readers refuse any other.
     pub schema: String,
     /// `run` (one point with repeats) or `sweep`.
     pub kind: String,
     /// Everything that defines the experiment, as given (after defaults).
     pub parameters: Value,
+    /// Seed every run's seed derives from (`load.seed`, see [`run_seed`]).
     pub base_seed: u64,
+    /// Every point, as the aggregates record them.
     pub points: Vec<Value>,
+    /// The stopping rule of every point.
     pub ci: CiTarget,
+    /// The host it started on; a resume on another CPU, core count or kernel is refused.
     pub host: Host,
     /// Everything `taillab system show` reports about the host (governor,
     /// SMT, RT throttling, THP, isolation, load, ...), when it could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<Value>,
+    /// taillab's version (the package version).
     pub taillab: String,
+    /// Wall-clock start, RFC 3339 in UTC.
     pub started_at: String,
 }
 

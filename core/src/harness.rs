@@ -46,18 +46,27 @@ use std::sync::{Arc, Barrier};
 /// Errors of a run; each says what to change.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// A setting out of range; the message names the flag and the allowed values.
     #[error("invalid run: {0}")]
     Invalid(String),
+    /// Keeping every request's stamps would take more memory than
+    /// `record.max_record_mem` allows.
     #[error("keeping per-request records for {requests} requests needs {need_mb} MB, over the {cap_mb} MB cap; drop --save-requests or raise --max-record-mem")]
     RecordsTooBig {
+        /// Requests the run may schedule (warmup included, padded for count variation).
         requests: u64,
+        /// Memory the records would take (MiB).
         need_mb: u64,
+        /// The cap (MiB).
         cap_mb: u64,
     },
+    /// The app failed to start a server or a worker.
     #[error(transparent)]
     App(#[from] AppError),
+    /// The host refused a thread's placement (CPU pinning or SCHED_FIFO priority).
     #[error("{0}")]
     Setup(String),
+    /// A worker thread panicked (its index, the panic message): the run is void.
     #[error("worker thread {0} panicked; the run is void: {1}")]
     Panicked(usize, String),
 }
@@ -66,7 +75,9 @@ pub enum RunError {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Bound {
+    /// This many requests, in schedule order.
     Requests(u64),
+    /// This long in intended time (s).
     Seconds(f64),
 }
 
@@ -83,21 +94,32 @@ crate::names_enum! {
 /// Everything that defines one run (besides the app).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunSpec {
+    /// Offered rate (requests/s), 0 < qps ≤ 1e8: the arrival process's mean.
     pub qps: f64,
+    /// Worker threads, 1..=1024.
     pub threads: usize,
+    /// The arrival process (Poisson, fixed gaps, bursty, trace, load profile, ...).
     pub arrival: ArrivalSpec,
+    /// Base seed: arrivals, request contents and dispatch each derive their own from it.
     pub seed: u64,
+    /// The unmeasured phase before the measured one (`Requests(0)`: none).
     pub warmup: Bound,
+    /// The measured phase: at least one request, or a positive time.
     pub measure: Bound,
+    /// How workers and the shaper wait for a time: spin, block or hybrid.
     pub wait: WaitMode,
     /// Hybrid waits sleep until this long before the deadline, then spin.
     pub spin_margin_ns: u64,
+    /// Who releases requests at their intended times.
     pub shaper: ShaperMode,
+    /// Order in which a queue is served.
     pub discipline: Discipline,
     /// One shared queue, or a queue per worker (see the module docs).
     pub dispatch: Dispatch,
     /// Keep every request's stamps in memory (needed for `requests.csv`).
     pub keep_records: bool,
+    /// Memory cap for `keep_records` (bytes); a run that may need more is refused
+    /// ([`RunError::RecordsTooBig`]).
     pub record_mem_cap: u64,
     /// Length of one interval histogram.
     pub interval_ns: u64,
@@ -338,12 +360,16 @@ pub struct Records {
 const RECORD_WORDS: usize = 9;
 
 impl Records {
+    /// Room for `n` requests' stamps ([`RunSpec::record_capacity`]), its pages
+    /// touched now so none faults in during the run.
     pub fn new(n: u64) -> Self {
         let slots: Vec<[AtomicU64; RECORD_WORDS]> = (0..n).map(|_| Default::default()).collect();
         // Written above, so the pages are resident before the run starts.
         Records { slots }
     }
 
+    /// Stores request `i`'s stamps, the worker that served it and its phase; an
+    /// index beyond the capacity is dropped.
     #[inline]
     pub fn set(&self, i: u64, s: &Stamps, worker: usize, measured: bool) {
         if let Some(slot) = self.slots.get(i as usize) {
@@ -394,6 +420,7 @@ impl Records {
         })
     }
 
+    /// Requests it has room for.
     pub fn capacity(&self) -> u64 {
         self.slots.len() as u64
     }
@@ -402,9 +429,13 @@ impl Records {
 /// One scheduled request as handed to whoever releases it.
 #[derive(Debug, Clone, Copy)]
 pub struct Item {
+    /// Position in the schedule, from 0, warmup included.
     pub index: u64,
+    /// Intended time on the harness clock (ns).
     pub intended: u64,
+    /// In the measured phase (else warmup).
     pub measured: bool,
+    /// The first measured request: the measured phase starts with it.
     pub first_measured: bool,
     /// The worker a per-worker dispatch assigned (0 with a shared queue).
     pub worker: usize,
@@ -464,6 +495,7 @@ impl Schedule {
         }
     }
 
+    /// Sets the schedule's start (ns, harness clock) before the first request is drawn.
     pub fn set_start(&mut self, t0: u64) {
         self.t0 = t0;
     }
@@ -634,47 +666,72 @@ impl Backlog {
 /// A snapshot of a [`Schedule`]'s bookkeeping (see [`Schedule::stats`]).
 #[derive(Debug, Clone)]
 pub struct ScheduleStats {
+    /// Schedule start on the harness clock (ns); intended times count from it.
     pub t0: u64,
+    /// Start of the measured phase (ns), once a measured request was drawn.
     pub measure_start: Option<u64>,
+    /// Warmup requests drawn.
     pub generated_warmup: u64,
+    /// Measured requests drawn.
     pub generated_measured: u64,
+    /// Intended time of the first measured request (ns).
     pub first_measured_intended: u64,
+    /// Intended time of the last measured request (ns).
     pub last_measured_intended: u64,
+    /// Width of one saturation-check slice (ns).
     pub slice_ns: u64,
+    /// Measured arrivals per slice, by intended time.
     pub arrivals_per_slice: Vec<u64>,
 }
 
 /// Progress of a run, for progress bars.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
+    /// Requests completed so far, warmup included.
     pub completed: u64,
+    /// Requests the run is expected to schedule (padded, see [`RunSpec::record_capacity`]).
     pub planned: u64,
+    /// Time since the schedule started (ns).
     pub elapsed_ns: u64,
+    /// Expected length of the whole schedule (ns, padded for count variation).
     pub expected_ns: u64,
 }
 
 /// What a run measured, before it is summarised.
 pub struct RunResult {
+    /// The spec it ran.
     pub spec: RunSpec,
     /// Schedule start on the harness clock.
     pub t0: u64,
+    /// Start of the measured phase on the harness clock (ns); `t0` if none began.
     pub measure_start: u64,
+    /// Intended time of the first measured request (ns).
     pub first_measured_intended: u64,
+    /// Intended time of the last measured request (ns).
     pub last_measured_intended: u64,
+    /// Warmup requests the schedule drew.
     pub generated_warmup: u64,
+    /// Measured requests the schedule drew (those not completed are `unfinished`).
     pub generated_measured: u64,
     /// Merged over all workers.
     pub totals: Shard,
+    /// Interval histograms, in order.
     pub intervals: Vec<IntervalBlob>,
+    /// Width of one saturation-check slice (ns).
     pub slice_ns: u64,
+    /// Measured arrivals per slice, by intended time.
     pub arrivals_per_slice: Vec<u64>,
+    /// Requests the app failed, warmup included.
     pub errors: u64,
+    /// The first failure's message.
     pub first_error: Option<String>,
     /// The run hit its drain deadline and stopped before serving everything.
     pub aborted: bool,
+    /// Every request's stamps, when `spec.keep_records` was set.
     pub records: Option<Arc<Records>>,
     /// Wall-clock start, for the interval logs' StartTime.
     pub wall_start: std::time::SystemTime,
+    /// The app's own statistics ([`Server::report`]), read after the run.
     pub app_stats: serde_json::Value,
 }
 

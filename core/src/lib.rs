@@ -10,6 +10,8 @@
 //! docs/design.md). A run is configured by one [`config::RunConfig`]; the
 //! experiment logic over runs is in [`search`].
 
+#![warn(missing_docs)]
+
 pub mod app;
 pub mod arrival;
 pub mod clock;

@@ -76,7 +76,7 @@ macro_rules! section {
 
 /// Declares an enumeration of named choices with its one parser and printer
 /// (`FromStr`, `Display`, serde as the name, `clap::ValueEnum`,
-/// [`ConfigValue`]), so every enum setting reads and reports alike.
+/// [`ConfigValue`](crate::config::ConfigValue)), so every enum setting reads and reports alike.
 #[macro_export]
 macro_rules! names_enum {
     ($(#[$m:meta])* $vis:vis enum $name:ident ($what:literal) { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {

@@ -246,7 +246,7 @@ pub fn mm1_quantile(lambda: f64, s_ns: f64, q: f64) -> f64 {
     -(1.0 - q).ln() / (mu - lambda) * 1e9
 }
 
-/// M/G/1 mean sojourn by Pollaczek–Khinchine: S + λE[S²] / (2(1−ρ)).
+/// M/G/1 mean sojourn by Pollaczek–Khinchine: S + λE\[S²\] / (2(1−ρ)).
 pub fn mg1_mean(lambda: f64, mean_ns: f64, second_moment_ns2: f64) -> f64 {
     let rho = lambda * mean_ns / 1e9;
     mean_ns + lambda / 1e9 * second_moment_ns2 / (2.0 * (1.0 - rho))

@@ -33,11 +33,15 @@ pub fn t975(df: usize) -> f64 {
 /// A 95 % confidence interval for the mean of per-run estimates.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Interval {
+    /// Mean of the per-run values.
     pub estimate: f64,
+    /// Lower bound of the 95 % interval (−∞ with fewer than 2 runs).
     pub ci_low: f64,
+    /// Upper bound of the 95 % interval (+∞ with fewer than 2 runs).
     pub ci_high: f64,
     /// Half-width relative to the estimate (∞ with fewer than 2 runs).
     pub rel_half_width: f64,
+    /// Number of runs.
     pub n: usize,
 }
 

@@ -23,24 +23,38 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Schema of `summary.json` (history in the module doc).
 pub const RUN_SCHEMA: &str = "taillab.run/1";
 
 /// Errors writing or reading results; each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultError {
+    /// A result file or folder could not be written.
     #[error("cannot write results to {path}: {source} (pick a writable --out)")]
     Write {
+        /// The file or folder.
         path: PathBuf,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// A result file is missing, unreadable or malformed.
     #[error("cannot read {path}: {why}")]
-    Read { path: PathBuf, why: String },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong (the OS or parser error).
+        why: String,
+    },
     #[error(
         "{path} has schema `{found}`, this taillab reads `{want}` (use a matching taillab version)"
     )]
+    /// A result file has a schema this taillab does not read.
     Schema {
+        /// The file.
         path: PathBuf,
+        /// The schema it has.
         found: String,
+        /// The schema this taillab reads.
         want: String,
     },
 }
@@ -48,13 +62,17 @@ pub enum ResultError {
 /// One self-check's verdict: `ok`, a one-line reason, and its numbers.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Check {
+    /// Whether the check passed.
     pub ok: bool,
+    /// One line for the human table: what was measured against which limit.
     pub verdict: String,
+    /// The check's numbers, flattened into its JSON object.
     #[serde(flatten)]
     pub details: Map<String, Value>,
 }
 
 impl Check {
+    /// A verdict with `details` (a JSON object; any other value is dropped).
     pub fn new(ok: bool, verdict: impl Into<String>, details: Value) -> Self {
         let details = match details {
             Value::Object(m) => m,
@@ -68,26 +86,39 @@ impl Check {
     }
 }
 
+/// Request counts of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Counts {
+    /// Warmup requests completed (outside the histograms).
     pub warmup: u64,
+    /// Measured requests completed: the histograms' count.
     pub measured: u64,
+    /// Measured requests scheduled but not completed by the drain deadline.
     pub unfinished: u64,
+    /// Requests the app failed, warmup included (still timed: a measured one
+    /// is in the histograms).
     pub errors: u64,
 }
 
 /// Facts about the host that affect the tail, recorded with every result.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Host {
+    /// CPU model name from /proc/cpuinfo (`unknown` when absent).
     pub cpu: String,
+    /// CPUs this process may use.
     pub cores: usize,
+    /// Kernel release (`uname -r`).
     pub kernel: String,
+    /// The host's name (from the kernel).
     pub hostname: String,
+    /// taillab's version (the package version).
     pub taillab: String,
+    /// Commit the binary was built from ([`BUILD_GIT`]; `unknown` when unset).
     pub git: String,
 }
 
 impl Host {
+    /// Reads this host's and this binary's facts.
     pub fn collect() -> Self {
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
@@ -127,31 +158,52 @@ pub static BUILD_GIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::n
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
+    /// [`RUN_SCHEMA`]; readers refuse any other.
     pub schema: String,
+    /// The app's registered name (as `taillab apps` lists it).
     pub app: String,
+    /// The app's `--set` settings.
     pub params: Params,
+    /// Topology (`integrated`, `loopback`, `networked`), or the label of a
+    /// standalone `taillab load` (`net.label`).
     pub config: String,
+    /// Worker threads (`harness.threads`).
     pub threads: usize,
+    /// This run's seed: arrival times, request contents, dispatch all follow from it.
     pub seed: u64,
+    /// The arrival process in its spec form (`load.arrival`).
     pub arrival: String,
+    /// How the harness waits for a send time: spin, block or hybrid (`harness.wait`).
     pub wait: String,
+    /// Who released requests: `inline` or `thread` (`harness.shaper`).
     pub shaper: String,
+    /// Queue order: `fifo`, `lifo` or `random` (`harness.discipline`).
     pub discipline: String,
     /// `shared` or `per-worker:…` (absent in early files: shared).
     #[serde(default = "shared")]
     pub dispatch: String,
+    /// Hybrid waits spin this long before a deadline (ns).
     pub spin_margin_ns: u64,
+    /// Simulated one-way network delay, as a distribution spec (integrated runs only).
     pub net_delay: Option<String>,
+    /// The rate asked for (requests/s).
     pub offered_qps: f64,
     /// Rate of the realised schedule (a Poisson schedule's own rate differs
     /// from the offered one by sampling noise, ≈ 1/√n).
     pub scheduled_qps: f64,
+    /// Measured completions per second: (measured − 1) over the span from the first
+    /// to the last completion; 0 with fewer than two.
     pub achieved_qps: f64,
     /// Offered load × mean measured service time ÷ threads.
     pub utilization: f64,
+    /// Length of the measured phase (s): as set, or the span of its scheduled
+    /// arrivals when it is bounded by a request count.
     pub duration_s: f64,
+    /// Request counts by phase.
     pub requests: Counts,
+    /// The first app error's message, when any request failed.
     pub first_error: Option<String>,
+    /// Every derived time ([`METRICS`]) over the measured requests (ns).
     pub latency_ns: BTreeMap<String, MetricStats>,
     /// The run's own arrivals and service times through an exact queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,10 +211,16 @@ pub struct Summary {
     /// Why there is no `ideal` (records not kept, requests missing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ideal_skipped: Option<String>,
+    /// The self-checks by name (`rate`, `send_lag`, `saturation`, ...); a failed
+    /// check marks the run, it never drops it.
     pub checks: BTreeMap<String, Check>,
+    /// The host the run measured on.
     pub host: Host,
+    /// Wall-clock start of the schedule, RFC 3339 in UTC.
     pub started_at: String,
+    /// Length of one interval of the `hist/*.hlog` logs (s).
     pub interval_s: f64,
+    /// The app's own statistics ([`crate::app::Server::report`]); `null` when it has none.
     #[serde(default)]
     pub app_stats: Value,
     /// Sections added by other parts (environment, ...), kept verbatim.
@@ -171,6 +229,7 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Whether every self-check passed.
     pub fn ok(&self) -> bool {
         self.checks.values().all(|c| c.ok)
     }

@@ -87,11 +87,16 @@ impl Client for NullClient {
 /// Which external server an adapter drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ext {
+    /// memcached, text protocol (`get`/`set`).
     Memcached,
+    /// redis-server, RESP (`GET`/`SET`).
     Redis,
+    /// An HTTP/1.1 server, keep-alive `GET`.
     Http,
 }
 
+/// An adapter app: taillab writes the external server's requests and reads its
+/// responses; the server is the real program, started by the user (`taillab load --target`).
 pub struct External(pub Ext);
 
 const KV_KEYS: &[KeySpec] = &[
@@ -110,15 +115,22 @@ const HTTP_KEYS: &[KeySpec] = &[
 /// Parsed key-value workload settings (memcached and redis).
 #[derive(Debug, Clone)]
 pub struct KvSpec {
+    /// Distinct keys, 1..=100000000.
     pub keys: u64,
+    /// Key length in bytes, 8..=200 (memcached allows at most 250).
     pub key_size: usize,
+    /// Value length of sets in bytes, 0..=1 MiB.
     pub value_size: usize,
+    /// Fraction of requests that are gets (the rest are sets), in [0, 1].
     pub get_ratio: f64,
+    /// Zipf exponent of key popularity, ≥ 0 (0: uniform).
     pub zipf: f64,
+    /// Set every key once before the run, so gets hit.
     pub preload: bool,
 }
 
 impl KvSpec {
+    /// Reads and range-checks the `--set` keys; the error names the bad key and its range.
     pub fn from_params(p: &Params) -> Result<Self, AppError> {
         let bad =
             |key: &str, v: String, exp: &str| AppError::BadParam { key: key.into(), value: v, expected: exp.into() };

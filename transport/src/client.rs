@@ -77,13 +77,16 @@ use taillab_core::{Client, RunResult, RunSpec};
 /// How the load client connects and when it gives up.
 #[derive(Debug, Clone)]
 pub struct LoadOpts {
+    /// The server, `HOST:PORT` (`net.target`).
     pub target: String,
+    /// TCP connections to open, 1..=4096 (`net.connections`).
     pub connections: usize,
     /// No response for this long while requests are outstanding: the server
     /// is declared dead.
     pub dead_after_ns: u64,
     /// Most requests coalesced into one write when the sender is late.
     pub max_batch: usize,
+    /// Who reads responses: the sender while it waits, or receiver threads.
     pub receive: Receive,
     /// How the sender waits for send times (spin or hybrid).
     pub wait: WaitMode,
@@ -125,14 +128,20 @@ impl LoadOpts {
 /// A load run's result: the run, the transport-time histogram, and why it
 /// stopped early if the server went away.
 pub struct LoadResult {
+    /// The run as the client measured it (the server's durations from its responses).
     pub result: RunResult,
     /// `transport = sojourn − send_lag − queue − service` per measured request.
     pub transport: Histogram<u64>,
+    /// Exact sum of `transport` over the measured requests (ns), for its mean.
     pub transport_sum: u128,
     /// The server was lost mid-run (what was measured is kept).
     pub lost: Option<String>,
+    /// Requests written, warmup included.
     pub sent: u64,
+    /// Responses carried the server's queue and service times (a taillab server);
+    /// without them only sojourn and send lag mean anything.
     pub server_timed: bool,
+    /// Connections the run used.
     pub connections: usize,
     /// Where the stamps came from, and the responses refused.
     pub stamps: ClientStamps,
@@ -522,6 +531,8 @@ pub fn run_load(
     })
 }
 
+/// An auto-resizing histogram of ns: 1 ns to 60 s at 3 significant digits,
+/// as the collector's.
 pub fn new_hist() -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
     h.auto(true);

@@ -26,7 +26,7 @@
 //! requests `--config integrated` would.
 //!
 //! Any child still running when the coordinator returns (error or not) is
-//! killed by [`Children`]'s `Drop`.
+//! killed by `Children`'s `Drop`.
 
 use crate::client::{new_hist, ClientStamps, LoadResult};
 use crate::TransportError;
@@ -49,33 +49,58 @@ use taillab_core::{Bound, RunResult, RunSpec, Summary};
 /// the client's own schedule start (clocks of different hosts never meet).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShardDump {
+    /// This client's share of the rate (requests/s): the run's rate / clients.
     pub qps: f64,
+    /// This client's seed (derived from the run's; the run's own with one client).
     pub seed: u64,
+    /// Connections the client used.
     pub connections: usize,
+    /// Responses carried the server's queue and service times (a taillab server).
     pub server_timed: bool,
+    /// Measured requests completed.
     pub measured: u64,
+    /// Warmup requests completed.
     pub warmup: u64,
+    /// Requests written, warmup included.
     pub sent: u64,
+    /// Failed requests (error responses, bad or missing responses), warmup included.
     pub errors: u64,
+    /// The first failure's message.
     pub first_error: Option<String>,
+    /// The client stopped before every response came (drain deadline, server lost).
     pub aborted: bool,
+    /// Why the server was lost mid-run, if it was (what was measured is kept).
     pub lost: Option<String>,
+    /// Start of the measured phase (ns after the client's schedule start).
     pub measure_start: u64,
+    /// Intended time of the first measured request (ns after the schedule start).
     pub first_measured_intended: u64,
+    /// Intended time of the last measured request (ns after the schedule start).
     pub last_measured_intended: u64,
+    /// Earliest completion of a measured request (ns after the schedule start;
+    /// `u64::MAX` when there was none).
     pub first_completed: u64,
+    /// Latest completion of a measured request (ns after the schedule start).
     pub last_completed: u64,
+    /// Warmup requests the client's schedule drew.
     pub generated_warmup: u64,
+    /// Measured requests the client's schedule drew.
     pub generated_measured: u64,
+    /// Width of one saturation-check slice (ns).
     pub slice_ns: u64,
+    /// Measured arrivals per slice, by intended time.
     pub arrivals_per_slice: Vec<u64>,
+    /// Measured completions per slice, by completion time.
     pub slice_done: Vec<u64>,
     /// Exact sums of the metrics in `METRICS` order (decimal strings: u128).
     pub sums: [String; N_METRICS],
     /// HdrHistogram V2 deflate, base64, same metric order.
     pub hists: [String; N_METRICS],
+    /// The `transport` histogram (ns; same encoding as `hists`).
     pub transport: String,
+    /// Exact sum of `transport` (ns; a decimal string: u128).
     pub transport_sum: String,
+    /// Interval histograms, in order.
     pub intervals: Vec<IntervalDump>,
     /// The clocks of the client's stamps and the responses it refused.
     pub stamps: ClientStamps,
@@ -83,15 +108,22 @@ pub struct ShardDump {
     pub choice: Value,
 }
 
+/// One interval's histograms ([`IntervalBlob`]) as they cross the pipe.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IntervalDump {
+    /// Which interval: it starts `index` × `record.interval` after the measured
+    /// phase began.
     pub index: u32,
+    /// Measured requests completed in it.
     pub count: u64,
+    /// Largest value of each metric in it (ns).
     pub max: [u64; N_METRICS],
+    /// Each metric's histogram, same encoding as [`ShardDump::hists`].
     pub hists: [String; N_METRICS],
 }
 
 impl ShardDump {
+    /// What client run `r` sends the coordinator; `qps` and `seed` are this client's.
     pub fn from_load(r: &LoadResult, qps: f64, seed: u64) -> Self {
         let x = &r.result;
         let t = &x.totals;

@@ -3,6 +3,7 @@
 
 use std::os::fd::RawFd;
 
+/// A level-triggered epoll instance; closed on drop.
 pub struct Epoll {
     fd: RawFd,
 }
@@ -13,6 +14,7 @@ pub fn events() -> Vec<libc::epoll_event> {
 }
 
 impl Epoll {
+    /// A new, empty set (close-on-exec).
     pub fn new() -> std::io::Result<Self> {
         // SAFETY: plain syscall; the fd is closed in Drop.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };

@@ -8,7 +8,7 @@
 //!   collector as integrated, separate send and receive paths);
 //! - [`wire`]: client-side protocols, the taillab one and the external
 //!   servers' (memcached text, redis RESP, HTTP/1.1);
-//! - [`apps`]: `null` (echo) and the external-server adapter apps;
+//! - [`apps`](mod@apps): `null` (echo) and the external-server adapter apps;
 //! - [`coord`]: `taillab run --topology loopback|networked`, which launches a
 //!   server and C clients, starts them behind a barrier and merges their
 //!   histograms into one ordinary result folder;
@@ -20,6 +20,8 @@
 //!
 //! The binary (cli/) parses flags into a [`taillab_core::config::RunConfig`]
 //! and decides exit codes; nothing here exits or parses a command line.
+
+#![warn(missing_docs)]
 
 pub mod apps;
 pub mod client;
@@ -36,18 +38,31 @@ pub use apps::apps;
 /// Errors of the transport layer; each says what to change.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
+    /// A setting out of range or missing; the message names the flag.
     #[error("{0}")]
     Invalid(String),
+    /// A socket, file or process operation failed.
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        /// What was being done, e.g. `starting client 2`.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The peer sent what is not a valid response (a bad frame, an unknown id).
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The app refused its settings or could not start.
     #[error(transparent)]
     App(#[from] taillab_core::AppError),
+    /// A harness error: an invalid run, a thread placement refused, a worker panicked.
     #[error(transparent)]
     Run(#[from] taillab_core::RunError),
+    /// A result file could not be written or read.
     #[error(transparent)]
     Result(#[from] taillab_core::summary::ResultError),
+    /// Coordinating server and clients failed: a part died, did not answer in time
+    /// or reported a failure.
     #[error("{0}")]
     Launch(String),
 }

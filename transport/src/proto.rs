@@ -30,7 +30,10 @@
 pub const REQ_HEADER: usize = 16;
 /// Bytes of a response header.
 pub const RESP_HEADER: usize = 40;
+/// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"TL";
+/// The protocol version every header carries; peers of different versions
+/// refuse each other.
 pub const VERSION: u8 = 2;
 
 /// The largest receive lag the `recv` field holds (≈ 146 years).
@@ -51,34 +54,55 @@ pub const DEFAULT_MAX_FRAME: u32 = 16 << 20;
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Client → server: a request and its payload.
     Request = 1,
+    /// Server → client: the response, with the server's queue, service and receive lag.
     Response = 2,
+    /// Server → client: the app failed the request (same durations; the payload is
+    /// the message).
     Error = 3,
 }
 
 /// Why a byte stream is not a valid taillab frame stream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtoError {
+    /// The first bytes are not `TL` (the bytes found).
     #[error("bad magic {0:02x?}: the peer does not speak the taillab protocol (is --target the right port?)")]
     Magic([u8; 2]),
+    /// Another protocol version (the one found).
     #[error("protocol version {0}, this taillab speaks {VERSION}: run the same taillab version on both sides")]
     Version(u8),
+    /// A kind byte other than 1, 2 or 3.
     #[error("unknown frame kind {0}")]
     Kind(u8),
+    /// A kind this side never receives: a response at a server, a request at a client.
     #[error("a {kind:?} frame is not expected in this direction")]
-    Direction { kind: Kind },
+    Direction {
+        /// The kind received.
+        kind: Kind,
+    },
+    /// The declared payload is over the cap; refused before it is buffered.
     #[error("frame payload of {len} bytes exceeds the {cap}-byte cap (raise --max-frame on both sides)")]
-    TooBig { len: u32, cap: u32 },
+    TooBig {
+        /// Declared payload bytes.
+        len: u32,
+        /// The cap (`net.max_frame`, bytes).
+        cap: u32,
+    },
 }
 
 /// A decoded frame header (the payload follows it in the buffer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// What the frame is.
     pub kind: Kind,
+    /// Request id, chosen by the client and echoed by the server.
     pub id: u64,
+    /// Payload bytes after the header.
     pub len: u32,
-    /// Zero in requests.
+    /// ns the request waited in the server's queue (started − enqueued); zero in requests.
     pub queue_ns: u64,
+    /// ns the app took (finished − started); zero in requests.
     pub service_ns: u64,
     /// The packed `recv` field ([`unpack_recv`]); zero in requests.
     pub recv: u64,

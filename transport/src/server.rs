@@ -41,13 +41,20 @@ use taillab_core::{AppError, Server};
 /// How to run the server.
 #[derive(Debug, Clone)]
 pub struct ServeOpts {
+    /// Address to listen on (`net.listen`).
     pub listen: SocketAddr,
+    /// Worker threads (`harness.threads`).
     pub threads: usize,
+    /// How workers wait for work (`net.server_wait`, resolved).
     pub wait: WaitMode,
     /// Hybrid workers spin this long for work before they block.
     pub spin_ns: u64,
+    /// Order in which a queue is served.
     pub discipline: Discipline,
+    /// Cap on a request's payload (bytes, 1..=1 GiB, `net.max_frame`); a larger frame
+    /// drops the connection.
     pub max_frame: u32,
+    /// Seeds the random-order queue (`load.seed`).
     pub seed: u64,
     /// Pin workers round-robin to these CPUs (empty: no pinning).
     pub cpus: Vec<usize>,
@@ -108,12 +115,17 @@ impl ServeOpts {
 /// What the server did, reported when it stops.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct ServeStats {
+    /// Connections accepted.
     pub connections: u64,
+    /// Connections closed for garbage or a disconnect mid-frame (clean closes not counted).
     pub dropped: u64,
+    /// Requests served.
     pub requests: u64,
+    /// Requests the app failed (each answered with an error frame).
     pub app_errors: u64,
-    /// The dispatch and wait it ran with (resolved).
+    /// The dispatch it ran with (resolved).
     pub dispatch: String,
+    /// The wait mode its workers ran with (resolved).
     pub wait: String,
     /// Where its `enqueued` stamps came from, one per read that completed frames.
     pub enqueued_stamps: StampCounts,

@@ -133,7 +133,9 @@ pub fn to_mono(real_ns: u64) -> u64 {
 /// A kernel receive stamp, on the monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelStamp {
+    /// When the bytes arrived, converted to the monotonic clock (ns).
     pub mono_ns: u64,
+    /// Which clock the stamp came from (software or hardware).
     pub clock: StampClock,
     /// The NIC gave a stamp that is not on the system clock (so the
     /// software one is used).

@@ -4,7 +4,7 @@
 //!
 //! The app's [`taillab_core::Client`] draws each request; for external
 //! servers it already writes the request in the server's protocol (the
-//! adapter apps in [`crate::apps`]), so a [`Wire`] only frames it (taillab)
+//! adapter apps in [`crate::apps`](mod@crate::apps)), so a [`Wire`] only frames it (taillab)
 //! or passes it through (external) and, on the way back, finds where one
 //! response ends. External protocols answer in order on each connection, so
 //! responses are matched to requests by position; taillab responses carry
@@ -20,8 +20,9 @@ pub struct Reply {
     /// The request it answers, when the protocol says (taillab); `None`:
     /// the next outstanding request on this connection.
     pub id: Option<u64>,
-    /// Server-measured durations (0 when the protocol cannot tell).
+    /// ns the request waited in the server's queue (0 when the protocol cannot tell).
     pub queue_ns: u64,
+    /// ns the app took (0 when the protocol cannot tell).
     pub service_ns: u64,
     /// The server's receive lag and the clock of its `enqueued` stamp
     /// (taillab servers; `None` when the protocol cannot tell).
@@ -32,6 +33,7 @@ pub struct Reply {
 
 /// A client-side protocol.
 pub trait Wire: Send + Sync {
+    /// The protocol's name (`taillab`, `memcached`, `redis`, `http`), for messages.
     fn name(&self) -> &'static str;
     /// Appends request `id` carrying `payload` to `out`.
     fn encode(&self, id: u64, payload: &[u8], out: &mut Vec<u8>);
@@ -51,6 +53,7 @@ pub trait Wire: Send + Sync {
 
 /// The taillab frame protocol.
 pub struct TaillabWire {
+    /// Cap on a response's payload (bytes, `net.max_frame`); a larger one ends the connection.
     pub max_frame: u32,
 }
 
@@ -106,6 +109,7 @@ fn no_line_yet(buf: &[u8], from: usize, proto: &str) -> Result<Option<Reply>, St
 /// memcached text protocol: requests pass through; responses are `VALUE …`
 /// blocks ended by `END`, or one status line.
 pub struct MemcachedWire {
+    /// Set requests sent before the run ([`crate::apps::kv_preload`]; empty with `preload=false`).
     pub preload: Vec<Vec<u8>>,
 }
 
@@ -160,6 +164,7 @@ impl Wire for MemcachedWire {
 
 /// Redis RESP2: requests pass through; one response is one RESP value.
 pub struct RedisWire {
+    /// Set requests sent before the run ([`crate::apps::kv_preload`]; empty with `preload=false`).
     pub preload: Vec<Vec<u8>>,
 }
 

@@ -88,9 +88,13 @@ fn all_cpus() -> Vec<usize> {
 /// A TCP run's resolved settings and why each was chosen.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TcpChoice {
+    /// `net.receive`: who reads responses in a client.
     pub receive: Receive,
+    /// `net.client_wait`: how a client's sender waits for send times.
     pub client_wait: WaitMode,
+    /// `net.server_wait`: how the server's workers wait for work.
     pub server_wait: WaitMode,
+    /// `harness.dispatch` of the server: one shared queue or one per worker.
     pub dispatch: Dispatch,
     /// One line per setting: `name value (why)`.
     pub why: Vec<String>,

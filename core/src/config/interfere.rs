@@ -99,6 +99,7 @@ type Params = Vec<(String, String)>;
 /// One planned hog: what it does, how many instances, and where it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct InterfereSpec {
+    /// The kind of load (stress-ng stressor or iperf3).
     pub class: Class,
     /// Instances (stress-ng workers, or iperf3 parallel streams), 1..=1024.
     pub count: u32,
