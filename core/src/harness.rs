@@ -51,7 +51,7 @@ pub enum RunError {
     Invalid(String),
     /// Keeping every request's stamps would take more memory than
     /// `record.max_record_mem` allows.
-    #[error("keeping per-request records for {requests} requests needs {need_mb} MB, over the {cap_mb} MB cap; drop --save-requests or raise --max-record-mem")]
+    #[error("keeping per-request records for {requests} requests needs {need_mb} MiB, over the {cap_mb} MiB cap; drop --save-requests or raise --max-record-mem (e.g. 4GiB)")]
     RecordsTooBig {
         /// Requests the run may schedule (warmup included, padded for count variation).
         requests: u64,

@@ -318,7 +318,7 @@ section! {
 section! {
     /// Planned background load: hogs started before warmup and stopped after the measured phase.
     Interference "interference" {
-        /// Background load, CLASS:N[,KEY=VALUE][@cpus=LIST][,nice=N] (repeatable; `+` joins several in one value): cpu, vm, io, hdd, cache, net.
+        /// Background load, `CLASS:N[,KEY=VALUE][@cpus=LIST][,nice=N]` (repeatable; `+` joins several in one value): cpu, vm, io, hdd, cache, net.
         hogs: InterfereSet = InterfereSet::default(), Opts::on(EXP).flag("interfere");
     }
 }
