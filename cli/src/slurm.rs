@@ -84,6 +84,9 @@ struct Slot<'a> {
 /// single run into a folder of its own, e.g. a saturation probe).
 #[derive(Clone)]
 struct Task {
+    /// Slurm's job id and array index.
+    job: String,
+    index: String,
     slot: usize,
     run: Option<usize>,
     out: PathBuf,
@@ -129,12 +132,18 @@ impl<'a> Executor<'a> {
 
     /// Where a folder of the results tree keeps its Slurm files.
     fn jobs_dir(&self, dir: &Path) -> PathBuf {
-        self.out.join("slurm").join(dir.strip_prefix(&self.out).unwrap_or(dir))
+        self.out
+            .join("slurm")
+            .join(dir.strip_prefix(&self.out).unwrap_or(dir))
     }
 
     /// Runs every point's runs (into `dir` each) to its stopping rule and
     /// returns their aggregates, in order.
-    pub fn run_points(&self, points: &[(&Point, PathBuf)], ci: &CiTarget) -> anyhow::Result<Vec<Aggregate>> {
+    pub fn run_points(
+        &self,
+        points: &[(&Point, PathBuf)],
+        ci: &CiTarget,
+    ) -> anyhow::Result<Vec<Aggregate>> {
         self.wait_for_leftovers()?;
         let mut slots = Vec::new();
         for (p, dir) in points {
@@ -143,50 +152,27 @@ impl<'a> Executor<'a> {
             let jobs_dir = self.jobs_dir(&dir);
             std::fs::create_dir_all(&jobs_dir)?;
             std::fs::write(jobs_dir.join("point.toml"), p.config.to_toml())?;
-            slots.push(Slot { point: p, dir, jobs_dir, agg: None, failed: false });
+            slots.push(Slot {
+                point: p,
+                dir,
+                jobs_dir,
+                agg: None,
+                failed: false,
+            });
         }
         let total = (points.len() * ci.max_runs) as u64;
         let bar = (!self.quiet).then(|| point_bar(total));
         let mut failures = Vec::new();
         loop {
-            let mut tasks = Vec::new();
-            let mut jobs = Vec::new();
-            for i in 0..slots.len() {
-                if slots[i].agg.is_some() || slots[i].failed {
-                    continue;
-                }
-                let want = match settle(&mut slots[i], ci)? {
-                    None => continue,
-                    Some(k) => self.wanted(&slots[i], k, ci),
-                };
-                match self.submit_point(&slots[i], &want) {
-                    Ok(job) => {
-                        self.say(bar.as_ref(), &format!("slurm: job {job}: {} run(s) of {}", want.len(), slots[i].point.id));
-                        for k in want {
-                            let out = slots[i].dir.join(format!("run-{k}"));
-                            let stderr = slots[i].jobs_dir.join(format!("run-{k}.err"));
-                            tasks.push((job.clone(), k.to_string(), Task { slot: i, run: Some(k), out, stderr }));
-                        }
-                        jobs.push(job);
-                    }
-                    Err(e) => {
-                        slots[i].failed = true;
-                        failures.push(format!("{} runs {want:?}: {e:#}", slots[i].point.id));
-                    }
-                }
-            }
+            let tasks = self.submit_round(&mut slots, ci, &mut failures, bar.as_ref())?;
             if tasks.is_empty() {
                 break;
             }
-            let ended = self.wait(&jobs, &tasks, bar.as_ref().map(|b| (b, &slots[..], ci)))?;
-            for (task, why) in ended {
+            for (task, why) in self.wait(&tasks, bar.as_ref().map(|b| (b, &slots[..], ci)))? {
                 let s = &mut slots[task.slot];
                 s.failed = true;
-                failures.push(format!(
-                    "{} run-{}: {why}",
-                    s.point.id,
-                    task.run.map_or("?".into(), |k| k.to_string())
-                ));
+                let run = task.run.map_or("?".into(), |k| k.to_string());
+                failures.push(format!("{} run-{run}: {why}", s.point.id));
             }
         }
         if let Some(b) = bar {
@@ -202,7 +188,48 @@ impl<'a> Executor<'a> {
                 self.out.join("slurm").display()
             );
         }
-        Ok(slots.into_iter().map(|s| s.agg.expect("every point settled")).collect())
+        Ok(slots
+            .into_iter()
+            .map(|s| s.agg.expect("every point settled"))
+            .collect())
+    }
+
+    /// Submits the next runs of every point not settled yet (one job array
+    /// each); returns their tasks. A refused submission fails its point.
+    fn submit_round(
+        &self,
+        slots: &mut [Slot],
+        ci: &CiTarget,
+        failures: &mut Vec<String>,
+        bar: Option<&indicatif::ProgressBar>,
+    ) -> anyhow::Result<Vec<Task>> {
+        let mut tasks = Vec::new();
+        for (i, s) in slots.iter_mut().enumerate() {
+            if s.agg.is_some() || s.failed {
+                continue;
+            }
+            let Some(k) = settle(s, ci)? else { continue };
+            let want = self.wanted(s, k, ci);
+            match self.submit_point(s, &want) {
+                Ok(job) => {
+                    let line = format!("slurm: job {job}: {} run(s) of {}", want.len(), s.point.id);
+                    self.say(bar, &line);
+                    tasks.extend(want.iter().map(|k| Task {
+                        job: job.clone(),
+                        index: k.to_string(),
+                        slot: i,
+                        run: Some(*k),
+                        out: s.dir.join(format!("run-{k}")),
+                        stderr: s.jobs_dir.join(format!("run-{k}.err")),
+                    }));
+                }
+                Err(e) => {
+                    s.failed = true;
+                    failures.push(format!("{} runs {want:?}: {e:#}", s.point.id));
+                }
+            }
+        }
+        Ok(tasks)
     }
 
     /// The runs to submit for a point whose first missing run is `k`.
@@ -243,14 +270,20 @@ impl<'a> Executor<'a> {
         let mut a = vec![
             "--parsable".to_string(),
             format!("--job-name=taillab-{name}"),
-            format!("--output={}", jobs_dir.join(format!("{stem}.out")).display()),
+            format!(
+                "--output={}",
+                jobs_dir.join(format!("{stem}.out")).display()
+            ),
             format!("--error={}", jobs_dir.join(format!("{stem}.err")).display()),
             format!("--chdir={}", self.out.display()),
             // The workers and the client (or the coordinator) each want a CPU.
             format!("--cpus-per-task={}", cfg.harness.threads + 1),
         ];
         if cfg.net.topology == Topology::Networked && cfg.net.launcher == Launcher::Slurm {
-            a.push(format!("--nodes={}", cfg.net.server_nodes + cfg.net.client_nodes));
+            a.push(format!(
+                "--nodes={}",
+                cfg.net.server_nodes + cfg.net.client_nodes
+            ));
         }
         if let Some(p) = &sw.slurm_partition {
             a.push(format!("--partition={p}"));
@@ -276,10 +309,16 @@ impl<'a> Executor<'a> {
             .output()
             .context("running sbatch")?;
         if !o.status.success() {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let lines: Vec<&str> = err
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
             bail!(
                 "sbatch refused the job ({}): {}",
                 o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
+                lines.join(" | ")
             );
         }
         let text = String::from_utf8_lossy(&o.stdout);
@@ -299,30 +338,32 @@ impl<'a> Executor<'a> {
     /// summary, with why.
     fn wait(
         &self,
-        jobs: &[String],
-        tasks: &[(String, String, Task)],
+        tasks: &[Task],
         bar: Option<(&indicatif::ProgressBar, &[Slot], &CiTarget)>,
     ) -> anyhow::Result<Vec<(Task, String)>> {
+        let mut jobs: Vec<String> = tasks.iter().map(|t| t.job.clone()).collect();
+        jobs.dedup();
+        let key = |t: &Task| (t.job.clone(), t.index.clone());
         let started = Instant::now();
         let mut last: BTreeMap<(String, String), String> = BTreeMap::new();
         let mut poll = Duration::from_millis(500);
         loop {
-            let states = squeue(jobs)?;
-            for (k, st) in &states {
-                last.insert(k.clone(), st.clone());
-            }
-            // A task not listed any more ended; so did one in an end state.
+            let states = squeue(&jobs)?;
+            last.extend(states.iter().map(|(k, v)| (k.clone(), v.clone())));
+            // A task in an end state ended; so did one squeue lists no more.
             // Just after submission a task may not be listed yet.
             let open = tasks
                 .iter()
-                .filter(|(j, k, _)| match states.get(&(j.clone(), k.clone())) {
+                .filter(|t| match states.get(&key(t)) {
                     Some(st) => !ENDED.contains(&st.as_str()),
-                    None => !last.contains_key(&(j.clone(), k.clone())) && started.elapsed() < Duration::from_secs(10),
+                    None => {
+                        !last.contains_key(&key(t)) && started.elapsed() < Duration::from_secs(10)
+                    }
                 })
                 .count();
             if let Some((b, slots, ci)) = bar {
                 b.set_position(runs_done(slots, ci));
-                b.set_message(count_states(&states, jobs));
+                b.set_message(count_states(&states, &jobs));
             }
             if open == 0 {
                 break;
@@ -331,13 +372,19 @@ impl<'a> Executor<'a> {
             poll = (poll * 2).min(Duration::from_secs(5));
         }
         let mut failed = Vec::new();
-        for (j, k, t) in tasks {
-            let state = last.get(&(j.clone(), k.clone())).cloned();
+        for t in tasks {
+            let state = last.get(&key(t)).cloned();
             if summary_appears(&t.out, state.as_deref() == Some("COMPLETED")) {
                 continue;
             }
             let state = state.unwrap_or_else(|| "ended (no longer listed by squeue)".into());
-            failed.push((t.clone(), format!("Slurm job {j}_{k} {state}; {}", stderr_tail(&t.stderr))));
+            let why = format!(
+                "Slurm job {}_{} {state}; {}",
+                t.job,
+                t.index,
+                stderr_tail(&t.stderr)
+            );
+            failed.push((t.clone(), why));
         }
         Ok(failed)
     }
@@ -346,14 +393,23 @@ impl<'a> Executor<'a> {
     /// still runs, so a resubmitted run never has two writers.
     fn wait_for_leftovers(&self) -> anyhow::Result<()> {
         let path = self.out.join("slurm/jobs");
-        let Ok(txt) = std::fs::read_to_string(&path) else { return Ok(()) };
-        let jobs: Vec<String> = txt.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+        let Ok(txt) = std::fs::read_to_string(&path) else {
+            return Ok(());
+        };
+        let jobs: Vec<String> = txt
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
         if jobs.is_empty() {
             return Ok(());
         }
         let mut told = false;
         loop {
-            let open = squeue(&jobs)?.values().filter(|s| !ENDED.contains(&s.as_str())).count();
+            let open = squeue(&jobs)?
+                .values()
+                .filter(|s| !ENDED.contains(&s.as_str()))
+                .count();
             if open == 0 {
                 return Ok(());
             }
@@ -385,12 +441,22 @@ impl<'a> Executor<'a> {
             ),
         )?;
         let mut args = vec!["--array=0".to_string()];
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         args.extend(self.sbatch_args(cfg, &name, &jobs_dir, "run"));
         args.push(script.to_string_lossy().into_owned());
         let job = self.sbatch(&args)?;
-        let task = Task { slot: 0, run: None, out: dir.clone(), stderr: jobs_dir.join("run.err") };
-        let failed = self.wait(&[job.clone()], &[(job, "0".into(), task)], None)?;
+        let task = Task {
+            job,
+            index: "0".into(),
+            slot: 0,
+            run: None,
+            out: dir.clone(),
+            stderr: jobs_dir.join("run.err"),
+        };
+        let failed = self.wait(&[task], None)?;
         if let Some((_, why)) = failed.first() {
             bail!("{}: {why}", dir.display());
         }
@@ -427,7 +493,11 @@ fn settle(s: &mut Slot, ci: &CiTarget) -> anyhow::Result<Option<usize>> {
 }
 
 fn run_index(dir: &Path) -> Option<usize> {
-    dir.file_name()?.to_str()?.strip_prefix("run-")?.parse().ok()
+    dir.file_name()?
+        .to_str()?
+        .strip_prefix("run-")?
+        .parse()
+        .ok()
 }
 
 /// Runs a batch made past the point's stopping point: renamed, so readers
@@ -436,7 +506,10 @@ fn set_aside_unused(dir: &Path, used: usize) -> anyhow::Result<()> {
     for e in std::fs::read_dir(dir)? {
         let p = e?.path();
         if run_index(&p).is_some_and(|k| k >= used) && p.is_dir() {
-            let to = p.with_file_name(format!("{}.unused", p.file_name().unwrap_or_default().to_string_lossy()));
+            let to = p.with_file_name(format!(
+                "{}.unused",
+                p.file_name().unwrap_or_default().to_string_lossy()
+            ));
             let _ = std::fs::remove_dir_all(&to);
             std::fs::rename(&p, &to).with_context(|| format!("moving {} aside", p.display()))?;
         }
@@ -483,7 +556,16 @@ fn stderr_tail(path: &Path) -> String {
 /// `(job, task) → state` for every task squeue still lists.
 fn squeue(jobs: &[String]) -> anyhow::Result<BTreeMap<(String, String), String>> {
     let o = Command::new("squeue")
-        .args(["-h", "-r", "-t", "all", "-o", "%F|%K|%T", "-j", &jobs.join(",")])
+        .args([
+            "-h",
+            "-r",
+            "-t",
+            "all",
+            "-o",
+            "%F|%K|%T",
+            "-j",
+            &jobs.join(","),
+        ])
         .stdin(Stdio::null())
         .output()
         .context("running squeue")?;
@@ -511,14 +593,21 @@ fn count_states(states: &BTreeMap<(String, String), String>, jobs: &[String]) ->
     for s in states.values() {
         *n.entry(s.as_str()).or_default() += 1;
     }
-    let parts: Vec<String> = n.iter().map(|(s, c)| format!("{c} {}", s.to_lowercase())).collect();
+    let parts: Vec<String> = n
+        .iter()
+        .map(|(s, c)| format!("{c} {}", s.to_lowercase()))
+        .collect();
     format!("slurm job(s) {}: {}", jobs.join(","), parts.join(", "))
 }
 
 fn runs_done(slots: &[Slot], ci: &CiTarget) -> u64 {
     slots
         .iter()
-        .map(|s| (0..ci.max_runs).filter(|k| s.dir.join(format!("run-{k}/summary.json")).exists()).count() as u64)
+        .map(|s| {
+            (0..ci.max_runs)
+                .filter(|k| s.dir.join(format!("run-{k}/summary.json")).exists())
+                .count() as u64
+        })
         .sum()
 }
 
@@ -562,12 +651,19 @@ pub fn task(a: TaskCmd) -> anyhow::Result<i32> {
             let mut c = base.clone();
             c.load.seed = run_seed(base.load.seed, k);
             let out = a.dir.join(format!("run-{k}"));
-            eprintln!("taillab slurm-task: run-{k} (seed {}) on {host} into {}", c.load.seed, out.display());
+            eprintln!(
+                "taillab slurm-task: run-{k} (seed {}) on {host} into {}",
+                c.load.seed,
+                out.display()
+            );
             let app = app_of(&c)?;
             run_redoing_disturbed(c.ci.redo_disturbed, &out, |d| run_once(&app, &c, d, false))?;
         }
         None => {
-            eprintln!("taillab slurm-task: one run on {host} into {}", a.dir.display());
+            eprintln!(
+                "taillab slurm-task: one run on {host} into {}",
+                a.dir.display()
+            );
             run_once(&app_of(&base)?, &base, &a.dir, false)?;
         }
     }
@@ -598,8 +694,11 @@ pub fn node_monitor(a: NodeMonitorCmd) -> anyhow::Result<i32> {
         scan_period: period.max(Duration::from_secs(1)),
         ..Default::default()
     };
-    let sampler = taillab_monitor::Sampler::start(cfg).map_err(|e| anyhow::anyhow!("environment monitor: {e}"))?;
-    let own = std::env::var("SLURM_JOB_ID").map(|j| job_pids(&j)).unwrap_or_default();
+    let sampler = taillab_monitor::Sampler::start(cfg)
+        .map_err(|e| anyhow::anyhow!("environment monitor: {e}"))?;
+    let own = std::env::var("SLURM_JOB_ID")
+        .map(|j| job_pids(&j))
+        .unwrap_or_default();
     for pid in &own {
         sampler.add_pid(*pid);
     }
@@ -610,7 +709,11 @@ pub fn node_monitor(a: NodeMonitorCmd) -> anyhow::Result<i32> {
     let w: Vec<u64> = line
         .trim()
         .strip_prefix("window ")
-        .map(|r| r.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .map(|r| {
+            r.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     let [start, end] = w.as_slice() else {
         return Ok(0); // the coordinator went away: nothing to report

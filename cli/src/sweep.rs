@@ -201,12 +201,12 @@ pub fn execute(
         "sweep": {"load": plan.sweep.load.as_ref().map(|l| l.0.clone()), "slo": plan.sweep.slo.as_ref().map(|s| s.to_string()),
                   "probe_s": plan.sweep.probe.secs()},
     });
-    let mut m = meta("sweep", parameters, plan.base.load.seed, &ci);
-    open_experiment(out, &m, resume).map_err(anyhow::Error::msg)?;
     let slurm = match plan.sweep.executor {
         Executor::Slurm => Some(crate::slurm::Executor::new(&plan.sweep, out, quiet)?),
         Executor::Local => None,
     };
+    let mut m = meta("sweep", parameters, plan.base.load.seed, &ci);
+    open_experiment(out, &m, resume).map_err(anyhow::Error::msg)?;
     // Expand the points (saturation first where loads are relative).
     let (mut points, mut sats) = (Vec::new(), Vec::new());
     for g in &groups {
@@ -230,7 +230,10 @@ pub fn execute(
     }
     let aggs = match &slurm {
         Some(x) => {
-            let dirs: Vec<_> = points.iter().map(|p| (p, out.join("points").join(&p.id))).collect();
+            let dirs: Vec<_> = points
+                .iter()
+                .map(|p| (p, out.join("points").join(&p.id)))
+                .collect();
             x.run_points(&dirs, &ci)?
         }
         None => run_points(&points, out, &ci, resume, quiet)?,

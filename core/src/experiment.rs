@@ -88,18 +88,36 @@ impl CiTarget {
     }
 }
 
-/// One metric's interval across runs.
+/// One metric's interval across runs. JSON has no NaN (an interval of one
+/// run is undefined): it is written as `null` and read back as NaN, so a
+/// resumed experiment reads its one-run points.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricCi {
+    #[serde(deserialize_with = "nan_if_null")]
     pub estimate: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ci_low: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ci_high: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub rel_half_width: f64,
     pub n: usize,
+    #[serde(deserialize_with = "nan_if_null")]
     pub bootstrap_low: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub bootstrap_high: f64,
+    #[serde(deserialize_with = "nans_if_null")]
     pub per_run: Vec<f64>,
     pub met: bool,
+}
+
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+fn nans_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let v = Vec::<Option<f64>>::deserialize(d)?;
+    Ok(v.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
 }
 
 /// `aggregate.json`.
@@ -455,6 +473,24 @@ mod tests {
         ] {
             assert!(bad.validate().unwrap_err().contains(needle));
         }
+    }
+
+    #[test]
+    fn a_one_run_interval_reads_back_as_nan() {
+        let m = MetricCi {
+            estimate: 5.0,
+            ci_low: f64::NAN,
+            ci_high: f64::NAN,
+            rel_half_width: f64::NAN,
+            n: 1,
+            bootstrap_low: f64::NAN,
+            bootstrap_high: f64::NAN,
+            per_run: vec![5.0, f64::NAN],
+            met: false,
+        };
+        let back: MetricCi = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back.estimate, 5.0);
+        assert!(back.rel_half_width.is_nan() && back.ci_low.is_nan() && back.per_run[1].is_nan());
     }
 
     #[test]

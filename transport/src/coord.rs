@@ -480,7 +480,11 @@ pub fn run_config(
 
 /// The measured phase in wall-clock time (for monitors on other hosts):
 /// from its start until the last request completed.
-fn wall_window(r: &RunResult, summary: &Summary, wall_start: std::time::SystemTime) -> (std::time::SystemTime, std::time::SystemTime) {
+fn wall_window(
+    r: &RunResult,
+    summary: &Summary,
+    wall_start: std::time::SystemTime,
+) -> (std::time::SystemTime, std::time::SystemTime) {
     let start = r.measure_start;
     let end = if r.totals.last_completed > start {
         r.totals.last_completed

@@ -163,7 +163,11 @@ impl Allocation {
             .map(|j| j.trim().to_string())
             .next_back();
         let Some(job) = job.filter(|_| o.status.success()) else {
-            return Err(TransportError::Launch(format!("`salloc {}` gave no allocation: {}", args.join(" "), err.trim())));
+            return Err(TransportError::Launch(format!(
+                "`salloc {}` gave no allocation: {}",
+                args.join(" "),
+                err.trim()
+            )));
         };
         // Owned from here: cancelled on any error below.
         let mut a = Allocation { job, nodes: vec![], owned: true };
@@ -214,11 +218,8 @@ impl Allocation {
         }
         let (server, _) = self.placement(cfg);
         let show = slurm_cmd("scontrol", &["show".into(), "node".into(), server.clone(), "-o".into()])?;
-        let addr = show
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("NodeAddr="))
-            .map(String::from)
-            .unwrap_or(server);
+        let addr =
+            show.split_whitespace().find_map(|w| w.strip_prefix("NodeAddr=")).map(String::from).unwrap_or(server);
         Ok(format!("{addr}:{port}"))
     }
 
@@ -328,7 +329,8 @@ impl NodeMonitors {
                 Ok((_, Some(_))) => {}
                 Ok((i, None)) => {
                     waiting.retain(|w| *w != i);
-                    self.nodes[i].result = Some(json!({"error": "the monitor exited before sampling; see its error above"}));
+                    self.nodes[i].result =
+                        Some(json!({"error": "the monitor exited before sampling; see its error above"}));
                 }
                 Err(_) => break,
             }
@@ -354,8 +356,9 @@ impl NodeMonitors {
             match self.lines.recv_timeout(left) {
                 Ok((i, Some(l))) => {
                     if let Some(j) = l.strip_prefix("env ") {
-                        self.nodes[i].result =
-                            Some(serde_json::from_str(j).unwrap_or_else(|e| json!({"error": format!("bad report: {e}")})));
+                        self.nodes[i].result = Some(
+                            serde_json::from_str(j).unwrap_or_else(|e| json!({"error": format!("bad report: {e}")})),
+                        );
                     }
                 }
                 Ok((i, None)) => {
@@ -402,7 +405,10 @@ fn node_line(v: &Value) -> String {
     let who = format!(
         "{} ({})",
         v["node"].as_str().unwrap_or("?"),
-        v["roles"].as_array().map(|r| r.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+        v["roles"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default()
     );
     match v.get("error").and_then(|e| e.as_str()) {
         Some(e) => format!("{who}: not monitored: {e}"),
@@ -483,7 +489,11 @@ mod tests {
         let gone = json!({"node": "n3", "roles": ["client 1"], "error": "the monitor did not start within 60 s"});
         let c = nodes_check(&[good.clone(), bad]);
         assert!(!c.ok);
-        assert!(c.verdict.contains("n1 (server): steal 0.10 %") && c.verdict.contains("n2 (client 0)"), "{}", c.verdict);
+        assert!(
+            c.verdict.contains("n1 (server): steal 0.10 %") && c.verdict.contains("n2 (client 0)"),
+            "{}",
+            c.verdict
+        );
         assert!(nodes_check(std::slice::from_ref(&good)).ok);
         let c = nodes_check(&[good, gone]);
         assert!(!c.ok && c.verdict.contains("n3 (client 1): not monitored"), "{}", c.verdict);
