@@ -98,6 +98,13 @@ pub fn hostnames(list: &str) -> Result<Vec<String>, TransportError> {
     Ok(out.split_whitespace().map(String::from).collect())
 }
 
+/// Minutes a run's own allocation may last: the run's expected length and
+/// drain timeout, plus 10 minutes for the app's start and the steps'.
+fn salloc_minutes(cfg: &RunConfig) -> u64 {
+    let ns = cfg.spec().map(|s| s.expected_total_ns() + s.drain_timeout_ns).unwrap_or(0);
+    ns.div_ceil(60_000_000_000) + 10
+}
+
 /// The nodes of a networked run: one Slurm job's, cancelled on drop when
 /// this run took the job itself.
 pub struct Allocation {
@@ -147,7 +154,12 @@ impl Allocation {
     /// Takes a job of `need` nodes with `salloc --no-shell` (waits while it is queued).
     fn salloc(cfg: &RunConfig, need: usize, quiet: bool) -> Result<Allocation, TransportError> {
         let mut args = vec!["--no-shell".to_string(), format!("--nodes={need}"), "--job-name=taillab-net".into()];
-        args.extend(cfg.net.salloc_args.0.iter().cloned());
+        let given = &cfg.net.salloc_args.0;
+        if !given.iter().any(|a| a.starts_with("--time") || a.starts_with("-t")) {
+            // A limit of its own, so a job left behind by a killed coordinator ends.
+            args.push(format!("--time={}", salloc_minutes(cfg)));
+        }
+        args.extend(given.iter().cloned());
         if !quiet {
             eprintln!("slurm: salloc {}", args.join(" "));
         }
@@ -480,6 +492,13 @@ mod tests {
         let k = a.configure(&cfg(&[("net.listen", "10.0.0.5:7000")]));
         assert_eq!(k.net.listen, "10.0.0.5:7000");
         assert_eq!(a.reachable(&c, "10.1.2.3:555").unwrap(), "10.1.2.3:555");
+    }
+
+    #[test]
+    fn an_own_allocation_lasts_the_run_plus_a_margin() {
+        let c = cfg(&[("load.qps", "1000"), ("load.duration", "150s"), ("load.warmup", "10s")]);
+        // 160 s of schedule and a 10 s drain: 3 minutes, then the margin.
+        assert_eq!(salloc_minutes(&c), 13);
     }
 
     #[test]
