@@ -37,7 +37,7 @@ need_tools() {
     command -v "$t" >/dev/null || missing+=("$t")
   done
   [ ${#missing[@]} -eq 0 ] ||
-    cannot "${missing[*]} not installed (apt-get install slurmctld slurmd slurm-client munge)"
+    cannot "${missing[*]} not found on PATH (Debian: apt-get install slurmctld slurmd slurm-client munge)"
   [ "$(id -u)" -eq 0 ] || cannot "the daemons need root (run as root)"
 }
 

@@ -45,12 +45,16 @@ impl LocalSlurm {
             env,
         };
         if !o.status.success() {
-            let err = String::from_utf8_lossy(&o.stderr);
-            return Err(err
-                .lines()
-                .last()
-                .unwrap_or("slurm-local.sh failed")
-                .to_string());
+            // The script's reason, with the daemons' last log lines (gone with the folder).
+            let mut why = String::from_utf8_lossy(&o.stderr).trim().to_string();
+            for log in ["slurmctld.log", "slurmd-n1.log", "munge/munged.log"] {
+                if let Ok(t) = std::fs::read_to_string(s.dir.join(log)) {
+                    let tail: Vec<&str> = t.lines().rev().take(3).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    why.push_str(&format!("\n  {log}: {}", tail.join(" | ")));
+                }
+            }
+            return Err(why);
         }
         Ok(s)
     }
