@@ -17,6 +17,7 @@ mod reproduce;
 mod run;
 mod runner;
 mod serve;
+mod slurm;
 mod sweep;
 mod system;
 mod tailwag;
@@ -78,6 +79,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: system::SystemCmd,
     },
+    /// One run inside a Slurm task (written by `--executor slurm`).
+    #[command(hide = true)]
+    SlurmTask(slurm::TaskCmd),
+    /// A node's environment monitor in a `--launcher slurm` run.
+    #[command(hide = true)]
+    SlurmNodeMonitor(slurm::NodeMonitorCmd),
     /// Prepare or locate app input data.
     Data {
         #[command(subcommand)]
@@ -115,7 +122,7 @@ fn main() {
 fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
     if matches!(
         cmd,
-        Cmd::Run(_) | Cmd::Sweep(_) | Cmd::Tailwag(_) | Cmd::Reproduce(_)
+        Cmd::Run(_) | Cmd::Sweep(_) | Cmd::Tailwag(_) | Cmd::Reproduce(_) | Cmd::SlurmTask(_)
     ) {
         // Ctrl-C or SIGTERM stops a run's hogs and restores its knobs before exiting.
         taillab_interfere::signals::install()?;
@@ -131,6 +138,8 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Config { cmd } => config_cmd::run(cmd),
         Cmd::Tailwag(a) => tailwag::tailwag(*a),
         Cmd::Reproduce(a) => reproduce::reproduce(*a),
+        Cmd::SlurmTask(a) => slurm::task(a),
+        Cmd::SlurmNodeMonitor(a) => slurm::node_monitor(a),
         Cmd::Report { results, out } => {
             let mut args = vec!["report".to_string(), results.display().to_string()];
             if let Some(o) = out {

@@ -33,6 +33,19 @@ pub struct ReproduceCmd {
     /// Folder holding items.toml and the experiment files (default: the repository's configs/reproduce).
     #[arg(long, value_name = "DIR")]
     pub configs: Option<PathBuf>,
+    /// Where the runs execute (`--executor slurm` and its `--slurm-*` keys); the items set the rest of [sweep].
+    #[command(flatten)]
+    pub sweep: FieldFlags<Sweep>,
+}
+
+/// The `[sweep]` keys a reproduction takes from its command line.
+fn executor_pairs(a: &ReproduceCmd) -> anyhow::Result<Pairs> {
+    for (k, _) in &a.sweep.pairs {
+        if k != "executor" && !k.starts_with("slurm_") {
+            bail!("taillab reproduce sets sweep.{k} from its items; of the [sweep] keys it takes --executor and --slurm-* only");
+        }
+    }
+    Ok(a.sweep.pairs.clone())
 }
 
 /// One item of items.toml.
@@ -155,6 +168,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
                 cfg.extend(c);
                 sweep.extend(s);
             }
+            sweep.extend(executor_pairs(a)?);
             let cmd = crate::tailwag::TailwagCmd {
                 cfg: ConfigFlags { pairs: cfg },
                 sweep: FieldFlags::<Sweep>::from_pairs(sweep),
@@ -173,11 +187,12 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
     for e in item.list("experiments") {
         let file = dir.join(&e);
         let app = app_of_file(&file)?;
-        let (cfg, sweep) = if a.quick {
+        let (cfg, mut sweep) = if a.quick {
             quick_pairs(item, &app)?
         } else {
             (vec![], vec![])
         };
+        sweep.extend(executor_pairs(a)?);
         let plan = Plan::build(Some(&file), &cfg, &sweep, &[])
             .with_context(|| format!("{}: {e}", item.id))?;
         for g in plan.groups()? {

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use taillab_core::config::experiment::{Group, Plan, Point, Sweep};
+use taillab_core::config::experiment::{Executor, Group, Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::{view, Dur, RunConfig};
 use taillab_core::dist::fmt_ns;
@@ -47,6 +47,8 @@ struct CliProbe<'a> {
     dir: PathBuf,
     resume: bool,
     probe: Dur,
+    /// Probes run as Slurm jobs (`--executor slurm`).
+    slurm: Option<&'a crate::slurm::Executor<'a>>,
 }
 
 impl Probe for CliProbe<'_> {
@@ -66,6 +68,9 @@ impl Probe for CliProbe<'_> {
         c.load.duration = Some(self.probe);
         c.load.drain_timeout = Dur(2_000_000_000);
         c.ci.target = None;
+        if let Some(x) = self.slurm {
+            return Ok(Outcome::from_summary(&x.run_one(&c, &dir)?));
+        }
         let app = app_of(&c)?;
         Ok(Outcome::from_summary(&run_once(&app, &c, &dir, false)?))
     }
@@ -85,6 +90,7 @@ fn saturation(
     out: &Path,
     resume: bool,
     quiet: bool,
+    slurm: Option<&crate::slurm::Executor>,
 ) -> anyhow::Result<f64> {
     let dir = out.join("saturation").join(group_tag(g));
     let result = dir.join("saturation.json");
@@ -101,6 +107,7 @@ fn saturation(
         dir: dir.clone(),
         resume,
         probe: plan.sweep.probe,
+        slurm,
     };
     let guess = match app.expected_service_ns(&g.config.settings) {
         Some(svc) if svc > 0.0 => threads * 1e9 / svc,
@@ -189,6 +196,10 @@ pub fn execute(
         "sweep": {"load": plan.sweep.load.as_ref().map(|l| l.0.clone()), "slo": plan.sweep.slo.as_ref().map(|s| s.to_string()),
                   "probe_s": plan.sweep.probe.secs()},
     });
+    let slurm = match plan.sweep.executor {
+        Executor::Slurm => Some(crate::slurm::Executor::new(&plan.sweep, out, quiet)?),
+        Executor::Local => None,
+    };
     let mut m = meta("sweep", parameters, plan.base.load.seed, &ci);
     open_experiment(out, &m, resume).map_err(anyhow::Error::msg)?;
     // Expand the points (saturation first where loads are relative).
@@ -196,7 +207,7 @@ pub fn execute(
     for g in &groups {
         let scale = if plan.of_saturation() {
             let sat = match rates {
-                Rates::Search => saturation(g, plan, out, resume, quiet)?,
+                Rates::Search => saturation(g, plan, out, resume, quiet, slurm.as_ref())?,
                 Rates::Given(f) => f(g)?,
             };
             eprintln!("saturation of {}: {sat:.0} qps", group_tag(g));
@@ -212,10 +223,19 @@ pub fn execute(
     if !resume || !out.join("points").exists() {
         write_json_atomic(&out.join("experiment.json"), &m)?;
     }
-    let aggs = run_points(&points, out, &ci, resume, quiet)?;
+    let aggs = match &slurm {
+        Some(x) => {
+            let dirs: Vec<_> = points
+                .iter()
+                .map(|p| (p, out.join("points").join(&p.id)))
+                .collect();
+            x.run_points(&dirs, &ci)?
+        }
+        None => run_points(&points, out, &ci, resume, quiet)?,
+    };
     if let Some(slo) = &plan.sweep.slo {
         for g in &groups {
-            slo_point(g, plan, slo, out, resume, quiet)?;
+            slo_point(g, plan, slo, out, resume, quiet, slurm.as_ref())?;
         }
     }
     Ok(Executed {
@@ -275,14 +295,16 @@ fn slo_point(
     out: &Path,
     resume: bool,
     quiet: bool,
+    slurm: Option<&crate::slurm::Executor>,
 ) -> anyhow::Result<()> {
-    let sat = saturation(g, plan, out, resume, quiet)?;
+    let sat = saturation(g, plan, out, resume, quiet, slurm)?;
     let dir = out.join("slo").join(group_tag(g));
     let mut probe = CliProbe {
         cfg: &g.config,
         dir: dir.clone(),
         resume,
         probe: plan.sweep.probe,
+        slurm,
     };
     let opts = SearchOpts {
         redo_disturbed: g.config.ci.redo_disturbed,
@@ -313,7 +335,10 @@ fn slo_point(
                 config: c,
                 coords: g.coords.clone(),
             };
-            let agg = run_point(&point, &dir.join("point"), &ci, resume, &mut |_, _| {})?;
+            let agg = match slurm {
+                Some(x) => x.run_points(&[(&point, dir.join("point"))], &ci)?.remove(0),
+                None => run_point(&point, &dir.join("point"), &ci, resume, &mut |_, _| {})?,
+            };
             let m = &agg.metrics[&key];
             json!({"slo": slo.to_string(), "qps": lo, "saturation_qps": sat, "probes": probes,
                    "estimate_ns": m.estimate, "ci_low_ns": m.ci_low, "ci_high_ns": m.ci_high, "runs": agg.runs,

@@ -99,6 +99,7 @@ impl CiTarget {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricCi {
     /// Mean of the per-run values (ns for every latency statistic).
+    #[serde(deserialize_with = "nan_if_null")]
     pub estimate: f64,
     /// Lower bound of the 95 % Student-t interval.
     #[serde(deserialize_with = "nan_if_null")]
@@ -119,6 +120,7 @@ pub struct MetricCi {
     #[serde(deserialize_with = "nan_if_null")]
     pub bootstrap_high: f64,
     /// The metric's value in each run, in run order.
+    #[serde(deserialize_with = "nans_if_null")]
     pub per_run: Vec<f64>,
     /// `rel_half_width` ≤ the target.
     pub met: bool,
@@ -127,6 +129,12 @@ pub struct MetricCi {
 /// `null` (how serde_json writes NaN) as NaN.
 fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// A list with `null`s (NaN written as JSON) as NaNs.
+fn nans_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let v = Vec::<Option<f64>>::deserialize(d)?;
+    Ok(v.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
 }
 
 /// `aggregate.json`.
@@ -517,6 +525,24 @@ mod tests {
         ] {
             assert!(bad.validate().unwrap_err().contains(needle));
         }
+    }
+
+    #[test]
+    fn a_one_run_interval_reads_back_as_nan() {
+        let m = MetricCi {
+            estimate: 5.0,
+            ci_low: f64::NAN,
+            ci_high: f64::NAN,
+            rel_half_width: f64::NAN,
+            n: 1,
+            bootstrap_low: f64::NAN,
+            bootstrap_high: f64::NAN,
+            per_run: vec![5.0, f64::NAN],
+            met: false,
+        };
+        let back: MetricCi = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back.estimate, 5.0);
+        assert!(back.rel_half_width.is_nan() && back.ci_low.is_nan() && back.per_run[1].is_nan());
     }
 
     #[test]

@@ -419,13 +419,21 @@ pub fn run_config(
     let spec = check(cfg)?;
     let exe = taillab_exe(cfg)?;
     let (cfg, here) = resolve_here(cfg, quiet);
-    let cfg = &cfg;
+    // --launcher slurm: the launchers become srun steps on a job's nodes.
+    let alloc = crate::slurm::Allocation::for_run(&cfg, quiet)?;
+    let cfg = &alloc.as_ref().map_or(cfg.clone(), |a| a.configure(&cfg));
     // 1. The server, unless one is given; 2. the clients, up to the barrier.
     let mut fleet = start_server(cfg, &exe)?;
+    if let Some(a) = &alloc {
+        fleet.target = a.reachable(cfg, &fleet.target)?;
+    }
     start_clients(cfg, &spec, &exe, &mut fleet)?;
     await_ready(&fleet, cfg.net.clients)?;
+    let monitors = alloc.as_ref().filter(|_| cfg.monitor.enabled).map(|a| a.start_monitors(cfg, &exe));
     if let Some(o) = obs.as_deref_mut() {
-        let pids: Vec<i32> = fleet.kids.0.iter().map(|(_, k)| k.id() as i32).collect();
+        let mut pids: Vec<i32> = fleet.kids.0.iter().map(|(_, k)| k.id() as i32).collect();
+        // Slurm steps on this host are children of slurmd, not ours.
+        pids.extend(alloc.iter().flat_map(|a| crate::slurm::job_pids(&a.job)));
         o.started(&pids);
     }
     // 3. Go; 4. one shard per client; 5. stop the server.
@@ -482,6 +490,9 @@ pub fn run_config(
     if let Some(serve) = server_stats.get("serve") {
         summary.extra.insert("server".into(), serve.clone());
     }
+    if let Some(m) = monitors {
+        m.finish(wall_window(&result, &summary, wall_start), &mut summary);
+    }
     if let Some(o) = obs {
         o.finished(&result, origin_ns, &mut summary, out).map_err(TransportError::Launch)?;
     }
@@ -497,6 +508,22 @@ pub fn run_config(
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
     }
     Ok(summary)
+}
+
+/// The measured phase in wall-clock time (for monitors on other hosts):
+/// from its start until the last request completed.
+fn wall_window(
+    r: &RunResult,
+    summary: &Summary,
+    wall_start: std::time::SystemTime,
+) -> (std::time::SystemTime, std::time::SystemTime) {
+    let start = r.measure_start;
+    let end = if r.totals.last_completed > start {
+        r.totals.last_completed
+    } else {
+        start + (summary.duration_s * 1e9) as u64
+    };
+    (wall_start + Duration::from_nanos(start), wall_start + Duration::from_nanos(end.max(start + 1)))
 }
 
 /// A loopback run's server and clients share this host: its TCP settings
@@ -530,6 +557,7 @@ fn check(cfg: &RunConfig) -> Result<RunSpec, TransportError> {
             "`{app}` is an external server: start it and pass --target HOST:PORT (taillab cannot serve it)"
         )));
     }
+    crate::slurm::check(cfg)?;
     taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
     if cfg.net.clients > 1 && cfg.load.arrival.own_rate().is_some() {
         return Err(TransportError::Invalid(format!(

@@ -16,7 +16,9 @@
 //!   the coordinator);
 //! - [`epoll`]: the epoll set behind per-worker dispatch and the polling
 //!   client;
-//! - [`tstamp`]: kernel receive stamps (SO_TIMESTAMPING) and their clock.
+//! - [`tstamp`]: kernel receive stamps (SO_TIMESTAMPING) and their clock;
+//! - [`slurm`]: the `slurm` launcher: server and clients as `srun` steps on
+//!   the nodes of a Slurm job, and every node's environment.
 //!
 //! The binary (cli/) parses flags into a [`taillab_core::config::RunConfig`]
 //! and decides exit codes; nothing here exits or parses a command line.
@@ -30,6 +32,7 @@ pub mod epoll;
 pub mod load;
 pub mod proto;
 pub mod server;
+pub mod slurm;
 pub mod tstamp;
 pub mod wire;
 

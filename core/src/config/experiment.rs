@@ -15,7 +15,7 @@
 //! `TOPOLOGY-tTHREADS-qQPS[-KEY-VALUE…]` so results folders read the same.
 
 use super::sections::{view, Field, Opts};
-use super::value::{ConfigValue, Dur};
+use super::value::{ConfigValue, Dur, Items};
 use super::{fields, resolve, toml_items, ConfigError, RunConfig, Target};
 use crate::search::Slo;
 use std::path::Path;
@@ -31,6 +31,30 @@ section! {
         probe: Dur = Dur(2_000_000_000), Opts::on(view::SWEEP).aliases(&["probe-seconds"]);
         /// Run a grid of more than 10 000 points without asking.
         yes: bool = false, Opts::on(view::SWEEP);
+        /// Where the points' runs execute: local (one after another on this host) or slurm (each point's runs as a Slurm job array; docs/cluster.md).
+        executor: Executor = Executor::Local, Opts::on(view::SWEEP);
+        /// Slurm partition of the runs' jobs (none: the cluster's default).
+        slurm_partition: Option<String> = None, Opts::on(view::SWEEP);
+        /// Slurm account the runs' jobs are charged to (none: the user's default).
+        slurm_account: Option<String> = None, Opts::on(view::SWEEP);
+        /// Time limit of each run's Slurm job, rounded up to whole minutes (none: the partition's default).
+        slurm_time: Option<Dur> = None, Opts::on(view::SWEEP);
+        /// Give each run's Slurm job whole nodes (sbatch --exclusive), so no other job shares a measured node.
+        slurm_exclusive: bool = false, Opts::on(view::SWEEP);
+        /// Extra sbatch argument, e.g. --slurm-args=--qos=long (repeatable; one argument each; given last, so they win).
+        slurm_args: Items = Items::default(), Opts::on(view::SWEEP);
+        /// Runs a point adds per Slurm round once its min_runs are done and its CI target is not met (runs past the stopping point are kept as run-K.unused).
+        slurm_batch: usize = 1, Opts::on(view::SWEEP);
+    }
+}
+
+crate::names_enum! {
+    /// Where a sweep's runs execute.
+    pub enum Executor ("executor") {
+        /// On this host, one run after another.
+        Local = "local",
+        /// As Slurm jobs (`sbatch --array`), writing into the shared results folder.
+        Slurm = "slurm",
     }
 }
 

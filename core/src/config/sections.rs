@@ -159,6 +159,16 @@ crate::names_enum! {
 }
 
 crate::names_enum! {
+    /// How a networked run starts its server and clients.
+    pub enum Launcher ("launcher") {
+        /// Through the shell templates `server_launcher` and `client_launcher`.
+        Templates = "templates",
+        /// As `srun` steps on the nodes of a Slurm allocation (the job's own, or one taken with `salloc`).
+        Slurm = "slurm",
+    }
+}
+
+crate::names_enum! {
     /// Who reads a TCP client's responses.
     pub enum Receive ("receive mode") {
         /// One receiver thread per connection, blocked in `read`.
@@ -242,6 +252,14 @@ section! {
         client_launcher: Items = Items::default(), Opts::on(EXP);
         /// Path of the taillab binary on the hosts the launchers reach (default: this binary).
         remote_taillab: Option<String> = None, Opts::on(EXP);
+        /// How networked runs start server and clients: templates (server_launcher, client_launcher) or slurm (srun on the nodes of a Slurm allocation; docs/cluster.md).
+        launcher: Launcher = Launcher::Templates, Opts::on(EXP);
+        /// Slurm nodes for the server (slurm launcher): 1, or 0 to put it on the first client node.
+        server_nodes: usize = 1, Opts::on(EXP);
+        /// Slurm nodes for the clients (slurm launcher); client i runs on client node i mod K.
+        client_nodes: usize = 1, Opts::on(EXP);
+        /// Extra salloc argument when the slurm launcher takes its own allocation, e.g. --salloc-args=--partition=debug (repeatable).
+        salloc_args: Items = Items::default(), Opts::on(EXP);
         /// Declare the server dead after this long without a response while requests are outstanding.
         dead_after: Dur = Dur(4_000_000_000), Opts::on(EXP | LOAD);
         /// Pin each client's threads to these CPUs (the sender first, receiver threads next).
