@@ -535,8 +535,8 @@ fn bad_flags_give_one_clear_error() {
         (lb, &["--dispatch", "mine"], &["--dispatch", "per-worker"]),
         (lb, &["--receive", "nap"], &["--receive", "threads"]),
         (ld, &["--receive", "nap"], &["--receive", "threads"]),
-        (lb, &["--client-cpus", "4096"], &["--client-cpus", "CPU 4096"]),
-        (ld, &["--client-cpus", "4096"], &["--client-cpus", "CPU 4096"]),
+        (lb, &["--client-cpus", "4096"], &["--client-cpus", "4096"]),
+        (ld, &["--client-cpus", "4096"], &["--client-cpus", "4096"]),
         (ld, &["--cpus", "0"], &["--cpus", "--client-cpus"]),
     ];
     for (cmd, bad, want) in cases {
