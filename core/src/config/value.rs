@@ -49,56 +49,27 @@ fn int_err<T>(s: &str, form: &str) -> Result<T, String> {
     Err(format!("`{s}` is not {form}"))
 }
 
-impl ConfigValue for u64 {
-    const COMMA_AXIS: bool = true;
-    const FORM: &'static str = "a whole number like 1000";
-    fn parse(s: &str) -> Result<Self, String> {
-        s.trim()
-            .replace('_', "")
-            .parse()
-            .or_else(|_| int_err(s, Self::FORM))
-    }
-    fn show(&self) -> String {
-        self.to_string()
-    }
-    fn to_toml(&self) -> Option<toml::Value> {
-        Some(
-            i64::try_from(*self)
-                .map_or_else(|_| toml::Value::String(self.show()), toml::Value::Integer),
-        )
-    }
+/// Whole numbers: the same parser for every width (underscores allowed:
+/// `1_000_000`), stored in TOML as integers where they fit.
+macro_rules! whole_number {
+    ($($t:ty => $form:literal),* $(,)?) => {$(
+        impl ConfigValue for $t {
+            const COMMA_AXIS: bool = true;
+            const FORM: &'static str = $form;
+            fn parse(s: &str) -> Result<Self, String> {
+                s.trim().replace('_', "").parse().or_else(|_| int_err(s, Self::FORM))
+            }
+            fn show(&self) -> String {
+                self.to_string()
+            }
+            fn to_toml(&self) -> Option<toml::Value> {
+                Some(i64::try_from(*self).map_or_else(|_| toml::Value::String(self.show()), toml::Value::Integer))
+            }
+        }
+    )*};
 }
 
-impl ConfigValue for usize {
-    const COMMA_AXIS: bool = true;
-    const FORM: &'static str = "a whole number like 2";
-    fn parse(s: &str) -> Result<Self, String> {
-        s.trim()
-            .replace('_', "")
-            .parse()
-            .or_else(|_| int_err(s, Self::FORM))
-    }
-    fn show(&self) -> String {
-        self.to_string()
-    }
-    fn to_toml(&self) -> Option<toml::Value> {
-        Some(toml::Value::Integer(*self as i64))
-    }
-}
-
-impl ConfigValue for u32 {
-    const COMMA_AXIS: bool = true;
-    const FORM: &'static str = "a whole number like 10";
-    fn parse(s: &str) -> Result<Self, String> {
-        s.trim().parse().or_else(|_| int_err(s, Self::FORM))
-    }
-    fn show(&self) -> String {
-        self.to_string()
-    }
-    fn to_toml(&self) -> Option<toml::Value> {
-        Some(toml::Value::Integer(*self as i64))
-    }
-}
+whole_number!(u64 => "a whole number like 1000", usize => "a whole number like 2", u32 => "a whole number like 10");
 
 impl ConfigValue for f64 {
     const COMMA_AXIS: bool = true;
