@@ -3,8 +3,8 @@
 //!
 //! Schema `taillab.counters/1`:
 //! `{schema, requested, kind: hardware|software, note?, scope, requests,
-//! phase_s, threads: [{tid, name, seconds, counts{event: n},
-//! running_fraction{event: f}}], total{event: n}, derived{...}, missing{event: why}}`.
+//! phase_s, threads: [{tid, name, counts{event: n}, running_fraction{event: f}}],
+//! total{event: n}, derived{...}, missing{event: why}}`.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::events::Event;
 use crate::session::Target;
-use crate::CounterMode;
 
 /// One thread's raw readings: event → (count, time enabled ns, time running ns).
 pub(crate) struct Reading {
@@ -27,9 +26,6 @@ pub struct ThreadCounts {
     pub tid: i32,
     /// Thread name.
     pub name: String,
-    /// How long its counters were enabled (from the measured phase's start
-    /// to the thread's exit), s.
-    pub seconds: f64,
     /// Event → count, scaled by enabled/running time when multiplexed.
     pub counts: BTreeMap<String, f64>,
     /// Event → the fraction of the enabled time it was on the PMU (1 unless
@@ -59,7 +55,8 @@ pub struct Derived {
     /// Instructions per measured request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions_per_request: Option<f64>,
-    /// Mean fraction of its counted time a worker was on a CPU (task clock ÷ time).
+    /// Mean fraction of the counted time a worker was on a CPU (task clock ÷
+    /// (threads × `phase_s`)).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_utilization: Option<f64>,
     /// Worker CPU time per measured request, µs.
@@ -92,7 +89,8 @@ pub struct CountersReport {
     pub scope: String,
     /// Measured requests of the run.
     pub requests: u64,
-    /// Longest time any thread was counted, s.
+    /// Wall time counted: from the measured phase's start until the
+    /// counters were read, after the workers ended, s.
     pub phase_s: f64,
     /// Per worker thread.
     pub threads: Vec<ThreadCounts>,
@@ -118,8 +116,8 @@ fn scaled(count: u64, enabled: u64, running: u64) -> f64 {
 }
 
 impl Derived {
-    /// From the totals over `threads_s` thread-seconds, a phase of
-    /// `phase_s` seconds and `requests` measured requests.
+    /// From the totals over `threads_s` thread-seconds (threads × phase), a
+    /// phase of `phase_s` seconds and `requests` measured requests.
     pub fn from_totals(
         total: &BTreeMap<String, f64>,
         threads_s: f64,
@@ -152,17 +150,10 @@ impl Derived {
 }
 
 impl CountersReport {
-    pub(crate) fn build(
-        requested: CounterMode,
-        kind: &str,
-        note: Option<String>,
-        scope: &str,
-        readings: Vec<Reading>,
-        missing: BTreeMap<String, String>,
-        requests: u64,
-    ) -> CountersReport {
-        let mut total: BTreeMap<String, f64> = BTreeMap::new();
-        let mut threads = Vec::new();
+    /// `head` (schema, mode, kind, note, scope, requests, phase and missing
+    /// events filled in) completed with the readings: per-thread and total
+    /// counts and the derived figures.
+    pub(crate) fn with_readings(mut self, readings: Vec<Reading>) -> CountersReport {
         for r in readings {
             let mut t = ThreadCounts {
                 tid: r.target.tid,
@@ -178,26 +169,13 @@ impl CountersReport {
                     0.0
                 };
                 t.running_fraction.insert(ev.name().into(), frac.min(1.0));
-                t.seconds = t.seconds.max(enabled as f64 / 1e9);
-                *total.entry(ev.name().into()).or_default() += v;
+                *self.total.entry(ev.name().into()).or_default() += v;
             }
-            threads.push(t);
+            self.threads.push(t);
         }
-        let threads_s: f64 = threads.iter().map(|t| t.seconds).sum();
-        let phase_s = threads.iter().map(|t| t.seconds).fold(0.0, f64::max);
-        CountersReport {
-            schema: "taillab.counters/1".into(),
-            requested: requested.name().into(),
-            kind: kind.into(),
-            note,
-            scope: scope.into(),
-            requests,
-            phase_s,
-            derived: Derived::from_totals(&total, threads_s, phase_s, requests),
-            threads,
-            total,
-            missing,
-        }
+        let threads_s = self.phase_s * self.threads.len() as f64;
+        self.derived = Derived::from_totals(&self.total, threads_s, self.phase_s, self.requests);
+        self
     }
 
     /// One line for the human run table.

@@ -105,6 +105,7 @@ pub struct Counters {
     kernel: bool,
     threads: Vec<Opened>,
     missing: BTreeMap<String, String>,
+    started: std::time::Instant,
 }
 
 impl Counters {
@@ -168,6 +169,7 @@ impl Counters {
             kernel,
             threads,
             missing,
+            started: std::time::Instant::now(),
         }))
     }
 
@@ -187,8 +189,16 @@ impl Counters {
 
     /// Reads every counter (threads that already ended keep their final
     /// counts) and closes them; `requests` is the number of measured
-    /// requests, for per-request figures.
-    pub fn finish(mut self, requests: u64) -> CountersReport {
+    /// requests, for per-request figures. The counted time is the wall time
+    /// since [`Counters::start`] (a per-thread event's own enabled time
+    /// grows only while its thread runs, so it cannot tell the phase's length).
+    pub fn finish(self, requests: u64) -> CountersReport {
+        let phase = self.started.elapsed();
+        self.finish_over(requests, phase)
+    }
+
+    /// [`finish`](Self::finish) with the counted time given.
+    pub fn finish_over(mut self, requests: u64, phase: std::time::Duration) -> CountersReport {
         let mut readings = Vec::new();
         for t in &mut self.threads {
             let mut per_event = BTreeMap::new();
@@ -209,14 +219,17 @@ impl Counters {
                 per_event,
             });
         }
-        CountersReport::build(
-            self.requested,
-            self.kind(),
-            self.note.clone(),
-            if self.kernel { "user+kernel" } else { "user" },
-            readings,
-            std::mem::take(&mut self.missing),
+        let head = CountersReport {
+            schema: "taillab.counters/1".into(),
+            requested: self.requested.name().into(),
+            kind: self.kind().into(),
+            note: self.note.clone(),
+            scope: if self.kernel { "user+kernel" } else { "user" }.into(),
             requests,
-        )
+            phase_s: phase.as_secs_f64(),
+            missing: std::mem::take(&mut self.missing),
+            ..Default::default()
+        };
+        head.with_readings(readings)
     }
 }

@@ -158,7 +158,7 @@ fn a_host_with_a_pmu_gets_ipc_and_mpki_per_thread_and_in_all() {
         .expect("counters");
     assert_eq!(c.kind(), "hardware");
     assert_eq!(c.note(), None);
-    let r = c.finish(2000);
+    let r = c.finish_over(2000, std::time::Duration::from_secs(2));
     unsafe { clear_thread_hooks() };
 
     // Every event on each worker thread, by its tid (plus the probe on pid 0).
@@ -182,11 +182,11 @@ fn a_host_with_a_pmu_gets_ipc_and_mpki_per_thread_and_in_all() {
     assert!(close(d.llc_mpki, 1000.0 * 2e6 / 4e9));
     assert!(close(d.branch_mpki, 1000.0 * 1e7 / 4e9));
     assert!(close(d.instructions_per_request, 4e9 / 2000.0));
-    // 2.5 s of task clock over 3 thread-seconds; 100 switches over a 2 s phase.
-    assert!(close(d.cpu_utilization, 2.5 / 3.0));
+    // 2.5 s of task clock over 2 threads × 2 s; 100 switches over the 2 s phase.
+    assert!(close(d.cpu_utilization, 2.5 / 4.0));
     assert!(close(d.context_switches_per_s, 50.0));
     let t1 = &r.threads[1];
-    assert_eq!((t1.tid, t1.seconds), (102, 1.0));
+    assert_eq!(t1.tid, 102);
     assert_eq!(t1.counts["llc_misses"], 1e6);
     assert_eq!(t1.running_fraction["llc_misses"], 0.5);
     assert_eq!(
