@@ -72,7 +72,8 @@ def _read_summary(run_dir: Path) -> dict[str, Any]:
 def run_table(res: Results) -> pd.DataFrame:
     """Per run with a ``counters`` section: ``point``, ``run``, ``app``, ``kind``, ``note``,
     ``threads`` and the derived ``METRICS`` (NaN where not counted)."""
-    apps = dict(zip(res.points["point"], res.points.get("app", pd.Series(dtype=str))))
+    app_col = res.points["app"] if "app" in res.points else [None] * len(res.points)
+    apps = dict(zip(res.points["point"], app_col, strict=True))
     rows = []
     for _, r in res.runs.iterrows():
         s = _read_summary(Path(r["path"]))
@@ -112,6 +113,11 @@ def _fmt(v: Any, digits: int) -> str:
     return f"{x:,.{digits}f}"
 
 
+def _runs(n: Any) -> str:
+    n = int(n)
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
 def _table_html(table: pd.DataFrame) -> str:
     apps = list(table.columns)
     head = '<th class="l">per worker thread, measured phase</th>' + "".join(
@@ -120,7 +126,7 @@ def _table_html(table: pd.DataFrame) -> str:
     body = [
         '<tr><td class="l">counted</td>'
         + "".join(
-            f"<td>{_esc(table.at['kind', a])} ({int(table.at['runs', a])} runs)</td>" for a in apps
+            f"<td>{_esc(table.at['kind', a])} ({_runs(table.at['runs', a])})</td>" for a in apps
         )
         + "</tr>"
     ]

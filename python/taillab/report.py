@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import counters, resources
 from . import figures as F
 from . import ideal as ideal_figures
-from . import counters, resources
 from .results import Results, load, numeric
 
 CSS = """
