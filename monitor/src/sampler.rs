@@ -755,13 +755,25 @@ fn charge_scan(
     roots: &BTreeSet<i32>,
     last_scan_tick: u64,
 ) -> (Vec<(String, i32, u64)>, Vec<OurCharge>) {
+    let alive =
+        |pid: i32, e: &ScanEntry| matches!(next.get(&pid), Some(n) if n.starttime == e.starttime);
     let mut gone_by_parent: HashMap<i32, u64> = HashMap::new();
     for (pid, e) in prev {
-        if !matches!(next.get(pid), Some(n) if n.starttime == e.starttime) {
-            // On reap the parent's cutime grows by the child's own time
-            // *and* the child's cutime (its reaped descendants).
-            *gone_by_parent.entry(e.ppid).or_default() += e.ticks + e.child_ticks;
+        if alive(*pid, e) {
+            continue;
         }
+        // On reap the parent's cutime grows by the child's own time *and*
+        // the child's cutime (its reaped descendants), recursively: when a
+        // whole tree ended (a hog and its workers), everything it had used
+        // reaches the nearest surviving ancestor's cutime.
+        let mut up = e.ppid;
+        for _ in 0..64 {
+            match prev.get(&up) {
+                Some(p) if !alive(up, p) => up = p.ppid,
+                _ => break,
+            }
+        }
+        *gone_by_parent.entry(up).or_default() += e.ticks + e.child_ticks;
     }
     let (mut foreign, mut ours) = (Vec::new(), Vec::new());
     for (pid, n) in next {
@@ -1634,6 +1646,35 @@ mod tests {
         assert_eq!(root(&later, 102), Some(100));
         // A new orphan was never seen under a root.
         assert_eq!(root(&later, 103), None);
+    }
+
+    #[test]
+    fn a_tree_that_ended_is_not_charged_again_to_its_surviving_ancestor() {
+        // Harness 100 started hog 200, whose worker 201 used 500 ticks; both
+        // ended since the last scan and the harness reaped 200, which had
+        // reaped 201: the harness's cutime grew by 200's and 201's CPU,
+        // 510 ticks last seen plus 6 used after the last scan.
+        let roots: BTreeSet<i32> = [100, 200].into();
+        let mk = |ppid, start, ticks, child_ticks| ScanEntry {
+            ticks,
+            child_ticks,
+            ..entry(ppid, start)
+        };
+        let mut prev: HashMap<i32, ScanEntry> = [
+            (100, mk(1, 1, 50, 0)),
+            (200, mk(100, 2, 10, 0)),
+            (201, mk(200, 3, 500, 0)),
+        ]
+        .into();
+        assign_roots(&mut prev, &HashMap::new(), &roots);
+        let mut next: HashMap<i32, ScanEntry> = [(100, mk(1, 1, 60, 516))].into();
+        assign_roots(&mut next, &prev, &roots);
+        let (foreign, ours) = charge_scan(&prev, &next, &roots, 0);
+        assert!(foreign.is_empty(), "{foreign:?}");
+        // Only the 6 ticks used since the last scan; the harness's own CPU is
+        // measured every sample, not here.
+        let total: u64 = ours.iter().map(|c| c.ticks).sum();
+        assert_eq!(total, 6, "{ours:?}");
     }
 
     #[test]
