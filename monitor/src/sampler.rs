@@ -708,11 +708,17 @@ fn assign_roots(
     for &r in roots {
         found.insert(r, Some(r));
     }
+    let sticky = |p: i32, e: &ScanEntry| {
+        prev.get(&p)
+            .filter(|o| o.starttime == e.starttime)
+            .and_then(|o| o.root)
+            .filter(|r| roots.contains(r))
+    };
     let pids: Vec<i32> = next.keys().copied().collect();
     for pid in pids {
         let mut chain = Vec::new();
         let mut p = pid;
-        let root = loop {
+        let walked = loop {
             if let Some(r) = found.get(&p) {
                 break *r;
             }
@@ -720,22 +726,21 @@ fn assign_roots(
                 break None;
             };
             chain.push(p);
-            let sticky = prev
-                .get(&p)
-                .filter(|o| o.starttime == e.starttime)
-                .and_then(|o| o.root)
-                .filter(|r| roots.contains(r));
-            if sticky.is_some() {
-                break sticky;
-            }
             // pid 0 and 1 end every chain; 64 levels is deeper than any real tree.
             if e.ppid <= 1 || chain.len() > 64 {
                 break None;
             }
             p = e.ppid;
         };
-        for c in chain {
-            found.insert(c, root);
+        // The nearest root up the live tree wins (a server added as an extra
+        // pid after its helpers were first seen under the harness takes
+        // them over); where the chain ends without one, a process keeps the
+        // root it was seen under, and its descendants inherit it.
+        let mut inherited = walked;
+        for &c in chain.iter().rev() {
+            let r = walked.or_else(|| sticky(c, &next[&c]).or(inherited));
+            found.insert(c, r);
+            inherited = r;
         }
     }
     for (pid, e) in next.iter_mut() {
@@ -1646,6 +1651,17 @@ mod tests {
         assert_eq!(root(&later, 102), Some(100));
         // A new orphan was never seen under a root.
         assert_eq!(root(&later, 103), None);
+        // 101's helper 102 was seen under the harness; 101 becomes an extra
+        // pid (a server added after the first scan): it takes 102 over.
+        let more: BTreeSet<i32> = [100, 101, 200].into();
+        let mut again: HashMap<i32, ScanEntry> = [
+            (100, entry(50, 1)),
+            (101, entry(100, 4)),
+            (102, entry(101, 5)),
+        ]
+        .into();
+        assign_roots(&mut again, &next, &more);
+        assert_eq!(root(&again, 102), Some(101));
     }
 
     #[test]
