@@ -52,6 +52,9 @@ pub fn run_once(
     write_config(cfg, out)?;
     crate::planned::preflight(cfg)?;
     if cfg.net.topology != Topology::Integrated {
+        if cfg.record.counters != taillab_core::config::CounterMode::None {
+            eprintln!("note: record.counters counts the worker threads of integrated runs; this {} run has no counters", cfg.net.topology);
+        }
         // Server and client processes; the same result folder as integrated.
         let mut obs = EnvObserver::new(cfg, spec.clone());
         obs.planned = Some(Planned::start(cfg, out)?);
