@@ -111,6 +111,7 @@ pub fn run_once(
             b.set_message(format!("{} requests", p.completed));
         }
     };
+    let roi_before = taillab_core::roi::emitted();
     let result = taillab_core::run_integrated(&spec, server, client, &mut on_progress)?;
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -124,7 +125,8 @@ pub fn run_once(
             .insert("counters".into(), serde_json::to_value(r)?);
     }
     if spec.roi != taillab_core::roi::RoiMode::None {
-        let roi = serde_json::json!({"mode": spec.roi, "issued": taillab_core::roi::emitted()});
+        let issued = taillab_core::roi::emitted().since(roi_before);
+        let roi = serde_json::json!({"mode": spec.roi, "issued": issued});
         summary.extra.insert("roi".into(), roi);
     }
     planned.finish(&mut summary);

@@ -164,6 +164,18 @@ pub struct RoiCounts {
     pub heartbeat: u64,
 }
 
+impl RoiCounts {
+    /// Markers issued since `before` (an earlier [`emitted`]): one run's,
+    /// in a process that runs several.
+    pub fn since(self, before: RoiCounts) -> RoiCounts {
+        RoiCounts {
+            begin: self.begin - before.begin,
+            end: self.end - before.end,
+            heartbeat: self.heartbeat - before.heartbeat,
+        }
+    }
+}
+
 static EMITTED: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
 /// How many markers this process has issued.

@@ -35,12 +35,16 @@ fn zsim_markers_bracket_the_measured_phase_on_real_hardware() {
             &mut |_| {},
         )
         .expect("a zsim-marked run completes on real hardware");
-        let after = roi::emitted();
+        let n = roi::emitted().since(before);
         assert_eq!(r.totals.measured, 700);
-        assert_eq!(after.begin - before.begin, 1, "{shaper:?}");
-        assert_eq!(after.end - before.end, 1, "{shaper:?}");
-        // One heartbeat per measured request, none for the 300 warmup ones.
-        assert_eq!(after.heartbeat - before.heartbeat, 700, "{shaper:?}");
+        // One begin, one end, one heartbeat per measured request (none for
+        // the 300 warmup ones).
+        let want = roi::RoiCounts {
+            begin: 1,
+            end: 1,
+            heartbeat: 700,
+        };
+        assert_eq!(n, want, "{shaper:?}");
     }
     // Off: nothing issued.
     let before = roi::emitted();
