@@ -52,6 +52,9 @@ pub fn run_once(
     write_config(cfg, out)?;
     crate::planned::preflight(cfg)?;
     if cfg.net.topology != Topology::Integrated {
+        if cfg.record.counters != taillab_core::config::CounterMode::None {
+            eprintln!("note: record.counters counts the worker threads of integrated runs; this {} run has no counters", cfg.net.topology);
+        }
         // Server and client processes; the same result folder as integrated.
         let mut obs = EnvObserver::new(cfg, spec.clone());
         obs.planned = Some(Planned::start(cfg, out)?);
@@ -95,10 +98,12 @@ pub fn run_once(
     }
     let bar = progress_bar(&spec, !show_progress);
     let mut measuring = false;
+    let mut counters = None;
     let mut on_progress = |p: Progress| {
         if !measuring && measured_phase_began(&spec, &p) {
             measuring = true;
             planned.measured_start(crate::planned::worker_tids);
+            counters = start_counters(cfg.record.counters);
         }
         if let Some(b) = &bar {
             b.set_length(p.expected_ns / 1_000_000);
@@ -106,12 +111,24 @@ pub fn run_once(
             b.set_message(format!("{} requests", p.completed));
         }
     };
+    let roi_before = taillab_core::roi::emitted();
     let result = taillab_core::run_integrated(&spec, server, client, &mut on_progress)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let mut summary =
         taillab_core::summarize(&result, app.name(), &cfg.settings, cfg.net.topology.name());
+    if let Some(c) = counters {
+        let r = c.finish(result.totals.measured);
+        summary
+            .extra
+            .insert("counters".into(), serde_json::to_value(r)?);
+    }
+    if spec.roi != taillab_core::roi::RoiMode::None {
+        let issued = taillab_core::roi::emitted().since(roi_before);
+        let roi = serde_json::json!({"mode": spec.roi, "issued": issued});
+        summary.extra.insert("roi".into(), roi);
+    }
     planned.finish(&mut summary);
     if let Some(s) = sampler {
         let window = measured_window(&result, &summary);
@@ -135,6 +152,30 @@ fn measured_phase_began(spec: &RunSpec, p: &Progress) -> bool {
     match spec.warmup {
         taillab_core::Bound::Seconds(s) => p.elapsed_ns as f64 >= s * 1e9,
         taillab_core::Bound::Requests(n) => p.completed >= n,
+    }
+}
+
+/// Opens `record.counters` on the worker threads (at the measured phase's
+/// start). A host without a PMU gets software counters and a note; a
+/// failure leaves the run without counters, never stops it.
+fn start_counters(mode: taillab_core::config::CounterMode) -> Option<taillab_counters::Counters> {
+    use taillab_counters::{CounterMode, Counters, Target};
+    match Counters::start(mode, &Target::threads_named("taillab-wrk-")) {
+        Ok(c) => {
+            if let Some(why) = c.as_ref().and_then(|c| c.note()) {
+                let level = if mode == CounterMode::Hardware {
+                    "warning"
+                } else {
+                    "note"
+                };
+                eprintln!("{level}: no hardware counters: {why}; counting software events (task clock, context switches, migrations, page faults) instead");
+            }
+            c
+        }
+        Err(e) => {
+            eprintln!("warning: record.counters: {e}; the run continues without counters");
+            None
+        }
     }
 }
 
@@ -364,9 +405,17 @@ fn attach_environment(
 
 /// The environment lines of the human table, if the run was monitored.
 pub fn env_lines(s: &Summary) -> String {
-    s.extra
+    let env = s
+        .extra
         .get("environment")
         .and_then(|v| serde_json::from_value::<taillab_monitor::EnvSummary>(v.clone()).ok())
         .map(|e| e.to_string())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let counters = s
+        .extra
+        .get("counters")
+        .and_then(|v| serde_json::from_value::<taillab_counters::CountersReport>(v.clone()).ok())
+        .map(|c| c.line() + "\n")
+        .unwrap_or_default();
+    env + &counters
 }

@@ -135,6 +135,10 @@ pub struct RunSpec {
     /// only). Requests keep their send order, as on one TCP connection.
     #[serde(serialize_with = "ser_opt_display")]
     pub net_delay: Option<Dist>,
+    /// Simulator markers around the measured phase (see [`crate::roi`]).
+    pub roi: crate::roi::RoiMode,
+    /// Issue gem5 markers on a CPU that is not gem5's.
+    pub roi_force: bool,
 }
 
 fn ser_opt_display<S: serde::Serializer>(d: &Option<Dist>, s: S) -> Result<S::Ok, S::Error> {
@@ -166,6 +170,8 @@ impl Default for RunSpec {
             rt_priority: None,
             cpus: Vec::new(),
             net_delay: None,
+            roi: crate::roi::RoiMode::None,
+            roi_force: false,
         }
     }
 }
@@ -226,6 +232,8 @@ impl RunSpec {
         }
         self.check_arrival()?;
         check_cpus("--cpus", &self.cpus)?;
+        crate::roi::check(self.roi, self.roi_force)
+            .map_err(|e| RunError::Invalid(e.to_string()))?;
         let cap = self.record_capacity();
         if self.keep_records && cap * RECORD_BYTES > self.record_mem_cap {
             return Err(RunError::RecordsTooBig {
@@ -943,6 +951,9 @@ pub fn run_integrated(
             break; // a worker stuck inside the app; leave it behind
         }
     }
+    if spec.roi != crate::roi::RoiMode::None && shared.sched.lock().measure_start.is_some() {
+        crate::roi::end(spec.roi);
+    }
     if let Some(s) = shaper {
         if s.is_finished() || !aborted {
             let _ = s.join();
@@ -1105,6 +1116,9 @@ fn finish_request(
         r.set(item.index, stamps, w, item.measured);
     }
     shard.record(stamps, item.measured, &sh.sink);
+    if item.measured {
+        crate::roi::heartbeat(sh.spec.roi);
+    }
     sh.completed.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -1132,6 +1146,7 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
             break;
         };
         if item.first_measured {
+            crate::roi::begin(spec.roi);
             sh.server
                 .begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
         }
@@ -1183,6 +1198,7 @@ fn shaper_thread(sh: &Shared, q: &Queues) {
             break;
         };
         if item.first_measured {
+            crate::roi::begin(spec.roi);
             sh.server
                 .begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
         }

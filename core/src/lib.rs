@@ -25,6 +25,7 @@ pub mod harness;
 pub mod ideal;
 pub mod model;
 pub mod queue;
+pub mod roi;
 pub mod search;
 pub mod sim;
 pub mod stats;

@@ -43,7 +43,7 @@ pub mod summary;
 pub mod system;
 
 pub use error::MonitorError;
-pub use sample::{ForeignProcess, Phase, Sample, SamplerCost};
+pub use sample::{ChildProcess, ForeignProcess, Phase, Sample, SamplerCost};
 pub use sampler::{
     register_worker_thread, unregister_worker_thread, IntervalEnv, MonitorReport, Sampler,
     SamplerConfig,

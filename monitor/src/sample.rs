@@ -75,6 +75,10 @@ pub struct ProcSample {
     pub invol_cs: u64,
     /// False when the process could not be read (it exited).
     pub alive: bool,
+    /// CPU of the processes that descend from it (helpers it started and
+    /// their children), % of one CPU: the experiment's, not foreign. Known
+    /// per process scan (about 1 s) and spread over its samples.
+    pub children_cpu_pct: f64,
 }
 
 /// One thread of the harness over one interval (idle non-worker threads,
@@ -115,7 +119,8 @@ pub struct Sample {
     pub phase: Option<Phase>,
     /// Host-wide figures.
     pub host: HostSample,
-    /// Host user+nice+system CPU not used by the harness or extra pids.
+    /// Host user+nice+system CPU not used by the harness, the extra pids or
+    /// any process that descends from them.
     pub foreign_cpu_pct: f64,
     /// This process (CPU, faults and switches from `getrusage`, RSS from `statm`).
     pub harness: ProcSample,
@@ -152,6 +157,19 @@ pub struct ForeignProcess {
     pub pids: Vec<i32>,
     /// The command line of one of them, when it could still be read.
     pub cmdline: Option<String>,
+}
+
+/// CPU use of the processes that descend from one experiment process (the
+/// harness, a server or client process, a hog), by name, over a phase.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct ChildProcess {
+    /// `comm` of the processes, or `parent (children)` for CPU of
+    /// short-lived children reaped by `parent`.
+    pub name: String,
+    /// Mean CPU over the phase, % of one CPU.
+    pub cpu_pct: f64,
+    /// Pids with this name, heaviest first (at most 8).
+    pub pids: Vec<i32>,
 }
 
 /// What the sampler itself cost.

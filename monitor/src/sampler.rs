@@ -34,6 +34,21 @@
 //! hundred processes costs about a millisecond, hence once a second rather
 //! than every sample.
 //!
+//! # The experiment's process tree
+//! Every process that descends from an experiment process — the harness
+//! itself, or an extra pid (server, clients, hogs) — is the experiment's:
+//! an app's helper processes (translate's Apertium pipeline stages), a
+//! server's children, a hog's workers. The scan finds them by walking each
+//! process's `PPid` chain up to the nearest experiment process, so children
+//! born during the run are found at the next scan, and a helper that was
+//! once seen under it stays the experiment's after it is reparented
+//! (daemonized). Their CPU is subtracted from the foreign total and
+//! reported under the process they descend from
+//! (`ProcSample::children_cpu_pct`, `ProcTotals::children`). The scan
+//! already reads every process's `stat`, where `PPid` is, so the tree costs
+//! a hash-map walk per scan and no extra reads; the CPU is known per scan
+//! interval and spread over its samples.
+//!
 //! # Units and alignment
 //! Every CPU figure is a percentage **of one CPU** over the interval (100 =
 //! one core fully used; a 2-CPU host's categories add up to 200), the way
@@ -70,7 +85,8 @@ use serde::Serialize;
 use crate::error::MonitorError;
 use crate::procfs::{self, counter_delta, CpuTimes, HostStat};
 use crate::sample::{
-    ForeignProcess, HostSample, Phase, ProcSample, Sample, SamplerCost, ThreadInfo, ThreadSample,
+    ChildProcess, ForeignProcess, HostSample, Phase, ProcSample, Sample, SamplerCost, ThreadInfo,
+    ThreadSample,
 };
 use crate::summary::EnvSummary;
 
@@ -460,6 +476,8 @@ struct ScanEntry {
     child_ticks: u64,
     ppid: i32,
     comm: String,
+    /// The experiment process it descends from (itself for a root).
+    root: Option<i32>,
 }
 
 #[derive(Default)]
@@ -490,12 +508,25 @@ struct State {
     last_mono: u64,
 }
 
-/// Foreign CPU charged by one scan over `[from, to]` (monotonic ns):
-/// (name, pid, ticks).
+/// What one scan over `[from, to]` (monotonic ns) charged: foreign CPU as
+/// (name, pid, ticks), and the experiment's descendant processes.
 struct ScanRecord {
     from: u64,
     to: u64,
     charges: Vec<(String, i32, u64)>,
+    /// CPU of the experiment's descendant processes.
+    ours: Vec<OurCharge>,
+}
+
+/// CPU ticks of a process that descends from an experiment process `root`
+/// (the harness or an extra pid): a helper it started, or the helper's
+/// reaped children (`name` ends in ` (children)`).
+#[derive(Debug, Clone)]
+struct OurCharge {
+    root: i32,
+    name: String,
+    pid: i32,
+    ticks: u64,
 }
 
 fn read_host(st: &mut State) -> Result<HostStat, MonitorError> {
@@ -613,8 +644,10 @@ fn read_proc(st: &mut State, pid: i32) -> Option<ProcReading> {
     Some(r)
 }
 
-/// Scans all processes and charges their CPU since the last scan to `phase`.
-/// Scans all processes and records what each used since the last scan.
+/// Scans all processes and records what each used since the last scan:
+/// processes of the experiment (the harness, `ours`, and everything that
+/// descends from them) in `ScanRecord::ours`, everything else in
+/// `ScanRecord::charges`.
 fn scan_processes(st: &mut State, ours: &[i32]) {
     let boot_now = procfs::boot_ns();
     let tick_ns = 1e9 / st.ticks_per_s;
@@ -627,9 +660,6 @@ fn scan_processes(st: &mut State, ours: &[i32]) {
         let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
-        if pid == st.self_pid || ours.contains(&pid) {
-            continue;
-        }
         if procfs::read_into(format!("/proc/{pid}/stat").as_ref(), &mut st.buf).is_err() {
             continue;
         }
@@ -644,49 +674,144 @@ fn scan_processes(st: &mut State, ours: &[i32]) {
                 child_ticks: s.cutime + s.cstime,
                 ppid: s.ppid,
                 comm: s.comm,
+                root: None,
             },
         );
     }
+    let roots: BTreeSet<i32> = ours.iter().copied().chain([st.self_pid]).collect();
+    assign_roots(&mut next, &st.scan, &roots);
     if st.last_scan_boot_ns != 0 {
-        // Last-seen CPU of processes that disappeared, by parent: subtracted
-        // from the parent's cutime growth so that it is not counted twice.
-        let mut gone_by_parent: HashMap<i32, u64> = HashMap::new();
-        for (pid, e) in &st.scan {
-            if !matches!(next.get(pid), Some(n) if n.starttime == e.starttime) {
-                // On reap the parent's cutime grows by the child's own time
-                // *and* the child's cutime (its reaped descendants).
-                *gone_by_parent.entry(e.ppid).or_default() += e.ticks + e.child_ticks;
-            }
-        }
-        let mut charged: Vec<(String, i32, u64)> = Vec::new();
-        for (pid, n) in &next {
-            let (own, children) = match st.scan.get(pid) {
-                Some(p) if p.starttime == n.starttime => (
-                    counter_delta(p.ticks, n.ticks),
-                    counter_delta(p.child_ticks, n.child_ticks)
-                        .saturating_sub(gone_by_parent.get(pid).copied().unwrap_or(0)),
-                ),
-                // Born since the last scan: all its CPU is new.
-                _ if n.starttime >= last_scan_tick => (n.ticks, 0),
-                // Existed but we missed it (pid reuse race): no baseline, skip.
-                _ => (0, 0),
-            };
-            if own > 0 {
-                charged.push((n.comm.clone(), *pid, own));
-            }
-            if children > 0 {
-                charged.push((format!("{} (children)", n.comm), *pid, children));
-            }
-        }
+        let (charges, ours) = charge_scan(&st.scan, &next, &roots, last_scan_tick);
         st.scans.push(ScanRecord {
             from: st.last_scan_mono_ns,
             to: procfs::mono_ns(),
-            charges: charged,
+            charges,
+            ours,
         });
     }
     st.scan = next;
     st.last_scan_boot_ns = boot_now;
     st.last_scan_mono_ns = procfs::mono_ns();
+}
+
+/// Marks every process that descends from a root (the harness or an extra
+/// pid) with the nearest such ancestor, walking `PPid` links. Once a process
+/// was seen under a root it stays there (same pid and start time), so a
+/// helper that daemonizes (and is reparented to init) is still the
+/// experiment's. A root's own entry gets itself.
+fn assign_roots(
+    next: &mut HashMap<i32, ScanEntry>,
+    prev: &HashMap<i32, ScanEntry>,
+    roots: &BTreeSet<i32>,
+) {
+    let mut found: HashMap<i32, Option<i32>> = HashMap::with_capacity(next.len());
+    for &r in roots {
+        found.insert(r, Some(r));
+    }
+    let sticky = |p: i32, e: &ScanEntry| {
+        prev.get(&p)
+            .filter(|o| o.starttime == e.starttime)
+            .and_then(|o| o.root)
+            .filter(|r| roots.contains(r))
+    };
+    let pids: Vec<i32> = next.keys().copied().collect();
+    for pid in pids {
+        let mut chain = Vec::new();
+        let mut p = pid;
+        let walked = loop {
+            if let Some(r) = found.get(&p) {
+                break *r;
+            }
+            let Some(e) = next.get(&p) else {
+                break None;
+            };
+            chain.push(p);
+            // pid 0 and 1 end every chain; 64 levels is deeper than any real tree.
+            if e.ppid <= 1 || chain.len() > 64 {
+                break None;
+            }
+            p = e.ppid;
+        };
+        // The nearest root up the live tree wins (a server added as an extra
+        // pid after its helpers were first seen under the harness takes
+        // them over); where the chain ends without one, a process keeps the
+        // root it was seen under, and its descendants inherit it.
+        let mut inherited = walked;
+        for &c in chain.iter().rev() {
+            let r = walked.or_else(|| sticky(c, &next[&c]).or(inherited));
+            found.insert(c, r);
+            inherited = r;
+        }
+    }
+    for (pid, e) in next.iter_mut() {
+        e.root = found.get(pid).copied().flatten();
+    }
+}
+
+/// CPU ticks each process used between two scans: `(foreign charges, the
+/// experiment's charges)`, as (name, pid, ticks) and (root, name, pid, ticks).
+/// A process born since the last scan is charged all its CPU; CPU of
+/// children reaped in between appears in their parent's `cutime` and is
+/// charged as `parent (children)`, less what those children had already
+/// been charged (their last-seen CPU), so nothing is counted twice.
+fn charge_scan(
+    prev: &HashMap<i32, ScanEntry>,
+    next: &HashMap<i32, ScanEntry>,
+    roots: &BTreeSet<i32>,
+    last_scan_tick: u64,
+) -> (Vec<(String, i32, u64)>, Vec<OurCharge>) {
+    let alive =
+        |pid: i32, e: &ScanEntry| matches!(next.get(&pid), Some(n) if n.starttime == e.starttime);
+    let mut gone_by_parent: HashMap<i32, u64> = HashMap::new();
+    for (pid, e) in prev {
+        if alive(*pid, e) {
+            continue;
+        }
+        // On reap the parent's cutime grows by the child's own time *and*
+        // the child's cutime (its reaped descendants), recursively: when a
+        // whole tree ended (a hog and its workers), everything it had used
+        // reaches the nearest surviving ancestor's cutime.
+        let mut up = e.ppid;
+        for _ in 0..64 {
+            match prev.get(&up) {
+                Some(p) if !alive(up, p) => up = p.ppid,
+                _ => break,
+            }
+        }
+        *gone_by_parent.entry(up).or_default() += e.ticks + e.child_ticks;
+    }
+    let (mut foreign, mut ours) = (Vec::new(), Vec::new());
+    for (pid, n) in next {
+        let (own, children) = match prev.get(pid) {
+            Some(p) if p.starttime == n.starttime => (
+                counter_delta(p.ticks, n.ticks),
+                counter_delta(p.child_ticks, n.child_ticks)
+                    .saturating_sub(gone_by_parent.get(pid).copied().unwrap_or(0)),
+            ),
+            // Born since the last scan: all its CPU is new.
+            _ if n.starttime >= last_scan_tick => (n.ticks, 0),
+            // Existed but we missed it (pid reuse race): no baseline, skip.
+            _ => (0, 0),
+        };
+        // A root's own CPU is measured by the sampler itself, every sample.
+        let own = if roots.contains(pid) { 0 } else { own };
+        let mut put = |name: String, ticks: u64| match n.root {
+            Some(root) => ours.push(OurCharge {
+                root,
+                name,
+                pid: *pid,
+                ticks,
+            }),
+            None => foreign.push((name, *pid, ticks)),
+        };
+        if own > 0 {
+            put(n.comm.clone(), own);
+        }
+        if children > 0 {
+            put(format!("{} (children)", n.comm), children);
+        }
+    }
+    (foreign, ours)
 }
 
 fn pct(part: u64, total: u64, ncpu: usize) -> f64 {
@@ -778,12 +903,12 @@ fn run_thread(
             (c.extra_pids.clone(), c.worker_tids.clone())
         };
         st.threads = read_threads(&mut st, &workers);
-        for pid in extra {
+        for &pid in &extra {
             if let Some(r) = read_proc(&mut st, pid) {
                 st.procs.insert(pid, r);
             }
         }
-        scan_processes(&mut st, &[]);
+        scan_processes(&mut st, &extra);
         Ok(())
     })();
     st.last_mono = procfs::mono_ns();
@@ -858,6 +983,7 @@ fn run_thread(
             vol_cs: counter_delta(st.self_r.nvcsw, self_r.nvcsw),
             invol_cs: counter_delta(st.self_r.nivcsw, self_r.nivcsw),
             alive: true,
+            children_cpu_pct: 0.0,
         };
         let mut extra_samples = Vec::new();
         for &pid in &extra {
@@ -872,6 +998,7 @@ fn run_thread(
                     vol_cs: counter_delta(o.vol, n.vol),
                     invol_cs: counter_delta(o.invol, n.invol),
                     alive: true,
+                    children_cpu_pct: 0.0,
                 },
                 // Added since the last sample: no baseline yet.
                 (None, Some(n)) => ProcSample {
@@ -1014,6 +1141,7 @@ fn run_thread(
         .collect();
     // The measured window: given to stop_measured, else from the marks.
     let window = window.or(ms.map(|s| (s, me.unwrap_or(stop_mono))));
+    credit_descendants(&mut samples, &st.scans, st.ticks_per_s, st.self_pid);
     let samples = match window {
         Some((ws, we)) => rephase(samples, ws, we),
         // Unmarked runs are one long warmup phase.
@@ -1038,6 +1166,7 @@ fn run_thread(
         (None, Phase::Warmup)
     };
     let no_foreign = Vec::new();
+    let mut children = children_by_phase(&st.scans, window, &phase_secs, st.ticks_per_s);
     let mut summary = EnvSummary::from_samples(
         &samples,
         summary_phase,
@@ -1045,6 +1174,10 @@ fn run_thread(
         foreign.get(&foreign_key).unwrap_or(&no_foreign),
         st.cfg.top_n,
         &cost,
+    );
+    summary.attach_children(
+        children.remove(&foreign_key).unwrap_or_default(),
+        st.cfg.top_n,
     );
     // Name the top consumers' command lines while they may still run.
     for f in &mut summary.top_foreign {
@@ -1114,15 +1247,17 @@ fn rephase(samples: Vec<Sample>, ws: u64, we: u64) -> Vec<Sample> {
     out
 }
 
-/// Foreign CPU per phase and name: each scan's charges are shared among the
-/// phases by how much of the scan's interval each phase covers.
-fn foreign_by_phase(
+/// Ticks charged by the scans per phase and key, as (key, % of one CPU,
+/// pids heaviest first), heaviest key first: each scan's charges are shared
+/// among the phases by how much of the scan's interval each phase covers.
+fn charges_by_phase<K: Ord + Clone + std::hash::Hash>(
     scans: &[ScanRecord],
     window: Option<(u64, u64)>,
     phase_secs: &BTreeMap<Phase, f64>,
     ticks_per_s: f64,
-) -> BTreeMap<Phase, Vec<ForeignProcess>> {
-    let mut acc: BTreeMap<Phase, HashMap<String, ForeignAcc>> = BTreeMap::new();
+    items: impl Fn(&ScanRecord) -> Vec<(K, i32, u64)>,
+) -> BTreeMap<Phase, Vec<(K, f64, Vec<i32>)>> {
+    let mut acc: BTreeMap<Phase, HashMap<K, ForeignAcc>> = BTreeMap::new();
     for r in scans {
         let len = r.to.saturating_sub(r.from).max(1) as f64;
         let shares: Vec<(Phase, f64)> = match window {
@@ -1137,10 +1272,11 @@ fn foreign_by_phase(
                 ]
             }
         };
+        let charged = items(r);
         for (phase, w) in shares.into_iter().filter(|s| s.1 > 0.0) {
             let a = acc.entry(phase).or_default();
-            for (name, pid, ticks) in &r.charges {
-                let e = a.entry(name.clone()).or_default();
+            for (key, pid, ticks) in &charged {
+                let e = a.entry(key.clone()).or_default();
                 e.ticks += *ticks as f64 * w;
                 *e.pids.entry(*pid).or_default() += *ticks as f64 * w;
             }
@@ -1149,28 +1285,127 @@ fn foreign_by_phase(
     let mut out = BTreeMap::new();
     for (phase, a) in acc {
         let secs = phase_secs.get(&phase).copied().unwrap_or(0.0);
-        let mut v: Vec<ForeignProcess> = a
+        let mut v: Vec<(K, f64, Vec<i32>)> = a
             .into_iter()
-            .map(|(name, a)| {
+            .map(|(key, a)| {
                 let mut pids: Vec<(i32, f64)> = a.pids.into_iter().collect();
                 pids.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-                ForeignProcess {
-                    name,
-                    cpu_pct: if secs > 0.0 {
-                        100.0 * a.ticks / ticks_per_s / secs
-                    } else {
-                        0.0
-                    },
-                    pids: pids.into_iter().take(8).map(|(p, _)| p).collect(),
-                    cmdline: None,
-                }
+                let pct = if secs > 0.0 {
+                    100.0 * a.ticks / ticks_per_s / secs
+                } else {
+                    0.0
+                };
+                (key, pct, pids.into_iter().take(8).map(|(p, _)| p).collect())
             })
-            .filter(|f| f.cpu_pct > 0.0)
+            .filter(|f| f.1 > 0.0)
             .collect();
-        v.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct).then(a.name.cmp(&b.name)));
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         out.insert(phase, v);
     }
     out
+}
+
+/// Foreign CPU per phase and name (see [`charges_by_phase`]).
+fn foreign_by_phase(
+    scans: &[ScanRecord],
+    window: Option<(u64, u64)>,
+    phase_secs: &BTreeMap<Phase, f64>,
+    ticks_per_s: f64,
+) -> BTreeMap<Phase, Vec<ForeignProcess>> {
+    charges_by_phase(scans, window, phase_secs, ticks_per_s, |r| {
+        r.charges.clone()
+    })
+    .into_iter()
+    .map(|(phase, v)| {
+        let v = v
+            .into_iter()
+            .map(|(name, cpu_pct, pids)| ForeignProcess {
+                name,
+                cpu_pct,
+                pids,
+                cmdline: None,
+            })
+            .collect();
+        (phase, v)
+    })
+    .collect()
+}
+
+/// The experiment's descendant processes per phase, by the process they
+/// descend from (root pid) and name.
+fn children_by_phase(
+    scans: &[ScanRecord],
+    window: Option<(u64, u64)>,
+    phase_secs: &BTreeMap<Phase, f64>,
+    ticks_per_s: f64,
+) -> BTreeMap<Phase, BTreeMap<i32, Vec<ChildProcess>>> {
+    let items = |r: &ScanRecord| {
+        r.ours
+            .iter()
+            .map(|c| ((c.root, c.name.clone()), c.pid, c.ticks))
+            .collect()
+    };
+    charges_by_phase(scans, window, phase_secs, ticks_per_s, items)
+        .into_iter()
+        .map(|(phase, v)| {
+            let mut by_root: BTreeMap<i32, Vec<ChildProcess>> = BTreeMap::new();
+            for ((root, name), cpu_pct, pids) in v {
+                by_root.entry(root).or_default().push(ChildProcess {
+                    name,
+                    cpu_pct,
+                    pids,
+                });
+            }
+            (phase, by_root)
+        })
+        .collect()
+}
+
+/// Moves the CPU of the experiment's descendant processes from foreign to
+/// the process each descends from, sample by sample. The scans know it per
+/// scan interval (about 1 s); each scan's ticks are spread over the samples
+/// it covers by overlap. Scans are taken right after a sample, so their
+/// edges fall on samples' edges and the spreading only evens out rates
+/// within one scan interval.
+fn credit_descendants(
+    samples: &mut [Sample],
+    scans: &[ScanRecord],
+    ticks_per_s: f64,
+    self_pid: i32,
+) {
+    for r in scans.iter().filter(|r| !r.ours.is_empty()) {
+        let len = r.to.saturating_sub(r.from).max(1) as f64;
+        let mut by_root: BTreeMap<i32, u64> = BTreeMap::new();
+        for c in &r.ours {
+            *by_root.entry(c.root).or_default() += c.ticks;
+        }
+        let first = samples.partition_point(|x| x.t_mono_ns <= r.from);
+        for x in samples[first..].iter_mut() {
+            let end = x.t_mono_ns;
+            let start = end.saturating_sub((x.dt_s * 1e9).round() as u64);
+            if start >= r.to {
+                break;
+            }
+            let overlap = r.to.min(end).saturating_sub(r.from.max(start)) as f64;
+            if overlap <= 0.0 || x.dt_s <= 0.0 {
+                continue;
+            }
+            for (&root, &ticks) in &by_root {
+                let pct = 100.0 * ticks as f64 * (overlap / len) / ticks_per_s / x.dt_s;
+                let owner = if root == self_pid {
+                    None
+                } else {
+                    x.extra.iter_mut().find(|p| p.pid == root)
+                };
+                match owner {
+                    Some(p) => p.children_cpu_pct += pct,
+                    // A root not sampled (yet): the harness started it.
+                    None => x.harness.children_cpu_pct += pct,
+                }
+                x.foreign_cpu_pct = (x.foreign_cpu_pct - pct).max(0.0);
+            }
+        }
+    }
 }
 
 /// Splits a sample over `[start, cuts.last]` into one piece per cut
@@ -1375,12 +1610,136 @@ mod tests {
         assert_eq!(phases, [Phase::Warmup, Phase::Measured, Phase::After]);
     }
 
+    fn entry(ppid: i32, starttime: u64) -> ScanEntry {
+        ScanEntry {
+            starttime,
+            ticks: 0,
+            child_ticks: 0,
+            ppid,
+            comm: "x".into(),
+            root: None,
+        }
+    }
+
+    #[test]
+    fn descendants_get_the_nearest_root_and_keep_it_when_reparented() {
+        // 100 = harness, 200 = a hog it started (extra pid); 201 the hog's
+        // worker; 101 -> 102 a helper tree of the harness; 300 foreign.
+        let roots: BTreeSet<i32> = [100, 200].into();
+        let mut next: HashMap<i32, ScanEntry> = [
+            (100, entry(50, 1)),
+            (200, entry(100, 2)),
+            (201, entry(200, 3)),
+            (101, entry(100, 4)),
+            (102, entry(101, 5)),
+            (300, entry(1, 6)),
+            (50, entry(1, 0)),
+        ]
+        .into();
+        assign_roots(&mut next, &HashMap::new(), &roots);
+        let root = |m: &HashMap<i32, ScanEntry>, p: i32| m[&p].root;
+        assert_eq!(root(&next, 201), Some(200));
+        assert_eq!(root(&next, 200), Some(200));
+        assert_eq!(root(&next, 102), Some(100));
+        assert_eq!(root(&next, 300), None);
+        // The harness's own parent is not the experiment's.
+        assert_eq!(root(&next, 50), None);
+        // 101 exits; 102 is reparented to init but stays the harness's.
+        let mut later: HashMap<i32, ScanEntry> =
+            [(100, entry(50, 1)), (102, entry(1, 5)), (103, entry(1, 7))].into();
+        assign_roots(&mut later, &next, &roots);
+        assert_eq!(root(&later, 102), Some(100));
+        // A new orphan was never seen under a root.
+        assert_eq!(root(&later, 103), None);
+        // 101's helper 102 was seen under the harness; 101 becomes an extra
+        // pid (a server added after the first scan): it takes 102 over.
+        let more: BTreeSet<i32> = [100, 101, 200].into();
+        let mut again: HashMap<i32, ScanEntry> = [
+            (100, entry(50, 1)),
+            (101, entry(100, 4)),
+            (102, entry(101, 5)),
+        ]
+        .into();
+        assign_roots(&mut again, &next, &more);
+        assert_eq!(root(&again, 102), Some(101));
+    }
+
+    #[test]
+    fn a_tree_that_ended_is_not_charged_again_to_its_surviving_ancestor() {
+        // Harness 100 started hog 200, whose worker 201 used 500 ticks; both
+        // ended since the last scan and the harness reaped 200, which had
+        // reaped 201: the harness's cutime grew by 200's and 201's CPU,
+        // 510 ticks last seen plus 6 used after the last scan.
+        let roots: BTreeSet<i32> = [100, 200].into();
+        let mk = |ppid, start, ticks, child_ticks| ScanEntry {
+            ticks,
+            child_ticks,
+            ..entry(ppid, start)
+        };
+        let mut prev: HashMap<i32, ScanEntry> = [
+            (100, mk(1, 1, 50, 0)),
+            (200, mk(100, 2, 10, 0)),
+            (201, mk(200, 3, 500, 0)),
+        ]
+        .into();
+        assign_roots(&mut prev, &HashMap::new(), &roots);
+        let mut next: HashMap<i32, ScanEntry> = [(100, mk(1, 1, 60, 516))].into();
+        assign_roots(&mut next, &prev, &roots);
+        let (foreign, ours) = charge_scan(&prev, &next, &roots, 0);
+        assert!(foreign.is_empty(), "{foreign:?}");
+        // Only the 6 ticks used since the last scan; the harness's own CPU is
+        // measured every sample, not here.
+        let total: u64 = ours.iter().map(|c| c.ticks).sum();
+        assert_eq!(total, 6, "{ours:?}");
+    }
+
+    #[test]
+    fn descendant_cpu_moves_from_foreign_to_its_root() {
+        let mut v = vec![sample(100, 100, 0), sample(200, 100, 0)];
+        for x in &mut v {
+            x.foreign_cpu_pct = 80.0;
+            x.extra = vec![ProcSample {
+                pid: 200,
+                ..Default::default()
+            }];
+        }
+        // 10 ticks (0.1 s at 100 Hz) of the harness's helper and 4 of the
+        // hog's worker over the scan 0..200 ms.
+        let scans = vec![ScanRecord {
+            from: 0,
+            to: 200_000_000,
+            charges: Vec::new(),
+            ours: vec![
+                OurCharge {
+                    root: 100,
+                    name: "lt-proc".into(),
+                    pid: 101,
+                    ticks: 10,
+                },
+                OurCharge {
+                    root: 200,
+                    name: "stress".into(),
+                    pid: 201,
+                    ticks: 4,
+                },
+            ],
+        }];
+        credit_descendants(&mut v, &scans, 100.0, 100);
+        for x in &v {
+            // 0.05 s of CPU in each 0.1 s sample: 50 %; the hog's 20 %.
+            assert!((x.harness.children_cpu_pct - 50.0).abs() < 1e-9);
+            assert!((x.extra[0].children_cpu_pct - 20.0).abs() < 1e-9);
+            assert!((x.foreign_cpu_pct - 10.0).abs() < 1e-9);
+        }
+    }
+
     #[test]
     fn foreign_charges_are_shared_by_overlap() {
         let scans = vec![ScanRecord {
             from: 0,
             to: 1_000_000_000,
             charges: vec![("hog".into(), 7, 100)],
+            ours: Vec::new(),
         }];
         let secs: BTreeMap<Phase, f64> = [
             (Phase::Warmup, 0.25),

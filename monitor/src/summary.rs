@@ -38,7 +38,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sample::{ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
+use crate::sample::{ChildProcess, ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
 
 /// Totals of a process over the measured phase.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -59,6 +59,14 @@ pub struct ProcTotals {
     pub vol_cs: u64,
     /// Involuntary context switches (preemptions) over the phase.
     pub invol_cs: u64,
+    /// Mean CPU of the processes that descend from it (helper processes
+    /// such as translate's Apertium stages, a hog's workers), % of one CPU.
+    /// Part of the experiment, so not in `foreign_cpu_pct`.
+    #[serde(default)]
+    pub children_cpu_pct: f64,
+    /// Those descendants by name, heaviest first.
+    #[serde(default)]
+    pub children: Vec<ChildProcess>,
 }
 
 /// Totals of one thread of the harness over the measured phase.
@@ -144,7 +152,8 @@ pub struct EnvSummary {
     pub intr_per_s: f64,
     /// Highest 1-minute load average read at a sample.
     pub load1_max: f64,
-    /// Host user+nice+system not used by the harness or its extra processes.
+    /// Host user+nice+system not used by the harness, its extra processes or
+    /// any process descending from them.
     pub foreign_cpu_pct: f64,
     /// Highest foreign CPU over any ~1 s window.
     pub foreign_cpu_max_1s_pct: f64,
@@ -288,6 +297,8 @@ impl EnvSummary {
             majflt: sum(&|x| x.harness.majflt),
             vol_cs: sum(&|x| x.harness.vol_cs),
             invol_cs: sum(&|x| x.harness.invol_cs),
+            children_cpu_pct: wmean(&s, |x| x.harness.children_cpu_pct),
+            children: Vec::new(),
         };
         let mut extra: BTreeMap<i32, ProcTotals> = BTreeMap::new();
         for x in &s {
@@ -297,6 +308,7 @@ impl EnvSummary {
                     ..Default::default()
                 });
                 e.cpu_pct += p.cpu_pct * x.dt_s;
+                e.children_cpu_pct += p.children_cpu_pct * x.dt_s;
                 e.rss_max_bytes = e.rss_max_bytes.max(p.rss_bytes);
                 e.minflt += p.minflt;
                 e.majflt += p.majflt;
@@ -307,6 +319,7 @@ impl EnvSummary {
         for (pid, e) in extra.iter_mut() {
             if measured_s > 0.0 {
                 e.cpu_pct /= measured_s;
+                e.children_cpu_pct /= measured_s;
             }
             e.cpu_max_1s_pct = max_window(&s, |x| {
                 x.extra
@@ -408,6 +421,25 @@ impl EnvSummary {
                 late_samples: cost.late_samples,
                 max_mark_delay_ms: cost.max_mark_delay_ms,
             },
+        }
+    }
+
+    /// Names the descendants of the harness and of each extra process
+    /// (`children`, keyed by the pid they descend from), the `top_n`
+    /// heaviest of each.
+    pub fn attach_children(
+        &mut self,
+        mut children: BTreeMap<i32, Vec<ChildProcess>>,
+        top_n: usize,
+    ) {
+        let mut take = |pid: i32| {
+            let mut v = children.remove(&pid).unwrap_or_default();
+            v.truncate(top_n);
+            v
+        };
+        self.harness.children = take(self.harness.pid);
+        for e in &mut self.extra {
+            e.children = take(e.pid);
         }
     }
 
@@ -573,6 +605,7 @@ impl fmt::Display for EnvSummary {
             self.harness.vol_cs,
             self.harness.invol_cs
         )?;
+        write_children(f, &self.harness)?;
         for x in &self.extra {
             writeln!(
                 f,
@@ -585,6 +618,7 @@ impl fmt::Display for EnvSummary {
                 x.vol_cs,
                 x.invol_cs
             )?;
+            write_children(f, x)?;
         }
         for w in &self.workers {
             writeln!(
@@ -595,6 +629,25 @@ impl fmt::Display for EnvSummary {
         }
         Ok(())
     }
+}
+
+/// `    its processes: CPU 12 % (lt-proc 8.0 %, apertium-transf 3.1 %)`, when any.
+fn write_children(f: &mut fmt::Formatter<'_>, p: &ProcTotals) -> fmt::Result {
+    if p.children_cpu_pct < 0.05 && p.children.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = p
+        .children
+        .iter()
+        .take(4)
+        .map(|c| format!("{} {:.1} %", c.name, c.cpu_pct))
+        .collect();
+    writeln!(
+        f,
+        "    its child processes: CPU {:.1} % ({})",
+        p.children_cpu_pct,
+        names.join(", ")
+    )
 }
 
 impl fmt::Display for EnvCheck {

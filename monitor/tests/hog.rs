@@ -29,26 +29,42 @@ impl Drop for Child {
     }
 }
 
+/// A process that is not ours: killed by pid at the end.
+struct Orphan(i32);
+impl Drop for Orphan {
+    fn drop(&mut self) {
+        // SAFETY: plain syscall on a pid we started.
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
 #[test]
 fn hog_on_the_workers_cpu_is_named_and_fails_the_check() {
     let cpu = 0;
-    // The hog: a shell busy loop pinned to the worker's CPU (identified by
-    // its pid: other `sh` processes may run on the host).
-    let hog = Child(unsafe {
+    // The hog: a shell busy loop pinned to the worker's CPU, started in the
+    // background by a shell that exits at once, so that it is reparented
+    // and is no descendant of this process (descendants are the
+    // experiment's, not foreign). Identified by its pid: other `sh`
+    // processes may run on the host.
+    let out = unsafe {
         Command::new("sh")
             .arg("-c")
-            .arg("while :; do :; done")
-            .stdout(Stdio::null())
+            .arg("sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 & echo $!")
+            .stdout(Stdio::piped())
             .pre_exec(move || {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
                 libc::CPU_SET(cpu, &mut set);
                 libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
                 Ok(())
             })
-            .spawn()
+            .output()
             .expect("spawn sh")
-    });
-    let hog_pid = hog.0.id() as i32;
+    };
+    let hog_pid: i32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the hog's pid");
+    let _hog = Orphan(hog_pid);
 
     // A spinning "worker" pinned to the same CPU.
     let stop = Arc::new(AtomicBool::new(false));
@@ -82,7 +98,6 @@ fn hog_on_the_workers_cpu_is_named_and_fails_the_check() {
     let report = sampler.stop().unwrap();
     stop.store(true, Ordering::Relaxed);
     worker.join().unwrap();
-    drop(hog);
 
     let s = &report.summary;
     assert!(s.phase_marked);

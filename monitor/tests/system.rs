@@ -237,22 +237,24 @@ fn report_of_a_fake_host_warns_about_each_setting() {
 
 #[test]
 fn live_report_measures_steal_and_names_a_busy_process() {
-    let mut hog = std::process::Command::new("sh")
+    // Started in the background by a shell that exits at once: a child of
+    // this process would be counted as this process's own (descendants of
+    // the sampling process are never foreign).
+    let out = std::process::Command::new("sh")
         .arg("-c")
-        .arg("while :; do :; done")
-        .spawn()
+        .arg("sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 & echo $!")
+        .output()
         .unwrap();
+    let hog_pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let r = SystemReport::collect_with(Path::new("/"), Duration::from_millis(1000));
-    let _ = hog.kill();
-    let _ = hog.wait();
+    // SAFETY: plain syscall on the pid we started.
+    unsafe { libc::kill(hog_pid, libc::SIGKILL) };
     let r = r.unwrap();
     assert!(r.window_s > 0.8 && r.window_s < 3.0, "{}", r.window_s);
     assert!(r.cores_online >= 1 && r.kernel.is_some());
     assert!(r.steal_pct >= 0.0 && r.foreign_cpu_pct > 5.0, "{r:?}");
     assert!(
-        r.busy_processes
-            .iter()
-            .any(|p| p.pids.contains(&(hog.id() as i32))),
+        r.busy_processes.iter().any(|p| p.pids.contains(&hog_pid)),
         "{:?}",
         r.busy_processes
     );

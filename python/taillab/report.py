@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import counters, resources
 from . import figures as F
 from . import ideal as ideal_figures
-from . import resources
 from .results import Results, load, numeric
 
 CSS = """
@@ -378,6 +378,7 @@ def render(res: Results, out_dir: Path) -> str:
         )
     )
     parts.append(resources.section(res, out_dir, CSS))
+    parts.append(counters.section(res, out_dir, CSS))
     parts.append("<h2>Run metadata</h2>")
     meta = [["results", f"<code>{esc(res.root)}</code>"], ["kind", esc(res.kind)]]
     for k, v in sorted(res.host.items()):

@@ -21,12 +21,14 @@ pub mod auto;
 pub mod experiment;
 pub mod flags;
 pub mod interfere;
+pub mod record;
 pub mod sections;
 pub mod tuning;
 pub mod value;
 
 pub use crate::queue::Dispatch;
 pub use interfere::{Class, InterfereSet, InterfereSpec};
+pub use record::CounterMode;
 pub use sections::{
     view, Ci, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive, Record,
     Stamping, Topology,
@@ -582,6 +584,8 @@ impl RunConfig {
             cpus: h.cpus.0.clone(),
             send_lag_p99_max_ns: self.monitor.max_send_lag.0,
             net_delay: self.net.delay.clone(),
+            roi: self.record.roi,
+            roi_force: self.record.roi_force,
         };
         spec.validate()
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
@@ -644,6 +648,9 @@ impl RunConfig {
                 }
             }
             Topology::Loopback | Topology::Networked => {
+                if self.record.roi != crate::roi::RoiMode::None {
+                    return bad("record.roi marks the measured phase of an integrated run (the one process a simulator runs); use --topology integrated".into());
+                }
                 if n.delay.is_some() {
                     return bad("net.delay simulates a network in integrated runs; loopback/networked have a real one".into());
                 }

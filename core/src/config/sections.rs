@@ -4,6 +4,7 @@
 //! resolved `config.toml` are all generated from these declarations.
 
 use super::interfere::InterfereSet;
+use super::record::CounterMode;
 use super::tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 use super::value::{CpuList, Dur, Items, Names, Size};
 use crate::arrival::ArrivalSpec;
@@ -11,6 +12,7 @@ use crate::clock::WaitMode;
 use crate::dist::Dist;
 use crate::harness::ShaperMode;
 use crate::queue::{Discipline, Dispatch};
+use crate::roi::RoiMode;
 
 /// Commands a field is a flag of (bit set).
 pub mod view {
@@ -294,6 +296,12 @@ section! {
         interval: Dur = Dur(1_000_000_000), Opts::on(EXP | LOAD);
         /// Profile the workers during the measured phase: off, or perf (a folded-stack file and a flame graph in the run folder).
         profile: ProfileMode = ProfileMode::Off, Opts::on(EXP);
+        /// Performance counters per worker thread over the measured phase, in summary.json (IPC, MPKI): none, auto, software or hardware (a host without a PMU falls back to software counters and says why).
+        counters: CounterMode = CounterMode::None, Opts::on(EXP);
+        /// Simulator markers around the measured phase of an integrated run: none, zsim (no-ops on real hardware) or gem5 (m5ops: refused outside gem5 unless roi_force); see docs/simulators.md.
+        roi: RoiMode = RoiMode::None, Opts::on(EXP);
+        /// Issue gem5 markers even though the CPU does not identify as gem5's (they crash a real CPU with SIGILL).
+        roi_force: bool = false, Opts::on(EXP);
     }
 }
 
