@@ -59,7 +59,10 @@ pub fn arg_of(f: &Field, v: u8) -> Arg {
         } else {
             ArgAction::Set
         })
-        .value_name(value_name(f));
+        .value_name(value_name(f))
+        // `--qps -5` reaches the value check ("must be positive") instead of
+        // being read as an unknown flag `-5`.
+        .allow_negative_numbers(true);
     if v & view::SWEEP != 0 {
         // A sweep's value may be several (an axis): checked when the plan is built.
         return a;
