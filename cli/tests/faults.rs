@@ -504,3 +504,171 @@ fn bad_input_exits_2_with_one_line_and_writes_nothing() {
     );
     let _ = std::fs::remove_dir_all(&fixtures);
 }
+
+// ---- 1. killed processes -----------------------------------------------------
+
+/// `taillab run --config loopback ARGS --out OUT -q`, in the background.
+fn loopback_run(args: &[&str], out: &Path) -> Child {
+    Command::new(bin())
+        .args([
+            "run",
+            "--app",
+            "null",
+            "--config",
+            "loopback",
+            "--no-monitor",
+            "-q",
+        ])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn server_killed_mid_run_ends_the_run_and_keeps_what_was_measured() {
+    let _s = serial();
+    let out = tmp("kill-server");
+    let mut c = loopback_run(&["--qps", "1000", "--duration", "30s"], &out);
+    let srv = await_children(c.id(), " serve ", 1)[0];
+    std::thread::sleep(Duration::from_millis(2000));
+    signal(srv, libc::SIGKILL);
+    let (code, took, _) = wait_rss(&mut c, Duration::from_secs(60));
+    let err = stderr_of(&mut c);
+    let s = summary_if_any(&out);
+    let measured = s
+        .as_ref()
+        .map_or(0, |s| s["requests"]["measured"].as_u64().unwrap_or(0));
+    let mut why = vec![format!(
+        "exit {code:?} after {took:?}; measured {measured}; stderr: {err}"
+    )];
+    let lost_named = s
+        .as_ref()
+        .is_some_and(|s| s["transport"]["server_lost"].is_string());
+    let flagged = s.as_ref().is_some_and(|s| {
+        s["incomplete"].is_string()
+            && s["checks"]["saturation"]["ok"] == false
+            && s["checks"]["saturation"]["verdict"]
+                .as_str()
+                .unwrap()
+                .contains("cut short")
+    });
+    let ok = code == Some(2) && took < Duration::from_secs(5) && lost_named && flagged;
+    if let Some(s) = &s {
+        why.push(format!(
+            "transport {} saturation {}",
+            s["transport"], s["checks"]["saturation"]
+        ));
+    }
+    // About 2000 requests were measured before the kill; keeping fewer than
+    // half of them would be a loss.
+    let lost = u64::from(measured < 1000);
+    verdict(
+        "server SIGKILLed mid-run (loopback)",
+        1,
+        usize::from(ok),
+        lost,
+        "runs",
+        &why,
+    );
+    assert!(err.contains("measured part was written"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_killed_client_leaves_the_server_serving_the_next() {
+    let _s = serial();
+    let (srv, addr) = serve(&["--app", "null"]);
+    let kills: usize = 3;
+    let mut why = Vec::new();
+    for k in 0..kills {
+        let out = tmp(&format!("kill-client-{k}"));
+        #[rustfmt::skip]
+        let mut c = Kid(Command::new(bin())
+            .args(["load", "--app", "null", "--target", &addr, "--qps", "2000", "--duration", "30s",
+                   "--no-monitor", "-q", "--out"])
+            .arg(&out)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap());
+        std::thread::sleep(Duration::from_millis(700 + 400 * k as u64));
+        signal(c.0.id(), libc::SIGKILL);
+        let _ = c.0.wait();
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    let out = tmp("kill-client-next");
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["load", "--app", "null", "--target", &addr, "--qps", "2000", "--requests", "2000",
+               "--no-monitor", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let s = summary_if_any(&out);
+    let served = o.status.success()
+        && s.as_ref()
+            .is_some_and(|s| s["requests"]["measured"] == 2000 && s["requests"]["errors"] == 0);
+    why.push(format!(
+        "next client: {} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    ));
+    let (st, err) = stop_server(srv);
+    why.push(format!("server: {st} {err}"));
+    let ok = served && st.success() && err.contains("on 4 connections");
+    verdict(
+        "client SIGKILLed: server serves the next",
+        kills,
+        if ok { kills } else { 0 },
+        0,
+        "runs",
+        &why,
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_dead_client_is_named_and_the_others_shards_kept() {
+    let _s = serial();
+    let out = tmp("kill-one-client");
+    #[rustfmt::skip]
+    let mut c = loopback_run(&["--qps", "2000", "--duration", "4s", "--clients", "2", "--save-requests"], &out);
+    let clients = await_children(c.id(), " load ", 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(clients[1], libc::SIGKILL);
+    let (code, took, _) = wait_rss(&mut c, Duration::from_secs(60));
+    let err = stderr_of(&mut c);
+    let s = summary_if_any(&out);
+    let mut why = vec![format!("exit {code:?} after {took:?}; stderr: {err}")];
+    let (kept, named) = match &s {
+        Some(s) => {
+            let per = &s["transport"]["per_client"];
+            why.push(format!("per_client {per}"));
+            // Client 0 ran its whole 4 s at 1000/s; its shard is all there.
+            let c0 = per[0]["measured"].as_u64().unwrap_or(0);
+            (
+                c0 >= 3600 && s["requests"]["measured"] == c0,
+                per[1]["lost"].is_string(),
+            )
+        }
+        None => (false, false),
+    };
+    let marked = s.as_ref().is_some_and(|s| {
+        s["incomplete"]
+            .as_str()
+            .is_some_and(|w| w.contains("client 1"))
+    });
+    let ok = code == Some(2) && err.contains("client 1") && named && marked;
+    verdict(
+        "one client of two SIGKILLed (loopback)",
+        1,
+        usize::from(ok),
+        u64::from(!kept),
+        "shards",
+        &why,
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
