@@ -430,6 +430,9 @@ pub fn run_config(
     // it does not know where the clients' measured phase starts.
     result.app_stats = server_stats.get("app").cloned().unwrap_or(Value::Null);
     let mut summary = taillab_core::summarize(&result, app, &cfg.settings, cfg.net.topology.name());
+    if let Some(l) = &lost {
+        summary.mark_incomplete(l);
+    }
     let per_client: Vec<Value> = shards
         .iter()
         .zip(0..)

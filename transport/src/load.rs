@@ -129,6 +129,9 @@ pub fn load(
     };
     let label = cfg.net.label.clone().unwrap_or_else(|| default_label(&opts.target).to_string());
     let mut summary = taillab_core::summarize(&r.result, app.name(), &cfg.settings, &label);
+    if let Some(l) = &r.lost {
+        summary.mark_incomplete(l);
+    }
     let section = TransportSection {
         clients: 1,
         connections: r.connections,
