@@ -33,10 +33,14 @@ pub fn run_python(args: &[String]) -> anyhow::Result<i32> {
         ),
         Ok(_) => {}
     }
-    let status = Command::new(&py)
-        .arg("-m")
-        .arg("taillab")
-        .args(args)
-        .status()?;
+    let mut cmd = Command::new(&py);
+    cmd.arg("-m").arg("taillab").args(args);
+    if std::env::var_os("MPLCONFIGDIR").is_none() {
+        // matplotlib keeps its font cache under HOME otherwise: taillab
+        // writes only to results folders and its data folder.
+        let dir = taillab_core::DataCtx::from_env().root.join("matplotlib");
+        cmd.env("MPLCONFIGDIR", dir);
+    }
+    let status = cmd.status()?;
     Ok(status.code().unwrap_or(2))
 }

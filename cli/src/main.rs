@@ -108,15 +108,59 @@ enum DataCmd {
 
 fn main() {
     let _ = taillab_core::summary::BUILD_GIT.set(env!("TAILLAB_GIT"));
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     let code = match dispatch(cli.cmd) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             2
         }
     };
     std::process::exit(code);
+}
+
+/// An error and its causes on one line, each cause once: many messages
+/// already quote their cause (`{what}: {source}`).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if !msg.contains(&cause) {
+            if !msg.is_empty() {
+                msg.push_str(": ");
+            }
+            msg.push_str(&cause);
+        }
+    }
+    msg
+}
+
+/// A command-line error as one line (clap's own first line and its tip),
+/// exit 2; `--help` and `--version` print as usual.
+fn usage_error(e: clap::Error) -> ! {
+    if !e.use_stderr() {
+        e.exit();
+    }
+    let text = e.to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut msg = lines
+        .next()
+        .unwrap_or("error: bad command line")
+        .to_string();
+    for tip in lines.filter(|l| l.starts_with("tip:")) {
+        msg.push_str("; ");
+        msg.push_str(tip);
+    }
+    if let Some(bad) = msg
+        .split('\'')
+        .nth(1)
+        .filter(|a| a.parse::<f64>().is_ok_and(|x| x < 0.0))
+    {
+        msg.push_str(&format!(
+            "; `{bad}` is read as a flag: values here are never negative"
+        ));
+    }
+    eprintln!("{msg} (see --help)");
+    std::process::exit(2);
 }
 
 fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {

@@ -8,7 +8,7 @@ use crate::experiment::{
 use crate::runner::{app_of, default_out, run_once, warn_if_saturating};
 use anyhow::bail;
 use clap::Args;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use taillab_core::config::experiment::{point_id, Point};
 use taillab_core::config::flags::ConfigFlags;
 use taillab_core::config::{read_toml, view, RunConfig};
@@ -38,7 +38,8 @@ pub fn resolve(
     let mut cfg = RunConfig::default();
     if let Some(dir) = from {
         let p = dir.join("config.toml");
-        if !p.exists() {
+        // Only a folder without it is "no config.toml"; one we may not read says why.
+        if matches!(p.try_exists(), Ok(false)) {
             bail!(
                 "{} has no config.toml: --from takes a run folder written by this taillab (older runs: pass their settings as flags)",
                 dir.display()
@@ -57,6 +58,30 @@ pub fn resolve(
     cfg.apply(flags, "flags")
         .map_err(|e| anyhow::anyhow!("{e}{}", list_hint(&e.to_string())))?;
     Ok(cfg)
+}
+
+/// The folders creating `out` would make, deepest first.
+pub fn missing_dirs(out: &Path) -> Vec<PathBuf> {
+    out.ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// Takes away a results folder this command created (`created`, from
+/// [`missing_dirs`]) while it holds nothing but its config.toml — the
+/// command failed before measuring — and the empty parents it created.
+pub fn forget_unused(out: &Path, created: &[PathBuf]) {
+    if created.is_empty() {
+        return;
+    }
+    let only_config = std::fs::read_dir(out)
+        .map(|d| d.flatten().all(|e| e.file_name() == "config.toml"))
+        .unwrap_or(false);
+    if only_config {
+        let _ = std::fs::remove_file(out.join("config.toml"));
+    }
+    created.iter().try_for_each(std::fs::remove_dir).ok();
 }
 
 fn list_hint(e: &str) -> &'static str {
@@ -79,16 +104,15 @@ pub fn run(a: RunCmd) -> anyhow::Result<i32> {
     if a.src.from.as_deref().is_some_and(|f| f == out) {
         bail!("--out is the folder --from reads: give the rerun its own --out");
     }
-    let existed = out.exists();
+    cfg.ci_target()?;
+    let created = missing_dirs(&out);
     taillab_core::summary::ensure_writable(&out)?;
     warn_if_saturating(&app, &cfg);
     // A run that fails before writing anything (e.g. a bad app setting found
-    // when the app starts) leaves no empty results folder behind.
+    // when the app starts) leaves no empty results folder behind — nor the
+    // empty parents it created (`results/`).
     let forget_empty = |e: anyhow::Error| {
-        if !existed {
-            let _ = std::fs::remove_file(out.join("config.toml"));
-            let _ = std::fs::remove_dir(&out);
-        }
+        forget_unused(&out, &created);
         e
     };
     if cfg.ci.target.is_some() {

@@ -110,6 +110,7 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
             ));
         }
     };
+    let mut created = Vec::new();
     let mode = if a.emit_shard {
         LoadMode::Shard
     } else {
@@ -118,6 +119,7 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
             .out
             .clone()
             .unwrap_or_else(|| default_out(&format!("{}-load", app.name())));
+        created = crate::run::missing_dirs(&out);
         crate::runner::write_config(&cfg, &out)?;
         LoadMode::Standalone { out }
     };
@@ -134,7 +136,13 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
         mode,
         watch.then_some(&mut obs as &mut dyn RunObserver),
         &mut on_progress,
-    )?;
+    )
+    .inspect_err(|_| {
+        // Nothing measured (no server, a bad setting): leave no folder.
+        if let Some(out) = &out {
+            crate::run::forget_unused(out, &created);
+        }
+    })?;
     crate::progress::end_line(show);
     if let Some(l) = &r.lost {
         eprintln!("error: {l}; keeping the requests measured so far");

@@ -154,10 +154,35 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| default_out(&format!("sweep-{name}")));
-    let done = execute(&plan, &out, a.exp.resume, a.exp.quiet, &Rates::Search)?;
+    let created = crate::run::missing_dirs(&out);
+    let done = execute(&plan, &out, a.exp.resume, a.exp.quiet, &Rates::Search).map_err(|e| {
+        // Failed before any run finished (e.g. an app setting refused when
+        // the app starts): leave nothing behind.
+        if !created.is_empty() && !holds_a_run(&out) {
+            let _ = std::fs::remove_dir_all(&out);
+            created
+                .iter()
+                .skip(1)
+                .try_for_each(std::fs::remove_dir)
+                .ok();
+        }
+        e
+    })?;
     print!("{}", table(&done.aggs));
     println!("results: {}", out.display());
     Ok(0)
+}
+
+/// Whether any run under `dir` finished (wrote its summary.json).
+fn holds_a_run(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let p = e.path();
+            p.file_name().is_some_and(|n| n == "summary.json") || (p.is_dir() && holds_a_run(&p))
+        })
 }
 
 /// Where a plan's relative loads (`sweep.load`) get their 100 %.

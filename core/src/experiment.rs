@@ -378,11 +378,16 @@ pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Resul
         }
         let txt = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let old: Value = serde_json::from_str(&txt)
-            .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
-        if old.get("schema").and_then(|s| s.as_str()) != Some(EXPERIMENT_SCHEMA) {
+        let old: Value = serde_json::from_str(&txt).map_err(|e| {
+            format!(
+                "{} is not valid JSON ({e}): it cannot be resumed; start again in a new --out",
+                path.display()
+            )
+        })?;
+        let found = old.get("schema").and_then(|s| s.as_str()).unwrap_or("none");
+        if found != EXPERIMENT_SCHEMA {
             return Err(format!(
-                "{} is not a {EXPERIMENT_SCHEMA} file",
+                "{} has schema `{found}`, this taillab resumes `{EXPERIMENT_SCHEMA}`: resume it with the taillab that started it, or pick a new --out",
                 path.display()
             ));
         }

@@ -234,6 +234,21 @@ impl Summary {
         self.checks.values().all(|c| c.ok)
     }
 
+    /// Marks a run cut short by a lost server or client: `incomplete` says
+    /// why, and the saturation check fails naming that instead of the load.
+    /// What was measured stays as it is.
+    pub fn mark_incomplete(&mut self, why: &str) {
+        self.extra
+            .insert("incomplete".into(), Value::String(why.into()));
+        if let Some(c) = self.checks.get_mut("saturation") {
+            c.ok = false;
+            c.verdict = format!(
+                "run cut short ({why}): {} measured requests kept, {} unfinished",
+                self.requests.measured, self.requests.unfinished
+            );
+        }
+    }
+
     /// Reads a `summary.json`, refusing unknown schemas.
     pub fn read(path: &Path) -> Result<Self, ResultError> {
         read_with_schema(path, RUN_SCHEMA)

@@ -13,9 +13,13 @@ from .errors import TaillabError
 
 
 def _report(args) -> int:
+    from .results import load
+
+    # Refuse bad input before the plotting library starts (it writes caches).
+    res = load(args.results)
     from .report import write_report
 
-    page = write_report(args.results, args.out)
+    page = write_report(res, args.out)
     print(page)
     return 0
 

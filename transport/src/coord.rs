@@ -444,10 +444,16 @@ pub fn run_config(
             cfg.net.topology, cfg.net.clients, cfg.net.connections, fleet.target
         );
     }
-    let (dumps, reqs) = collect_shards(&fleet, &spec, cfg.net.clients)?;
+    let (shards, reqs) = collect_shards(&fleet, &spec, cfg.net.clients)?;
     let server_stats = stop_server(&mut fleet);
-    // 6. Merge into one result folder.
-    let lost = dumps.iter().enumerate().find_map(|(i, d)| d.lost.as_ref().map(|l| format!("client {i}: {l}")));
+    // 6. Merge into one result folder: the clients that reported, and why
+    // the others did not (a client that died takes only its own part).
+    let missing: Vec<(usize, String)> =
+        shards.iter().enumerate().filter(|(_, d)| d.is_none()).map(|(i, _)| (i, fleet.why_silent(i))).collect();
+    let dumps: Vec<ShardDump> = shards.iter().flatten().cloned().collect();
+    let lost = missing.first().map(|(i, why)| format!("client {i} {why}")).or_else(|| {
+        shards.iter().enumerate().find_map(|(i, d)| d.as_ref()?.lost.as_ref().map(|l| format!("client {i}: {l}")))
+    });
     let (mut result, th, tsum) = merge(&spec, &dumps, wall_start)?;
     let many = cfg.net.clients > 1;
     // Kept stamps feed the sequence checks (inter-arrival fit, independence)
@@ -464,11 +470,17 @@ pub fn run_config(
     // it does not know where the clients' measured phase starts.
     result.app_stats = server_stats.get("app").cloned().unwrap_or(Value::Null);
     let mut summary = taillab_core::summarize(&result, app, &cfg.settings, cfg.net.topology.name());
-    let per_client: Vec<Value> = dumps
+    if let Some(l) = &lost {
+        summary.mark_incomplete(l);
+    }
+    let per_client: Vec<Value> = shards
         .iter()
-        .map(|d| {
-            json!({"seed": d.seed, "qps": d.qps, "measured": d.measured, "warmup": d.warmup, "errors": d.errors,
-                   "lost": d.lost, "sojourn_hist": d.hists[0]})
+        .zip(0..)
+        .map(|(d, i)| match d {
+            Some(d) => json!({"seed": d.seed, "qps": d.qps, "measured": d.measured, "warmup": d.warmup,
+                              "errors": d.errors, "lost": d.lost, "sojourn_hist": d.hists[0]}),
+            None => json!({"qps": spec.qps / cfg.net.clients as f64, "measured": 0, "warmup": 0,
+                           "lost": missing.iter().find(|m| m.0 == i).map(|m| &m.1)}),
         })
         .collect();
     let server_timed = dumps.iter().all(|d| d.server_timed);
@@ -710,12 +722,36 @@ fn go(fleet: &mut Fleet) -> Result<(u64, std::time::SystemTime), TransportError>
     Ok((origin_ns, wall_start))
 }
 
-/// Reads each client's `shard` line (and `req` lines) until all exit.
+impl Fleet {
+    /// Why client `i` sent no shard: how it ended, as far as we can tell.
+    fn why_silent(&mut self, i: usize) -> String {
+        let name = format!("client {i}");
+        let mut status = None;
+        if let Some((_, k)) = self.kids.0.iter_mut().find(|(n, _)| *n == name) {
+            // Its pipe closes a moment before its exit status is there.
+            for _ in 0..50 {
+                status = k.try_wait().ok().flatten();
+                if status.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        match status {
+            Some(st) => format!("ended without reporting its histograms ({st}); see its error above"),
+            None => "did not finish in time and was stopped".to_string(),
+        }
+    }
+}
+
+/// Reads each client's `shard` line (and `req` lines) until all exit or
+/// their time is up; a client that died or hung has no shard (`None`) and
+/// the others' are kept. Fails only when no client reported.
 fn collect_shards(
     fleet: &Fleet,
     spec: &RunSpec,
     c: usize,
-) -> Result<(Vec<ShardDump>, Vec<Vec<String>>), TransportError> {
+) -> Result<(Vec<Option<ShardDump>>, Vec<Vec<String>>), TransportError> {
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
     let mut reqs: Vec<Vec<String>> = vec![Vec::new(); c];
     let mut open = c;
@@ -732,22 +768,15 @@ fn collect_shards(
                 }
             }
             Ok((_, None)) => open -= 1,
-            Err(_) => {
-                return Err(TransportError::Launch(format!("clients did not finish within {} s", limit.as_secs())))
-            }
+            Err(_) => break,
         }
     }
-    let dumps = dumps
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| {
-            d.ok_or_else(|| {
-                TransportError::Launch(format!(
-                    "client {i} ended without reporting its histograms; see its error above"
-                ))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    if dumps.iter().all(Option::is_none) {
+        return Err(TransportError::Launch(format!(
+            "no client reported its histograms within {} s; see their errors above",
+            limit.as_secs()
+        )));
+    }
     Ok((dumps, reqs))
 }
 

@@ -99,9 +99,6 @@ pub fn load(
     cfg.check_app_keys(app.name(), app.keys()).map_err(invalid)?;
     taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
     let opts = LoadOpts::from_config(cfg, server_affinity(cfg))?;
-    if matches!(mode, LoadMode::Standalone { .. }) {
-        eprintln!("taillab load: {}", opts.choice.line());
-    }
     if let LoadMode::Standalone { out } = &mode {
         taillab_core::summary::ensure_writable(out)?;
     }
@@ -112,6 +109,10 @@ pub fn load(
     let max_frame = u32::try_from(cfg.net.max_frame.0).unwrap_or(u32::MAX);
     let wire = crate::apps::wire_for(app.name(), &cfg.settings, max_frame)?;
     let streams = connect(&opts, wire.as_ref())?;
+    // Said once the target answered, so a wrong target is one error line.
+    if matches!(mode, LoadMode::Standalone { .. }) {
+        eprintln!("taillab load: {}", opts.choice.line());
+    }
     let shard = matches!(mode, LoadMode::Shard);
     let mut start = || if shard { barrier() } else { Ok(2_000_000) };
     if let Some(o) = obs.as_deref_mut() {
@@ -128,6 +129,9 @@ pub fn load(
     };
     let label = cfg.net.label.clone().unwrap_or_else(|| default_label(&opts.target).to_string());
     let mut summary = taillab_core::summarize(&r.result, app.name(), &cfg.settings, &label);
+    if let Some(l) = &r.lost {
+        summary.mark_incomplete(l);
+    }
     let section = TransportSection {
         clients: 1,
         connections: r.connections,

@@ -728,8 +728,25 @@ pub fn read_toml(path: &Path) -> Result<toml::Table, ConfigError> {
     })?;
     txt.parse::<toml::Table>().map_err(|e| ConfigError::File {
         path: path.display().to_string(),
-        why: e.to_string().trim().to_string(),
+        why: toml_error_line(&txt, &e),
     })
+}
+
+/// A TOML syntax error on one line (the parser's own rendering draws the
+/// source over several): where it is and what the parser expected.
+fn toml_error_line(txt: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().replace('\n', ", ");
+    match e.span() {
+        Some(span) => {
+            // An error at the end of the file is reported on its last line.
+            let at = span.start.min(txt.trim_end().len());
+            let before = &txt[..at];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("TOML syntax error at line {line}, column {col}: {msg} (fix the file there)")
+        }
+        None => format!("TOML syntax error: {msg} (fix the file)"),
+    }
 }
 
 fn unknown_top(sec: &str, extra: &[&str]) -> ConfigError {

@@ -1,0 +1,674 @@
+//! Faults, overload and bad input: what survives what, through the real
+//! binary, real processes, real sockets and a real (small) file system.
+//!
+//! Each test records one row of the suite's table — fault, runs, survived,
+//! data lost — under `CARGO_TARGET_TMPDIR/faults/`; `tests/faults` (and
+//! `make test`) print the table after the tests ran. A row is written before
+//! the test's assertions, so a failing fault still shows in the table.
+//!
+//! The quick part runs in the default suite; the long part (ten random
+//! kills of a sweep, 10 000 connections, ten-second overloads) is
+//! `#[ignore]`d and run by `make test-faults`.
+//!
+//! Timing bounds are wide: the VM these run on is shared, and a disturbed
+//! host moves wall times by seconds. What is asserted exactly is what was
+//! kept, what was refused, and what was written.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::*;
+
+// ---- the table -------------------------------------------------------------
+
+/// Appends this test's row to the suite's table (one file per row).
+fn record(fault: &str, runs: usize, survived: usize, lost: u64, unit: &str) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("faults");
+    std::fs::create_dir_all(&dir).unwrap();
+    let slug: String = fault
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let row = format!("{fault}\t{runs}\t{survived}\t{lost} {unit}\n");
+    std::fs::write(dir.join(format!("{slug}.row")), row).unwrap();
+}
+
+/// Records the row, then fails the test unless every trial survived with nothing lost.
+fn verdict(fault: &str, runs: usize, survived: usize, lost: u64, unit: &str, why: &[String]) {
+    record(fault, runs, survived, lost, unit);
+    assert!(
+        survived == runs && lost == 0,
+        "{fault}: {survived}/{runs} survived, {lost} {unit} lost:\n{}",
+        why.join("\n")
+    );
+}
+
+// ---- processes ---------------------------------------------------------------
+
+/// A child killed (by its pid) when the test ends, pass or fail.
+struct Kid(Child);
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a pid this test started.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+/// Starts `taillab serve ARGS` on a kernel-chosen loopback port.
+fn serve(args: &[&str]) -> (Kid, String) {
+    let mut c = Command::new(bin())
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(c.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("serve printed {line:?}"))
+        .to_string();
+    (Kid(c), addr)
+}
+
+/// Stops a server with SIGTERM; its exit status and stderr.
+fn stop_server(mut k: Kid) -> (std::process::ExitStatus, String) {
+    signal(k.0.id(), libc::SIGTERM);
+    let st = k.0.wait().unwrap();
+    let mut err = String::new();
+    k.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (st, err)
+}
+
+/// The pids of `parent`'s direct children whose command line contains `word`.
+fn children_with(parent: u32, word: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if ppid == Some(parent) && cmd.contains(word) {
+            v.push(pid);
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Waits until `parent` has `n` children running `word`.
+fn await_children(parent: u32, word: &str, n: usize) -> Vec<u32> {
+    let t = Instant::now();
+    loop {
+        let v = children_with(parent, word);
+        if v.len() >= n {
+            return v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{word} processes never started: {v:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for `c` (at most `limit`); its status, how long it took after the
+/// call, and the peak RSS (KiB) of it and every descendant it waited for.
+fn wait_rss(c: &mut Child, limit: Duration) -> (Option<i32>, Duration, u64) {
+    let t = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: wait4 on our own child; rusage is plain data.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(c.id() as i32, &mut status, libc::WNOHANG, &mut ru) };
+        if r == c.id() as i32 {
+            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+            return (code, t.elapsed(), ru.ru_maxrss as u64);
+        }
+        if t.elapsed() > limit {
+            let _ = c.kill();
+            let _ = c.wait();
+            return (None, t.elapsed(), 0);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stderr_of(c: &mut Child) -> String {
+    let mut e = String::new();
+    if let Some(mut s) = c.stderr.take() {
+        let _ = s.read_to_string(&mut e);
+    }
+    e
+}
+
+fn summary_if_any(dir: &Path) -> Option<Value> {
+    let p = dir.join("summary.json");
+    p.exists().then(|| json(&p))
+}
+
+// ---- files -----------------------------------------------------------------
+
+/// Every file under `dir` with its bytes (empty when `dir` is missing).
+fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return m;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            m.extend(files_under(&p));
+        } else {
+            m.insert(p.clone(), std::fs::read(&p).unwrap_or_default());
+        }
+    }
+    m
+}
+
+/// Every path under `dir` (folders too), relative to it.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            v.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// A scratch folder with an empty `home/` and an empty `cwd/`: commands run
+/// there with HOME pointing at it, so anything they write outside `--out`
+/// shows up.
+struct Scratch {
+    root: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let root = tmp(name);
+        std::fs::create_dir_all(root.join("home")).unwrap();
+        std::fs::create_dir_all(root.join("cwd")).unwrap();
+        Scratch { root }
+    }
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+    fn cwd(&self) -> PathBuf {
+        self.root.join("cwd")
+    }
+    /// `taillab ARGS` in the scratch cwd with the scratch HOME.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .current_dir(self.cwd())
+            .env("HOME", self.home())
+            .env_remove("TAILLAB_DATA");
+        c
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+// ---- 3. bad input -------------------------------------------------------------
+
+/// A small real run and sweep, then versions of them a newer taillab (or an
+/// interrupted copy) would leave: the results folders bad input points at.
+fn results_fixtures(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["run", "--app", "synth", "--qps", "2000", "--requests", "300", "--no-monitor", "-q", "--out"])
+        .arg(dir.join("run"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["sweep", "--app", "synth", "--qps", "2000", "--requests", "300", "--no-monitor", "-q", "--out"])
+        .arg(dir.join("sweep"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let copy = |from: &str, to: &str| {
+        let o = Command::new("cp")
+            .arg("-a")
+            .arg(dir.join(from))
+            .arg(dir.join(to))
+            .status()
+            .unwrap();
+        assert!(o.success());
+    };
+    let edit = |file: &str, from: &str, to: &str| {
+        let p = dir.join(file);
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert!(t.contains(from), "{file} lacks {from}");
+        std::fs::write(&p, t.replace(from, to)).unwrap();
+    };
+    copy("run", "run-newer");
+    edit("run-newer/summary.json", "taillab.run/1", "taillab.run/99");
+    copy("run", "run-cut");
+    let s = std::fs::read(dir.join("run/summary.json")).unwrap();
+    std::fs::write(dir.join("run-cut/summary.json"), &s[..s.len() / 3]).unwrap();
+    copy("sweep", "sweep-newer");
+    edit(
+        "sweep-newer/experiment.json",
+        "taillab.experiment/1",
+        "taillab.experiment/99",
+    );
+    copy("sweep", "sweep-run-newer");
+    edit(
+        "sweep-run-newer/points/integrated-t1-q2000/run-0/summary.json",
+        "taillab.run/1",
+        "taillab.run/99",
+    );
+    std::fs::remove_file(dir.join("sweep-run-newer/points/integrated-t1-q2000/aggregate.json"))
+        .unwrap();
+    copy("sweep", "sweep-cut");
+    std::fs::write(
+        dir.join("sweep-cut/experiment.json"),
+        "{\"schema\": \"taill",
+    )
+    .unwrap();
+    copy("run", "run-locked");
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    std::fs::create_dir_all(dir.join("dir.toml")).unwrap();
+}
+
+/// Experiment files, each wrong in one way.
+const BAD_FILES: &[(&str, &str)] = &[
+    (
+        "type.toml",
+        "[load]\nqps = [100.0]\nduration = \"1s\"\n[harness]\nthreads = \"two\"\n",
+    ),
+    ("range.toml", "[load]\nqps = [0.0]\nduration = \"1s\"\n"),
+    (
+        "unknown-key.toml",
+        "[load]\nqps = [100.0]\nduration = \"1s\"\n[harness]\nthreds = [1]\n",
+    ),
+    (
+        "both.toml",
+        "[load]\nqps = [100.0]\nduration = \"1s\"\nrequests = 10\n",
+    ),
+    (
+        "section.toml",
+        "[colour]\nx = 1\n[load]\nqps = 100\nduration = \"1s\"\n",
+    ),
+    ("syntax.toml", "[load]\nqps = [1,\n"),
+    (
+        "empty-axis.toml",
+        "[load]\nqps = 100\nduration = \"1s\"\n[grid]\n\"load.qps\" = []\n",
+    ),
+    (
+        "axis-value.toml",
+        "[load]\nqps = 100\nduration = \"1s\"\n[grid]\n\"harness.threads\" = [1, 0]\n",
+    ),
+    (
+        "grid-in-run.toml",
+        "[load]\nqps = 100\nduration = \"1s\"\n[grid]\n\"harness.threads\" = [1, 2]\n",
+    ),
+];
+
+/// A malformed invocation and the words its one error line must hold: the
+/// problem, then the fix. `F/` in an argument is the fixtures folder.
+type Case = (&'static [&'static str], &'static [&'static str]);
+
+#[rustfmt::skip]
+const BAD_INPUT: &[Case] = &[
+    // flags: types and ranges
+    (&["run", "--app", "synth", "--qps", "abc", "--requests", "10"], &["`abc`", "like 2500"]),
+    (&["run", "--app", "synth", "--qps", "-5", "--requests", "10"], &["'-5'", "never negative"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--threads", "0"], &["--threads", "1..=1024"]),
+    (&["run", "--app", "synth", "--qps", "1e12", "--requests", "10"], &["1000000000000", "max 1e8"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "0"], &["--requests", "at least 1"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--rt-priority", "500"], &["500", "1..=99"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--max-record-mem", "1XB"], &["`1XB`", "like 16MiB"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--interval", "0s"], &["--interval", "at least 1ms"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--monitor-period", "1ms"], &["1ms", "10ms..60s"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--cpus", "999"], &["CPU 999", "nproc"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--arrival", "weird"], &["`weird`", "use poisson"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--ci", "2"], &["--ci", "e.g. 0.01"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--set", "service=exp:abc"], &["exp:abc", "Use e.g."]),
+    // unknown names
+    (&["run", "--app", "nosuch", "--qps", "100", "--requests", "10"], &["`nosuch`", "taillab apps"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--set", "colour=red"], &["colour", "its keys are"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--threds", "2"], &["'--threds'", "'--threads'"]),
+    // contradictory or missing settings
+    (&["run", "--app", "synth", "--qps", "100"], &["how long", "--requests N or --duration"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--duration", "1s"], &["not both", "give either"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--warmup", "1s", "--warmup-requests", "5"], &["not both", "give either"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--ci", "0.1", "--min-runs", "5", "--max-runs", "2"], &["--max-runs 2", "below --min-runs 5"]),
+    (&["run", "--app", "synth", "--config", "loopback", "--qps", "100", "--requests", "10", "--clients", "0"], &["net.clients", "1..=256"]),
+    (&["run", "--app", "memcached", "--config", "loopback", "--qps", "100", "--requests", "10"], &["external server", "--target HOST:PORT"]),
+    (&["load", "--app", "null", "--qps", "10", "--requests", "5"], &["where the server is", "--target HOST:PORT"]),
+    (&["load", "--app", "null", "--target", "nohost.invalid:1", "--qps", "10", "--requests", "5", "--out", "o"], &["nohost.invalid", "HOST:PORT"]),
+    (&["load", "--app", "null", "--target", "127.0.0.1:1", "--qps", "10", "--requests", "5", "--out", "o"], &["127.0.0.1:1", "is the server running"]),
+    (&["serve", "--app", "null", "--listen", "1.2.3"], &["`1.2.3`", "like 127.0.0.1:7878"]),
+    (&["serve", "--app", "null", "--max-frame", "2GiB"], &["--max-frame", "1B..=1GiB"]),
+    // missing and unwritable files
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--file", "/nonexistent.toml"], &["/nonexistent.toml", "give a readable TOML file"]),
+    (&["run", "--app", "synth", "--qps", "100", "--requests", "10", "--out", "/proc/taillab-x"], &["/proc/taillab-x", "pick a writable --out"]),
+    (&["run", "--from", "F/empty", "--out", "o"], &["no config.toml", "--from takes a run folder"]),
+    (&["sweep", "--file", "F/missing.toml", "--dry-run"], &["missing.toml", "give a readable TOML file"]),
+    (&["sweep", "--file", "F/dir.toml", "--dry-run"], &["Is a directory", "give a readable TOML file"]),
+    // experiment files
+    (&["sweep", "--app", "synth", "--file", "F/type.toml", "--dry-run"], &["harness.threads", "like 2"]),
+    (&["sweep", "--app", "synth", "--file", "F/range.toml", "--dry-run"], &["qps", "0"]),
+    (&["sweep", "--app", "synth", "--file", "F/unknown-key.toml", "--dry-run"], &["threds", "did you mean `harness.threads`"]),
+    (&["sweep", "--app", "synth", "--file", "F/both.toml", "--dry-run"], &["not both", "give either"]),
+    (&["sweep", "--app", "synth", "--file", "F/section.toml", "--dry-run"], &["colour", "sections are"]),
+    (&["sweep", "--app", "synth", "--file", "F/syntax.toml", "--dry-run"], &["line 4", "fix the file"]),
+    (&["sweep", "--app", "synth", "--file", "F/empty-axis.toml", "--dry-run"], &["load.qps", "at least one value"]),
+    (&["sweep", "--app", "synth", "--file", "F/axis-value.toml", "--dry-run"], &["got 0", "1..=1024"]),
+    (&["run", "--app", "synth", "--file", "F/grid-in-run.toml"], &["[grid]", "taillab sweep --file"]),
+    (&["sweep", "--app", "synth", "--qps", "10", "--requests", "5", "--grid", "harness.therads=1|2", "--dry-run"], &["harness.therads", "harness.threads"]),
+    // results folders: newer schemas, cut short, missing
+    (&["report", "F/run-newer"], &["taillab.run/99", "same taillab checkout"]),
+    (&["report", "F/run-cut"], &["not valid JSON", "re-run it"]),
+    (&["report", "F/nothing-here"], &["does not exist", "give the folder"]),
+    (&["compare", "F/run", "F/run-newer"], &["taillab.run/99", "same taillab checkout"]),
+    (&["sweep", "--app", "synth", "--qps", "2000", "--requests", "300", "--no-monitor", "-q", "--resume", "--out", "F/sweep-newer"],
+     &["taillab.experiment/99", "a new --out"]),
+    (&["sweep", "--app", "synth", "--qps", "2000", "--requests", "300", "--no-monitor", "-q", "--resume", "--out", "F/sweep-run-newer"],
+     &["taillab.run/99", "matching taillab version"]),
+    (&["sweep", "--app", "synth", "--qps", "2000", "--requests", "300", "--no-monitor", "-q", "--resume", "--out", "F/sweep-cut"],
+     &["not valid JSON", "a new --out"]),
+];
+
+/// One malformed invocation: exit 2, one line naming the problem and the
+/// fix, no panic, nothing written (scratch cwd and HOME stay empty, the
+/// fixtures unchanged). Returns why it failed, if it did.
+fn bad_case(s: &Scratch, fixtures: &Path, args: &[&str], want: &[&str]) -> Option<String> {
+    let f = format!("{}/", fixtures.display());
+    let args: Vec<String> = args.iter().map(|a| a.replace("F/", &f)).collect();
+    for d in [s.home(), s.cwd()] {
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+    }
+    let before = files_under(fixtures);
+    let o = s
+        .cmd(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut why = Vec::new();
+    if o.status.code() != Some(2) {
+        why.push(format!("exit {:?}", o.status.code()));
+    }
+    if lines.len() != 1 {
+        why.push(format!("{} lines", lines.len()));
+    }
+    if err.contains("panicked") {
+        why.push("panicked".into());
+    }
+    for w in want {
+        if !err.contains(w) {
+            why.push(format!("no `{w}`"));
+        }
+    }
+    let written = tree(&s.root);
+    if written != ["cwd", "home"] {
+        why.push(format!("wrote {written:?}"));
+    }
+    if files_under(fixtures) != before {
+        why.push("changed the fixtures".into());
+    }
+    (!why.is_empty()).then(|| format!("{args:?}: {} — stderr: {err}", why.join(", ")))
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_and_writes_nothing() {
+    let s = Scratch::new("bad-input");
+    let fixtures = tmp("bad-input-fixtures");
+    results_fixtures(&fixtures);
+    for (name, body) in BAD_FILES {
+        std::fs::write(
+            fixtures.join(name),
+            format!("[app]\nname = \"synth\"\n{body}"),
+        )
+        .unwrap();
+    }
+    let mut failed: Vec<String> = BAD_INPUT
+        .iter()
+        .filter_map(|(args, want)| bad_case(&s, &fixtures, args, want))
+        .collect();
+    let mut n = BAD_INPUT.len();
+    // A results folder this user may not read (root reads anything, so as nobody).
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let locked = fixtures.join("run-locked");
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let o = s
+            .cmd(&["run", "--from"])
+            .arg(&locked)
+            .args(["--out", "/tmp/taillab-never-written"])
+            .uid(65534)
+            .output()
+            .unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        n += 1;
+        if o.status.code() != Some(2)
+            || err.lines().count() != 1
+            || !err.contains("Permission denied")
+            || Path::new("/tmp/taillab-never-written").exists()
+        {
+            failed.push(format!("unreadable --from folder: {err}"));
+        }
+    }
+    let wrote = failed
+        .iter()
+        .filter(|f| f.contains("wrote") || f.contains("changed the fixtures"))
+        .count() as u64;
+    verdict(
+        "bad input: malformed invocations, files, results folders",
+        n,
+        n - failed.len(),
+        wrote,
+        "written",
+        &failed,
+    );
+    let _ = std::fs::remove_dir_all(&fixtures);
+}
+
+// ---- 1. killed processes -----------------------------------------------------
+
+/// `taillab run --config loopback ARGS --out OUT -q`, in the background.
+fn loopback_run(args: &[&str], out: &Path) -> Child {
+    Command::new(bin())
+        .args([
+            "run",
+            "--app",
+            "null",
+            "--config",
+            "loopback",
+            "--no-monitor",
+            "-q",
+        ])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn server_killed_mid_run_ends_the_run_and_keeps_what_was_measured() {
+    let _s = serial();
+    let out = tmp("kill-server");
+    let mut c = loopback_run(&["--qps", "1000", "--duration", "30s"], &out);
+    let srv = await_children(c.id(), " serve ", 1)[0];
+    std::thread::sleep(Duration::from_millis(2000));
+    signal(srv, libc::SIGKILL);
+    let (code, took, _) = wait_rss(&mut c, Duration::from_secs(60));
+    let err = stderr_of(&mut c);
+    let s = summary_if_any(&out);
+    let measured = s
+        .as_ref()
+        .map_or(0, |s| s["requests"]["measured"].as_u64().unwrap_or(0));
+    let mut why = vec![format!(
+        "exit {code:?} after {took:?}; measured {measured}; stderr: {err}"
+    )];
+    let lost_named = s
+        .as_ref()
+        .is_some_and(|s| s["transport"]["server_lost"].is_string());
+    let flagged = s.as_ref().is_some_and(|s| {
+        s["incomplete"].is_string()
+            && s["checks"]["saturation"]["ok"] == false
+            && s["checks"]["saturation"]["verdict"]
+                .as_str()
+                .unwrap()
+                .contains("cut short")
+    });
+    let ok = code == Some(2) && took < Duration::from_secs(5) && lost_named && flagged;
+    if let Some(s) = &s {
+        why.push(format!(
+            "transport {} saturation {}",
+            s["transport"], s["checks"]["saturation"]
+        ));
+    }
+    // About 2000 requests were measured before the kill; keeping fewer than
+    // half of them would be a loss.
+    let lost = u64::from(measured < 1000);
+    verdict(
+        "server SIGKILLed mid-run (loopback)",
+        1,
+        usize::from(ok),
+        lost,
+        "runs",
+        &why,
+    );
+    assert!(err.contains("measured part was written"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_killed_client_leaves_the_server_serving_the_next() {
+    let _s = serial();
+    let (srv, addr) = serve(&["--app", "null"]);
+    let kills: usize = 3;
+    let mut why = Vec::new();
+    for k in 0..kills {
+        let out = tmp(&format!("kill-client-{k}"));
+        #[rustfmt::skip]
+        let mut c = Kid(Command::new(bin())
+            .args(["load", "--app", "null", "--target", &addr, "--qps", "2000", "--duration", "30s",
+                   "--no-monitor", "-q", "--out"])
+            .arg(&out)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap());
+        std::thread::sleep(Duration::from_millis(700 + 400 * k as u64));
+        signal(c.0.id(), libc::SIGKILL);
+        let _ = c.0.wait();
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    let out = tmp("kill-client-next");
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["load", "--app", "null", "--target", &addr, "--qps", "2000", "--requests", "2000",
+               "--no-monitor", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let s = summary_if_any(&out);
+    let served = o.status.success()
+        && s.as_ref()
+            .is_some_and(|s| s["requests"]["measured"] == 2000 && s["requests"]["errors"] == 0);
+    why.push(format!(
+        "next client: {} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    ));
+    let (st, err) = stop_server(srv);
+    why.push(format!("server: {st} {err}"));
+    let ok = served && st.success() && err.contains("on 4 connections");
+    verdict(
+        "client SIGKILLed: server serves the next",
+        kills,
+        if ok { kills } else { 0 },
+        0,
+        "runs",
+        &why,
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_dead_client_is_named_and_the_others_shards_kept() {
+    let _s = serial();
+    let out = tmp("kill-one-client");
+    #[rustfmt::skip]
+    let mut c = loopback_run(&["--qps", "2000", "--duration", "4s", "--clients", "2", "--save-requests"], &out);
+    let clients = await_children(c.id(), " load ", 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(clients[1], libc::SIGKILL);
+    let (code, took, _) = wait_rss(&mut c, Duration::from_secs(60));
+    let err = stderr_of(&mut c);
+    let s = summary_if_any(&out);
+    let mut why = vec![format!("exit {code:?} after {took:?}; stderr: {err}")];
+    let (kept, named) = match &s {
+        Some(s) => {
+            let per = &s["transport"]["per_client"];
+            why.push(format!("per_client {per}"));
+            // Client 0 ran its whole 4 s at 1000/s; its shard is all there.
+            let c0 = per[0]["measured"].as_u64().unwrap_or(0);
+            (
+                c0 >= 3600 && s["requests"]["measured"] == c0,
+                per[1]["lost"].is_string(),
+            )
+        }
+        None => (false, false),
+    };
+    let marked = s.as_ref().is_some_and(|s| {
+        s["incomplete"]
+            .as_str()
+            .is_some_and(|w| w.contains("client 1"))
+    });
+    let ok = code == Some(2) && err.contains("client 1") && named && marked;
+    verdict(
+        "one client of two SIGKILLed (loopback)",
+        1,
+        usize::from(ok),
+        u64::from(!kept),
+        "shards",
+        &why,
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
