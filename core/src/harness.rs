@@ -288,7 +288,7 @@ impl RunSpec {
 
     /// Expected (warmup count, measured count, measured start s, end s),
     /// counts padded by `sigmas` standard deviations of the count.
-    fn phase_counts(&self, sigmas: f64) -> (f64, f64, f64, f64) {
+    pub(crate) fn phase_counts(&self, sigmas: f64) -> (f64, f64, f64, f64) {
         let a = &self.arrival;
         let disp = a.dispersion(self.qps);
         let pad = |m: f64| m + sigmas * (disp * m).sqrt() + if sigmas > 0.0 { 100.0 } else { 0.0 };
@@ -922,15 +922,16 @@ pub fn run_integrated(
     }
 
     let expected = spec.expected_total_ns();
-    let deadline = t0 + expected + spec.drain_timeout_ns;
+    let mut watch = crate::drain::DrainWatch::new(spec, t0);
     let planned = spec.record_capacity();
-    let mut aborted = false;
+    let mut aborted_at = None;
     loop {
         std::thread::sleep(std::time::Duration::from_millis(20));
         shared.sink.collect();
         let now = now_ns();
+        let done = shared.completed.load(Ordering::Relaxed);
         progress(Progress {
-            completed: shared.completed.load(Ordering::Relaxed),
+            completed: done,
             planned,
             elapsed_ns: now.saturating_sub(t0),
             expected_ns: expected,
@@ -938,22 +939,31 @@ pub fn run_integrated(
         if shared.running.load(Ordering::Acquire) == 0 {
             break;
         }
-        if now > deadline && !shared.abort.load(Ordering::Acquire) {
+        let backlog = || {
+            let s = shared.sched.lock();
+            let last = s.last_measured_intended.saturating_sub(t0);
+            crate::drain::backlog(spec, s.generated_warmup + s.generated_measured, last, done)
+        };
+        if aborted_at.is_none()
+            && !shared.abort.load(Ordering::Acquire)
+            && (now > watch.deadline() || watch.hopeless(now, done, backlog))
+        {
             // Saturated or hung: stop handing out requests; what was not
             // served is reported as unfinished, never silently dropped.
-            aborted = true;
+            aborted_at = Some(now);
             shared.abort.store(true, Ordering::Release);
             if let Some(q) = &queue {
                 q.close();
             }
         }
-        if aborted && now > deadline + 2_000_000_000 {
+        if aborted_at.is_some_and(|t| now > t + 2_000_000_000) {
             break; // a worker stuck inside the app; leave it behind
         }
     }
     if spec.roi != crate::roi::RoiMode::None && shared.sched.lock().measure_start.is_some() {
         crate::roi::end(spec.roi);
     }
+    let aborted = aborted_at.is_some();
     if let Some(s) = shaper {
         if s.is_finished() || !aborted {
             let _ = s.join();

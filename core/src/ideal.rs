@@ -232,7 +232,7 @@ pub fn requests_of(r: &RunResult) -> Result<Vec<ReplayReq>, String> {
         return Err("no per-request records were kept (raise --max-record-mem, or --save-requests over TCP)".into());
     };
     if r.aborted {
-        return Err("the run stopped at its drain deadline: requests are missing".into());
+        return Err("the run stopped before serving everything: requests are missing".into());
     }
     let mut v: Vec<ReplayReq> = rec
         .iter()

@@ -20,6 +20,7 @@ pub mod collector;
 mod macros;
 pub mod config;
 pub mod dist;
+pub mod drain;
 pub mod experiment;
 pub mod harness;
 pub mod ideal;

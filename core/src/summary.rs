@@ -529,7 +529,7 @@ fn saturation_check(r: &RunResult) -> Check {
     let unfinished = r.unfinished();
     let ok = !growing && unfinished == 0 && !r.aborted;
     let verdict = if r.aborted {
-        format!("run stopped at its drain deadline with {unfinished} measured requests unfinished: the server cannot keep up")
+        format!("run stopped with {unfinished} measured requests unfinished: its backlog could not be served by the drain deadline (the server cannot keep up)")
     } else if unfinished > 0 {
         format!("{unfinished} measured requests never completed")
     } else if growing {

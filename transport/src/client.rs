@@ -212,8 +212,9 @@ impl ClientStamps {
 }
 
 /// Most requests in flight at once (slots of the in-flight ring). Beyond
-/// this the run is hopelessly saturated; older slots are overwritten and
-/// their responses counted as unmatched.
+/// this the run is hopelessly saturated: the sender waits for the oldest
+/// answer before it sends (its lateness is the send lag), as it would for a
+/// full socket, so no answer is left without its request.
 const RING: usize = 1 << 18;
 
 struct Slot {
@@ -231,8 +232,11 @@ struct Shared {
     sender_done: AtomicBool,
     sent: AtomicU64,
     completed: AtomicU64,
+    /// Every response decoded, matched or not: the server is alive.
+    replies: AtomicU64,
+    /// The intended send time of the last request sent.
+    last_intended: AtomicU64,
     errors: AtomicU64,
-    unmatched: AtomicU64,
     first_error: Mutex<Option<String>>,
     lost: Mutex<Option<String>>,
     sched: Mutex<Option<ScheduleStats>>,
@@ -371,8 +375,9 @@ pub fn run_load(
         sender_done: AtomicBool::new(false),
         sent: AtomicU64::new(0),
         completed: AtomicU64::new(0),
+        replies: AtomicU64::new(0),
+        last_intended: AtomicU64::new(0),
         errors: AtomicU64::new(0),
-        unmatched: AtomicU64::new(0),
         first_error: Mutex::new(None),
         lost: Mutex::new(None),
         sched: Mutex::new(None),
@@ -422,17 +427,17 @@ pub fn run_load(
     };
 
     let expected = spec.expected_total_ns();
-    let deadline = t0 + expected + spec.drain_timeout_ns;
+    let mut watch = taillab_core::drain::DrainWatch::new(spec, t0);
     let planned = spec.record_capacity();
     let mut aborted = false;
-    let (mut last_done, mut last_progress_at) = (0u64, now_ns());
+    let (mut last_replies, mut last_progress_at) = (0u64, now_ns());
     loop {
         std::thread::sleep(Duration::from_millis(20));
         // Follows wall-clock steps: kernel stamps are on that clock.
         tstamp::refresh_offset();
         sh.sink.collect();
         let now = now_ns();
-        let done = sh.completed.load(Ordering::Acquire) + sh.unmatched.load(Ordering::Relaxed);
+        let done = sh.completed.load(Ordering::Acquire);
         progress(Progress { completed: done, planned, elapsed_ns: now.saturating_sub(t0), expected_ns: expected });
         let sent = sh.sent.load(Ordering::Acquire);
         if sh.sender_done.load(Ordering::Acquire) && done >= sh.sent.load(Ordering::Acquire) {
@@ -442,8 +447,11 @@ pub fn run_load(
             aborted = true;
             break;
         }
-        if done != last_done || sent == done {
-            (last_done, last_progress_at) = (done, now);
+        // Any response counts as a sign of life, also one whose slot a
+        // later request took (a hopelessly saturated run).
+        let replies = sh.replies.load(Ordering::Acquire);
+        if replies != last_replies || sent == done {
+            (last_replies, last_progress_at) = (replies, now);
         } else if now - last_progress_at > opts.dead_after_ns {
             sh.lose(format!(
                 "no response for {:.1} s with {} requests outstanding: the server is dead or hung",
@@ -453,7 +461,11 @@ pub fn run_load(
             aborted = true;
             break;
         }
-        if now > deadline {
+        let backlog = || {
+            let last = sh.last_intended.load(Ordering::Relaxed).saturating_sub(t0);
+            taillab_core::drain::backlog(spec, sent, last, done)
+        };
+        if now > watch.deadline() || watch.hopeless(now, done, backlog) {
             aborted = true;
             break;
         }
@@ -484,13 +496,8 @@ pub fn run_load(
     let stats = sh.sched.lock().take().expect("the sender stores its schedule stats");
     let intervals = sh.sink.finish();
     let totals = totals.unwrap_or_else(|| Shard::new(0, &sh.sink, slice_ns, spec.interval_ns));
-    let unmatched = sh.unmatched.load(Ordering::Relaxed);
     let mut first_error = sh.first_error.lock().clone();
     let mut errors = sh.errors.load(Ordering::Relaxed);
-    if unmatched > 0 {
-        errors += unmatched;
-        first_error.get_or_insert_with(|| format!("{unmatched} requests outstanding beyond the in-flight ring"));
-    }
     if let Some(bad) = stamps.bad_responses() {
         errors += stamps.unknown_id + stamps.duplicate + stamps.truncated;
         first_error = Some(match first_error {
@@ -607,17 +614,19 @@ fn sender(
             wire.encode(it.index, &payload, &mut bufs[(it.index % k as u64) as usize]);
             batch.push(it);
         }
+        for it in &batch {
+            if !await_slot(sh, wire, &mut io, it.index) {
+                break 'run;
+            }
+        }
         let sent = now_ns();
         for it in &batch {
             let slot = &sh.ring[it.index as usize % RING];
-            if slot.tag.load(Ordering::Acquire) != 0 {
-                // RING requests outstanding: that one will never be matched.
-                sh.unmatched.fetch_add(1, Ordering::Relaxed);
-            }
             slot.intended.store(it.intended, Ordering::Relaxed);
             slot.sent.store(sent, Ordering::Relaxed);
             slot.tag.store((it.index + 1) | ((it.measured as u64) << 63), Ordering::Release);
         }
+        sh.last_intended.store(batch[batch.len() - 1].intended, Ordering::Relaxed);
         sh.sent.fetch_add(batch.len() as u64, Ordering::Release);
         for (c, b) in bufs.iter_mut().enumerate() {
             if b.is_empty() {
@@ -649,6 +658,24 @@ fn sender(
             p.finish(sh)
         }
     }
+}
+
+/// Waits until request `index`'s in-flight slot is free (RING requests in
+/// flight: the oldest one's answer frees it); false if the run stops first.
+fn await_slot(sh: &Shared, wire: &dyn Wire, io: &mut SendSide, index: u64) -> bool {
+    let slot = &sh.ring[index as usize % RING];
+    while slot.tag.load(Ordering::Acquire) != 0 {
+        if sh.stop.load(Ordering::Acquire) {
+            return false;
+        }
+        match io {
+            SendSide::Writers(_) => std::thread::sleep(Duration::from_micros(50)),
+            SendSide::Polling(p) => {
+                p.poll(sh, wire, 100_000);
+            }
+        }
+    }
+    true
 }
 
 type RecvOut = (Shard, Histogram<u64>, u128, ClientStamps);
@@ -711,6 +738,7 @@ impl Receiver {
         if k.is_some() && done > 1 {
             self.stamps.shared += done - 1;
         }
+        sh.replies.fetch_add(done, Ordering::Release);
         self.buf.drain(..off);
         res
     }

@@ -464,7 +464,7 @@ pub fn run_config(
     // so their streams are not merged.
     let kept = reqs.iter().any(|r| !r.is_empty());
     if kept && (!many || cfg.net.topology == Topology::Loopback) {
-        result.records = Some(std::sync::Arc::new(records_of(&reqs)?));
+        result.records = Some(std::sync::Arc::new(records_of(&reqs)));
     }
     // The server's app statistics cover its whole life (warmup included):
     // it does not know where the clients' measured phase starts.
@@ -660,6 +660,8 @@ fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> Run
         k.load.requests = Some(n);
     }
     k.net.target = Some(target.to_string());
+    // The records of all clients meet in the coordinator: the cap is the run's.
+    k.record.max_record_mem.0 = cfg.record.max_record_mem.0 / c as u64;
     k
 }
 
@@ -751,9 +753,9 @@ fn collect_shards(
     fleet: &Fleet,
     spec: &RunSpec,
     c: usize,
-) -> Result<(Vec<Option<ShardDump>>, Vec<Vec<String>>), TransportError> {
+) -> Result<(Vec<Option<ShardDump>>, Vec<Vec<ReqRow>>), TransportError> {
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
-    let mut reqs: Vec<Vec<String>> = vec![Vec::new(); c];
+    let mut reqs: Vec<Vec<ReqRow>> = vec![Vec::new(); c];
     let mut open = c;
     let limit = Duration::from_nanos(spec.expected_total_ns() + spec.drain_timeout_ns) + Duration::from_secs(30);
     let deadline = std::time::Instant::now() + limit;
@@ -762,7 +764,7 @@ fn collect_shards(
         match fleet.client_lines.recv_timeout(left) {
             Ok((i, Some(l))) => {
                 if let Some(r) = l.strip_prefix("req ") {
-                    reqs[i].push(r.to_string());
+                    reqs[i].push(parse_req(r)?);
                 } else if let Some(j) = l.strip_prefix("shard ") {
                     dumps[i] = Some(serde_json::from_str(j).map_err(|e| bad_shard(&e.to_string()))?);
                 }
@@ -845,30 +847,41 @@ pub fn emit_server_stats(stats: &crate::server::ServeStats, app_report: Value) {
     let _ = o.flush();
 }
 
-/// Parses the clients' `req` lines back into records. One client's keep
-/// their ids (a request that never completed has no line and leaves a
-/// hole); several clients' are merged in order of intended send time and
-/// numbered 0, 1, … in that order.
-fn records_of(clients: &[Vec<String>]) -> Result<taillab_core::harness::Records, TransportError> {
-    let mut rows = Vec::new();
-    for (i, lines) in clients.iter().enumerate() {
-        for l in lines {
-            let v: Vec<u64> =
-                l.split(',').map(|x| x.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad_shard("req line"))?;
-            if v.len() != 11 {
-                return Err(bad_shard("req line"));
-            }
-            rows.push((v, i));
-        }
+/// One `req` line's numbers, in `requests.csv` order. Kept as numbers the
+/// moment they arrive: a million requests are 88 MB so, several times that
+/// as lines of text.
+type ReqRow = [u64; 11];
+
+fn parse_req(line: &str) -> Result<ReqRow, TransportError> {
+    let mut row = [0u64; 11];
+    let mut fields = line.split(',');
+    for x in row.iter_mut() {
+        *x = fields.next().and_then(|f| f.parse().ok()).ok_or_else(|| bad_shard("req line"))?;
+    }
+    if fields.next().is_some() {
+        return Err(bad_shard("req line"));
+    }
+    Ok(row)
+}
+
+/// The clients' request rows as records. One client's keep their ids (a
+/// request that never completed has no line and leaves a hole); several
+/// clients' are merged in order of intended send time and numbered 0, 1, …
+/// in that order.
+fn records_of(clients: &[Vec<ReqRow>]) -> taillab_core::harness::Records {
+    // (intended, client, row): sorted for several clients, as they came for one.
+    let mut order: Vec<(u64, u32, u32)> = Vec::new();
+    for (i, rows) in clients.iter().enumerate() {
+        order.extend(rows.iter().enumerate().map(|(j, v)| (v[2], i as u32, j as u32)));
     }
     if clients.len() > 1 {
-        rows.sort_by_key(|(v, i)| (v[2], *i));
-        for (n, (v, _)) in rows.iter_mut().enumerate() {
-            v[0] = n as u64;
-        }
+        order.sort_unstable();
     }
-    let rec = taillab_core::harness::Records::new(rows.iter().map(|(v, _)| v[0] + 1).max().unwrap_or(0));
-    for (v, _) in rows {
+    let id = |n: usize, v: &ReqRow| if clients.len() > 1 { n as u64 } else { v[0] };
+    let len = order.iter().enumerate().map(|(n, o)| id(n, &clients[o.1 as usize][o.2 as usize]) + 1).max();
+    let rec = taillab_core::harness::Records::new(len.unwrap_or(0));
+    for (n, (_, i, j)) in order.into_iter().enumerate() {
+        let v = &clients[i as usize][j as usize];
         let st = taillab_core::collector::Stamps {
             intended: v[2],
             sent: v[3],
@@ -879,21 +892,24 @@ fn records_of(clients: &[Vec<String>]) -> Result<taillab_core::harness::Records,
             enqueued_user: v[9],
             completed_user: v[10],
         };
-        rec.set(v[0], &st, v[1] as usize, v[8] == 1);
+        rec.set(id(n, v), &st, v[1] as usize, v[8] == 1);
     }
-    Ok(rec)
+    rec
 }
 
 /// `requests.csv` of a run with several clients: the integrated columns
 /// plus `client` (ids and clocks are each client's own).
-fn write_requests(out: &Path, reqs: &[Vec<String>]) -> Result<(), TransportError> {
+fn write_requests(out: &Path, reqs: &[Vec<ReqRow>]) -> Result<(), TransportError> {
     let io = |e| TransportError::Io { what: format!("writing {}/requests.csv", out.display()), source: e };
     std::fs::create_dir_all(out).map_err(io)?;
     let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("requests.csv")).map_err(io)?);
     writeln!(w, "{},client", taillab_core::summary::REQUESTS_CSV_HEADER).map_err(io)?;
     for (i, rows) in reqs.iter().enumerate() {
         for r in rows {
-            writeln!(w, "{r},{i}").map_err(io)?;
+            for x in r {
+                write!(w, "{x},").map_err(io)?;
+            }
+            writeln!(w, "{i}").map_err(io)?;
         }
     }
     w.flush().map_err(io)
@@ -925,14 +941,16 @@ mod tests {
         };
         let a = vec![line(0, 100, 0), line(1, 300, 1), line(2, 500, 1)];
         let b = vec![line(0, 200, 0), line(1, 400, 1)];
-        let rec = records_of(&[a.clone(), b]).unwrap();
+        let rows = |v: &[String]| v.iter().map(|l| parse_req(l).unwrap()).collect::<Vec<_>>();
+        let rec = records_of(&[rows(&a), rows(&b)]);
         let got: Vec<(u64, u64, bool)> = rec.iter().map(|x| (x.0, x.3.intended, x.2)).collect();
         assert_eq!(got, vec![(0, 100, false), (1, 200, false), (2, 300, true), (3, 400, true), (4, 500, true)]);
         // One client keeps its ids, holes included.
-        let rec = records_of(&[vec![a[0].clone(), a[2].clone()]]).unwrap();
+        let rec = records_of(&[rows(&[a[0].clone(), a[2].clone()])]);
         let ids: Vec<u64> = rec.iter().map(|x| x.0).collect();
         assert_eq!(ids, vec![0, 2]);
-        assert!(records_of(&[vec!["1,2,3".into()]]).is_err());
+        assert!(parse_req("1,2,3").is_err());
+        assert!(parse_req(&format!("{},12", a[0])).is_err());
     }
 
     #[test]

@@ -20,7 +20,14 @@
 //! the bottleneck TailBench's single `select()` loop had.
 //!
 //! A connection that sends garbage or disconnects mid-frame is dropped with a log
-//! line; the others keep being served. SIGINT/SIGTERM (or EOF on stdin with
+//! line; the others keep being served.
+//!
+//! Overload: requests read but not yet served are held to
+//! [`MAX_QUEUED_BYTES`]; beyond it the server stops reading until its
+//! workers catch up, so the backlog waits in the sockets and in the
+//! clients (whose schedule stamps still count its age) instead of growing
+//! the server without bound. A request whose connection is gone is not
+//! served. SIGINT/SIGTERM (or EOF on stdin with
 //! `--exit-on-eof`) stop it cleanly: no new connections, open ones shut
 //! down, workers finish the request in hand and exit.
 
@@ -37,6 +44,13 @@ use taillab_core::clock::{now_ns, set_timer_slack_1ns, WaitMode};
 use taillab_core::config::{RunConfig, Stamping};
 use taillab_core::queue::{Discipline, RequestQueue};
 use taillab_core::{AppError, Server};
+
+/// Most bytes of read, unserved requests (payload plus [`JOB_COST`] each)
+/// the server holds before it stops reading.
+pub const MAX_QUEUED_BYTES: u64 = 64 << 20;
+
+/// What a queued request costs beyond its payload.
+const JOB_COST: u64 = 128;
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -157,6 +171,8 @@ struct State {
     dropped: AtomicU64,
     requests: AtomicU64,
     app_errors: AtomicU64,
+    /// Bytes of read, unserved requests (see [`MAX_QUEUED_BYTES`]).
+    queued: AtomicU64,
     kernel_stamps: bool,
     stamps: Mutex<StampCounts>,
 }
@@ -181,6 +197,7 @@ pub fn serve(
         dropped: AtomicU64::new(0),
         requests: AtomicU64::new(0),
         app_errors: AtomicU64::new(0),
+        queued: AtomicU64::new(0),
         kernel_stamps: opts.stamps == Stamping::Kernel,
         stamps: Mutex::new(StampCounts::default()),
     });
@@ -309,8 +326,10 @@ pub fn serve(
             }
         }
     }
-    // Stop: wake every reader by shutting its socket, then let workers drain.
+    // Stop: wake every reader by shutting its socket, then let workers
+    // drain (skipping the requests of the connections now gone).
     for c in st.conns.lock().iter() {
+        c.dead.store(true, Ordering::Release);
         let _ = c.w.lock().shutdown(Shutdown::Both);
     }
     for h in readers {
@@ -347,12 +366,20 @@ fn close_conn(st: &State, conn: &Conn, why: Option<&str>) {
     st.conns.lock().retain(|c| !std::ptr::eq(&**c, conn));
 }
 
+/// Whether the server holds as many unserved requests as it may (and is not stopping).
+fn full(st: &State) -> bool {
+    st.queued.load(Ordering::Relaxed) >= MAX_QUEUED_BYTES && !st.stop.load(Ordering::Relaxed)
+}
+
 fn reader(st: &State, s: TcpStream, conn: Arc<Conn>) {
     use std::os::fd::AsRawFd;
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut cm = CmsgBuf::default();
     loop {
+        while full(st) {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
         let (n, k) = match tstamp::recv(s.as_raw_fd(), &mut chunk, 0, &mut cm) {
             Ok((0, _)) => {
                 let why = (!buf.is_empty()).then_some("client disconnected in the middle of a frame");
@@ -389,6 +416,7 @@ fn take_frames(
         match proto::parse(&buf[off..], st.max_frame, Kind::Request) {
             Ok(Some(h)) => {
                 let payload = buf[off + h.header_len()..off + h.frame_len()].to_vec();
+                st.queued.fetch_add(payload.len() as u64 + JOB_COST, Ordering::Relaxed);
                 push(Job { conn: conn.clone(), id: h.id, enqueued, read_at, clock, payload });
                 off += h.frame_len();
             }
@@ -414,6 +442,10 @@ fn worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode
 /// Runs one request and writes its response (the worker writes it itself:
 /// no hand-off back to a reader).
 fn serve_one(st: &State, worker: &mut dyn taillab_core::Worker, job: Job, resp: &mut Vec<u8>, frame: &mut Vec<u8>) {
+    st.queued.fetch_sub(job.payload.len() as u64 + JOB_COST, Ordering::Relaxed);
+    if job.conn.dead.load(Ordering::Acquire) {
+        return; // nobody to answer: the client is gone or the server stopping
+    }
     let started = now_ns();
     resp.clear();
     let r = worker.handle(&job.payload, resp);
@@ -506,6 +538,8 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
             }
         };
         let n = p.ep.wait(&mut events, timeout);
+        // Full: serve before reading more (the sockets hold the rest).
+        let n = if full(st) && !local.is_empty() { 0 } else { n };
         for i in 0..n {
             let token = crate::epoll::token(&events, i);
             if !conns.contains_key(&token) {

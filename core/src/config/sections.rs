@@ -290,8 +290,8 @@ section! {
     Record "record" {
         /// Also write requests.csv with every request's six stamps.
         save_requests: bool = false, Opts::on(EXP | LOAD);
-        /// Memory cap for per-request records (beyond it, histograms only).
-        max_record_mem: Size = Size(1 << 30), Opts::on(EXP | LOAD);
+        /// Memory cap for per-request records, for the whole run (beyond it, histograms only; a loopback run's coordinator holds about twice this).
+        max_record_mem: Size = Size(64 << 20), Opts::on(EXP | LOAD);
         /// Length of one interval histogram.
         interval: Dur = Dur(1_000_000_000), Opts::on(EXP | LOAD);
         /// Profile the workers during the measured phase: off, or perf (a folded-stack file and a flame graph in the run folder).
