@@ -51,9 +51,13 @@ pub const VOICES: [Voice; 6] = [
 /// at 0.02 the WER of a clean voice rose from 16 % to 24 %).
 #[derive(Debug, Clone, Copy)]
 pub struct Delivery {
+    /// The voice that speaks.
     pub voice: Voice,
+    /// Speaking-rate factor; above 1 is faster.
     pub rate: f64,
+    /// Pitch factor; above 1 is higher.
     pub pitch: f64,
+    /// Pink-noise amplitude, as a fraction of full scale.
     pub noise: f64,
 }
 

@@ -24,11 +24,14 @@ use taillab_core::AppError;
 use crate::ffi::{Decoder, DecoderConfig};
 use crate::{an4, score, sources};
 
+/// The app's name, also the name of its data folder.
 pub const APP: &str = "speech";
 /// Bumped whenever the data layout or the synthesized set changes.
 pub const DATA_VERSION: &str = "speech-v4";
 
+/// Where Debian `pocketsphinx-testdata` puts its recordings and grammars.
 pub const TESTDATA: &str = "/usr/share/pocketsphinx/test/data";
+/// The en-us acoustic model, dictionary and LM (Debian `pocketsphinx-en-us`).
 pub const MODEL: &str = "/usr/share/pocketsphinx/model/en-us";
 
 /// The decoding searches a request can ask for. The id travels in byte 0 of
@@ -48,6 +51,7 @@ pub enum Search {
 }
 
 impl Search {
+    /// Every search, in id order.
     pub const ALL: [Search; 5] = [
         Search::Lm,
         Search::An4,
@@ -56,6 +60,7 @@ impl Search {
         Search::Words,
     ];
 
+    /// The name in `utts.tsv` and reports (`lm`, `an4`, `cards`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Search::Lm => "lm",
@@ -66,10 +71,12 @@ impl Search {
         }
     }
 
+    /// The search [`Search::name`] gives `s`; None for an unknown name.
     pub fn from_name(s: &str) -> Option<Search> {
         Search::ALL.into_iter().find(|x| x.name() == s)
     }
 
+    /// The search whose id (request byte 0) is `id`; None above 4.
     pub fn from_id(id: u8) -> Option<Search> {
         Search::ALL.into_iter().find(|x| *x as u8 == id)
     }
@@ -97,12 +104,17 @@ impl Search {
 /// One utterance of an input set.
 #[derive(Debug, Clone)]
 pub struct Utterance {
+    /// Unique id: `an4-NNNN` when synthesized, `SOURCE-NAME` when recorded.
     pub id: String,
+    /// The input set: `recorded` or `an4`.
     pub set: String,
     /// Where it comes from (`asterisk`, `flite-slt`, ...), for per-source WER.
     pub source: String,
+    /// The search that decodes it.
     pub search: Search,
+    /// The words spoken, the reference for the WER.
     pub transcript: String,
+    /// The audio: 16 kHz mono samples.
     pub samples: Vec<i16>,
 }
 
@@ -152,6 +164,7 @@ pub fn decoder_index(search: Search) -> usize {
     usize::from(search == Search::An4)
 }
 
+/// A [`AppError::Prepare`] for this app saying `why`.
 pub fn prep_err(why: impl Into<String>) -> AppError {
     AppError::Prepare {
         app: APP.into(),
@@ -248,12 +261,17 @@ pub fn to_raw16k(input: &Path, output: &Path) -> Result<(), AppError> {
 /// One line of `utts.tsv`.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// Unique id: `an4-NNNN` when synthesized, `SOURCE-NAME` when recorded.
     pub id: String,
+    /// The input set: `recorded` or `an4`.
     pub set: &'static str,
+    /// Where it comes from (`asterisk`, `flite-slt`, ...).
     pub source: String,
+    /// The search that decodes it.
     pub search: Search,
     /// Path of the raw audio, relative to the data folder.
     pub audio: String,
+    /// The words spoken, the reference for the WER.
     pub transcript: String,
 }
 

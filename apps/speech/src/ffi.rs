@@ -57,7 +57,9 @@ pub struct PsError(pub String);
 /// statistical language model (the default search) and named JSGF grammars.
 #[derive(Debug, Clone)]
 pub struct DecoderConfig {
+    /// Folder of the acoustic model (`-hmm`).
     pub hmm: String,
+    /// Pronunciation dictionary file (`-dict`).
     pub dict: String,
     /// The statistical LM (its search is [`Decoder::LM_SEARCH`]); None for a
     /// grammar-only decoder.
@@ -68,6 +70,7 @@ pub struct DecoderConfig {
     pub extra: Vec<(String, String)>,
 }
 
+/// One PocketSphinx decoder with its searches loaded, freed on drop.
 pub struct Decoder {
     ps: *mut ps_decoder_t,
     config: *mut cmd_ln_t,
@@ -87,6 +90,9 @@ impl Decoder {
     /// Name of the search made from the `-lm` argument.
     pub const LM_SEARCH: &'static str = "_default";
 
+    /// Builds a decoder from `cfg`, starting on the LM search (or the first
+    /// grammar). Fails when a model file is missing, an argument is rejected
+    /// or a grammar does not load.
     pub fn new(cfg: &DecoderConfig) -> Result<Self, PsError> {
         for p in [Some(&cfg.hmm), Some(&cfg.dict), cfg.lm.as_ref()]
             .into_iter()

@@ -10,6 +10,8 @@
 //! comes from, as a dialogue system knows which prompt it asked; this keeps
 //! the server stateless per request.
 
+#![warn(missing_docs)]
+
 pub mod an4;
 pub mod data;
 pub mod ffi;
@@ -38,8 +40,10 @@ const KEYS: &[KeySpec] = &[KeySpec {
     help: "input set: all (recorded + an4, the default), recorded (Debian recordings: telephone prompts, read speech, words), an4 (synthesized AN4-style prompts)",
 }];
 
+/// The `speech` app: its key (`set`), data preparation, server and client.
 pub struct SpeechApp;
 
+/// The app as the CLI registers it.
 pub fn app() -> Arc<dyn App> {
     Arc::new(SpeechApp)
 }
@@ -171,6 +175,8 @@ impl Server for SpeechServer {
     }
 }
 
+/// One worker's decoders (one per [`data::decoder_configs`] entry) and
+/// sample buffer; it decodes one request at a time, never waiting on others.
 pub struct SpeechWorker {
     /// See [`data::decoder_configs`]: the LM decoder and the AN4 one.
     decoders: [ffi::Decoder; 2],
@@ -218,6 +224,7 @@ pub struct SpeechClient {
 }
 
 impl SpeechClient {
+    /// A client over `utts` (must not be empty), drawing with `seed`.
     pub fn new(utts: Vec<Utterance>, seed: u64) -> Self {
         SpeechClient {
             utts,
@@ -226,7 +233,8 @@ impl SpeechClient {
     }
 }
 
-/// The request bytes for one utterance.
+/// Appends the request bytes for one utterance to `out`: the search id,
+/// then the samples as little-endian i16.
 pub fn encode_request(u: &Utterance, out: &mut Vec<u8>) {
     out.reserve(1 + 2 * u.samples.len());
     out.push(u.search as u8);
