@@ -41,7 +41,7 @@ use taillab_core::config::sections::Launcher;
 use taillab_core::config::{Dur, RunConfig, Topology};
 use taillab_core::experiment::{run_point as aggregate_point, run_seed, Aggregate, CiTarget};
 use taillab_core::Summary;
-use taillab_transport::coord::sh_quote;
+use taillab_transport::launch::sh_quote;
 use taillab_transport::slurm::job_pids;
 
 /// Slurm states after which a task never runs again.

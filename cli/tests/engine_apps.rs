@@ -116,16 +116,42 @@ fn speech_runs_end_to_end() {
 #[test]
 fn translate_helpers_are_the_experiments_not_foreign() {
     let out = tmp("translate-children");
-    let s = run(&["--app", "translate", "--qps", "20", "--warmup-requests", "20", "--requests", "200"], &out);
+    let s = run(
+        &[
+            "--app",
+            "translate",
+            "--qps",
+            "20",
+            "--warmup-requests",
+            "20",
+            "--requests",
+            "200",
+        ],
+        &out,
+    );
     let env = &s["environment"];
     let foreign = env["top_foreign"].to_string();
     for stage in ["lt-proc", "apertium", "lrx-proc", "cg-proc"] {
-        assert!(!foreign.contains(stage), "{stage} counted as foreign: {foreign}");
+        assert!(
+            !foreign.contains(stage),
+            "{stage} counted as foreign: {foreign}"
+        );
     }
     let children = env["harness"]["children"].to_string();
-    assert!(children.contains("lt-proc") || children.contains("apertium"), "{}", env["harness"]);
-    assert!(env["harness"]["children_cpu_pct"].as_f64().unwrap() > 0.0, "{}", env["harness"]);
+    assert!(
+        children.contains("lt-proc") || children.contains("apertium"),
+        "{}",
+        env["harness"]
+    );
+    assert!(
+        env["harness"]["children_cpu_pct"].as_f64().unwrap() > 0.0,
+        "{}",
+        env["harness"]
+    );
     let verdict = s["checks"]["environment"]["verdict"].as_str().unwrap_or("");
-    assert!(!verdict.contains("lt-proc") && !verdict.contains("apertium"), "{verdict}");
+    assert!(
+        !verdict.contains("lt-proc") && !verdict.contains("apertium"),
+        "{verdict}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

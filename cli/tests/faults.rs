@@ -16,10 +16,9 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -682,7 +681,12 @@ const RSS_CAP_KIB: u64 = 256 << 10;
 /// A run of `secs` at `qps` against one synth worker serving fixed 10 µs
 /// (at most 100 000 requests a second); wall time, exit code, peak RSS
 /// (KiB, the largest taillab process) and the summary.
-fn timed_run(topology: &str, qps: u64, secs: u64, name: &str) -> (Duration, Option<i32>, u64, Option<Value>) {
+fn timed_run(
+    topology: &str,
+    qps: u64,
+    secs: u64,
+    name: &str,
+) -> (Duration, Option<i32>, u64, Option<Value>) {
     let out = tmp(name);
     let t = Instant::now();
     #[rustfmt::skip]
@@ -710,13 +714,18 @@ fn overload(topology: &str, secs: u64) -> (bool, Vec<String>) {
     let overhead = light.saturating_sub(Duration::from_secs(secs));
     let (took, code, rss, s) = timed_run(topology, 300_000, secs, &format!("overload-{topology}"));
     let limit = Duration::from_secs(2 * secs) + overhead + Duration::from_secs(1);
-    let flagged = s.as_ref().is_some_and(|s| s["checks"]["saturation"]["ok"] == false);
+    let flagged = s
+        .as_ref()
+        .is_some_and(|s| s["checks"]["saturation"]["ok"] == false);
     let why = format!(
         "{topology} {secs} s at 3× saturation: exit {code:?} after {took:?} (limit {limit:?}, light run {light:?}), peak RSS {} MiB, saturation {}",
         rss >> 10,
         s.as_ref().map_or(Value::Null, |s| s["checks"]["saturation"].clone())
     );
-    (code == Some(0) && took <= limit && flagged && rss <= RSS_CAP_KIB, vec![why])
+    (
+        code == Some(0) && took <= limit && flagged && rss <= RSS_CAP_KIB,
+        vec![why],
+    )
 }
 
 fn overload_row(secs: u64) {
@@ -729,7 +738,14 @@ fn overload_row(secs: u64) {
         why.extend(w);
     }
     eprintln!("{}", why.join("\n"));
-    verdict(&format!("overload 3× saturation for {secs} s (integrated, loopback)"), 2, survived, 0, "runs", &why);
+    verdict(
+        &format!("overload 3× saturation for {secs} s (integrated, loopback)"),
+        2,
+        survived,
+        0,
+        "runs",
+        &why,
+    );
 }
 
 #[test]

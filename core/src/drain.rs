@@ -13,8 +13,6 @@
 //! unserved requests counted as unfinished). A backlog of a few requests
 //! per worker is a healthy run's stragglers and is always waited for.
 
-use crate::harness::{Bound, RunSpec};
-
 /// How long the backlog's service rate is measured before it is judged.
 const WINDOW_NS: u64 = 1_000_000_000;
 
@@ -29,14 +27,15 @@ pub struct DrainWatch {
 }
 
 impl DrainWatch {
-    /// For `spec` whose schedule started at `t0` (the monotonic clock's ns).
-    pub fn new(spec: &RunSpec, t0: u64) -> Self {
-        let end = t0 + spec.expected_total_ns();
+    /// For a schedule expected to end at `end` (the monotonic clock's ns)
+    /// with its drain deadline `drain_ns` later, a measured phase of
+    /// `measure_ns` and `threads` workers (see `RunSpec::drain_watch`).
+    pub fn new(end: u64, drain_ns: u64, measure_ns: u64, threads: usize) -> Self {
         DrainWatch {
             end,
-            deadline: end + spec.drain_timeout_ns,
-            measure_ns: spec.expected_measure_ns(),
-            stragglers: 2 * spec.threads as u64 + 10,
+            deadline: end + drain_ns,
+            measure_ns,
+            stragglers: 2 * threads as u64 + 10,
             mark: None,
         }
     }
@@ -48,7 +47,7 @@ impl DrainWatch {
 
     /// Whether to stop now: `done` requests served so far, `backlog()`
     /// the requests due by the schedule's end and not served yet (see
-    /// [`backlog`]; asked only past the schedule's end).
+    /// `RunSpec::backlog`; asked only past the schedule's end).
     pub fn hopeless(&mut self, now: u64, done: u64, backlog: impl FnOnce() -> u64) -> bool {
         if now < self.end {
             return false;
@@ -71,25 +70,10 @@ impl DrainWatch {
     }
 }
 
-/// Requests due by the schedule's end and not served yet: those generated
-/// and not `done`, plus those still to be generated — counted exactly for a
-/// schedule bounded by requests, else the expected arrivals between the last
-/// generated one (`last_intended_ns`, since the schedule's start) and the
-/// schedule's end.
-pub fn backlog(spec: &RunSpec, generated: u64, last_intended_ns: u64, done: u64) -> u64 {
-    let (w, m, _, end) = spec.phase_counts(0.0);
-    let to_come = match (spec.warmup, spec.measure) {
-        (Bound::Requests(_), Bound::Requests(_)) => w + m - generated as f64,
-        _ => spec
-            .arrival
-            .expected_count(spec.qps, last_intended_ns as f64 / 1e9, end),
-    };
-    generated.saturating_sub(done) + to_come.max(0.0) as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::{Bound, RunSpec};
 
     fn spec(secs: f64) -> RunSpec {
         RunSpec {
@@ -103,7 +87,7 @@ mod tests {
     #[test]
     fn a_backlog_that_outlasts_the_run_stops_a_second_after_the_end() {
         let s = spec(10.0);
-        let mut w = DrainWatch::new(&s, 0);
+        let mut w = s.drain_watch(0);
         let end = s.expected_total_ns();
         // Served at 10 000/s with 200 000 left: 20 s > 10 s measured, > 10 s left.
         assert!(!w.hopeless(end - 1, 100_000, || 200_000), "before the end");
@@ -116,12 +100,12 @@ mod tests {
     fn stragglers_and_a_clearable_backlog_are_waited_for() {
         let s = spec(10.0);
         let end = s.expected_total_ns();
-        let mut w = DrainWatch::new(&s, 0);
+        let mut w = s.drain_watch(0);
         // A few requests per worker, nothing served for a second: stragglers.
         assert!(!w.hopeless(end, 1000, || 5));
         assert!(!w.hopeless(end + 2 * WINDOW_NS, 1000, || 5));
         // 20 000 left at 10 000/s: 2 s, well inside both limits.
-        let mut w = DrainWatch::new(&s, 0);
+        let mut w = s.drain_watch(0);
         assert!(!w.hopeless(end, 0, || 30_000));
         assert!(!w.hopeless(end + WINDOW_NS, 10_000, || 20_000));
         // Nothing served at all for a second with a real backlog: stop.
@@ -132,15 +116,15 @@ mod tests {
     fn backlog_counts_what_is_still_to_come() {
         let s = spec(10.0);
         // Everything generated: only the unserved count.
-        assert_eq!(backlog(&s, 300_000, 10_000_000_000, 299_000), 1000);
+        assert_eq!(s.backlog(300_000, 10_000_000_000, 299_000), 1000);
         // Generation stopped halfway (inline workers claim lazily): the
         // second half's expected arrivals are still due.
-        let b = backlog(&s, 150_000, 5_000_000_000, 149_990);
+        let b = s.backlog(150_000, 5_000_000_000, 149_990);
         assert!((150_000..150_020).contains(&b), "{b}");
         let r = RunSpec {
             measure: Bound::Requests(1000),
             ..spec(1.0)
         };
-        assert_eq!(backlog(&r, 400, 0, 390), 610);
+        assert_eq!(r.backlog(400, 0, 390), 610);
     }
 }

@@ -355,6 +355,33 @@ impl RunSpec {
         };
         (secs * 1e9) as u64
     }
+
+    /// Watches this run past its schedule's end, which started at `t0`
+    /// (see [`crate::drain`]).
+    pub fn drain_watch(&self, t0: u64) -> crate::drain::DrainWatch {
+        crate::drain::DrainWatch::new(
+            t0 + self.expected_total_ns(),
+            self.drain_timeout_ns,
+            self.expected_measure_ns(),
+            self.threads,
+        )
+    }
+
+    /// Requests due by the schedule's end and not served yet: those
+    /// generated and not `done`, plus those still to be generated — counted
+    /// exactly for a schedule bounded by requests, else the expected
+    /// arrivals between the last generated one (`last_intended_ns`, since
+    /// the schedule's start) and the schedule's end.
+    pub fn backlog(&self, generated: u64, last_intended_ns: u64, done: u64) -> u64 {
+        let (w, m, _, end) = self.phase_counts(0.0);
+        let to_come = match (self.warmup, self.measure) {
+            (Bound::Requests(_), Bound::Requests(_)) => w + m - generated as f64,
+            _ => self
+                .arrival
+                .expected_count(self.qps, last_intended_ns as f64 / 1e9, end),
+        };
+        generated.saturating_sub(done) + to_come.max(0.0) as u64
+    }
 }
 
 /// Per-request stamps kept for the whole run, indexed by request number.
@@ -922,7 +949,7 @@ pub fn run_integrated(
     }
 
     let expected = spec.expected_total_ns();
-    let mut watch = crate::drain::DrainWatch::new(spec, t0);
+    let mut watch = spec.drain_watch(t0);
     let planned = spec.record_capacity();
     let mut aborted_at = None;
     loop {
@@ -942,7 +969,7 @@ pub fn run_integrated(
         let backlog = || {
             let s = shared.sched.lock();
             let last = s.last_measured_intended.saturating_sub(t0);
-            crate::drain::backlog(spec, s.generated_warmup + s.generated_measured, last, done)
+            spec.backlog(s.generated_warmup + s.generated_measured, last, done)
         };
         if aborted_at.is_none()
             && !shared.abort.load(Ordering::Acquire)

@@ -98,21 +98,6 @@ impl std::fmt::Display for Dispatch {
 
 crate::serde_as_display!(Dispatch);
 
-impl crate::config::ConfigValue for Dispatch {
-    const FORM: &'static str =
-        "shared, per-worker (a random worker), per-worker:random or per-worker:round-robin";
-    const COMMA_AXIS: bool = true;
-    fn parse(s: &str) -> Result<Self, String> {
-        s.parse()
-    }
-    fn show(&self) -> String {
-        self.to_string()
-    }
-    fn possible() -> Option<&'static [&'static str]> {
-        Some(&["shared", "per-worker:random", "per-worker:round-robin"])
-    }
-}
-
 /// Picks each request's worker for [`Dispatch::PerWorker`]: seeded, so the
 /// harness and a replay of the same seed assign alike.
 #[derive(Debug, Clone)]

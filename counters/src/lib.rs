@@ -45,8 +45,8 @@ mod report;
 mod session;
 
 pub use events::Event;
-pub use report::{CountersReport, Derived, ThreadCounts};
-pub use session::{hardware_unavailable, Counters, Target};
+pub use report::{CountersReport, Derived, Target, ThreadCounts};
+pub use session::{hardware_unavailable, Counters};
 pub use taillab_core::config::CounterMode;
 
 /// Why counters could not be started at all.

@@ -11,7 +11,35 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::events::Event;
-use crate::session::Target;
+
+/// A thread to count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Kernel thread id.
+    pub tid: i32,
+    /// Thread name (`comm`).
+    pub name: String,
+}
+
+impl Target {
+    /// This process's threads whose name starts with `prefix` (the harness
+    /// names its workers `taillab-wrk-N`), by thread id.
+    pub fn threads_named(prefix: &str) -> Vec<Target> {
+        let mut v: Vec<Target> = std::fs::read_dir("/proc/self/task")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| {
+                let tid = t.file_name().to_str()?.parse().ok()?;
+                let name = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                let name = name.trim_end().to_string();
+                name.starts_with(prefix).then_some(Target { tid, name })
+            })
+            .collect();
+        v.sort_by_key(|t| t.tid);
+        v
+    }
+}
 
 /// One thread's raw readings: event → (count, time enabled ns, time running ns).
 pub(crate) struct Reading {

@@ -7,37 +7,8 @@ use std::path::Path;
 use perf_event::Counter;
 
 use crate::events::Event;
-use crate::report::{CountersReport, Reading};
+use crate::report::{CountersReport, Reading, Target};
 use crate::{CounterMode, CountersError};
-
-/// A thread to count.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Kernel thread id.
-    pub tid: i32,
-    /// Thread name (`comm`).
-    pub name: String,
-}
-
-impl Target {
-    /// This process's threads whose name starts with `prefix` (the harness
-    /// names its workers `taillab-wrk-N`), by thread id.
-    pub fn threads_named(prefix: &str) -> Vec<Target> {
-        let mut v: Vec<Target> = std::fs::read_dir("/proc/self/task")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|t| {
-                let tid = t.file_name().to_str()?.parse().ok()?;
-                let name = std::fs::read_to_string(t.path().join("comm")).ok()?;
-                let name = name.trim_end().to_string();
-                name.starts_with(prefix).then_some(Target { tid, name })
-            })
-            .collect();
-        v.sort_by_key(|t| t.tid);
-        v
-    }
-}
 
 /// Why this host cannot count hardware events, or `None` when it can: it
 /// tries to open an instructions counter on the calling thread and explains

@@ -97,8 +97,16 @@ fn auto_counts_worker_threads_and_explains_a_missing_pmu() {
     // least as long as the spinner's own CPU time says.
     let u = d.cpu_utilization.unwrap();
     let spun_share = spun_ns / 1e9 / (2.0 * r.phase_s);
-    assert!(u < 0.8 && u >= 0.9 * spun_share, "utilization {u} over {} s", r.phase_s);
-    assert!(r.phase_s >= 0.3, "the spinner alone ran 300 ms: {}", r.phase_s);
+    assert!(
+        u < 0.8 && u >= 0.9 * spun_share,
+        "utilization {u} over {} s",
+        r.phase_s
+    );
+    assert!(
+        r.phase_s >= 0.3,
+        "the spinner alone ran 300 ms: {}",
+        r.phase_s
+    );
     if pmu.is_some() {
         assert!(d.ipc.is_none() && r.note.is_some());
         assert!(r.line().contains("no hardware PMU"), "{}", r.line());

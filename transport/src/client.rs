@@ -427,7 +427,7 @@ pub fn run_load(
     };
 
     let expected = spec.expected_total_ns();
-    let mut watch = taillab_core::drain::DrainWatch::new(spec, t0);
+    let mut watch = spec.drain_watch(t0);
     let planned = spec.record_capacity();
     let mut aborted = false;
     let (mut last_replies, mut last_progress_at) = (0u64, now_ns());
@@ -463,7 +463,7 @@ pub fn run_load(
         }
         let backlog = || {
             let last = sh.last_intended.load(Ordering::Relaxed).saturating_sub(t0);
-            taillab_core::drain::backlog(spec, sent, last, done)
+            spec.backlog(sent, last, done)
         };
         if now > watch.deadline() || watch.hopeless(now, done, backlog) {
             aborted = true;

@@ -29,6 +29,7 @@
 //! killed by `Children`'s `Drop`.
 
 use crate::client::{new_hist, ClientStamps, LoadResult};
+use crate::launch::expand;
 use crate::TransportError;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -301,29 +302,6 @@ impl TransportSection<'_> {
     }
 }
 
-/// Quotes `s` for a POSIX shell.
-pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&c)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-/// Fills a launcher template: `{cmd}` the quoted command, `{cmdq}` the
-/// quoted command quoted once more (for `ssh HOST {cmdq}`, whose remote
-/// shell unquotes again), `{i}` the client number.
-pub fn expand(template: &str, argv: &[String], i: usize) -> Result<String, TransportError> {
-    if !template.contains("{cmd}") && !template.contains("{cmdq}") {
-        return Err(TransportError::Invalid(format!(
-            "launcher `{template}` has no {{cmd}} or {{cmdq}} placeholder for the command"
-        )));
-    }
-    let cmd: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
-    let cmd = cmd.join(" ");
-    Ok(template.replace("{cmdq}", &sh_quote(&cmd)).replace("{cmd}", &cmd).replace("{i}", &i.to_string()))
-}
-
 /// Children that are killed (by their own pid) if still running on drop.
 struct Children(Vec<(String, Child)>);
 
@@ -498,7 +476,7 @@ pub fn run_config(
         Some(c) => serde_json::to_value(c).unwrap_or_default(),
         None => dumps.first().map(|d| d.choice.clone()).unwrap_or_default(),
     };
-    crate::load::annotate(&mut summary, cfg, &stamps, choice);
+    crate::report::annotate(&mut summary, cfg, &stamps, choice);
     if let Some(serve) = server_stats.get("serve") {
         summary.extra.insert("server".into(), serve.clone());
     }
@@ -746,14 +724,13 @@ impl Fleet {
     }
 }
 
+/// Each client's shard (`None` for a client that died or hung) and request rows.
+type Collected = (Vec<Option<ShardDump>>, Vec<Vec<ReqRow>>);
+
 /// Reads each client's `shard` line (and `req` lines) until all exit or
 /// their time is up; a client that died or hung has no shard (`None`) and
 /// the others' are kept. Fails only when no client reported.
-fn collect_shards(
-    fleet: &Fleet,
-    spec: &RunSpec,
-    c: usize,
-) -> Result<(Vec<Option<ShardDump>>, Vec<Vec<ReqRow>>), TransportError> {
+fn collect_shards(fleet: &Fleet, spec: &RunSpec, c: usize) -> Result<Collected, TransportError> {
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
     let mut reqs: Vec<Vec<ReqRow>> = vec![Vec::new(); c];
     let mut open = c;
@@ -918,20 +895,6 @@ fn write_requests(out: &Path, reqs: &[Vec<ReqRow>]) -> Result<(), TransportError
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoting_survives_a_shell() {
-        let argv = vec!["/bin/echo".to_string(), "a b".into(), "it's".into(), "x=1".into()];
-        let line = expand("{cmd}", &argv, 0).unwrap();
-        let o = Command::new("sh").arg("-c").arg(&line).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&o.stdout), "a b it's x=1\n");
-        // {cmdq} is unquoted twice: once by the local shell, once remotely.
-        let line = expand("sh -c {cmdq}", &argv, 0).unwrap();
-        let o = Command::new("sh").arg("-c").arg(&line).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&o.stdout), "a b it's x=1\n");
-        assert!(expand("ssh host", &argv, 0).is_err());
-        assert_eq!(expand("ip netns exec ns{i} {cmd}", &argv[..1], 3).unwrap(), "ip netns exec ns3 /bin/echo");
-    }
 
     #[test]
     fn several_clients_records_merge_in_intended_order() {

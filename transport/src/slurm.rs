@@ -279,7 +279,7 @@ impl Allocation {
         tag: usize,
         tx: mpsc::Sender<(usize, Option<String>)>,
     ) -> Result<(Child, ChildStdin), TransportError> {
-        let line = crate::coord::expand(&self.step(node), argv, tag)?;
+        let line = crate::launch::expand(&self.step(node), argv, tag)?;
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(format!("exec {line}"))

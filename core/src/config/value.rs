@@ -463,6 +463,21 @@ where
     s.trim().parse::<T>().map_err(|e| e.to_string())
 }
 
+impl ConfigValue for crate::queue::Dispatch {
+    const FORM: &'static str =
+        "shared, per-worker (a random worker), per-worker:random or per-worker:round-robin";
+    const COMMA_AXIS: bool = true;
+    fn parse(s: &str) -> Result<Self, String> {
+        s.parse()
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+    fn possible() -> Option<&'static [&'static str]> {
+        Some(&["shared", "per-worker:random", "per-worker:round-robin"])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
