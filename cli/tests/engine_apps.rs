@@ -155,3 +155,51 @@ fn translate_helpers_are_the_experiments_not_foreign() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A real app's run carries its ideal (the replay of its own arrivals and
+/// service times) and the excess over it, and the report shows both: the
+/// CCDF figure and the measured-vs-ideal table (issue 14).
+#[cfg(feature = "kv")]
+#[test]
+fn kv_run_reports_its_ideal_and_excess() {
+    let out = tmp("kv-ideal");
+    #[rustfmt::skip]
+    let s = run(&["--app", "kv", "--set", "keys=20000", "--qps", "2000", "--warmup-requests", "500",
+                  "--requests", "3000", "--save-requests"], &out);
+    let i = &s["ideal"];
+    assert_eq!(i["method"], "replay", "{i}");
+    assert_eq!(i["replayed"], 3500);
+    assert_eq!(i["sojourn"]["count"], 3000);
+    let measured = &s["latency_ns"]["sojourn"];
+    for q in ["mean", "p50", "p99"] {
+        let (m, id) = (
+            measured[q].as_f64().unwrap(),
+            i["sojourn"][q].as_f64().unwrap(),
+        );
+        // The ideal keeps the measured service times and removes only
+        // what a perfect queue would not add: it never exceeds the run.
+        assert!(
+            id > 0.0 && id <= m * 1.001,
+            "{q}: ideal {id} vs measured {m}"
+        );
+        let ex = i["excess"][q].as_f64().unwrap();
+        assert!(
+            (ex - (m - id)).abs() <= 1e-6 * m + 1.0,
+            "{q}: excess {ex} ≠ {m} − {id}"
+        );
+    }
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",ideal_completed"));
+    let o = Command::new(bin())
+        .arg("report")
+        .arg(&out)
+        .arg("--out")
+        .arg(out.join("report"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(out.join("report/index.html")).unwrap();
+    assert!(html.contains("ideal_ccdf"), "no ideal figure");
+    assert!(html.contains("Measured vs ideal"), "no excess table");
+    let _ = std::fs::remove_dir_all(&out);
+}
