@@ -682,7 +682,12 @@ const RSS_CAP_KIB: u64 = 256 << 10;
 /// A run of `secs` at `qps` against one synth worker serving fixed 10 µs
 /// (at most 100 000 requests a second); wall time, exit code, peak RSS
 /// (KiB, the largest taillab process) and the summary.
-fn timed_run(topology: &str, qps: u64, secs: u64, name: &str) -> (Duration, Option<i32>, u64, Option<Value>) {
+fn timed_run(
+    topology: &str,
+    qps: u64,
+    secs: u64,
+    name: &str,
+) -> (Duration, Option<i32>, u64, Option<Value>) {
     let out = tmp(name);
     let t = Instant::now();
     #[rustfmt::skip]
@@ -710,13 +715,18 @@ fn overload(topology: &str, secs: u64) -> (bool, Vec<String>) {
     let overhead = light.saturating_sub(Duration::from_secs(secs));
     let (took, code, rss, s) = timed_run(topology, 300_000, secs, &format!("overload-{topology}"));
     let limit = Duration::from_secs(2 * secs) + overhead + Duration::from_secs(1);
-    let flagged = s.as_ref().is_some_and(|s| s["checks"]["saturation"]["ok"] == false);
+    let flagged = s
+        .as_ref()
+        .is_some_and(|s| s["checks"]["saturation"]["ok"] == false);
     let why = format!(
         "{topology} {secs} s at 3× saturation: exit {code:?} after {took:?} (limit {limit:?}, light run {light:?}), peak RSS {} MiB, saturation {}",
         rss >> 10,
         s.as_ref().map_or(Value::Null, |s| s["checks"]["saturation"].clone())
     );
-    (code == Some(0) && took <= limit && flagged && rss <= RSS_CAP_KIB, vec![why])
+    (
+        code == Some(0) && took <= limit && flagged && rss <= RSS_CAP_KIB,
+        vec![why],
+    )
 }
 
 fn overload_row(secs: u64) {
@@ -729,7 +739,14 @@ fn overload_row(secs: u64) {
         why.extend(w);
     }
     eprintln!("{}", why.join("\n"));
-    verdict(&format!("overload 3× saturation for {secs} s (integrated, loopback)"), 2, survived, 0, "runs", &why);
+    verdict(
+        &format!("overload 3× saturation for {secs} s (integrated, loopback)"),
+        2,
+        survived,
+        0,
+        "runs",
+        &why,
+    );
 }
 
 #[test]
@@ -741,4 +758,130 @@ fn overload_ends_in_time_flagged_and_bounded() {
 #[ignore = "long: two 10 s overloads; make test-faults"]
 fn overload_ten_seconds_ends_in_time_flagged_and_bounded() {
     overload_row(10);
+}
+
+// ---- 5. exposure -------------------------------------------------------------------
+
+/// The local addresses (`/proc/net/tcp` hex, `0100007F:1EC6`) of the
+/// listening TCP sockets process `pid` holds.
+fn listening_addrs(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().to_string();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let mut v = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for row in std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+        {
+            let f: Vec<&str> = row.split_whitespace().collect();
+            // local_address is field 1, st field 3 (0A = LISTEN), inode field 9.
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                v.push(f[1].to_string());
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn serve_without_listen_binds_loopback_only() {
+    let _s = serial();
+    #[rustfmt::skip]
+    let mut c = Kid(Command::new(bin())
+        .args(["serve", "--app", "null"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap());
+    let mut line = String::new();
+    BufReader::new(c.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addrs = listening_addrs(c.0.id());
+    let mut why = vec![format!("printed {line:?}; listening sockets {addrs:?}")];
+    // 0100007F is 127.0.0.1 in /proc/net/tcp's byte order; 1EC6 is port 7878.
+    let mut ok = line.trim() == "listening 127.0.0.1:7878"
+        && !addrs.is_empty()
+        && addrs.iter().all(|a| a == "0100007F:1EC6");
+    if line.is_empty() {
+        // The port is taken (another server on this host): the refusal names the address it tried.
+        let err = stderr_of(&mut c.0);
+        ok = err.contains("127.0.0.1:7878") && !err.contains("0.0.0.0");
+        why.push(format!("no server; stderr: {err}"));
+    }
+    verdict(
+        "serve without --listen binds 127.0.0.1 only",
+        1,
+        usize::from(ok),
+        0,
+        "exposed",
+        &why,
+    );
+}
+
+// ---- 6. progress output ---------------------------------------------------------------
+
+/// Runs `taillab ARGS --out OUT` (no -q) with stderr on a pipe; its stderr
+/// and why its progress lines are not plain, if they are not.
+fn piped_progress(args: &[&str], line_start: &str, name: &str) -> (String, Option<String>) {
+    let out = tmp(name);
+    let o = Command::new(bin())
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let lines: Vec<&str> = err.lines().collect();
+    let progress = lines.iter().filter(|l| l.starts_with(line_start)).count();
+    let why = if !o.status.success() {
+        Some(format!("exit {}", o.status))
+    } else if err.contains('\r') || err.contains('\x1b') {
+        Some("carriage returns or escape codes".into())
+    } else if progress < 2 || progress != lines.len() {
+        Some(format!(
+            "{progress} of {} lines are progress lines",
+            lines.len()
+        ))
+    } else {
+        None
+    };
+    (err, why)
+}
+
+#[test]
+fn progress_on_a_pipe_is_one_plain_line_per_step() {
+    let _s = serial();
+    #[rustfmt::skip]
+    let cases: [(&[&str], &str); 2] = [
+        (&["run", "--app", "synth", "--qps", "2000", "--duration", "3s", "--no-monitor"], "run "),
+        (&["sweep", "--app", "synth", "--qps", "1000,2000", "--duration", "1s", "--no-monitor"], "["),
+    ];
+    let mut why = Vec::new();
+    let mut fragments = 0;
+    for (k, (args, start)) in cases.iter().enumerate() {
+        let (err, bad) = piped_progress(args, start, &format!("progress-{k}"));
+        fragments += err.matches('\r').count() as u64;
+        if let Some(b) = bad {
+            why.push(format!("{args:?}: {b}; stderr: {err:?}"));
+        }
+    }
+    verdict(
+        "progress with stderr on a pipe (run, sweep)",
+        2,
+        2 - why.len(),
+        fragments,
+        "\\r fragments",
+        &why,
+    );
 }
