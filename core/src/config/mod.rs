@@ -632,7 +632,10 @@ impl RunConfig {
             ));
         }
         if n.max_connections == 0 || n.max_connections > 1_000_000 {
-            return bad(format!("net.max_connections must be in 1..=1000000, got {}", n.max_connections));
+            return bad(format!(
+                "net.max_connections must be in 1..=1000000, got {}",
+                n.max_connections
+            ));
         }
         if n.target.is_none() && n.clients * n.connections > n.max_connections {
             return bad(format!(
