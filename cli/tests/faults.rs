@@ -1132,3 +1132,136 @@ fn malformed_frames_drop_their_connection_and_others_are_served() {
         &why,
     );
 }
+
+// ---- 1. a sweep killed at random points ---------------------------------------------
+
+/// A small integrated sweep of `points` loads, two runs each.
+fn kill_sweep_args(points: usize) -> Vec<String> {
+    let qps: Vec<String> = (1..=points).map(|i| (300 * i).to_string()).collect();
+    #[rustfmt::skip]
+    let a = ["sweep", "--app", "synth", "--qps", &qps.join(","), "--duration", "0.5s", "--set", "service=exp:100us",
+             "--ci", "0.5", "--min-runs", "2", "--max-runs", "2", "--seed", "3", "--no-monitor", "-q"];
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// The files of every finished run (a `run-K` folder holding `summary.json`) under `out`.
+fn finished_runs(out: &Path) -> BTreeMap<PathBuf, BTreeMap<PathBuf, Vec<u8>>> {
+    let mut m = BTreeMap::new();
+    for point in std::fs::read_dir(out.join("points"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for run in std::fs::read_dir(point.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = run.path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if name.starts_with("run-") && !name.contains('.') && p.join("summary.json").exists() {
+                m.insert(p.clone(), files_under(&p));
+            }
+        }
+    }
+    m
+}
+
+/// Kills a sweep (SIGKILL) `kills` times at random moments, resuming it
+/// after each, then lets it finish: it completes, and every run folder
+/// finished before a kill keeps its bytes.
+fn sweep_killed(kills: usize, points: usize) {
+    let _s = serial();
+    let out = tmp(&format!("kill-sweep-{kills}"));
+    let args = kill_sweep_args(points);
+    let mut x = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut why = vec![format!("random seed {x}")];
+    let mut seen: BTreeMap<PathBuf, BTreeMap<PathBuf, Vec<u8>>> = BTreeMap::new();
+    let mut changed = 0u64;
+    let mut done = 0;
+    for k in 0..kills {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let delay = Duration::from_millis(200 + x % 1000);
+        let mut c = Command::new(bin());
+        c.args(&args)
+            .arg("--out")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if k > 0 {
+            c.arg("--resume");
+        }
+        let mut c = Kid(c.spawn().unwrap());
+        std::thread::sleep(delay);
+        if c.0.try_wait().unwrap().is_some() {
+            why.push(format!("kill {k}: the sweep had finished before {delay:?}"));
+            break;
+        }
+        signal(c.0.id(), libc::SIGKILL);
+        let _ = c.0.wait();
+        done += 1;
+        for (run, files) in finished_runs(&out) {
+            match seen.get(&run) {
+                Some(before) if *before != files => {
+                    changed += 1;
+                    why.push(format!("kill {k}: {} changed", run.display()));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(run, files);
+                }
+            }
+        }
+        why.push(format!(
+            "kill {k} after {delay:?}: {} runs finished",
+            seen.len()
+        ));
+    }
+    let o = Command::new(bin())
+        .args(&args)
+        .arg("--resume")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let finals = finished_runs(&out);
+    for (run, files) in &seen {
+        if finals.get(run) != Some(files) {
+            changed += 1;
+            why.push(format!("{} changed or vanished by the end", run.display()));
+        }
+    }
+    let complete = o.status.success() && finals.len() == 2 * points;
+    why.push(format!(
+        "final resume: {} with {} runs; {}",
+        o.status,
+        finals.len(),
+        String::from_utf8_lossy(&o.stderr)
+    ));
+    verdict(
+        &format!("sweep SIGKILLed at random points, resumed ({kills} kills)"),
+        kills,
+        if complete { done } else { 0 },
+        changed,
+        "finished runs",
+        &why,
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_sweep_killed_twice_resumes_and_keeps_finished_runs() {
+    sweep_killed(2, 4);
+}
+
+#[test]
+#[ignore = "long: ten random kills; make test-faults"]
+fn a_sweep_killed_ten_times_resumes_and_keeps_finished_runs() {
+    sweep_killed(10, 12);
+}
