@@ -1265,3 +1265,138 @@ fn a_sweep_killed_twice_resumes_and_keeps_finished_runs() {
 fn a_sweep_killed_ten_times_resumes_and_keeps_finished_runs() {
     sweep_killed(10, 12);
 }
+
+// ---- 4. disk trouble -------------------------------------------------------------------
+
+/// A tmpfs of `kib` KiB mounted on a fresh folder, unmounted when dropped
+/// (also when an assertion failed). `None` when mounting is not allowed.
+struct TinyDisk(PathBuf);
+
+impl TinyDisk {
+    fn mount(name: &str, kib: u64) -> Option<TinyDisk> {
+        let dir = tmp(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::fs::remove_dir(&dir);
+        }
+        ok.then_some(TinyDisk(dir))
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Why a failed command's stderr is not one clear error line naming `words`, if it is not.
+fn one_error_line(o: &Output, words: &[&str]) -> Option<String> {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+    let named = errors.len() == 1 && words.iter().all(|w| errors[0].contains(w));
+    (o.status.success() || err.contains("panicked") || !named)
+        .then(|| format!("{}: {err}", o.status))
+}
+
+#[test]
+fn a_full_disk_mid_sweep_is_a_clear_error_and_earlier_runs_stay() {
+    let _s = serial();
+    let Some(disk) = TinyDisk::mount("tiny-disk", 1500) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let out = disk.0.join("sweep");
+    // Each run's requests.csv is about 560 KiB: the third of four cannot fit.
+    #[rustfmt::skip]
+    let o = Command::new(bin())
+        .args(["sweep", "--app", "synth", "--qps", "2000,2001,2002,2003", "--requests", "4000", "--save-requests",
+               "--no-monitor", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let mut why: Vec<String> = one_error_line(&o, &["No space left", "free space"])
+        .into_iter()
+        .collect();
+    let runs = finished_runs(&out);
+    let mut lost = 0;
+    for (run, _) in &runs {
+        // A finished run of the sweep reads back whole (its requests.csv too).
+        let s = json(&run.join("summary.json"));
+        let rows =
+            std::fs::read_to_string(run.join("requests.csv")).map_or(0, |t| t.lines().count());
+        if s["requests"]["measured"] != 4000 || rows != 4001 {
+            lost += 1;
+            why.push(format!(
+                "{}: measured {}, {rows} csv lines",
+                run.display(),
+                s["requests"]["measured"]
+            ));
+        }
+    }
+    // Every run folder without a summary is the one cut short; none has a temp summary left.
+    let cut: Vec<String> = tree(&out)
+        .into_iter()
+        .filter(|p| p.ends_with(".tmp"))
+        .collect();
+    if runs.len() != 2 || !cut.is_empty() {
+        why.push(format!(
+            "{} finished runs (want 2), temp files {cut:?}",
+            runs.len()
+        ));
+    }
+    let ok = why.is_empty();
+    verdict(
+        "results disk fills mid-sweep (tmpfs)",
+        1,
+        usize::from(ok),
+        lost,
+        "finished runs",
+        &why,
+    );
+}
+
+#[test]
+fn the_results_folder_removed_mid_sweep_is_a_clear_error() {
+    let _s = serial();
+    let out = tmp("vanishing");
+    #[rustfmt::skip]
+    let c = Kid(Command::new(bin())
+        .args(["sweep", "--app", "synth", "--qps", "1000,1001,1002,1003,1004,1005", "--duration", "0.5s",
+               "--no-monitor", "-q", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap());
+    let t = Instant::now();
+    while finished_runs(&out).is_empty() && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    let mut c = c;
+    let o = Output {
+        status: c.0.wait().unwrap(),
+        stdout: Vec::new(),
+        stderr: stderr_of(&mut c.0).into_bytes(),
+    };
+    let why: Vec<String> = one_error_line(&o, &["vanished", "new --out"])
+        .into_iter()
+        .collect();
+    let ok = why.is_empty() && o.status.code() == Some(2);
+    verdict(
+        "results folder removed mid-sweep",
+        1,
+        usize::from(ok),
+        0,
+        "runs",
+        &why,
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
