@@ -2,8 +2,8 @@
 //! binary, real processes, real sockets and a real (small) file system.
 //!
 //! Each test records one row of the suite's table — fault, runs, survived,
-//! data lost — under `CARGO_TARGET_TMPDIR/faults/`; `tests/faults` (and
-//! `make test`) print the table after the tests ran. A row is written before
+//! data lost — under `CARGO_TARGET_TMPDIR/faults/`; `scripts/faults-table` (run by
+//! `make test` and `make test-faults`) prints the table after the tests ran. A row is written before
 //! the test's assertions, so a failing fault still shows in the table.
 //!
 //! The quick part runs in the default suite; the long part (ten random
