@@ -97,17 +97,17 @@ impl PlainLines {
         let Some(bar) = lines.pop() else {
             // Cleared: the last step shown is the bar's final word.
             let last = st.pending.take().map(|(p, _)| p);
-            let unwritten = last.filter(|p| st.written.as_ref().map_or(true, |(w, _)| w != p));
+            let unwritten = last.filter(|p| st.written.as_ref().is_none_or(|(w, _)| w != p));
             return unwritten.into_iter().collect();
         };
-        if st.pending.as_ref().map_or(true, |(p, _)| *p != bar) {
+        if st.pending.as_ref().is_none_or(|(p, _)| *p != bar) {
             st.pending = Some((bar, now));
         }
         let (p, since) = st.pending.clone().expect("set above");
         let due = st
             .written
             .as_ref()
-            .map_or(true, |(w, at)| *w != p && now - *at >= self.pace.gap);
+            .is_none_or(|(w, at)| *w != p && now - *at >= self.pace.gap);
         if due && now - since >= self.pace.settle {
             st.written = Some((p.clone(), now));
             lines.push(p);

@@ -155,19 +155,19 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| default_out(&format!("sweep-{name}")));
     let created = crate::run::missing_dirs(&out);
-    let done = execute(&plan, &out, a.exp.resume, a.exp.quiet, &Rates::Search).map_err(|e| {
-        // Failed before any run finished (e.g. an app setting refused when
-        // the app starts): leave nothing behind.
-        if !created.is_empty() && !holds_a_run(&out) {
-            let _ = std::fs::remove_dir_all(&out);
-            created
-                .iter()
-                .skip(1)
-                .try_for_each(std::fs::remove_dir)
-                .ok();
-        }
-        e
-    })?;
+    let done =
+        execute(&plan, &out, a.exp.resume, a.exp.quiet, &Rates::Search).inspect_err(|_| {
+            // Failed before any run finished (e.g. an app setting refused when
+            // the app starts): leave nothing behind.
+            if !created.is_empty() && !holds_a_run(&out) {
+                let _ = std::fs::remove_dir_all(&out);
+                created
+                    .iter()
+                    .skip(1)
+                    .try_for_each(std::fs::remove_dir)
+                    .ok();
+            }
+        })?;
     print!("{}", table(&done.aggs));
     println!("results: {}", out.display());
     Ok(0)

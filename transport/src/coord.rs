@@ -746,14 +746,13 @@ impl Fleet {
     }
 }
 
+/// Each client's shard (`None`: it died or hung) and its request rows.
+type Shards = (Vec<Option<ShardDump>>, Vec<Vec<ReqRow>>);
+
 /// Reads each client's `shard` line (and `req` lines) until all exit or
 /// their time is up; a client that died or hung has no shard (`None`) and
 /// the others' are kept. Fails only when no client reported.
-fn collect_shards(
-    fleet: &Fleet,
-    spec: &RunSpec,
-    c: usize,
-) -> Result<(Vec<Option<ShardDump>>, Vec<Vec<ReqRow>>), TransportError> {
+fn collect_shards(fleet: &Fleet, spec: &RunSpec, c: usize) -> Result<Shards, TransportError> {
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
     let mut reqs: Vec<Vec<ReqRow>> = vec![Vec::new(); c];
     let mut open = c;

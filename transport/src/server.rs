@@ -405,7 +405,7 @@ impl Refusals {
         drop(s);
         self.total += 1;
         self.unlogged += 1;
-        if self.logged_at.map_or(true, |t| t.elapsed() >= REFUSAL_LOG_EVERY) {
+        if self.logged_at.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
             self.flush(max);
         }
     }
