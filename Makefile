@@ -3,8 +3,10 @@
 SHELL := /bin/bash
 export TAILLAB_PYTHON ?= $(CURDIR)/.venv/bin/python
 CARGO ?= cargo
+# Where cli/tests/faults.rs leaves its table's rows (CARGO_TARGET_TMPDIR/faults).
+FAULTS_ROWS = $(or $(CARGO_TARGET_DIR),target)/tmp/faults
 
-.PHONY: setup build demo test test-rust test-python test-long bench lint reproduce tailwag clean
+.PHONY: setup build demo test test-rust test-python test-long test-faults bench lint reproduce tailwag clean
 
 setup:
 	@scripts/setup.sh
@@ -19,8 +21,10 @@ demo: build
 ## make test: set up, build, run every test (timing tests one at a time).
 test: build test-rust test-python
 
+## The faults table (scripts/faults-table) is printed after the tests, also when one failed.
 test-rust:
-	$(CARGO) test --release --workspace
+	@rm -rf $(FAULTS_ROWS)
+	$(CARGO) test --release --workspace; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
 
 test-python:
 	@if [ -d python/tests ]; then $(TAILLAB_PYTHON) -m pytest -q python/tests; fi
@@ -28,6 +32,11 @@ test-python:
 ## Long tests (#[ignore]d in the default suite).
 test-long: build
 	$(CARGO) test --release --workspace -- --ignored
+
+## make test-faults: the whole faults suite (quick and long parts), then its table.
+test-faults: build
+	@rm -rf $(FAULTS_ROWS)
+	$(CARGO) test --release -p taillab-cli --test faults -- --include-ignored; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
 
 bench: build
 	@python3 bench/accuracy

@@ -139,14 +139,15 @@ pub fn run_parameters(cfg: &RunConfig) -> Value {
 }
 
 pub fn point_bar(total: u64) -> indicatif::ProgressBar {
-    let b = indicatif::ProgressBar::new(total);
-    b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs eta {eta} {msg}",
-        )
-        .expect("valid template"),
-    );
-    b
+    crate::progress::bar(
+        total,
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs eta {eta} {msg}",
+        "[{elapsed_precise}] {pos}/{len} runs {msg}",
+        crate::progress::Pace {
+            gap: std::time::Duration::ZERO,
+            settle: std::time::Duration::from_millis(100),
+        },
+    )
 }
 
 pub fn describe(agg: &Aggregate) -> String {

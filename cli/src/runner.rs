@@ -228,14 +228,15 @@ fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
     if quiet || expected_s < 1.0 {
         return None;
     }
-    let b = indicatif::ProgressBar::new(0);
-    b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
-        )
-        .expect("valid template"),
-    );
-    Some(b)
+    Some(crate::progress::bar(
+        0,
+        "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
+        "run {percent:>3}% [{elapsed_precise}] eta {eta} {msg}",
+        crate::progress::Pace {
+            gap: std::time::Duration::from_secs(2),
+            settle: std::time::Duration::ZERO,
+        },
+    ))
 }
 
 /// Starts the environment sampler for a run. Worker threads are found by

@@ -58,8 +58,8 @@ pub fn serve_cmd(a: ServeCmd) -> anyhow::Result<i32> {
         );
     })?;
     eprintln!(
-        "taillab serve: stopped after {} requests on {} connections ({} dropped, {} app errors)",
-        stats.requests, stats.connections, stats.dropped, stats.app_errors
+        "taillab serve: stopped after {} requests on {} connections ({} dropped, {} refused, {} app errors)",
+        stats.requests, stats.connections, stats.dropped, stats.refused, stats.app_errors
     );
     emit_server_stats(&stats, server.report());
     Ok(0)

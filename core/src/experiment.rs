@@ -220,6 +220,8 @@ where
     if resume && agg_path.exists() {
         return Ok(Aggregate::read(&agg_path)?);
     }
+    let root = experiment_root(dir);
+    still_there(&root)?;
     std::fs::create_dir_all(dir).map_err(|e| ResultError::Write {
         path: dir.into(),
         source: e,
@@ -236,6 +238,8 @@ where
         } else {
             run_once(seed, &run_dir)?
         };
+        // A run recreates its folder; never on top of a removed experiment.
+        still_there(&root)?;
         summaries.push((run_dir, seed, s));
         k += 1;
         agg = aggregate(point, ci, &summaries)?;
@@ -255,6 +259,25 @@ where
     };
     write_json_atomic(&agg_path, &agg)?;
     Ok(agg)
+}
+
+/// The experiment folder `dir` lies in: its nearest ancestor holding
+/// `experiment.json` (none for a point outside an experiment).
+fn experiment_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|a| a.join("experiment.json").is_file())
+        .map(Path::to_path_buf)
+}
+
+/// Fails when the experiment folder found at the start is gone: a run
+/// writing into a recreated folder would report success over lost runs.
+fn still_there(root: &Option<PathBuf>) -> Result<(), ResultError> {
+    match root {
+        Some(r) if !r.join("experiment.json").is_file() => {
+            Err(ResultError::Vanished { root: r.clone() })
+        }
+        _ => Ok(()),
+    }
 }
 
 fn aggregate(
@@ -464,6 +487,28 @@ fn diff_keys(a: &Value, b: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_removed_experiment_folder_is_noticed() {
+        let root = std::env::temp_dir().join(format!("taillab-vanish-{}", std::process::id()));
+        let point = root.join("points/p");
+        std::fs::create_dir_all(&point).unwrap();
+        assert_eq!(
+            experiment_root(&point),
+            None,
+            "no experiment.json: not an experiment"
+        );
+        std::fs::write(root.join("experiment.json"), "{}").unwrap();
+        let found = experiment_root(&point);
+        assert_eq!(found.as_deref(), Some(root.as_path()));
+        assert!(still_there(&found).is_ok());
+        std::fs::remove_dir_all(&root).unwrap();
+        // A run would recreate the point's folder; the experiment's file stays gone.
+        std::fs::create_dir_all(&point).unwrap();
+        let e = still_there(&found).unwrap_err().to_string();
+        assert!(e.contains("vanished") && e.contains("new --out"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn a_one_run_aggregate_reads_back() {

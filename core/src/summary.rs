@@ -30,12 +30,19 @@ pub const RUN_SCHEMA: &str = "taillab.run/1";
 #[derive(Debug, thiserror::Error)]
 pub enum ResultError {
     /// A result file or folder could not be written.
-    #[error("cannot write results to {path}: {source} (pick a writable --out)")]
+    #[error("cannot write results to {path}: {source} ({})", write_hint(source))]
     Write {
         /// The file or folder.
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// The experiment folder was removed (or its `experiment.json` deleted)
+    /// while the experiment ran.
+    #[error("results folder {root} vanished mid-experiment (its experiment.json is gone): the runs measured so far are lost; run again with a new --out")]
+    Vanished {
+        /// The experiment folder.
+        root: PathBuf,
     },
     /// A result file is missing, unreadable or malformed.
     #[error("cannot read {path}: {why}")]
@@ -714,6 +721,16 @@ fn stationarity_check(r: &RunResult) -> Check {
     )
 }
 
+/// What to do about a failed write.
+fn write_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+            "the file system is full: free space there or pick another --out"
+        }
+        _ => "pick a writable --out",
+    }
+}
+
 fn werr(path: &Path) -> impl FnOnce(std::io::Error) -> ResultError + '_ {
     move |e| ResultError::Write {
         path: path.to_path_buf(),
@@ -736,7 +753,12 @@ pub fn ensure_writable(dir: &Path) -> Result<(), ResultError> {
 pub fn write_json_atomic(path: &Path, v: &impl Serialize) -> Result<(), ResultError> {
     let tmp = path.with_extension("json.tmp");
     let txt = serde_json::to_string_pretty(v).expect("summaries serialize");
-    std::fs::write(&tmp, txt + "\n").map_err(werr(&tmp))?;
+    // A failed write (a full disk) leaves neither a summary nor a torn temp file.
+    let written = std::fs::write(&tmp, txt + "\n").map_err(werr(&tmp));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
     std::fs::rename(&tmp, path).map_err(werr(path))
 }
 

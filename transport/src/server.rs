@@ -20,7 +20,16 @@
 //! the bottleneck TailBench's single `select()` loop had.
 //!
 //! A connection that sends garbage or disconnects mid-frame is dropped with a log
-//! line; the others keep being served.
+//! line; the others keep being served. A frame whose header announces more than
+//! `net.max_frame` is refused from its header, before any of its payload is
+//! buffered (a reader holds at most one 64 KiB read beyond a frame).
+//!
+//! Connections: at most `net.max_connections` are open at once; one more is
+//! accepted and closed at once (the client sees end of file), counted as
+//! refused, and logged — the first refusal at once, then at most one line
+//! per [`REFUSAL_LOG_EVERY`] with the count since, so a flood of connections
+//! cannot flood the log. The soft limit on open files is raised to the hard
+//! limit at start, as each connection takes two descriptors.
 //!
 //! Overload: requests read but not yet served are held to
 //! [`MAX_QUEUED_BYTES`]; beyond it the server stops reading until its
@@ -52,6 +61,9 @@ pub const MAX_QUEUED_BYTES: u64 = 64 << 20;
 /// What a queued request costs beyond its payload.
 const JOB_COST: u64 = 128;
 
+/// Least time between two log lines about refused connections.
+pub const REFUSAL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How to run the server.
 #[derive(Debug, Clone)]
 pub struct ServeOpts {
@@ -68,6 +80,8 @@ pub struct ServeOpts {
     /// Cap on a request's payload (bytes, 1..=1 GiB, `net.max_frame`); a larger frame
     /// drops the connection.
     pub max_frame: u32,
+    /// Most connections open at once (`net.max_connections`); more are refused.
+    pub max_connections: usize,
     /// Seeds the random-order queue (`load.seed`).
     pub seed: u64,
     /// Pin workers round-robin to these CPUs (empty: no pinning).
@@ -116,6 +130,7 @@ impl ServeOpts {
                     )))
                 }
             },
+            max_connections: cfg.net.max_connections,
             seed: cfg.load.seed,
             cpus: h.cpus.0.clone(),
             rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),
@@ -133,6 +148,8 @@ pub struct ServeStats {
     pub connections: u64,
     /// Connections closed for garbage or a disconnect mid-frame (clean closes not counted).
     pub dropped: u64,
+    /// Connections closed at accept because `max_connections` were open.
+    pub refused: u64,
     /// Requests served.
     pub requests: u64,
     /// Requests the app failed (each answered with an error frame).
@@ -188,6 +205,7 @@ pub fn serve(
     if opts.threads == 0 || opts.threads > 1024 {
         return Err(TransportError::Invalid(format!("--threads must be in 1..=1024, got {}", opts.threads)));
     }
+    raise_open_files();
     let st = Arc::new(State {
         q: RequestQueue::new(opts.discipline, 4096, opts.spin_ns, opts.seed),
         conns: Mutex::new(Vec::new()),
@@ -269,11 +287,16 @@ pub fn serve(
     on_listening(local);
 
     let mut readers = Vec::new();
+    let mut refusals = Refusals::default();
     while !stop.load(Ordering::Acquire) {
         // Follows wall-clock steps: kernel stamps are on that clock.
         tstamp::refresh_offset();
         match listener.accept() {
             Ok((s, peer)) => {
+                if st.conns.lock().len() >= opts.max_connections {
+                    refusals.refuse(s, opts.max_connections);
+                    continue;
+                }
                 if let Err(e) = s.set_nonblocking(false).and_then(|_| s.set_nodelay(true)) {
                     eprintln!("taillab serve: dropping {peer}: cannot configure socket: {e}");
                     continue;
@@ -339,16 +362,65 @@ pub fn serve(
     for h in workers {
         let _ = h.join();
     }
+    refusals.flush(opts.max_connections);
     let enqueued_stamps = st.stamps.lock().clone();
     Ok(ServeStats {
         connections: st.connections.load(Ordering::Relaxed),
         dropped: st.dropped.load(Ordering::Relaxed),
+        refused: refusals.total,
         requests: st.requests.load(Ordering::Relaxed),
         app_errors: st.app_errors.load(Ordering::Relaxed),
         dispatch: opts.dispatch.to_string(),
         wait: opts.wait.to_string(),
         enqueued_stamps,
     })
+}
+
+/// Raises the soft limit on open files to the hard limit: each connection
+/// holds two descriptors, and the usual soft limit (1024) would refuse
+/// connections with EMFILE long before `max_connections`.
+fn raise_open_files() {
+    // SAFETY: getrlimit/setrlimit on plain structs owned here.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+/// Connections refused at accept, and the log lines about them.
+#[derive(Default)]
+struct Refusals {
+    total: u64,
+    /// Refused since the last log line.
+    unlogged: u64,
+    logged_at: Option<std::time::Instant>,
+}
+
+impl Refusals {
+    /// Closes `s` (one connection too many) and logs it, paced.
+    fn refuse(&mut self, s: TcpStream, max: usize) {
+        drop(s);
+        self.total += 1;
+        self.unlogged += 1;
+        if self.logged_at.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
+            self.flush(max);
+        }
+    }
+
+    /// Logs the refusals not yet logged.
+    fn flush(&mut self, max: usize) {
+        if self.unlogged > 0 {
+            eprintln!(
+                "taillab serve: refused {} connection(s) ({} in all): {max} already open, the limit; raise --max-connections (net.max_connections)",
+                self.unlogged, self.total
+            );
+            self.unlogged = 0;
+            self.logged_at = Some(std::time::Instant::now());
+        }
+    }
 }
 
 /// Closes a connection. `why` is `None` for a clean disconnect (the client

@@ -631,6 +631,19 @@ impl RunConfig {
                 n.connections
             ));
         }
+        if n.max_connections == 0 || n.max_connections > 1_000_000 {
+            return bad(format!(
+                "net.max_connections must be in 1..=1000000, got {}",
+                n.max_connections
+            ));
+        }
+        if n.target.is_none() && n.clients * n.connections > n.max_connections {
+            return bad(format!(
+                "net.clients × net.connections = {} exceeds net.max_connections {}; raise --max-connections",
+                n.clients * n.connections,
+                n.max_connections
+            ));
+        }
         let launchers = n.client_launcher.0.len();
         if launchers > 1 && launchers != n.clients {
             return bad(format!(

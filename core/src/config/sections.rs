@@ -274,6 +274,8 @@ section! {
         server_wait: Option<WaitMode> = None, Opts::on(EXP | SERVE);
         /// Receive stamps of TCP runs: kernel (SO_TIMESTAMPING, user-space where a socket gives none) or user.
         stamps: Stamping = Stamping::Kernel, Opts::on(EXP | SERVE | LOAD);
+        /// Most connections `taillab serve` holds open at once; beyond it new ones are closed at accept and counted as refused (1..=1000000).
+        max_connections: usize = 1024, Opts::on(EXP | SERVE);
         /// Largest frame payload accepted; bigger frames drop the connection.
         max_frame: Size = Size(16 << 20), Opts::on(EXP | SERVE | LOAD);
         /// Most due requests a late client sender coalesces into one write.
