@@ -81,10 +81,28 @@ fn cpu() -> (f64, f64, f64) {
     (busy, g(7), own)
 }
 
+/// Involuntary context switches of every thread this process ran so far.
+fn preempted() -> f64 {
+    // SAFETY: getrusage writes the struct it is given and nothing else.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    u.ru_nivcsw as f64
+}
+
+/// Most involuntary context switches a second the run's own threads may
+/// take before the run counts as disturbed. A run with more runnable
+/// threads than CPUs (a shaper thread, workers, the harness's own loop on a
+/// 2-vCPU host) preempts its workers hundreds of times a second; the
+/// harness's environment check fails such a run (`worker_invol_cs`), and so
+/// does this watch, which sees the whole process.
+const MAX_PREEMPTIONS_PER_S: f64 = 60.0;
+
 /// Why a stretch of time was disturbed (other processes' CPU or steal
-/// above 10 % of one CPU), if it was.
+/// above 10 % of one CPU, or this process's threads preempting each other),
+/// if it was.
 pub struct Watch {
     start: (f64, f64, f64),
+    preempted: f64,
     t: std::time::Instant,
 }
 
@@ -92,6 +110,7 @@ impl Watch {
     pub fn start() -> Self {
         Watch {
             start: cpu(),
+            preempted: preempted(),
             t: std::time::Instant::now(),
         }
     }
@@ -101,8 +120,18 @@ impl Watch {
         let wall = self.t.elapsed().as_secs_f64().max(0.1);
         let foreign = ((b - self.start.0) - (o - self.start.2)) / wall;
         let steal = (s - self.start.1) / wall;
-        (foreign > 0.10 || steal > 0.05)
-            .then(|| format!("other processes used {foreign:.2} CPU, steal {steal:.2} CPU"))
+        let own = (preempted() - self.preempted) / wall;
+        if foreign > 0.10 || steal > 0.05 {
+            Some(format!(
+                "other processes used {foreign:.2} CPU, steal {steal:.2} CPU"
+            ))
+        } else if own > MAX_PREEMPTIONS_PER_S {
+            Some(format!(
+                "the run's own threads were preempted {own:.0} times/s: more runnable threads than CPUs"
+            ))
+        } else {
+            None
+        }
     }
 }
 
