@@ -190,15 +190,7 @@ fn kv_run_reports_its_ideal_and_excess() {
     }
     let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
     assert!(csv.lines().next().unwrap().ends_with(",ideal_completed"));
-    let o = Command::new(bin())
-        .arg("report")
-        .arg(&out)
-        .arg("--out")
-        .arg(out.join("report"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let html = std::fs::read_to_string(out.join("report/index.html")).unwrap();
+    let html = report_html(&out);
     assert!(html.contains("ideal_ccdf"), "no ideal figure");
     assert!(html.contains("Measured vs ideal"), "no excess table");
     let _ = std::fs::remove_dir_all(&out);

@@ -388,15 +388,7 @@ fn any_key_is_an_axis_and_the_report_puts_settings_side_by_side() {
         seen.insert(key);
     }
     assert_eq!(seen.len(), 8);
-    let o = Command::new(bin())
-        .args(["report"])
-        .arg(&out)
-        .arg("--out")
-        .arg(out.join("report"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let html = std::fs::read_to_string(out.join("report/index.html")).unwrap();
+    let html = report_html(&out);
     for fig in ["config_comparison", "setting_comparison"] {
         assert!(html.contains(fig), "the report lacks {fig}");
         assert!(

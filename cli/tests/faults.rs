@@ -51,40 +51,9 @@ fn verdict(fault: &str, runs: usize, survived: usize, lost: u64, unit: &str, why
 
 // ---- processes ---------------------------------------------------------------
 
-/// A child killed (by its pid) when the test ends, pass or fail.
-struct Kid(Child);
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn signal(pid: u32, sig: i32) {
     // SAFETY: kill(2) on a pid this test started.
     unsafe { libc::kill(pid as i32, sig) };
-}
-
-/// Starts `taillab serve ARGS` on a kernel-chosen loopback port.
-fn serve(args: &[&str]) -> (Kid, String) {
-    let mut c = Command::new(bin())
-        .arg("serve")
-        .args(args)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(c.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening ")
-        .unwrap_or_else(|| panic!("serve printed {line:?}"))
-        .to_string();
-    (Kid(c), addr)
 }
 
 /// Stops a server with SIGTERM; its exit status and stderr.

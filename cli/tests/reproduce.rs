@@ -38,15 +38,7 @@ fn tales_fig5_runs_its_four_cases_and_reports_them_with_resources() {
         .unwrap()
         .len();
     assert_eq!(points, 4);
-    let o = Command::new(bin())
-        .arg("report")
-        .arg(&exp)
-        .arg("--out")
-        .arg(exp.join("report"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let html = std::fs::read_to_string(exp.join("report/index.html")).unwrap();
+    let html = report_html(&exp);
     assert!(
         html.contains("setting_comparison"),
         "cases not side by side"

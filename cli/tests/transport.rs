@@ -7,45 +7,14 @@
 //! merge arithmetic and the failure behaviour.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 use common::*;
-
-/// A child killed (by its pid) when the test ends, pass or fail.
-struct Kid(Child);
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `taillab serve` on a kernel-chosen loopback port; returns it and its address.
-fn serve(args: &[&str]) -> (Kid, String) {
-    let mut c = Command::new(bin())
-        .arg("serve")
-        .args(args)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(c.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening ")
-        .unwrap_or_else(|| panic!("serve printed {line:?}"))
-        .to_string();
-    (Kid(c), addr)
-}
 
 fn load(addr: &str, args: &[&str], out: &Path) -> std::process::Output {
     Command::new(bin())

@@ -2,8 +2,9 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use serde_json::Value;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -117,4 +118,49 @@ pub fn within_tries(
         "{name}: out of bounds on an undisturbed host: {}",
         off.join(" / ")
     );
+}
+
+/// A child killed (by its pid) when the test ends, pass or fail.
+pub struct Kid(pub Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `taillab serve ARGS` on a kernel-chosen loopback port; returns it and its address.
+pub fn serve(args: &[&str]) -> (Kid, String) {
+    let mut c = Command::new(bin())
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(c.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("serve printed {line:?}"))
+        .to_string();
+    (Kid(c), addr)
+}
+
+/// `taillab report DIR --out DIR/report` (it must succeed); the report's index.html.
+pub fn report_html(dir: &Path) -> String {
+    let o = Command::new(bin())
+        .arg("report")
+        .arg(dir)
+        .arg("--out")
+        .arg(dir.join("report"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(dir.join("report/index.html")).unwrap()
 }
