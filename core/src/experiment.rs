@@ -511,23 +511,6 @@ mod tests {
     }
 
     #[test]
-    fn a_one_run_aggregate_reads_back() {
-        let m = MetricCi {
-            estimate: 1.0,
-            ci_low: f64::NAN,
-            ci_high: f64::NAN,
-            rel_half_width: f64::NAN,
-            n: 1,
-            bootstrap_low: f64::NAN,
-            bootstrap_high: f64::NAN,
-            per_run: vec![1.0],
-            met: false,
-        };
-        let back: MetricCi = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
-        assert!(back.ci_low.is_nan() && back.rel_half_width.is_nan() && back.estimate == 1.0);
-    }
-
-    #[test]
     fn ci_target_validation_names_the_flag() {
         let ok = CiTarget {
             target: 0.01,

@@ -29,14 +29,14 @@
 //! killed by `Children`'s `Drop`.
 
 use crate::client::{new_hist, ClientStamps, LoadResult};
-use crate::launch::expand;
+use crate::launch::{expand, lines_of, spawn};
 use crate::TransportError;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc;
 use std::time::Duration;
 use taillab_core::arrival::derive_seed;
@@ -314,36 +314,6 @@ impl Drop for Children {
             let _ = c.wait();
         }
     }
-}
-
-fn spawn(what: &str, line: &str) -> Result<Child, TransportError> {
-    // `exec` so the launcher (or taillab itself) is our direct child.
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("exec {line}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| TransportError::Io { what: format!("starting the {what} (`{line}`)"), source: e })
-}
-
-/// Forwards a child's stdout lines into a channel (so reads can time out).
-fn lines_of(child: &mut Child, tag: usize, tx: mpsc::Sender<(usize, Option<String>)>) {
-    let out = child.stdout.take().expect("stdout is piped");
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines() {
-            match l {
-                Ok(l) => {
-                    if tx.send((tag, Some(l))).is_err() {
-                        return;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        let _ = tx.send((tag, None));
-    });
 }
 
 fn split_bound(b: Bound, c: usize, i: usize) -> Bound {

@@ -3,6 +3,9 @@
 //! shell runs it.
 
 use crate::TransportError;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 
 /// Quotes `s` for a POSIX shell.
 pub fn sh_quote(s: &str) -> String {
@@ -25,6 +28,38 @@ pub fn expand(template: &str, argv: &[String], i: usize) -> Result<String, Trans
     let cmd: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
     let cmd = cmd.join(" ");
     Ok(template.replace("{cmdq}", &sh_quote(&cmd)).replace("{cmd}", &cmd).replace("{i}", &i.to_string()))
+}
+
+/// Starts a filled launcher line under `sh -c` with piped stdin and stdout;
+/// `what` names it in the error.
+pub fn spawn(what: &str, line: &str) -> Result<Child, TransportError> {
+    // `exec` so the launcher (or taillab itself) is our direct child.
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {line}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| TransportError::Io { what: format!("starting the {what} (`{line}`)"), source: e })
+}
+
+/// Forwards a child's stdout lines into a channel (so reads can time out).
+pub fn lines_of(child: &mut Child, tag: usize, tx: mpsc::Sender<(usize, Option<String>)>) {
+    let out = child.stdout.take().expect("stdout is piped");
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            match l {
+                Ok(l) => {
+                    if tx.send((tag, Some(l))).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send((tag, None));
+    });
 }
 
 #[cfg(test)]

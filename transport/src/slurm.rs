@@ -29,7 +29,7 @@
 
 use crate::TransportError;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
@@ -280,23 +280,8 @@ impl Allocation {
         tx: mpsc::Sender<(usize, Option<String>)>,
     ) -> Result<(Child, ChildStdin), TransportError> {
         let line = crate::launch::expand(&self.step(node), argv, tag)?;
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("exec {line}"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| TransportError::Io { what: format!("starting the monitor of node {node}"), source: e })?;
-        let out = child.stdout.take().expect("stdout is piped");
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send((tag, Some(l))).is_err() {
-                    return;
-                }
-            }
-            let _ = tx.send((tag, None));
-        });
+        let mut child = crate::launch::spawn(&format!("monitor of node {node}"), &line)?;
+        crate::launch::lines_of(&mut child, tag, tx);
         let stdin = child.stdin.take().expect("stdin is piped");
         Ok((child, stdin))
     }
