@@ -78,12 +78,15 @@ mod tests {
     use std::sync::Arc;
 
     /// Whatever the spin limit (0: park at once), no two holders are ever inside together,
-    /// and waiters that outlast the spin limit park.
+    /// and waiters that outlast the spin limit park. The test holds the lock itself until all
+    /// three threads have found it taken and parked, so contention does not depend on how the
+    /// host schedules the threads.
     #[test]
     fn excludes_and_parks_after_spinning() {
         for spin_ns in [0, 1_000, 1_000_000] {
             let lock = Arc::new(HybridLock::new(spin_ns));
             let inside = Arc::new(AtomicUsize::new(0));
+            let held = lock.lock();
             let hs: Vec<_> = (0..3)
                 .map(|_| {
                     let (lock, inside) = (lock.clone(), inside.clone());
@@ -97,12 +100,23 @@ mod tests {
                     })
                 })
                 .collect();
+            let t0 = std::time::Instant::now();
+            while lock.parked.load(Ordering::SeqCst) < 3 {
+                assert!(
+                    t0.elapsed().as_secs() < 30,
+                    "waiters never parked: {}",
+                    lock.stats()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            drop(held);
             for h in hs {
                 h.join().unwrap();
             }
             let s = lock.stats();
-            assert_eq!(s["acquired"], 600);
-            assert!(s["contended"].as_u64().unwrap() > 0, "{s}");
+            assert_eq!(s["acquired"], 601, "{s}");
+            assert!(s["contended"].as_u64().unwrap() >= 3, "{s}");
+            assert!(s["parked"].as_u64().unwrap() >= 3, "{s}");
             if spin_ns == 0 {
                 assert_eq!(s["parked"], s["contended"], "{s}");
             }
