@@ -24,7 +24,7 @@ test: build test-rust test-python
 ## The faults table (scripts/faults-table) is printed after the tests, also when one failed.
 test-rust:
 	@rm -rf $(FAULTS_ROWS)
-	$(CARGO) test --release --workspace; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
+	$(CARGO) test --release --workspace --no-fail-fast; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
 
 test-python:
 	@if [ -d python/tests ]; then $(TAILLAB_PYTHON) -m pytest -q python/tests; fi

@@ -24,7 +24,27 @@ fn tailwag(app: &str, extra: &[&str]) {
     assert!(tw["spec"].as_str().unwrap().contains("lognormal"), "{tw}");
     // Both sides ran the same points: same thread counts and absolute rates.
     let m = json(&out.join("measured/experiment.json"));
-    let s = json(&out.join("synthetic/experiment.json"));
+    let each = extra.contains(&"each");
+    let s = if each {
+        // One synthetic folder per measured point, each with that point's own fit.
+        let mut pts = Vec::new();
+        for p in m["points"].as_array().unwrap() {
+            let id = p["id"].as_str().unwrap();
+            let e = json(&out.join("synthetic").join(id).join("experiment.json"));
+            assert!(
+                tw["specs"][id].as_str().unwrap().contains("lognormal"),
+                "{id}: {tw}"
+            );
+            pts.extend(e["points"].as_array().unwrap().iter().cloned());
+        }
+        serde_json::json!({ "points": pts })
+    } else {
+        assert_eq!(tw["fit_at"], "highest");
+        // The fit is of the one-worker point at the highest load.
+        let last = m["points"].as_array().unwrap().last().unwrap();
+        assert_eq!(tw["fit_point"], last["id"], "{tw}");
+        json(&out.join("synthetic/experiment.json"))
+    };
     let rates = |e: &serde_json::Value| -> Vec<(u64, i64)> {
         e["points"]
             .as_array()
@@ -52,7 +72,8 @@ fn tailwag_kv_runs_end_to_end() {
     tailwag("kv", &["--set", "keys=20000"]);
 }
 
+/// With `--fit-at each`: every point its own fit and synthetic run.
 #[test]
 fn tailwag_img_dnn_runs_end_to_end() {
-    tailwag("img-dnn", &[]);
+    tailwag("img-dnn", &["--fit-at", "each"]);
 }

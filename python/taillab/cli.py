@@ -139,13 +139,12 @@ def _validate(args) -> int:
             )
         fit = fits[0]
     sat = _saturation(args.saturation)
-    out = args.out or f"{args.synthetic}/validation"
+    synthetic = args.synthetic if len(args.synthetic) > 1 else args.synthetic[0]
+    out = args.out or f"{args.synthetic[0]}/validation"
     page = write_validation(
-        args.measured, args.synthetic, out, app=args.app, fit=fit, saturation_qps=sat
+        args.measured, synthetic, out, app=args.app, fit=fit, saturation_qps=sat
     )
-    summ = summary(
-        error_table(args.measured, args.synthetic, saturation_qps=sat), loads=(0.2, 0.5, 0.7)
-    )
+    summ = summary(error_table(args.measured, synthetic, saturation_qps=sat), loads=(0.2, 0.5, 0.7))
     print(
         f"one worker, {summ['points']} point(s) at 20/50/70 % load: mean |error| vs goal (TailWAG)"
     )
@@ -169,7 +168,12 @@ def _add_validate(sub) -> None:
         "the figures (measured solid, synthetic dashed).",
     )
     p.add_argument("measured", help="results folder of the app")
-    p.add_argument("synthetic", help="results folder of the synthetic workload, same points")
+    p.add_argument(
+        "synthetic",
+        nargs="+",
+        help="results folder(s) of the synthetic workload at the same points (several: one "
+        "per measured point, as `taillab tailwag --fit-at each` writes)",
+    )
     p.add_argument("--out", metavar="DIR", help="output folder (default SYNTHETIC/validation)")
     p.add_argument("--app", help="the measured app (its TailWAG Table 2 counterpart is shown)")
     p.add_argument("--fit", metavar="FIT_JSON", help="the fit the synthetic workload came from")

@@ -141,9 +141,30 @@ def _load_of(p: pd.Series, saturation_qps) -> float:
     return float(p["qps"]) / sat if sat else math.nan
 
 
+Folders = Results | str | Path
+
+
+def _synthetic_points(synthetic: Folders | list[Folders], metric: str) -> tuple[pd.DataFrame, str]:
+    """The points of one synthetic folder, or of several (``--fit-at each``: one folder per
+    measured point, named after it); with several, point names get their folder's name."""
+    many = isinstance(synthetic, list | tuple)
+    folders = synthetic if many else [synthetic]
+    loaded = [x if isinstance(x, Results) else load(x) for x in folders]
+    if not loaded:
+        raise ValidationError("no synthetic results folder was given")
+    frames = []
+    for r in loaded:
+        pts = _points(r, metric)
+        if many:
+            pts["point"] = [f"{Path(r.root).name}/{x}" for x in pts["point"]]
+        frames.append(pts)
+    root = str(loaded[0].root) if not many else str(Path(loaded[0].root).parent)
+    return pd.concat(frames, ignore_index=True), root
+
+
 def error_table(
-    measured: Results | str | Path,
-    synthetic: Results | str | Path,
+    measured: Folders,
+    synthetic: Folders | list[Folders],
     *,
     saturation_qps: float | dict[int, float] | None = None,
     metric: str = "sojourn",
@@ -157,11 +178,12 @@ def error_table(
     ``measured_service_mean`` and ``synthetic_service_mean`` (ns, what each side's worker
     spent per request), and per statistic s in mean, p95, p99: ``measured_<s>``,
     ``synthetic_<s>`` (ns) and ``error_<s>`` (synthetic / measured − 1). Points of either
-    folder without a partner are listed in ``table.attrs["unmatched"]``.
+    folder without a partner are listed in ``table.attrs["unmatched"]``. ``synthetic`` may
+    be a list of folders (one per measured point, as ``taillab tailwag --fit-at each`` writes).
     """
     m = measured if isinstance(measured, Results) else load(measured)
-    s = synthetic if isinstance(synthetic, Results) else load(synthetic)
-    pm, ps = _points(m, metric), _points(s, metric)
+    pm = _points(m, metric)
+    ps, s_root = _synthetic_points(synthetic, metric)
     rows, used = [], set()
     for _, a in pm.sort_values(["threads", "qps"]).iterrows():
         cand = ps[(ps["threads"] == a["threads"]) & np.isclose(ps["qps"], a["qps"], rtol=rel_tol)]
@@ -191,7 +213,7 @@ def error_table(
         rows.append(row)
     if not rows:
         raise ValidationError(
-            f"no point of {s.root} matches one of {m.root} in threads and offered QPS; run the "
+            f"no point of {s_root} matches one of {m.root} in threads and offered QPS; run the "
             "synthetic workload at the measured points' absolute rates"
         )
     table = pd.DataFrame(rows)
@@ -386,8 +408,8 @@ def render(
 
 
 def write_validation(
-    measured: Results | str | Path,
-    synthetic: Results | str | Path,
+    measured: Folders,
+    synthetic: Folders | list[Folders],
     out: str | Path,
     *,
     app: str | None = None,
@@ -400,7 +422,15 @@ def write_validation(
     go beside TailWAG's Table 2 row for ``app``'s counterpart). Returns index.html's path.
     """
     m = measured if isinstance(measured, Results) else load(measured)
-    s = synthetic if isinstance(synthetic, Results) else load(synthetic)
+    if isinstance(synthetic, list | tuple) and len(synthetic) == 1:
+        synthetic = synthetic[0]
+    many = isinstance(synthetic, list | tuple)
+    s = (
+        [x if isinstance(x, Results) else load(x) for x in synthetic]
+        if many
+        else (synthetic if isinstance(synthetic, Results) else load(synthetic))
+    )
+    s_root = Path(s[0].root).parent if many else s.root
     table = error_table(m, s, saturation_qps=saturation_qps)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -410,7 +440,7 @@ def write_validation(
         "schema": "taillab.validation/1",
         "app": app,
         "measured": str(m.root),
-        "synthetic": str(s.root),
+        "synthetic": str(s_root),
         "summary": summary(table, loads=LOADS),
         "points": json.loads(table.to_json(orient="records")),
         "unmatched": table.attrs.get("unmatched", []),
@@ -419,7 +449,7 @@ def write_validation(
         json.dumps(_finite(doc), indent=1, allow_nan=False), encoding="utf-8"
     )
     page = out_dir / "index.html"
-    html = render(table, out_dir, app=app, fit=fit, measured_root=m.root, synthetic_root=s.root)
+    html = render(table, out_dir, app=app, fit=fit, measured_root=m.root, synthetic_root=s_root)
     page.write_text(html, encoding="utf-8")
     return page
 

@@ -164,3 +164,25 @@ def test_validate_cli(pair, tmp_path, capsys):
     assert cli.main([*args, "--saturation", "1=fast"]) == 2
     assert "threads=rate" in capsys.readouterr().err
     assert cli.main([*args[:-2], "--fit", str(fit), "--fit-point", "nope"]) == 2
+
+
+def test_one_synthetic_folder_per_point(pair, tmp_path):
+    """`taillab tailwag --fit-at each`: one synthetic folder per measured point; the table
+    matches across all of them, names each point by its folder, and the page is written."""
+    m, _ = pair
+    a = fixtures.make_sweep(tmp_path / "a", qps=(400.0,), threads=(1,), slowdown=1.05, runs=1)
+    b = fixtures.make_sweep(tmp_path / "b", qps=(1000.0,), threads=(1,), slowdown=0.9, runs=1)
+    t = error_table(m, [a, b], saturation_qps=2000.0)
+    assert list(t["qps"]) == [400.0, 1000.0]
+    assert list(t["synthetic_point"]) == ["a/integrated-t1-q400", "b/integrated-t1-q1000"]
+    pa, pb = taillab.load(a).points.iloc[0], taillab.load(b).points.iloc[0]
+    pm = taillab.load(m).points.set_index("point")
+    assert t["error_mean"].iloc[0] == pytest.approx(
+        pa["sojourn_mean"] / pm.loc["integrated-t1-q400", "sojourn_mean"] - 1
+    )
+    assert t["error_mean"].iloc[1] == pytest.approx(
+        pb["sojourn_mean"] / pm.loc["integrated-t1-q1000", "sojourn_mean"] - 1
+    )
+    page = write_validation(m, [a, b], tmp_path / "v", saturation_qps=2000.0)
+    doc = json.loads((page.parent / "validation.json").read_text())
+    assert len(doc["points"]) == 2 and doc["synthetic"] == str(tmp_path.resolve())
