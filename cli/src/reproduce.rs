@@ -28,6 +28,10 @@ pub struct ReproduceCmd {
     /// The short variant: tiny counts, for a first look or a test (verdicts are then indicative only).
     #[arg(long)]
     pub quick: bool,
+    /// A check that the item's pipeline works, in seconds: the quick variant with each item's
+    /// `smoke` settings on top (implies --quick; the verdict is computed but means nothing).
+    #[arg(long)]
+    pub smoke: bool,
     #[command(flatten)]
     pub exp: ExperimentOut,
     /// Folder holding items.toml and the experiment files (default: the repository's configs/reproduce).
@@ -113,22 +117,32 @@ fn items(dir: &Path) -> anyhow::Result<Vec<Item>> {
 /// configuration pairs and `sweep.` pairs.
 type Pairs = Vec<(String, Vec<String>)>;
 
-fn quick_pairs(item: &Item, app: &str) -> anyhow::Result<(Pairs, Pairs)> {
-    let (mut cfg, mut sweep) = (Vec::new(), Vec::new());
-    for q in item.list("quick") {
-        let (kv, only) = match q.rsplit_once('?') {
-            Some((kv, a)) => (kv.to_string(), Some(a.to_string())),
-            None => (q.clone(), None),
-        };
-        if only.is_some_and(|a| a != app) {
-            continue;
-        }
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("{}: quick setting `{q}` is not KEY=VALUE", item.id))?;
-        match k.strip_prefix("sweep.") {
-            Some(s) => sweep.push((s.to_string(), vec![v.to_string()])),
-            None => cfg.push((k.to_string(), vec![v.to_string()])),
+fn quick_pairs(item: &Item, app: &str, smoke: bool) -> anyhow::Result<(Pairs, Pairs)> {
+    let (mut cfg, mut sweep): (Pairs, Pairs) = (Vec::new(), Vec::new());
+    let lists: &[&str] = if smoke {
+        &["quick", "smoke"]
+    } else {
+        &["quick"]
+    };
+    for list in lists {
+        for q in item.list(list) {
+            let (kv, only) = match q.rsplit_once('?') {
+                Some((kv, a)) => (kv.to_string(), Some(a.to_string())),
+                None => (q.clone(), None),
+            };
+            if only.is_some_and(|a| a != app) {
+                continue;
+            }
+            let (k, v) = kv
+                .split_once('=')
+                .with_context(|| format!("{}: {list} setting `{q}` is not KEY=VALUE", item.id))?;
+            let (to, k) = match k.strip_prefix("sweep.") {
+                Some(s) => (&mut sweep, s),
+                None => (&mut cfg, k),
+            };
+            // A later setting of the same key (smoke over quick, app-only over all) wins.
+            to.retain(|(have, _)| have != k);
+            to.push((k.to_string(), vec![v.to_string()]));
         }
     }
     Ok((cfg, sweep))
@@ -164,7 +178,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
             }
             sweep.push(("load".to_string(), vec![item.str("loads").to_string()]));
             if a.quick {
-                let (c, s) = quick_pairs(item, &app)?;
+                let (c, s) = quick_pairs(item, &app, a.smoke)?;
                 cfg.extend(c);
                 sweep.extend(s);
             }
@@ -189,7 +203,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
         let file = dir.join(&e);
         let app = app_of_file(&file)?;
         let (cfg, mut sweep) = if a.quick {
-            quick_pairs(item, &app)?
+            quick_pairs(item, &app, a.smoke)?
         } else {
             (vec![], vec![])
         };
@@ -232,7 +246,8 @@ fn page(item: &Item, dir: &Path, root: &Path, quick: bool) -> anyhow::Result<i32
     run_python(&args)
 }
 
-pub fn reproduce(a: ReproduceCmd) -> anyhow::Result<i32> {
+pub fn reproduce(mut a: ReproduceCmd) -> anyhow::Result<i32> {
+    a.quick |= a.smoke;
     let dir = match &a.configs {
         Some(d) => d.clone(),
         None => default_configs()?,
@@ -283,7 +298,9 @@ pub fn reproduce(a: ReproduceCmd) -> anyhow::Result<i32> {
         }
     };
     let root = a.exp.out.clone().unwrap_or_else(|| {
-        PathBuf::from(if a.quick {
+        PathBuf::from(if a.smoke {
+            "results/reproduce-smoke"
+        } else if a.quick {
             "results/reproduce-quick"
         } else {
             "results/reproduce"

@@ -1,7 +1,8 @@
-//! `taillab reproduce` end to end on the cheapest items (issue 17; every
-//! item's page and verdict rule is tested on fixtures in
-//! python/tests/test_reproduce.py): the experiments run, the page and a
-//! computed verdict are written, the report of the Tales Fig. 5 experiment
+//! `taillab reproduce` end to end (issue 17): every item once with `--smoke`
+//! (its quick variant with the smallest counts), checking that its experiments
+//! run and that its page and a verdict computed from the data are written
+//! (every item's verdict rule is tested on fixtures in
+//! python/tests/test_reproduce.py); the report of the Tales Fig. 5 experiment
 //! puts its four cases side by side with their resources (issue 16).
 
 use std::process::Command;
@@ -10,8 +11,12 @@ mod common;
 use common::*;
 
 fn reproduce(id: &str, out: &std::path::Path) -> serde_json::Value {
+    reproduce_with(id, "--quick", out)
+}
+
+fn reproduce_with(id: &str, variant: &str, out: &std::path::Path) -> serde_json::Value {
     let o = Command::new(bin())
-        .args(["reproduce", id, "--quick", "-q", "--out"])
+        .args(["reproduce", id, variant, "-q", "--out"])
         .arg(out)
         .output()
         .unwrap();
@@ -65,4 +70,70 @@ fn unknown_items_are_listed() {
         .unwrap();
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).lines().count() >= 13);
+}
+
+/// An item's page and verdict after `--smoke`: the page's figures exist, the verdict names
+/// numbers it computed, and its status is one of the four.
+fn check_item(out: &std::path::Path, id: &str) {
+    let dir = out.join(id);
+    let v = json(&dir.join("verdict.json"));
+    assert_eq!(v["id"], id);
+    let status = v["status"].as_str().unwrap();
+    assert!(
+        ["confirmed", "partly", "not confirmed", "inconclusive"].contains(&status),
+        "{v}"
+    );
+    let text = v["verdict"].as_str().unwrap();
+    assert!(
+        text.chars().any(|c| c.is_ascii_digit()),
+        "no figure in the verdict: {v}"
+    );
+    assert!(
+        v["numbers"].as_object().is_some_and(|n| !n.is_empty()),
+        "nothing computed: {v}"
+    );
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let head: String = text.chars().take(16).collect();
+    assert!(html.contains(&head), "verdict not on the page: {head}");
+    let mut figures = 0;
+    for part in html.split("src=\"").skip(1) {
+        let src = part.split('"').next().unwrap();
+        if !src.starts_with("data:") {
+            assert!(dir.join(src).exists(), "{id}: missing {src}");
+            figures += 1;
+        }
+    }
+    assert!(
+        figures > 0 || html.contains("data:image"),
+        "{id}: no figure on the page"
+    );
+}
+
+/// One test per item (Table I and Fig. 2 share their runs: Fig. 2 reads Table I's).
+macro_rules! smoke {
+    ($($name:ident: $id:literal $(+ $also:literal)?;)*) => {$(
+        #[test]
+        fn $name() {
+            let _s = serial();
+            let out = tmp(concat!("smoke-", $id));
+            reproduce_with($id, "--smoke", &out);
+            check_item(&out, $id);
+            $(check_item(&out, $also);)?
+            std::fs::remove_dir_all(&out).unwrap();
+        }
+    )*};
+}
+
+smoke! {
+    smoke_tailbench_table1_and_fig2: "tailbench-fig2" + "tailbench-table1";
+    smoke_tailbench_fig3: "tailbench-fig3";
+    smoke_tailbench_fig4: "tailbench-fig4";
+    smoke_tailbench_fig5: "tailbench-fig5";
+    smoke_tailbench_fig8: "tailbench-fig8";
+    smoke_tales_fig1: "tales-fig1";
+    smoke_tales_fig2: "tales-fig2";
+    smoke_tales_fig3: "tales-fig3";
+    smoke_tales_fig4: "tales-fig4";
+    smoke_profiling_table7: "profiling-table7";
+    smoke_tailwag_table2: "tailwag-table2";
 }
