@@ -109,14 +109,42 @@ enum DataCmd {
 fn main() {
     let _ = taillab_core::summary::BUILD_GIT.set(env!("TAILLAB_GIT"));
     let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
-    let code = match dispatch(cli.cmd) {
-        Ok(code) => code,
-        Err(e) => {
+    quiet_on_closed_stdout();
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli.cmd))) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("error: {}", one_line(&e));
             2
         }
+        // The reader of stdout went away (the panic unwound, so running work was stopped
+        // and cleaned up); 141 is what a shell reports for a writer SIGPIPE ended.
+        Err(_) if STDOUT_CLOSED.load(std::sync::atomic::Ordering::SeqCst) => 141,
+        Err(p) => std::panic::resume_unwind(p),
     };
     std::process::exit(code);
+}
+
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `taillab config keys | head` closes stdout early. SIGPIPE stays ignored, as Rust sets it:
+/// the coordinator writes to its clients' stdin pipes, and a client that died must not kill
+/// it. So printing fails with EPIPE and `println!` panics; this hook keeps that one panic
+/// quiet (no message, no backtrace) and lets it unwind, so `main` exits with 141.
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
+            return;
+        }
+        default_hook(info);
+    }));
 }
 
 /// An error and its causes on one line, each cause once: many messages

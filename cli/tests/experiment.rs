@@ -459,3 +459,20 @@ fn a_run_reruns_from_its_folder() {
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }
+
+/// A reader that stops early (`taillab config keys | head -1`) ends taillab quietly: exit
+/// 141 (a writer ended by SIGPIPE, as a shell reports it), no panic on stderr. The pipe's
+/// reading end is closed before taillab starts, so its first write fails.
+#[test]
+fn closed_stdout_ends_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(bin())
+        .args(["config", "keys"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(141), "{err}");
+}

@@ -11,7 +11,9 @@ Sources in ``summary.json``:
 * ``environment`` (written by the monitor, over the measured phase): ``harness`` and
   ``extra`` (server/client processes and, in a run with interference, the hogs too), each
   with ``pid``, ``cpu_pct``, ``rss_max_bytes``, ``minflt``, ``majflt``, ``vol_cs``,
-  ``invol_cs``; optional ``name``, ``read_bytes``, ``write_bytes``.
+  ``invol_cs``; optional ``name``, ``read_bytes``, ``write_bytes``. ``harness.children``
+  lists the harness's helper processes by name (``name``, ``pids``, ``cpu_pct``): one row each,
+  kind "harness child".
 * ``interference`` (schema ``taillab.interference/1``, written by taillab-interfere)::
 
       {"schema": "taillab.interference/1", "specs": ["cpu:1@cpus=0"],
@@ -107,6 +109,12 @@ def run_processes(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     if isinstance(env.get("harness"), dict):
         rows.append(_row("harness", "taillab", env["harness"]))
+        # An app's helper processes (translate's Apertium stages), grouped by name.
+        for c in env["harness"].get("children") or []:
+            if isinstance(c, dict):
+                n = len(c.get("pids") or [])
+                name = c.get("name") or "child"
+                rows.append(_row("harness child", f"{name} ×{n}" if n > 1 else name, c))
     for p in env.get("extra") or []:
         if isinstance(p, dict) and p.get("pid") not in hog_pids:
             rows.append(_row("server/client", p.get("name") or "process", p))

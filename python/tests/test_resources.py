@@ -56,6 +56,20 @@ def test_run_rows_come_from_both_sections_without_duplicates(env, inter):
     assert all("cpu:1@cpus=0" in r["process"] or "net:" in r["process"] for r in hog)
 
 
+def test_harness_children_are_rows_of_their_own(env):
+    """An app's helper processes (translate's Apertium stages) show under the harness."""
+    e = copy.deepcopy(env)
+    e["harness"]["children"] = [
+        {"name": "lt-proc", "pids": [11, 12, 13], "cpu_pct": 3.5},
+        {"name": "apertium-tagger", "pids": [14], "cpu_pct": 0.5},
+    ]
+    rows = resources.run_processes({"environment": e})
+    kids = [r for r in rows if r["kind"] == "harness child"]
+    assert [r["process"] for r in kids] == ["lt-proc ×3", "apertium-tagger"]
+    assert [r["cpu_pct"] for r in kids] == [3.5, 0.5]
+    assert math.isnan(kids[0]["rss_max_bytes"])
+
+
 def _sweep_with_sections(root: Path, env: dict, inter: dict, cpu: list[float]) -> Path:
     fixtures.make_sweep(root, qps=(400.0, 900.0), runs=len(cpu), duration_s=1.0)
     for rd in sorted(root.glob("points/*/run-*")):
