@@ -162,6 +162,16 @@ def _synthetic_points(synthetic: Folders | list[Folders], metric: str) -> tuple[
     return pd.concat(frames, ignore_index=True), root
 
 
+def _service_mean(p: pd.Series) -> float:
+    """A point's mean service time: the estimate over its runs, else the runs' merged
+    histogram (experiments report the latter when no CI target was set)."""
+    for col in ("service_mean", "merged_service_mean"):
+        v = p.get(col)
+        if v is not None and not pd.isna(v):
+            return float(v)
+    return math.nan
+
+
 def error_table(
     measured: Folders,
     synthetic: Folders | list[Folders],
@@ -205,7 +215,7 @@ def error_table(
         # Where a sojourn error comes from: the service the synthetic workload actually
         # ran vs the app's at this load (a fit from one load misses load-dependent service).
         for side, p in (("measured", a), ("synthetic", b)):
-            row[f"{side}_service_mean"] = float(p.get("service_mean", math.nan))
+            row[f"{side}_service_mean"] = _service_mean(p)
         for st in STATS:
             x, y = float(a[f"{metric}_{st}"]), float(b[f"{metric}_{st}"])
             row.update({f"measured_{st}": x, f"synthetic_{st}": y})

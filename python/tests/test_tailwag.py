@@ -186,3 +186,16 @@ def test_one_synthetic_folder_per_point(pair, tmp_path):
     page = write_validation(m, [a, b], tmp_path / "v", saturation_qps=2000.0)
     doc = json.loads((page.parent / "validation.json").read_text())
     assert len(doc["points"]) == 2 and doc["synthetic"] == str(tmp_path.resolve())
+
+
+def test_service_mean_falls_back_to_the_merged_histogram():
+    """Experiments without a CI target report a point's service only as merged_service_*:
+    the drift columns must still be filled (they were empty in real validations)."""
+    import pandas as pd
+
+    from taillab.tailwag import _service_mean
+
+    assert _service_mean(pd.Series({"service_mean": 5.0, "merged_service_mean": 7.0})) == 5.0
+    assert _service_mean(pd.Series({"service_mean": math.nan, "merged_service_mean": 7.0})) == 7.0
+    assert _service_mean(pd.Series({"merged_service_mean": 7.0})) == 7.0
+    assert math.isnan(_service_mean(pd.Series({"sojourn_mean": 1.0})))
