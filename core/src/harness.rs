@@ -496,7 +496,15 @@ pub struct Schedule {
     done: bool,
     assigner: Option<Assigner>,
     backlog: Backlog,
+    /// Requests generated ahead by an idle inline worker ([`Schedule::prefill_one`]), in
+    /// arrival order; [`Schedule::next`] takes from here first.
+    ahead: VecDeque<(Item, Vec<u8>)>,
+    /// Payload buffers to reuse for `ahead`.
+    ahead_spare: Vec<Vec<u8>>,
 }
+
+/// At most this many requests are generated ahead of their arrival.
+pub const AHEAD_MAX: usize = 1024;
 
 impl Schedule {
     /// A schedule for `spec` (arrivals from `spec.arrival`, seeded) starting
@@ -527,6 +535,8 @@ impl Schedule {
                 }
             },
             backlog: Backlog::new(spec, derive_seed(spec.seed, 5)),
+            ahead: VecDeque::new(),
+            ahead_spare: Vec::new(),
         }
     }
 
@@ -554,6 +564,38 @@ impl Schedule {
     /// measured phase is over. Sets `sink.measure_start` on the first
     /// measured request.
     pub fn next(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
+        if let Some((item, mut p)) = self.ahead.pop_front() {
+            std::mem::swap(buf, &mut p);
+            self.ahead_spare.push(p);
+            return Some(item);
+        }
+        self.generate(buf, sink)
+    }
+
+    /// Generates the next request ahead of time (an inline worker does this while it waits
+    /// for an arrival, so that a backlog later does not wait for the client's request
+    /// generation: that would be charged to queueing). False when the schedule is over or
+    /// [`AHEAD_MAX`] requests are already waiting.
+    pub fn prefill_one(&mut self, sink: &IntervalSink) -> bool {
+        if self.ahead.len() >= AHEAD_MAX {
+            return false;
+        }
+        let mut p = self.ahead_spare.pop().unwrap_or_default();
+        match self.generate(&mut p, sink) {
+            Some(item) => {
+                self.ahead.push_back((item, p));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Requests generated ahead and not yet taken.
+    pub fn ahead(&self) -> usize {
+        self.ahead.len()
+    }
+
+    fn generate(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
         if self.done {
             return None;
         }
@@ -1159,6 +1201,32 @@ fn finish_request(
     sh.completed.fetch_add(1, Ordering::Relaxed);
 }
 
+/// An idle inline worker generates requests ahead until shortly before `until` (its next
+/// arrival): in the integrated configuration the client's request generation runs on the
+/// worker, and done between requests of a backlog it would delay every waiting request —
+/// time the run's ideal (service times only) does not have. One request per lock hold, and
+/// never waiting for the lock another worker holds.
+fn prefill(sh: &Shared, until: u64) {
+    let mut cost = 0;
+    loop {
+        let t = now_ns();
+        if t + 2 * cost + PREFILL_GUARD_NS >= until {
+            return;
+        }
+        let Some(mut s) = sh.sched.try_lock() else {
+            return;
+        };
+        if !s.prefill_one(&sh.sink) {
+            return;
+        }
+        drop(s);
+        cost = now_ns() - t;
+    }
+}
+
+/// How long before an arrival an idle inline worker stops generating requests ahead.
+const PREFILL_GUARD_NS: u64 = 5_000;
+
 fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> Shard {
     let spec = &sh.spec;
     let mut shard = Shard::new(w, &sh.sink, sh.sched.lock().slice_ns, spec.interval_ns);
@@ -1191,8 +1259,10 @@ fn inline_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker) -> 
         let arrive = item.intended + net_delay(&spec.net_delay, &mut rng);
         let now = now_ns();
         let (sent, started) = if now < arrive {
-            // Early: wait for the arrival; any lateness of the wake-up is the
-            // harness's send lag, not queueing.
+            // Early: generate the next requests while idle, then wait for the
+            // arrival; any lateness of the wake-up is the harness's send lag,
+            // not queueing.
+            prefill(sh, arrive);
             let t = wait_until(arrive, spec.wait, spec.spin_margin_ns);
             (t, t)
         } else {
@@ -1264,4 +1334,58 @@ fn queue_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker, q: &
     }
     shard.flush(&sh.sink);
     shard
+}
+
+#[cfg(test)]
+mod prefill_tests {
+    use super::*;
+
+    struct Counter(u64);
+    impl Client for Counter {
+        fn next_request(&mut self, out: &mut Vec<u8>) {
+            self.0 += 1;
+            out.extend_from_slice(&self.0.to_le_bytes());
+        }
+    }
+
+    fn drain(s: &mut Schedule, sink: &IntervalSink, prefill_every: usize) -> Vec<(u64, u64, u64)> {
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            if prefill_every > 0 && got.len() % prefill_every == 0 {
+                for _ in 0..prefill_every {
+                    s.prefill_one(sink);
+                }
+            }
+            let Some(it) = s.next(&mut buf, sink) else {
+                break;
+            };
+            let payload = u64::from_le_bytes(buf[..8].try_into().unwrap());
+            got.push((it.index, it.intended, payload));
+        }
+        got
+    }
+
+    /// Requests generated ahead come out exactly as without: same order, same intended
+    /// times, each with its own payload; the schedule ends at the same request; the
+    /// look-ahead is bounded.
+    #[test]
+    fn generating_ahead_changes_nothing_but_when() {
+        let spec = RunSpec {
+            measure: Bound::Requests(3_000),
+            warmup: Bound::Requests(100),
+            ..RunSpec::default()
+        };
+        let sink = IntervalSink::new(1);
+        let plain = drain(&mut Schedule::new(&spec, Box::new(Counter(0)), 0), &sink, 0);
+        assert_eq!(plain.len(), 3_100);
+        for k in [1, 7, 5_000] {
+            let mut s = Schedule::new(&spec, Box::new(Counter(0)), 0);
+            assert_eq!(drain(&mut s, &sink, k), plain, "prefill {k} at a time");
+            assert_eq!(s.stats().generated_measured, 3_000);
+        }
+        let mut s = Schedule::new(&spec, Box::new(Counter(0)), 0);
+        while s.prefill_one(&sink) {}
+        assert_eq!(s.ahead(), AHEAD_MAX);
+    }
 }
