@@ -1947,6 +1947,15 @@ def _md_header(found: list[tuple[str, dict, dict | None]], root: Path) -> list[s
     runs = sum(d.get("runs", 0) for d in own)
     disturbed = sum(d.get("disturbed_runs", 0) for d in own)
     variant = "**--quick** (tiny counts: indicative only)" if quick else "full"
+    # Items rerun after a fix were measured by another build: name each build and its items.
+    builds: dict[str, list[str]] = {}
+    for item_id, _, d in found:
+        if d and (d.get("host") or {}).get("git"):
+            builds.setdefault(d["host"]["git"], []).append(item_id)
+    if len(builds) > 1:
+        git = "; ".join(f"git {g}: {', '.join(ids)}" for g, ids in builds.items())
+    else:
+        git = f"git {host.get('git', '?')}"
     return [
         "# Reproduction of the papers' figures",
         "",
@@ -1960,7 +1969,7 @@ def _md_header(found: list[tuple[str, dict, dict | None]], root: Path) -> list[s
         "",
         f"- Machine: {host.get('hostname', '?')}, {host.get('cpu', '?')}, "
         f"{host.get('cores', '?')} CPUs, kernel {host.get('kernel', '?')}, "
-        f"taillab {host.get('taillab', '?')} (git {host.get('git', '?')})",
+        f"taillab {host.get('taillab', '?')} ({git})",
         f"- When: {times[0] if times else '?'} to {times[-1] if times else '?'}",
         f"- Results: `{root}` (each item's page is `<id>/index.html` there)",
         f"- Variant: {variant}",

@@ -653,6 +653,19 @@ def test_index_and_markdown(tmp_path):
     outside = R.markdown(tmp_path, ITEMS, repo=REPO)
     assert "[page](" not in outside
     assert sum(line.startswith("| ") for line in md.splitlines()) == 1 + len(R.read_items(ITEMS))
+    # One build: named once. An item rerun by another build: each build names its items.
+    assert "(git " in md and "git abc: tales-fig5" not in md
+    v5 = tmp_path / "tales-fig5" / "verdict.json"
+    doc = json.loads(v5.read_text())
+    doc["host"] = dict(doc.get("host") or {}, git="def")
+    v5.write_text(json.dumps(doc))
+    (tmp_path / "tales-fig4").mkdir()
+    doc.update(id="tales-fig4", host=dict(doc["host"], git="abc"))
+    (tmp_path / "tales-fig4" / "verdict.json").write_text(json.dumps(doc))
+    two = R.markdown(tmp_path, ITEMS, repo=REPO)
+    assert "git def: tales-fig5; git abc: tales-fig4" in two or (
+        "git abc: tales-fig4; git def: tales-fig5" in two
+    ), two[:600]
 
 
 def test_every_item_has_a_rule():
