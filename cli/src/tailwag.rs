@@ -74,16 +74,6 @@ pub enum FitAt {
     Each,
 }
 
-impl FitAt {
-    fn name(self) -> &'static str {
-        match self {
-            FitAt::Highest => "highest",
-            FitAt::Lowest => "lowest",
-            FitAt::Each => "each",
-        }
-    }
-}
-
 /// The measured plan: the user's settings, loads relative to saturation,
 /// every request kept (the fit reads them).
 fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
@@ -272,7 +262,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             "app": app.name(),
             "settings": plan.base.settings,
             "saturation_qps": sat_by_threads,
-            "fit_at": a.fit_at.name(),
+            "fit_at": clap::ValueEnum::to_possible_value(&a.fit_at).map(|v| v.get_name().to_string()),
             "fit_point": fit_point.id,
             "spec": spec,
             "specs": specs,

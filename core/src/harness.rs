@@ -499,8 +499,6 @@ pub struct Schedule {
     /// Requests generated ahead by an idle inline worker ([`Schedule::prefill_one`]), in
     /// arrival order; [`Schedule::next`] takes from here first.
     ahead: VecDeque<(Item, Vec<u8>)>,
-    /// Payload buffers to reuse for `ahead`.
-    ahead_spare: Vec<Vec<u8>>,
 }
 
 /// At most this many requests are generated ahead of their arrival.
@@ -536,7 +534,6 @@ impl Schedule {
             },
             backlog: Backlog::new(spec, derive_seed(spec.seed, 5)),
             ahead: VecDeque::new(),
-            ahead_spare: Vec::new(),
         }
     }
 
@@ -566,7 +563,7 @@ impl Schedule {
     pub fn next(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
         if let Some((item, mut p)) = self.ahead.pop_front() {
             std::mem::swap(buf, &mut p);
-            self.ahead_spare.push(p);
+            self.backlog.spare.push(p);
             return Some(item);
         }
         self.generate(buf, sink)
@@ -580,7 +577,7 @@ impl Schedule {
         if self.ahead.len() >= AHEAD_MAX {
             return false;
         }
-        let mut p = self.ahead_spare.pop().unwrap_or_default();
+        let mut p = self.backlog.spare.pop().unwrap_or_default();
         match self.generate(&mut p, sink) {
             Some(item) => {
                 self.ahead.push_back((item, p));
@@ -588,11 +585,6 @@ impl Schedule {
             }
             None => false,
         }
-    }
-
-    /// Requests generated ahead and not yet taken.
-    pub fn ahead(&self) -> usize {
-        self.ahead.len()
     }
 
     fn generate(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
@@ -1386,6 +1378,6 @@ mod prefill_tests {
         }
         let mut s = Schedule::new(&spec, Box::new(Counter(0)), 0);
         while s.prefill_one(&sink) {}
-        assert_eq!(s.ahead(), AHEAD_MAX);
+        assert_eq!(s.ahead.len(), AHEAD_MAX);
     }
 }

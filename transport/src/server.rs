@@ -119,8 +119,7 @@ impl ServeOpts {
         Ok(ServeOpts {
             listen,
             threads: h.threads,
-            // Under SCHED_FIFO a hybrid wait blocks (a spinning RT worker is RT-throttled).
-            wait: taillab_core::config::rt_wait(h.rt_priority, choice.server_wait),
+            wait: choice.server_wait,
             spin_ns: h.spin_margin.0,
             discipline: h.discipline,
             max_frame: match cfg.net.max_frame.0 {

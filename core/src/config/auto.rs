@@ -169,6 +169,15 @@ pub fn resolve(cfg: &RunConfig, host: &HostFacts) -> TcpChoice {
         }
     });
     let server_wait = pick(&mut why, "server-wait", n.server_wait, || {
+        if super::rt_wait(h.rt_priority, h.wait) != h.wait {
+            return (
+                WaitMode::Block,
+                format!(
+                    "rt_priority {}: a spinning SCHED_FIFO worker is RT-throttled",
+                    h.rt_priority
+                ),
+            );
+        }
         if h.wait != WaitMode::Hybrid {
             return (h.wait, format!("harness.wait {}", h.wait));
         }
@@ -291,6 +300,20 @@ mod tests {
         // Oversubscribed: the server blocks.
         let c = resolve(&cfg(&[("harness.threads", "4")]), &host(2, None, 1));
         assert_eq!(c.server_wait, WaitMode::Block);
+        // SCHED_FIFO workers block even with CPUs to spare (a spinning one is RT-throttled);
+        // an explicit server wait is kept.
+        let c = resolve(&cfg(&[("harness.rt_priority", "50")]), &host(8, None, 1));
+        assert_eq!(c.server_wait, WaitMode::Block);
+        assert!(
+            c.why.iter().any(|w| w.contains("RT-throttled")),
+            "{:?}",
+            c.why
+        );
+        let c = resolve(
+            &cfg(&[("harness.rt_priority", "50"), ("net.server_wait", "hybrid")]),
+            &host(8, None, 1),
+        );
+        assert_eq!(c.server_wait, WaitMode::Hybrid);
         assert_eq!(
             resolve(&cfg(&[]), &host(2, None, 1)).server_wait,
             WaitMode::Hybrid
