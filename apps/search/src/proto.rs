@@ -1,7 +1,8 @@
 //! The search wire format (little-endian).
 //!
-//! Request:  `b'S'`, version `1`, mode (`0` AND, `1` OR), `k`, snippets
-//!   (`0`/`1`), term count, then each term as `u8` length and UTF-8 bytes.
+//! Request:  `b'S'`, version `2`, mode (`0` AND, `1` OR), `k`, snippets
+//!   (`0`/`1`), term count, `u32` ranking depth, then each term as `u8` length
+//!   and UTF-8 bytes.
 //! Response: `u8` hit count, then per hit (best first): `f32` BM25 score,
 //!   `u64` document id, `u16` length and title, `u16` length and snippet
 //!   (empty when snippets are off).
@@ -9,7 +10,9 @@
 use taillab_core::AppError;
 
 const MAGIC: u8 = b'S';
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// Header bytes before the terms.
+const HEADER: usize = 10;
 
 /// How a query's terms combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +32,9 @@ pub struct Query {
     pub k: u8,
     /// Whether each hit carries a snippet (up to 160 characters of its text).
     pub snippets: bool,
+    /// How many of the best matches the server ranks in full before it returns
+    /// the first `k` (xapian's MSet size); the server ranks at least `k`.
+    pub rank: u32,
     /// Terms matched exactly against the body's lowercased tokens, so lowercase;
     /// 1 to 255 of them, each at most 255 bytes.
     pub terms: Vec<String>,
@@ -61,6 +67,7 @@ pub fn encode_query(q: &Query, out: &mut Vec<u8>) {
         q.snippets as u8,
         q.terms.len() as u8,
     ]);
+    out.extend_from_slice(&q.rank.to_le_bytes());
     for t in &q.terms {
         // Vocabulary terms are at most 40 bytes (tantivy drops longer tokens).
         out.push(t.len() as u8);
@@ -77,7 +84,7 @@ fn short(what: &str) -> AppError {
 /// Decodes a request; a malformed one (bad header or mode, no terms,
 /// truncated, trailing bytes, non-UTF-8 term) is an `AppError::Request`.
 pub fn decode_query(buf: &[u8]) -> Result<Query, AppError> {
-    if buf.len() < 6 || buf[0] != MAGIC || buf[1] != VERSION {
+    if buf.len() < HEADER || buf[0] != MAGIC || buf[1] != VERSION {
         return Err(AppError::Request(format!(
             "not a search v{VERSION} request; was it sent by the search client?"
         )));
@@ -92,11 +99,12 @@ pub fn decode_query(buf: &[u8]) -> Result<Query, AppError> {
         }
     };
     let (k, snippets, n) = (buf[3], buf[4] != 0, buf[5] as usize);
+    let rank = u32::from_le_bytes(buf[6..HEADER].try_into().expect("4 bytes"));
     if n == 0 {
         return Err(AppError::Request("search request has no terms".into()));
     }
     let mut terms = Vec::with_capacity(n);
-    let mut pos = 6;
+    let mut pos = HEADER;
     for _ in 0..n {
         let len = *buf.get(pos).ok_or_else(|| short("a term length"))? as usize;
         let bytes = buf
@@ -116,6 +124,7 @@ pub fn decode_query(buf: &[u8]) -> Result<Query, AppError> {
         mode,
         k,
         snippets,
+        rank,
         terms,
     })
 }
@@ -175,6 +184,7 @@ mod tests {
             mode: Mode::Or,
             k: 10,
             snippets: true,
+            rank: 20_480,
             terms: vec!["kernel".into(), "élan".into()],
         };
         let mut b = Vec::new();

@@ -138,9 +138,20 @@ fn top_k_matches_brute_force_bm25() {
             mode: *mode,
             k: 10,
             snippets: true,
+            rank: 20_480,
             terms: terms.clone(),
         };
         let hits = run(&mut w, &q);
+        // Ranking only the best k (block-max WAND prunes) gives the same scores.
+        let shallow = run(
+            &mut w,
+            &Query {
+                rank: 10,
+                ..q.clone()
+            },
+        );
+        let scores = |h: &[proto::Hit]| h.iter().map(|h| h.score).collect::<Vec<_>>();
+        assert_eq!(scores(&shallow), scores(&hits), "{terms:?} {mode:?}");
         let want = bm25(&docs, &terms, *mode == Mode::And);
         assert_eq!(hits.len(), want.len().min(10), "{terms:?} {mode:?}");
         for (i, h) in hits.iter().enumerate() {
@@ -178,6 +189,7 @@ fn top_k_matches_brute_force_bm25() {
             mode: Mode::Or,
             k: 5,
             snippets: true,
+            rank: 5,
             terms: vec!["zzz".into()],
         },
     );
@@ -307,6 +319,8 @@ fn bad_input_gives_clear_errors() {
         ("mode=xor", "and, or"),
         ("popularity=pareto", "zipf or uniform"),
         ("k=0", "1..=255"),
+        ("rank=5", "from k to 1048576"),
+        ("rank=2000000", "from k to 1048576"),
         ("max_hits=0", ">= min_hits"),
     ] {
         let e = app
