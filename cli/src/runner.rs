@@ -138,6 +138,7 @@ pub fn run_once(
             spec.interval_ns,
             &mut summary,
             &thresholds(cfg),
+            cfg.monitor.max_stall.0,
             out,
         )?;
     }
@@ -270,6 +271,7 @@ pub struct EnvObserver {
     enabled: bool,
     period_ns: u64,
     thresholds: taillab_monitor::Thresholds,
+    max_stall_ns: u64,
     spec: RunSpec,
     sampler: Option<taillab_monitor::Sampler>,
     /// The run's planned hogs, knobs and profile (loopback/networked runs).
@@ -285,6 +287,7 @@ impl EnvObserver {
             enabled: cfg.monitor.enabled,
             period_ns: cfg.monitor.period.0,
             thresholds: thresholds(cfg),
+            max_stall_ns: cfg.monitor.max_stall.0,
             spec,
             sampler: None,
             planned: None,
@@ -337,6 +340,7 @@ impl RunObserver for EnvObserver {
             r.spec.interval_ns,
             summary,
             &self.thresholds,
+            self.max_stall_ns,
             out,
         )
         .map_err(|e| e.to_string())
@@ -369,10 +373,12 @@ fn attach_environment(
     interval_ns: u64,
     summary: &mut Summary,
     th: &taillab_monitor::Thresholds,
+    max_stall_ns: u64,
     out: &Path,
 ) -> anyhow::Result<()> {
     let report = sampler.stop_measured(start, end.max(start + 1))?;
-    let check = report.summary.check(th);
+    let mut check = report.summary.check(th);
+    stall_item(summary, max_stall_ns, &mut check);
     let s = &report.summary;
     let verdict = if check.ok {
         format!(
@@ -402,6 +408,45 @@ fn attach_environment(
     std::fs::write(&path, serde_json::to_string(&series)? + "\n")
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// Adds the `stall` item to the environment check of an integrated run: its
+/// longest dispatch gap (`stalls` in the summary) against the larger of
+/// `monitor.max_stall` and the service p50. The sampler can't see such a
+/// freeze (it sleeps between samples, and the hypervisor did not count it as
+/// steal); the records can.
+fn stall_item(summary: &Summary, max_stall_ns: u64, check: &mut taillab_monitor::EnvCheck) {
+    let Some(st) = summary
+        .extra
+        .get("stalls")
+        .and_then(|v| serde_json::from_value::<taillab_core::stalls::Stalls>(v.clone()).ok())
+    else {
+        return;
+    };
+    let p50 = summary
+        .latency_ns
+        .get("service")
+        .map_or(0.0, |m| m.p50 as f64);
+    let limit = (max_stall_ns as f64).max(p50);
+    let ok = (st.longest_ns as f64) <= limit;
+    check.items.push(taillab_monitor::CheckItem {
+        name: "stall".into(),
+        value: st.longest_ns as f64 / 1e6,
+        limit: limit / 1e6,
+        unit: "ms".into(),
+        ok,
+    });
+    if !ok {
+        check.ok = false;
+        check.reasons.push(format!(
+            "the run stalled: no request started for {:.1} ms at {:.2} s into the measured phase although one was due and a worker free (limit {:.1} ms: the larger of monitor.max_stall and the service p50); {} gaps over 1 ms, {:.1} ms in all. Nothing of ours ran: the VM's CPU was taken away without showing as steal",
+            st.longest_ns as f64 / 1e6,
+            st.longest_at_s,
+            limit / 1e6,
+            st.over_1ms,
+            st.over_1ms_total_ns as f64 / 1e6
+        ));
+    }
 }
 
 /// The environment lines of the human table, if the run was monitored.

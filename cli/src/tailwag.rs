@@ -80,9 +80,19 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     let mut pairs = a.cfg.pairs.clone();
     pairs.push(("record.save_requests".into(), vec!["true".into()]));
     let given = |k: &str| pairs.iter().any(|(p, _)| p.ends_with(k));
-    if !given("requests") && !given("duration") {
+    let (length_given, redo_given) = (
+        given("requests") || given("duration"),
+        given("redo_disturbed"),
+    );
+    if !length_given {
         // p99 needs thousands of requests per point.
         pairs.push(("load.requests".into(), vec!["20000".into()]));
+    }
+    if !redo_given {
+        // An app run and its synthetic twin are compared one to one: a run the
+        // environment check calls disturbed (a stall of the VM moves a
+        // light-load mean by tens of percent) is redone, at most twice.
+        pairs.push(("ci.redo_disturbed".into(), vec!["2".into()]));
     }
     let mut sweep = a.sweep.pairs.clone();
     if !sweep.iter().any(|(k, _)| k == "load") {

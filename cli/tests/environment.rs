@@ -295,3 +295,68 @@ fn system_show_json_and_reset_without_state() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown operation"));
 }
+
+/// A freeze of the whole harness (SIGSTOP for 80 ms, as a VM whose CPU the
+/// host takes away) while requests fall due is a dispatch gap: `stalls` in the
+/// summary measures it and the environment check fails, naming it, although
+/// the monitor (frozen too) saw no steal and no other process.
+#[test]
+fn a_frozen_harness_is_a_stall_and_disturbs_the_run() {
+    let _s = serial();
+    let out = tmp("freeze");
+    // 500 qps of 20 µs requests: the worker is idle 99 % of the time, so the
+    // freeze almost surely falls between requests (one in service would
+    // stretch its service time instead, which is not a gap).
+    let mut child = Command::new(bin())
+        .args([
+            "run",
+            "--app",
+            "synth",
+            "--qps",
+            "500",
+            "--warmup-requests",
+            "100",
+        ])
+        .args([
+            "--duration",
+            "4s",
+            "--set",
+            "service=fixed:20us",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = child.id() as i32;
+    // SAFETY: kill(2) on the child this test started and still owns.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(std::time::Duration::from_millis(80));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(child.wait().unwrap().success());
+    let s = read_json(&out.join("summary.json"));
+    let longest = s["stalls"]["longest_ns"].as_f64().unwrap();
+    assert!(
+        (70e6..2e9).contains(&longest),
+        "longest dispatch gap {longest} ns after an 80 ms freeze: {}",
+        s["stalls"]
+    );
+    let check = &s["checks"]["environment"];
+    assert_eq!(check["ok"], false, "{check}");
+    assert!(
+        check["verdict"].as_str().unwrap().contains("stalled"),
+        "{check}"
+    );
+    let item = check["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "stall")
+        .unwrap_or_else(|| panic!("no stall item: {check}"));
+    assert_eq!(item["ok"], false, "{item}");
+    assert_eq!(item["limit"], 5.0, "{item}");
+    let _ = std::fs::remove_dir_all(&out);
+}

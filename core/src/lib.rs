@@ -29,6 +29,7 @@ pub mod queue;
 pub mod roi;
 pub mod search;
 pub mod sim;
+pub mod stalls;
 pub mod stats;
 pub mod summary;
 

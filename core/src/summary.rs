@@ -461,8 +461,20 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         started_at: rfc3339(r.wall_start),
         interval_s: spec.interval_ns as f64 / 1e9,
         app_stats: r.app_stats.clone(),
-        extra: Map::new(),
+        extra: stalls_section(r, config),
     }
+}
+
+/// `stalls`: the dispatch gaps of an integrated run ([`crate::stalls`]); over
+/// TCP the records are the client's, whose gaps include the network.
+fn stalls_section(r: &RunResult, config: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    if config == "integrated" {
+        if let Some(s) = crate::stalls::dispatch_gaps(r) {
+            m.insert("stalls".into(), json!(s));
+        }
+    }
+    m
 }
 
 /// The `client` check of a TCP run: did the client read its responses soon
