@@ -306,6 +306,18 @@ pub fn reproduce(mut a: ReproduceCmd) -> anyhow::Result<i32> {
             "results/reproduce"
         })
     });
+    // An item whose reused results are already in ROOT reads them as they are.
+    let chosen: Vec<&Item> = chosen
+        .into_iter()
+        .filter(|r| {
+            let reused_here = id != "all" && r.id != id;
+            let done = root.join(&r.id).join("verdict.json").exists();
+            if reused_here && done {
+                eprintln!("{id}: using the results of {} in {}", r.id, root.display());
+            }
+            !(reused_here && done)
+        })
+        .collect();
     let mut worst = 0;
     for item in chosen {
         let out = root.join(&item.id);

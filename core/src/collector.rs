@@ -210,12 +210,16 @@ pub struct IntervalSink {
 }
 
 impl IntervalSink {
-    /// A sink for `workers` shards, each given one spare set of histograms.
+    /// A sink for `workers` shards, each given two sets of histograms: one a
+    /// shard takes as its first interval's, and a spare for its first roll.
+    /// With one, the first roll (a second into the measured phase) found
+    /// none and allocated a set of histograms (megabytes, faulted in) on the
+    /// worker between two requests: a dispatch gap of several milliseconds.
     pub fn new(workers: usize) -> Self {
         IntervalSink {
             inbox: Mutex::new(Vec::new()),
             spares: (0..workers)
-                .map(|_| Mutex::new(vec![Box::new(Hists::new())]))
+                .map(|_| Mutex::new(vec![Box::new(Hists::new()), Box::new(Hists::new())]))
                 .collect(),
             worker_interval: (0..workers).map(|_| AtomicU32::new(0)).collect(),
             merged: Mutex::new(BTreeMap::new()),
@@ -539,6 +543,23 @@ mod tests {
         let h = decode_hist(&blobs[3].hist_b64[1]).unwrap();
         assert_eq!(h.len(), blobs[3].count);
         assert_eq!(h.max(), 100);
+    }
+
+    #[test]
+    fn first_roll_takes_a_prepared_spare() {
+        // The worker must not allocate histograms between two requests: its
+        // first roll takes the set the sink prepared.
+        let sink = IntervalSink::new(1);
+        sink.measure_start.store(1, Ordering::Release);
+        let mut shard = Shard::new(0, &sink, 1_000_000, 1_000_000);
+        let prepared: *const Hists = &**sink.spares[0].lock().last().expect("a spare left");
+        shard.record(&st(10, 0, 100, 0), true, &sink);
+        shard.record(&st(2_000_000, 0, 100, 0), true, &sink);
+        assert_eq!(shard.cur_k, 2);
+        assert!(
+            std::ptr::eq(&*shard.cur, prepared),
+            "the first roll allocated"
+        );
     }
 
     #[test]

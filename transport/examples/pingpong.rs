@@ -13,7 +13,14 @@
 //! for a spinning client and server; on a host without a cpuidle driver the
 //! wake-ups are most of the blocking RTT).
 //!
-//! Usage: pingpong [--size 64] [--n 20000] [--gap-us 500] [--warmup 1000] [--poll 0|1]
+//! With `--cpus S,C` the server thread runs on CPU S and the client on CPU
+//! C. Unpinned, a blocking ping-pong usually runs both ends on one CPU: the
+//! woken end is placed where the waker runs, so each hand-over is a context
+//! switch, not a wake-up of another CPU. A load generator and its server run
+//! at the same time and so on two CPUs; pinned apart, the ping-pong is the
+//! floor for that placement.
+//!
+//! Usage: pingpong [--size 64] [--n 20000] [--gap-us 500] [--warmup 1000] [--poll 0|1] [--cpus S,C]
 //! Prints one JSON line: {"n":…, "size":…, "p50_ns":…, "p90_ns":…, "p99_ns":…, "mean_ns":…}
 
 use std::io::{Read, Write};
@@ -44,7 +51,30 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `--cpus S,C`: the server's and the client's CPU, if given.
+fn cpus() -> Option<(usize, usize)> {
+    let args: Vec<String> = std::env::args().collect();
+    let v = args.iter().position(|a| a == "--cpus").and_then(|i| args.get(i + 1))?;
+    let parse =
+        |x: &str| x.trim().parse::<usize>().unwrap_or_else(|_| panic!("--cpus takes S,C (two CPU numbers), got {v}"));
+    let (a, b) = v.split_once(',').unwrap_or_else(|| panic!("--cpus takes S,C (two CPU numbers), got {v}"));
+    Some((parse(a), parse(b)))
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity
+    // reads it for this thread (pid 0) only.
+    let ok = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    };
+    assert!(ok, "cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error());
+}
+
 fn main() {
+    let placement = cpus();
     let size = arg("--size", 64) as usize;
     let n = arg("--n", 20_000) as usize;
     let gap = arg("--gap-us", 500) * 1000;
@@ -54,6 +84,9 @@ fn main() {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let addr = l.local_addr().expect("local addr");
     std::thread::spawn(move || {
+        if let Some((srv, _)) = placement {
+            pin(srv);
+        }
         let (mut s, _) = l.accept().expect("accept");
         s.set_nodelay(true).expect("nodelay");
         s.set_nonblocking(poll).expect("nonblocking");
@@ -66,6 +99,9 @@ fn main() {
         }
     });
     set_timer_slack_1ns();
+    if let Some((_, cli)) = placement {
+        pin(cli);
+    }
     let mut c = TcpStream::connect(addr).expect("connect");
     c.set_nodelay(true).expect("nodelay");
     // A write of one small frame never finds a full send buffer here.
