@@ -12,6 +12,8 @@ use crate::collector::MetricStats;
 use crate::dist::Dist;
 use crate::queue::{Discipline, Dispatch};
 use crate::sim::{Job, Sim, SimConfig};
+/// Nearest-rank quantile of a sorted sample (kept here for the model's callers).
+pub use crate::stats::quantile;
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -270,15 +272,6 @@ pub fn mmc_mean(c: usize, lambda: f64, s_ns: f64) -> f64 {
     let mu = 1e9 / s_ns;
     let a = lambda / mu;
     s_ns + erlang_c(c, a) / (c as f64 * mu - lambda) * 1e9
-}
-
-/// Quantile q of a sample (nearest rank, as HdrHistogram reports).
-pub fn quantile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::harness::RunResult;
-use crate::model::quantile;
+use crate::stats::quantile;
 
 /// The dispatch gaps of the measured phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

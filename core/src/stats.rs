@@ -180,6 +180,15 @@ pub fn normal_cdf(x: f64) -> f64 {
     }
 }
 
+/// Quantile q of a sample (nearest rank, as HdrHistogram reports).
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
