@@ -439,7 +439,7 @@ fn stall_item(summary: &Summary, max_stall_ns: u64, check: &mut taillab_monitor:
     if !ok {
         check.ok = false;
         check.reasons.push(format!(
-            "the run stalled: no request started for {:.1} ms at {:.2} s into the measured phase although one was due and a worker free (limit {:.1} ms: the larger of monitor.max_stall and the service p50); {} gaps over 1 ms, {:.1} ms in all. Nothing of ours ran: the VM's CPU was taken away without showing as steal",
+            "the run stalled: no request started for {:.1} ms at {:.2} s into the measured phase although one was due and a worker free (limit {:.1} ms: the larger of monitor.max_stall and the service p50); {} gaps over 1 ms, {:.1} ms in all. The worker did not run: the VM froze (hypervisor steal does not show it) or something else held its CPU",
             st.longest_ns as f64 / 1e6,
             st.longest_at_s,
             limit / 1e6,

@@ -297,6 +297,9 @@ pub trait Server: Send + Sync {
     fn worker(&self, index: usize) -> Result<Box<dyn Worker>, AppError>;
     /// Called once, from a worker thread, when the measured phase begins;
     /// `at_ns` is its start on the harness clock ([`crate::clock::now_ns`]).
+    /// It runs just before the first measured request, so it must be quick
+    /// (microseconds): requests due meanwhile wait for it, and a long one is a
+    /// dispatch gap in `stalls`. Do slow first-time setup when the server is built.
     fn begin_measurement(&self, _at_ns: u64) {}
     /// App statistics for `summary.json` (`app_stats`), read after the run.
     fn report(&self) -> serde_json::Value {
