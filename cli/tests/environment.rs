@@ -357,6 +357,6 @@ fn a_frozen_harness_is_a_stall_and_disturbs_the_run() {
         .find(|i| i["name"] == "stall")
         .unwrap_or_else(|| panic!("no stall item: {check}"));
     assert_eq!(item["ok"], false, "{item}");
-    assert_eq!(item["limit"], 5.0, "{item}");
+    assert_eq!(item["limit"], 10.0, "{item}");
     let _ = std::fs::remove_dir_all(&out);
 }

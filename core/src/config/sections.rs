@@ -321,7 +321,7 @@ section! {
         /// Send-lag p99 above this fails the send-lag check.
         max_send_lag: Dur = Dur(50_000), Opts::on(EXP | LOAD);
         /// An integrated run whose longest dispatch gap (a request due and a worker free, yet nothing started: the VM's CPU taken away) exceeds the larger of this and the service p50 is disturbed.
-        max_stall: Dur = Dur(5_000_000), Opts::on(EXP | LOAD);
+        max_stall: Dur = Dur(10_000_000), Opts::on(EXP | LOAD);
         /// A TCP client's recv-lag p99 above the larger of this and `max_recv_lag_ratio` × sojourn p50 fails the client check.
         max_recv_lag: Dur = Dur(250_000), Opts::on(EXP | LOAD);
         /// The relative part of the client check's limit (a fraction of sojourn p50).
