@@ -15,6 +15,11 @@ pub struct FitArgs {
     /// Fit only this point of an experiment.
     #[arg(long, value_name = "ID")]
     pub point: Option<String>,
+    /// Also fit one synthetic workload to the fewest-worker points together (entry
+    /// `all`): a cold-start term (synth's `cold=F,tau=D`) from their per-request
+    /// records, and a mixture of the service times it implies when warm.
+    #[arg(long)]
+    pub pooled: bool,
     /// Print the whole fit as JSON (what fit.json holds).
     #[arg(long)]
     pub json: bool,
@@ -36,6 +41,9 @@ impl FitArgs {
         let mut v = vec!["fit".to_string(), self.results.display().to_string()];
         if let Some(p) = &self.point {
             v.extend(["--point".into(), p.clone()]);
+        }
+        if self.pooled {
+            v.push("--pooled".into());
         }
         if self.json {
             v.push("--json".into());

@@ -187,7 +187,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
                 cfg: ConfigFlags { pairs: cfg },
                 sweep: FieldFlags::<Sweep>::from_pairs(sweep),
                 synth_set: vec![],
-                fit_at: crate::tailwag::FitAt::Highest,
+                fit_at: crate::tailwag::FitAt::All,
                 exp: ExperimentOut {
                     out: Some(out.join(&app)),
                     resume: a.exp.resume,

@@ -5,15 +5,20 @@
 //! 1. `OUT/measured/`: a sweep of the app over the thread counts and loads
 //!    (fractions of each thread count's saturation rate, searched first),
 //!    with every request kept for the fit.
-//! 2. `OUT/measured/fit.json`: `taillab fit` of every measured point; the
-//!    synth spec comes from the point `--fit-at` names: by default the
-//!    fewest-worker point at the *highest* load. Apps serve faster when busy
-//!    (warm caches; on a shared VM, a host that has not descheduled an idle
-//!    vCPU): img-dnn's mean service was 1.68 ms at 20 % load and 1.20 ms at
-//!    80 % on the test VM, so a fit at the lowest load makes a synthetic
-//!    workload that saturates near 70 % of the app's rate. `--fit-at each`
+//! 2. `OUT/measured/fit.json`: `taillab fit` of every measured point. Apps
+//!    serve faster when busy (warm caches; on a shared VM, a host that has not
+//!    descheduled an idle vCPU): img-dnn's mean service was 1.68 ms at 20 %
+//!    load and 1.20 ms at 80 % on the test VM. By default (`--fit-at all`) one
+//!    synthetic workload is fitted to all fewest-worker points at once (see
+//!    below); `--fit-at highest` fits the point at the highest load only, so
+//!    the synthetic saturates where the app does but is too fast at light
+//!    load, and a fit at the lowest load (`lowest`) makes a synthetic workload
+//!    that saturates near 70 % of the app's rate. `--fit-at each`
 //!    gives every point its own fit and synthetic run: the error is then the
 //!    synthetic model's alone, not the app's change of speed with load.
+//!    `--fit-at all` fits one synthetic workload to every fewest-worker point
+//!    at once: a cold-start term (synth's `cold=F,tau=D`: slower after idling)
+//!    from their per-request records, and a mixture of the warm service times.
 //! 3. `OUT/synthetic/`: the same points — same thread counts, the same
 //!    absolute rates, the same seeds (so the same arrival times) — with
 //!    `synth` and `service=<spec>` (plus `--synth-set` keys, e.g. locks).
@@ -48,14 +53,15 @@ pub struct TailwagCmd {
     /// Extra setting of the synthetic workload, KEY=VALUE (repeatable; e.g. recv_lock=fixed:2us).
     #[arg(long = "synth-set", value_name = "KEY=VALUE")]
     pub synth_set: Vec<String>,
-    /// Which measured point the synthetic workload is fitted to: `highest` (the
-    /// fewest-worker point at the highest load: the app's service when busy, so the
-    /// synthetic saturates where the app does), `lowest`, or `each` (every point its own
-    /// fit and synthetic run: the error of the model alone, without the app's drift with load).
+    /// What the synthetic workload is fitted to: `all` (default: one fit across the
+    /// fewest-worker points, with a cold-start term — synth's `cold=`, slower after
+    /// idling — so it follows the app's change of speed with load), `highest` (the
+    /// fewest-worker point at the highest load), `lowest`, or `each` (every point its own
+    /// fit and synthetic run: the error of the model alone, without the app's drift).
     #[arg(
         long = "fit-at",
         value_enum,
-        default_value = "highest",
+        default_value = "all",
         value_name = "WHICH"
     )]
     pub fit_at: FitAt,
@@ -72,6 +78,9 @@ pub enum FitAt {
     Lowest,
     /// Every point its own fit and synthetic run.
     Each,
+    /// One fit across the fewest-worker points: a cold-start term (synth's `cold=`)
+    /// and a mixture of the service times it implies when warm.
+    All,
 }
 
 /// The measured plan: the user's settings, loads relative to saturation,
@@ -117,13 +126,13 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     Ok(plan)
 }
 
-/// The synthetic plan: the measured one with `synth` and the fitted spec.
-fn synthetic_plan(m: &Plan, spec: &str, extra: &[String]) -> anyhow::Result<Plan> {
+/// The synthetic plan: the measured one with `synth` and the fitted settings
+/// (`service=SPEC`, and `cold=` for a fit across loads).
+fn synthetic_plan(m: &Plan, fitted: &[String], extra: &[String]) -> anyhow::Result<Plan> {
     let mut p = m.clone();
     p.base.app.name = Some("synth".into());
     p.base.settings = taillab_core::Params::new();
-    p.base.settings.insert("service", spec);
-    for kv in extra {
+    for kv in fitted.iter().chain(extra) {
         let (k, v) = kv
             .split_once('=')
             .with_context(|| format!("--synth-set `{kv}`: write KEY=VALUE"))?;
@@ -175,17 +184,22 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             .expect("rates are numbers")
     };
     let fit_point = match a.fit_at {
-        FitAt::Lowest => of_fewest.min_by(cmp),
-        FitAt::Highest | FitAt::Each => of_fewest.max_by(cmp),
+        FitAt::Lowest => of_fewest.min_by(cmp).map(|p| p.id.clone()),
+        FitAt::Highest | FitAt::Each => of_fewest.max_by(cmp).map(|p| p.id.clone()),
+        FitAt::All => Some("all".to_string()),
     }
     .context("the measured sweep has no points")?;
     let mdir = out.join("measured");
-    let code = run_python(&[
-        "fit".into(),
+    let mut fit_args = vec![
+        "fit".to_string(),
         mdir.display().to_string(),
         "--out".into(),
         mdir.display().to_string(),
-    ])?;
+    ];
+    if a.fit_at == FitAt::All {
+        fit_args.push("--pooled".into());
+    }
+    let code = run_python(&fit_args)?;
     if code != 0 {
         bail!(
             "the fit of {} failed (see above); nothing synthetic was run",
@@ -193,15 +207,15 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         );
     }
     let fit_json = mdir.join("fit.json");
-    let spec = fitted_spec(&fit_json, &fit_point.id)?;
-    eprintln!("fitted {}: service={spec}", fit_point.id);
+    let fitted = fitted_settings(&fit_json, &fit_point)?;
+    eprintln!("fitted {fit_point}: {}", fitted.join(" "));
     // 3. The synthetic workload at the same absolute rates and seeds.
     let sdir = out.join("synthetic");
     let mut specs = BTreeMap::new();
     let synthetic: Vec<String> = if a.fit_at == FitAt::Each {
         let mut dirs = Vec::new();
         for p in &measured.points {
-            let spec = fitted_spec(&fit_json, &p.id)?;
+            let fitted = fitted_settings(&fit_json, &p.id)?;
             let one = Plan {
                 base: p.config.clone(),
                 axes: Vec::new(),
@@ -213,18 +227,18 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             };
             let dir = sdir.join(&p.id);
             execute(
-                &synthetic_plan(&one, &spec, &a.synth_set)?,
+                &synthetic_plan(&one, &fitted, &a.synth_set)?,
                 &dir,
                 a.exp.resume,
                 a.exp.quiet,
                 &Rates::Search,
             )?;
-            specs.insert(p.id.clone(), spec);
+            specs.insert(p.id.clone(), fitted.join(" "));
             dirs.push(dir.display().to_string());
         }
         dirs
     } else {
-        let synth = synthetic_plan(&plan, &spec, &a.synth_set)?;
+        let synth = synthetic_plan(&plan, &fitted, &a.synth_set)?;
         let given = |g: &taillab_core::config::experiment::Group| -> anyhow::Result<f64> {
             sat_by_threads
                 .get(&g.config.harness.threads)
@@ -260,7 +274,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         "--fit".into(),
         mdir.join("fit.json").display().to_string(),
         "--fit-point".into(),
-        fit_point.id.clone(),
+        fit_point.clone(),
         "--saturation".into(),
         sat_arg.join(","),
     ]);
@@ -273,8 +287,9 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             "settings": plan.base.settings,
             "saturation_qps": sat_by_threads,
             "fit_at": clap::ValueEnum::to_possible_value(&a.fit_at).map(|v| v.get_name().to_string()),
-            "fit_point": fit_point.id,
-            "spec": spec,
+            "fit_point": fit_point,
+            "spec": fitted.iter().find_map(|s| s.strip_prefix("service=")),
+            "settings_fitted": fitted,
             "specs": specs,
             "synth_set": a.synth_set,
         }),
@@ -287,17 +302,29 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// The synth spec fitted for `point` in a fit.json.
-fn fitted_spec(path: &Path, point: &str) -> anyhow::Result<String> {
+/// The synth settings (KEY=VALUE) fitted for `point` in a fit.json: `service=SPEC`,
+/// and `cold=F,tau=D` for the fit across loads (`all`).
+fn fitted_settings(path: &Path, point: &str) -> anyhow::Result<Vec<String>> {
     let doc: Value = serde_json::from_str(
         &std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
     )?;
-    doc["fits"]
+    let fit = doc["fits"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|f| f["point"] == point)
-        .and_then(|f| f["spec"].as_str())
-        .map(str::to_string)
+        .with_context(|| format!("{} has no fit of point {point}", path.display()))?;
+    if let Some(e) = fit["error"].as_str() {
+        bail!("point {point} was not fitted: {e}");
+    }
+    if let Some(list) = fit["synth_settings"].as_array() {
+        return Ok(list
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect());
+    }
+    fit["spec"]
+        .as_str()
+        .map(|s| vec![format!("service={s}")])
         .with_context(|| format!("{} has no spec for point {point}", path.display()))
 }

@@ -249,3 +249,76 @@ fn synth_warns_about_long_locks() {
     assert!(s["latency_ns"]["service"]["p50"].as_f64().unwrap() >= 110e3);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `taillab fit --pooled` on a sweep of synth with a known cold start (`cold=0.5,tau=3ms`:
+/// 1.5× slower after a long idle, warm within a few ms of serving) at a light and a heavy
+/// load: recovers the slowdown within ±0.15, tau within a step of the grid (1–10 ms), the
+/// warm service mean within 5 %, and each load's mean service within 5 %.
+#[test]
+fn pooled_fit_recovers_a_cold_start() {
+    let _serial = serial();
+    within_tries("cold start", |k| {
+        let out = tmp(&format!("fit-cold-{k}"));
+        #[rustfmt::skip]
+        let o = std::process::Command::new(bin())
+            .args(["sweep", "--app", "synth", "--threads", "1", "--qps", "400,3000",
+                   "--requests", "4000", "--warmup-requests", "300", "--seed", &(90 + k).to_string(),
+                   "--set", "service=lognormal:200us,cv=0.1", "--set", "cold=0.5,tau=3ms",
+                   "--save-requests", "-q", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let why = ["integrated-t1-q400", "integrated-t1-q3000"]
+            .iter()
+            .find_map(|p| disturbed(&read_summary(&out.join("points").join(p).join("run-0"))));
+        let o = fit_cmd(&[out.to_str().unwrap(), "--pooled", "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let all = doc["fits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["point"] == "all")
+            .cloned()
+            .expect("the pooled entry");
+        let c = &all["cold"];
+        let (extra, tau) = (c["extra"].as_f64().unwrap(), c["tau_ns"].as_f64().unwrap());
+        let settings = all["synth_settings"].to_string();
+        let mean: f64 = all["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["weight"].as_f64().unwrap() * c["mean_ns"].as_f64().unwrap())
+            .sum();
+        let mut bad = Vec::new();
+        if !(0.35..=0.65).contains(&extra) {
+            bad.push(format!("slowdown {extra:.3} (true 0.5)"));
+        }
+        if !(1e6..=10e6).contains(&tau) {
+            bad.push(format!("tau {tau} ns (true 3 ms)"));
+        }
+        if (mean / 200e3 - 1.0).abs() > 0.05 {
+            bad.push(format!("warm mean {mean:.0} ns (true 200 µs)"));
+        }
+        for b in all["by_point"].as_array().unwrap() {
+            let (m, p) = (
+                b["measured_service_mean_ns"].as_f64().unwrap(),
+                b["model_service_mean_ns"].as_f64().unwrap(),
+            );
+            if (p / m - 1.0).abs() > 0.05 {
+                bad.push(format!(
+                    "{}: model {p:.0} ns vs measured {m:.0}",
+                    b["point"]
+                ));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&out);
+        if bad.is_empty() {
+            assert!(settings.contains("cold="), "{settings}");
+            Ok(())
+        } else {
+            Err((format!("{}; fit {all}", bad.join(", ")), why))
+        }
+    });
+}

@@ -38,12 +38,42 @@ fn tailwag(app: &str, extra: &[&str]) {
             pts.extend(e["points"].as_array().unwrap().iter().cloned());
         }
         serde_json::json!({ "points": pts })
-    } else {
+    } else if extra.contains(&"highest") {
         assert_eq!(tw["fit_at"], "highest");
         // The fit is of the one-worker point at the highest load.
         let last = m["points"].as_array().unwrap().last().unwrap();
         assert_eq!(tw["fit_point"], last["id"], "{tw}");
         json(&out.join("synthetic/experiment.json"))
+    } else {
+        // The default: one fit across the loads, with a cold-start term the synthetic
+        // workload runs with.
+        assert_eq!(tw["fit_at"], "all");
+        assert_eq!(tw["fit_point"], "all");
+        let set = tw["settings_fitted"].to_string();
+        assert!(set.contains("cold=") && set.contains("tau="), "{tw}");
+        let fit = json(&out.join("measured/fit.json"));
+        let all = fit["fits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["point"] == "all")
+            .unwrap_or_else(|| panic!("no pooled fit: {fit}"));
+        assert_eq!(all["by_point"].as_array().unwrap().len(), 2, "{all}");
+        let s = json(&out.join("synthetic/experiment.json"));
+        let run = out.join("synthetic/points");
+        let first = std::fs::read_dir(&run)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let summary = read_summary(&first.join("run-0"));
+        assert!(
+            summary["app_stats"]["cold"]["requests"].as_u64().unwrap() > 0,
+            "the synthetic runs with cold=: {}",
+            summary["app_stats"]
+        );
+        s
     };
     let rates = |e: &serde_json::Value| -> Vec<(u64, i64)> {
         e["points"]
@@ -67,9 +97,19 @@ fn tailwag(app: &str, extra: &[&str]) {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// The default `--fit-at all`.
 #[test]
 fn tailwag_kv_runs_end_to_end() {
     tailwag("kv", &["--set", "keys=20000"]);
+}
+
+/// `--fit-at highest`: the synthetic fitted to the one-worker point at the highest load.
+#[test]
+fn tailwag_synth_fit_at_highest() {
+    tailwag(
+        "synth",
+        &["--fit-at", "highest", "--set", "service=exp:50us"],
+    );
 }
 
 /// With `--fit-at each`: every point its own fit and synthetic run.

@@ -68,6 +68,7 @@ def _fit(args) -> int:
     doc = fit_results(
         args.results,
         point=args.point,
+        pooled=args.pooled,
         components=args.components,
         max_components=args.max_components,
     )
@@ -96,6 +97,13 @@ def _add_fit(sub) -> None:
     )
     p.add_argument("results", help="a run or experiment folder")
     p.add_argument("--point", metavar="ID", help="fit only this point of an experiment")
+    p.add_argument(
+        "--pooled",
+        action="store_true",
+        help="also fit one synthetic workload to the fewest-worker points together (entry "
+        "'all'): a cold-start term (synth's cold=F,tau=D) from their per-request records, "
+        "and a mixture of the service times it implies when warm",
+    )
     p.add_argument("--json", action="store_true", help="print the fit as JSON (fit.json)")
     p.add_argument("--out", metavar="DIR", help="write DIR/fit.json and DIR/fit-figures/")
     p.add_argument("--components", type=int, choices=range(1, 6), metavar="K", help="fix K (1-5)")

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import optimize, special
 
 from .errors import TaillabError
@@ -429,6 +430,178 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
     }
 
 
+# --- one fit across loads, with a cold-start term -----------------------------------------
+
+#: Time constants tried for the cold-start term (ns): 0.1 ms to 100 ms.
+COLD_TAUS_NS = (0.1e6, 0.3e6, 1e6, 3e6, 10e6, 30e6, 100e6)
+
+
+def _warmth(started: np.ndarray, finished: np.ndarray, tau_ns: float) -> np.ndarray:
+    """Warmth of one worker at the start of each of its requests (sorted by start).
+
+    The model of synth's ``cold=F,tau=D``: warmth decays as exp(-idle/tau) while the worker
+    waits and grows as 1 - (1 - w) exp(-busy/tau) while it serves; a worker starts cold.
+    """
+    idle = np.maximum(started[1:] - finished[:-1], 0) / tau_ns
+    busy = np.maximum(finished - started, 0) / tau_ns
+    w = np.empty(len(started))
+    cur = 0.0
+    e_idle = np.exp(-idle).tolist()
+    e_busy = np.exp(-busy).tolist()
+    for i in range(len(started)):
+        if i:
+            cur *= e_idle[i - 1]
+        w[i] = cur
+        cur = 1.0 - (1.0 - cur) * e_busy[i]
+    return w
+
+
+def _records(res: Results, points: list[str]) -> list[tuple[str, list[pd.DataFrame]]]:
+    """Per point, the runs' request records (all requests, warmup included: it warms too)."""
+    out = []
+    for pid in points:
+        runs = res.runs[res.runs["point"] == pid]
+        paths = [Path(p) / "requests.csv" for p in runs["path"]]
+        if not paths or not all(p.exists() for p in paths):
+            raise FitError(
+                f"point {pid} has no per-request records; a fit across loads needs them "
+                "(re-run with --save-requests)"
+            )
+        out.append((pid, [_read_requests(p) for p in paths]))
+    return out
+
+
+def _cold_columns(recs, tau_ns: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(point index, warmth at start, service) of every measured request."""
+    idx, ws, ss = [], [], []
+    for k, (_, dfs) in enumerate(recs):
+        for df in dfs:
+            for _, g in df.groupby("worker"):
+                g = g.sort_values("started")
+                st = g["started"].to_numpy(dtype=float)
+                fi = g["finished"].to_numpy(dtype=float)
+                w = _warmth(st, fi, tau_ns)
+                keep = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
+                idx.append(np.full(int(keep.sum()), k))
+                ws.append(w[keep])
+                ss.append((fi - st)[keep])
+    return np.concatenate(idx), np.concatenate(ws), np.concatenate(ss)
+
+
+def fit_cold(recs) -> dict[str, Any]:
+    """Least squares of service = base * (1 + F (1 - warmth)) over every measured request.
+
+    For each tau in ``COLD_TAUS_NS``: a linear regression of service on (1 - warmth), the
+    slowest 1 % left out (rare slow requests are the mixture's job, not the trend's); the tau
+    with the largest R² wins. F < 0 (faster when cold) is set to 0: no cold term.
+    """
+    tried = {}
+    best = None
+    for tau in COLD_TAUS_NS:
+        k, w, s = _cold_columns(recs, tau)
+        keep = (s > 0) & (s <= np.quantile(s, 0.99))
+        x, y = 1.0 - w[keep], s[keep]
+        a = np.vstack([np.ones_like(x), x]).T
+        (base, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
+        resid = y - a @ np.array([base, slope])
+        r2 = 1.0 - float((resid**2).sum() / ((y - y.mean()) ** 2).sum())
+        extra = max(float(slope / base), 0.0) if base > 0 else 0.0
+        tried[str(int(tau))] = {"extra": extra, "r2": r2}
+        if best is None or r2 > best[2]:
+            best = (tau, extra, r2)
+    assert best is not None
+    tau, extra, r2 = best
+    return {"extra": extra, "tau_ns": tau, "r2": r2, "tried": tried}
+
+
+def _cold_setting(c: dict[str, Any]) -> str:
+    return f"{c['extra']:.4g},tau={_dur(c['tau_ns'])}"
+
+
+def fewest_thread_points(res: Results) -> list[str]:
+    """The points with the fewest workers (a fit across loads pools them)."""
+    pts = res.points
+    if "threads" not in pts or pts["threads"].isna().all():
+        return [str(p) for p in pts["point"]]
+    t = pts["threads"].min()
+    return [str(p) for p in pts[pts["threads"] == t]["point"]]
+
+
+def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str, Any]:
+    """One synthetic workload for several loads: a cold-start term and a mixture.
+
+    An app often serves faster when busy (warm caches; on a VM, a vCPU the host has not
+    descheduled). A spinning synthetic workload does not, so one fitted at one load misses
+    the others. Here the cold-start term (synth's ``cold=F,tau=D``) is fitted to the
+    per-request records of all ``points`` (default: those with the fewest workers), then
+    every service time is divided by its fitted factor 1 + F (1 - warmth) — what the request
+    would have taken warm — and the mixture is fitted to those, pooled. Entry ``point`` is
+    ``"all"``; ``by_point`` compares each point's measured mean service with the model's.
+    """
+    points = points or fewest_thread_points(res)
+    if len(points) < 2:
+        raise FitError(
+            f"a fit across loads needs at least two points, got {points}; "
+            "run the app at several loads (e.g. --load 0.2,0.5,0.7)"
+        )
+    recs = _records(res, points)
+    cold = fit_cold(recs)
+    k, w, s = _cold_columns(recs, cold["tau_ns"])
+    factor = 1.0 + cold["extra"] * (1.0 - w)
+    warm = s / factor
+    if (warm > 0).sum() < MIN_REQUESTS:
+        raise FitError(
+            f"points {points} have {int((warm > 0).sum())} non-zero service times; "
+            f"a fit needs at least {MIN_REQUESTS}"
+        )
+    dist, zeros = _positive(Dist.from_values(np.rint(warm).astype(np.int64)))
+    mix, bics = fit_mixture(dist, **kw)
+    by_point = []
+    for i, pid in enumerate(points):
+        m = k == i
+        by_point.append(
+            {
+                "point": pid,
+                "measured_service_mean_ns": float(s[m].mean()),
+                "model_service_mean_ns": float(mix.mean_ns * factor[m].mean()),
+                "mean_factor": float(factor[m].mean()),
+            }
+        )
+    runs = res.runs[res.runs["point"].isin(points)]
+    prow = res.points[res.points["point"] == points[0]].iloc[0]
+    spec = mix.spec()
+    setting = _cold_setting(cold)
+    warn = []
+    if zeros:
+        warn.append(f"{zeros} zero-length service times left out (ln 0 is undefined)")
+    if cold["extra"] == 0:
+        warn.append("no cold-start slowdown found (the app is not slower after idling)")
+    return {
+        "point": "all",
+        "points": points,
+        "app": _plain(prow.get("app")),
+        "threads": _plain(prow.get("threads")),
+        "qps": None,
+        "runs": len(runs),
+        "source": "requests",
+        "n": dist.total,
+        "zero_dropped": zeros,
+        "bic": {str(k): v for k, v in bics.items()},
+        "chosen_by": "fixed" if kw.get("components") else "bic",
+        "components": [c.to_json() for c in mix.components],
+        "spec": spec,
+        "cold": {**cold, "setting": setting},
+        "synth_set": f"service={spec}",
+        "synth_settings": [f"service={spec}", f"cold={setting}"],
+        "by_point": by_point,
+        **goodness(dist, mix),
+        "split": _split(runs),
+        "noise_hints": [],
+        "warnings": warn,
+        "curves": _curves(dist),
+    }
+
+
 def _plain(v):
     """numpy/pandas scalars as JSON-able Python values (NaN as None)."""
     if v is None:
@@ -440,11 +613,14 @@ def _plain(v):
     return v
 
 
-def fit_results(path: str | Path | Results, point: str | None = None, **kw) -> dict[str, Any]:
+def fit_results(
+    path: str | Path | Results, point: str | None = None, pooled: bool = False, **kw
+) -> dict[str, Any]:
     """Fit every point of a results folder (or only ``point``): the fit.json document.
 
     A point that cannot be fitted gets an entry ``{"point", "error"}`` instead of a fit;
-    with ``point`` given, its error is raised.
+    with ``point`` given, its error is raised. ``pooled`` adds the entry ``"all"``: one fit
+    across the fewest-worker points with a cold-start term (:func:`fit_pooled`).
     """
     res = path if isinstance(path, Results) else load(path)
     ids = [str(p) for p in res.points["point"] if p is not None]
@@ -460,6 +636,11 @@ def fit_results(path: str | Path | Results, point: str | None = None, **kw) -> d
             if point is not None:
                 raise
             fits.append({"point": pid, "error": str(e)})
+    if pooled:
+        try:
+            fits.append(fit_pooled(res, **kw))
+        except FitError as e:
+            fits.append({"point": "all", "error": str(e)})
     return _clean({"schema": SCHEMA, "results": str(res.root), "fits": fits})
 
 
@@ -547,11 +728,23 @@ def text_summary(doc: dict[str, Any]) -> str:
             f"+ queue {_us(s['queue_mean_ns'])} + send lag {_us(s['send_lag_mean_ns'])} "
             f"+ other {_us(s['other_mean_ns'])}"
         )
+        if "cold" in f:
+            c = f["cold"]
+            lines.append(
+                f"  across {', '.join(f['points'])}: cold start x{1 + c['extra']:.3f} "
+                f"(tau {_us(c['tau_ns'])}, R² {c['r2']:.3f}); the mixture is of warm service times"
+            )
+            for b in f["by_point"]:
+                lines.append(
+                    f"    {b['point']}: service mean {_us(b['measured_service_mean_ns'])} "
+                    f"measured, {_us(b['model_service_mean_ns'])} modelled"
+                )
         for h in f["noise_hints"]:
             lines.append(f"  noise hint ({h['source']}, {h['basis']}): noise={h['spec']}")
         for w in f["warnings"]:
             lines.append(f"  warning: {w}")
-        lines.append(f"  synth: --set '{f['synth_set']}'")
+        sets = f.get("synth_settings") or [f["synth_set"]]
+        lines.append("  synth: " + " ".join(f"--set '{x}'" for x in sets))
     return "\n".join(lines)
 
 

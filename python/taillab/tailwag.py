@@ -411,8 +411,28 @@ def render(
         )
         if seed and TABLE2[seed].note:
             parts.append(f"<p class=muted>{esc(TABLE2[seed].note)}</p>")
+        if fit and fit.get("cold"):
+            c = fit["cold"]
+            parts.append(
+                f"<p>Fitted across {len(fit.get('points', []))} loads with a cold start: a worker "
+                f"serves up to {1 + c['extra']:.3g}× slower after idling, warming and cooling "
+                f"with a time constant of {fmt_ns(c['tau_ns'])} (R² {c['r2']:.3f} over every "
+                "request); the components above are of the warm service times. Mean service "
+                "per load, measured vs the model: "
+                + "; ".join(
+                    f"{esc(b['point'])} {fmt_ns(b['measured_service_mean_ns'])} vs "
+                    f"{fmt_ns(b['model_service_mean_ns'])}"
+                    for b in fit.get("by_point", [])
+                )
+                + ".</p>"
+            )
         if fit and fit.get("synth_set"):
-            parts.append(f"<p>Synthetic workload: <code>--set '{esc(fit['synth_set'])}'</code></p>")
+            sets = fit.get("synth_settings") or [fit["synth_set"]]
+            parts.append(
+                "<p>Synthetic workload: "
+                + " ".join(f"<code>--set '{esc(x)}'</code>" for x in sets)
+                + "</p>"
+            )
     parts.append("</body></html>")
     return "\n".join(parts)
 

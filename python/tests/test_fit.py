@@ -237,3 +237,45 @@ def test_near_constant_service_fits_one_narrow_component():
     assert mix.mean_ns == pytest.approx(1000.5, rel=1e-3)
     mix1, _ = fit_mixture(d)
     assert all(c.cv < 0.01 for c in mix1.components)
+
+
+def _cold_records(extra, tau_ns, qps_list, n=6000, mean_ns=100e3, seed=3):
+    """Per load, one worker's records from a FIFO queue whose server is ``1 + extra (1 - w)``
+    times slower at warmth w (synth's ``cold=``)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    recs = []
+    for q in qps_list:
+        arr = np.cumsum(rng.exponential(1e9 / q, n))
+        draw = rng.lognormal(math.log(mean_ns), 0.1, n)
+        st, fi = np.empty(n), np.empty(n)
+        w, free = 0.0, 0.0
+        for i in range(n):
+            st[i] = max(arr[i], free)
+            if i:
+                w *= math.exp(-(st[i] - fi[i - 1]) / tau_ns)
+            s = draw[i] * (1 + extra * (1 - w))
+            fi[i] = free = st[i] + s
+            w = 1 - (1 - w) * math.exp(-s / tau_ns)
+        df = pd.DataFrame(
+            {"worker": 0, "started": st.astype(np.int64), "finished": fi.astype(np.int64)}
+        )
+        df["measured"] = (np.arange(n) >= 200).astype(int)
+        recs.append((f"q{q}", [df]))
+    return recs
+
+
+def test_cold_start_is_recovered_from_records():
+    from taillab.fit import _warmth, fit_cold
+
+    # Warmth: cold at first; 1 - 1/e after one tau of serving; times 1/e after one tau idle.
+    w = _warmth(np.array([0.0, 1e6, 3e6]), np.array([1e6, 1e6, 4e6]), 1e6)
+    assert w[0] == 0 and math.isclose(w[1], 1 - math.exp(-1))
+    assert math.isclose(w[2], (1 - math.exp(-1)) * math.exp(-2))
+    c = fit_cold(_cold_records(0.4, 3e6, (1000, 7000)))
+    assert c["tau_ns"] == 3e6, c
+    assert abs(c["extra"] - 0.4) < 0.05, c
+    # No cold start in the data: no cold term (a slowdown near 0, never negative).
+    c0 = fit_cold(_cold_records(0.0, 3e6, (1000, 7000)))
+    assert 0 <= c0["extra"] < 0.03, c0

@@ -39,6 +39,14 @@
 //! `scale` stretches only `service=` draws: lock and noise lengths stand for the OS and
 //! the network stack, which a faster app does not shorten; set them explicitly.
 //!
+//! `cold=F,tau=D` makes a worker slower after idling, as a real app whose caches cool
+//! ([`Cold`]): each worker keeps a warmth `w` in [0, 1] that decays as exp(-idle/D)
+//! while it waits and approaches 1 as 1 - exp(-busy/D) while it serves; a request
+//! that starts at warmth `w` serves its `service=` draw times `1 + F (1 - w)`. At
+//! light load workers are mostly cold and serve up to `1 + F` times slower; busy ones
+//! serve at the drawn speed. `taillab fit --pooled` estimates F and D from the
+//! per-request records of runs at several loads.
+//!
 //! A critical section or disturbance longer than the mean service is allowed (a
 //! lock-bound app is a legitimate study) but warned about on stderr when the server
 //! starts: it usually means a unit slipped.
@@ -99,7 +107,72 @@ const KEYS: &[KeySpec] = &[
         default: "1",
         help: "multiply every service= draw by this factor (what-if faster/slower)",
     },
+    KeySpec {
+        name: "cold",
+        default: "none",
+        help: "slower after idling: F,tau=D serves a draw times 1+F(1-w), warmth w decaying as exp(-idle/D) (e.g. 0.3,tau=10ms)",
+    },
 ];
+
+/// `cold=F,tau=D`: a worker's service slows by up to the factor `1 + extra` after idling.
+///
+/// Warmth `w` in [0, 1] per worker: it decays as exp(-idle/tau) between requests and
+/// grows as `1 - (1 - w) exp(-busy/tau)` while the worker serves (its busy time, locks
+/// and noise included). A request starting at warmth `w` spins its service draw times
+/// `1 + extra * (1 - w)`. A new worker starts cold (w = 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cold {
+    /// F: how much slower a fully cold worker serves (0.3 = 30 % slower).
+    pub extra: f64,
+    /// D in ns: the time constant of cooling and warming.
+    pub tau_ns: f64,
+}
+
+impl Cold {
+    /// The factor for a request starting at warmth `w`.
+    pub fn factor(&self, w: f64) -> f64 {
+        1.0 + self.extra * (1.0 - w)
+    }
+    /// Warmth after `idle_ns` of waiting from warmth `w`.
+    pub fn cooled(&self, w: f64, idle_ns: f64) -> f64 {
+        w * (-idle_ns / self.tau_ns).exp()
+    }
+    /// Warmth after `busy_ns` of serving from warmth `w`.
+    pub fn warmed(&self, w: f64, busy_ns: f64) -> f64 {
+        1.0 - (1.0 - w) * (-busy_ns / self.tau_ns).exp()
+    }
+}
+
+fn parse_cold(v: &str) -> Result<Option<Cold>, AppError> {
+    if v == "none" {
+        return Ok(None);
+    }
+    let bad = |why: String| {
+        bad(
+            "cold",
+            v,
+            format!("{why}; write it as F,tau=D, e.g. 0.3,tau=10ms (or none)"),
+        )
+    };
+    let (f, rest) = v
+        .split_once(',')
+        .ok_or_else(|| bad("no tau= after the factor".into()))?;
+    let extra = f
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| bad(format!("`{f}` is not a factor >= 0")))?;
+    let d = rest
+        .trim()
+        .strip_prefix("tau=")
+        .ok_or_else(|| bad(format!("`{rest}` is not tau=DURATION")))?;
+    let tau_ns = parse_duration_ns(d).map_err(bad)?;
+    if tau_ns <= 0.0 {
+        return Err(bad("tau must be > 0".into()));
+    }
+    Ok(Some(Cold { extra, tau_ns }))
+}
 
 /// A stall: all workers stop serving for `len_ns` from `at_ns` into the measured phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -152,6 +225,7 @@ struct Config {
     lock_spin_ns: u64,
     noise: Noise,
     scale: f64,
+    cold: Option<Cold>,
 }
 
 impl Config {
@@ -238,7 +312,9 @@ fn config(p: &Params) -> Result<Config, AppError> {
         .ok()
         .filter(|f| *f > 0.0 && f.is_finite())
         .ok_or_else(|| bad("scale", sv, "a factor > 0, e.g. 0.5 (twice as fast) or 2"))?;
+    let cold = parse_cold(p.get("cold").unwrap_or("none"))?;
     Ok(Config {
+        cold,
         service,
         stall,
         spin,
@@ -301,6 +377,9 @@ impl App for Synth {
             noise_events: AtomicU64::new(0),
             noise_ns: AtomicU64::new(0),
             noise: c.noise,
+            cold: c.cold,
+            cold_requests: AtomicU64::new(0),
+            cold_factor_micro: AtomicU64::new(0),
         }))))
     }
     fn client(&self, _: &DataCtx, params: &Params, seed: u64) -> Result<Box<dyn Client>, AppError> {
@@ -360,6 +439,10 @@ struct Shared {
     noisy_workers: AtomicUsize,
     noise_events: AtomicU64,
     noise_ns: AtomicU64,
+    cold: Option<Cold>,
+    /// Requests served with `cold` set, and the sum of their factors in millionths.
+    cold_requests: AtomicU64,
+    cold_factor_micro: AtomicU64,
 }
 
 /// Noise processes of worker `w` are seeded from this and `w`.
@@ -390,6 +473,8 @@ impl Server for SynthServer {
         Ok(Box::new(SynthWorker {
             s: self.0.clone(),
             noise,
+            warmth: 0.0,
+            last_end: None,
         }))
     }
     fn begin_measurement(&self, at_ns: u64) {
@@ -411,6 +496,19 @@ impl Server for SynthServer {
                     "workers_hit": s.noisy_workers.load(Ordering::Relaxed),
                     "events": s.noise_events.load(Ordering::Relaxed),
                     "added_ns": s.noise_ns.load(Ordering::Relaxed),
+                }),
+            );
+        }
+        if let Some(c) = s.cold {
+            let n = s.cold_requests.load(Ordering::Relaxed);
+            let sum = s.cold_factor_micro.load(Ordering::Relaxed) as f64 / 1e6;
+            out.insert(
+                "cold".into(),
+                serde_json::json!({
+                    "extra": c.extra,
+                    "tau_ns": c.tau_ns,
+                    "requests": n,
+                    "mean_factor": if n > 0 { sum / n as f64 } else { 1.0 },
                 }),
             );
         }
@@ -462,6 +560,9 @@ fn calibrate() -> f64 {
 struct SynthWorker {
     s: Arc<Shared>,
     noise: WorkerNoise,
+    /// Warmth for `cold=` (0 = cold), and when this worker last finished a request.
+    warmth: f64,
+    last_end: Option<u64>,
 }
 
 /// Keeps the CPU busy for `ns` of work plus whatever noise hits it meanwhile.
@@ -498,7 +599,12 @@ fn field(req: &[u8], i: usize) -> u64 {
 
 impl Worker for SynthWorker {
     fn handle(&mut self, req: &[u8], resp: &mut Vec<u8>) -> Result<(), AppError> {
-        let SynthWorker { s, noise } = self;
+        let SynthWorker {
+            s,
+            noise,
+            warmth,
+            last_end,
+        } = self;
         let s: &Shared = s;
         if req.len() < s.request_len {
             return Err(AppError::Request(format!(
@@ -507,7 +613,8 @@ impl Worker for SynthWorker {
                 req.len()
             )));
         }
-        let svc = field(req, 0);
+        let drawn = field(req, 0);
+        let mut svc = drawn;
         if let Some(st) = s.stall {
             let ms = s.measure_start.load(Ordering::Acquire);
             let start = now_ns();
@@ -515,6 +622,17 @@ impl Worker for SynthWorker {
                 // The server is stopped: this worker serves nothing until the stall ends.
                 sleep_until(ms + st.at_ns + st.len_ns);
             }
+        }
+        let start = now_ns();
+        if let Some(c) = s.cold {
+            if let Some(end) = *last_end {
+                *warmth = c.cooled(*warmth, start.saturating_sub(end) as f64);
+            }
+            let f = c.factor(*warmth);
+            svc = (drawn as f64 * f).round() as u64;
+            s.cold_requests.fetch_add(1, Ordering::Relaxed);
+            s.cold_factor_micro
+                .fetch_add((f * 1e6).round() as u64, Ordering::Relaxed);
         }
         let locks = s.request_len > 8;
         if locks {
@@ -524,7 +642,12 @@ impl Worker for SynthWorker {
         if locks {
             critical(s, noise, s.send_lock.as_ref(), field(req, 2));
         }
-        resp.extend_from_slice(&svc.to_le_bytes());
+        if let Some(c) = s.cold {
+            let end = now_ns();
+            *warmth = c.warmed(*warmth, end.saturating_sub(start) as f64);
+            *last_end = Some(end);
+        }
+        resp.extend_from_slice(&drawn.to_le_bytes());
         Ok(())
     }
 }
@@ -579,6 +702,63 @@ mod tests {
         assert!(took >= 250_000, "spun only {took} ns");
         assert_eq!(resp, req);
         assert!(w.handle(&[1, 2], &mut resp).is_err());
+    }
+
+    #[test]
+    fn cold_spec() {
+        assert_eq!(parse_cold("none").unwrap(), None);
+        let c = parse_cold("0.3,tau=10ms").unwrap().unwrap();
+        assert_eq!(c.extra, 0.3);
+        assert_eq!(c.tau_ns, 10e6);
+        for bad in [
+            "0.3",
+            "x,tau=1ms",
+            "-1,tau=1ms",
+            "0.3,tau=0ms",
+            "0.3,t=1ms",
+            "0.3,tau=x",
+        ] {
+            let e = parse_cold(bad).unwrap_err().to_string();
+            assert!(e.contains("F,tau=D"), "{bad}: {e}");
+        }
+        // Warmth: half-way in one tau of serving; cooled by e after one tau idle.
+        assert!((c.warmed(0.0, 10e6) - (1.0 - (-1f64).exp())).abs() < 1e-12);
+        assert!((c.cooled(1.0, 10e6) - (-1f64).exp()).abs() < 1e-12);
+        assert_eq!(c.factor(0.0), 1.3);
+        assert_eq!(c.factor(1.0), 1.0);
+    }
+
+    #[test]
+    fn a_cold_worker_is_slower_and_warms_up() {
+        let p = Params::parse(["service=fixed:1ms", "cold=1,tau=2ms"]).unwrap();
+        let server = Synth.server(&ctx(), &p, 1).unwrap();
+        let mut w = server.worker(0).unwrap();
+        let req = 1_000_000u64.to_le_bytes();
+        let mut serve = || {
+            let t = now_ns();
+            let mut resp = Vec::new();
+            w.handle(&req, &mut resp).unwrap();
+            assert_eq!(resp, req, "the response carries the drawn time");
+            now_ns() - t
+        };
+        // Cold: 1 ms x 2. Right after 2 ms of serving, warmth 1 - 1/e: x 1.37.
+        let first = serve();
+        let second = serve();
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        let rested = serve();
+        assert!(first >= 2_000_000, "a cold worker spun only {first} ns");
+        assert!(
+            second < first - 300_000 && second >= 1_000_000,
+            "a warm worker took {second} ns after {first}"
+        );
+        assert!(
+            rested >= 2_000_000,
+            "after 40 ms idle (20 tau) it took {rested} ns"
+        );
+        let r = server.report();
+        assert_eq!(r["cold"]["requests"], 3);
+        let mean = r["cold"]["mean_factor"].as_f64().unwrap();
+        assert!((1.7..1.9).contains(&mean), "mean factor {mean}");
     }
 
     #[test]
