@@ -403,11 +403,7 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
             f"a fit needs at least {MIN_REQUESTS}"
         )
     mix, bics = fit_mixture(dist, **kw)
-    warn = []
-    if zeros:
-        warn.append(f"{zeros} zero-length service times left out (ln 0 is undefined)")
     prow = res.points[res.points["point"] == point].iloc[0]
-    spec = mix.spec()
     return {
         "point": point,
         "app": _plain(prow.get("app")),
@@ -415,6 +411,19 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
         "qps": _plain(prow.get("qps")),
         "runs": len(runs),
         "source": source,
+        **_mixture_entry(dist, zeros, mix, bics, kw),
+        "split": _split(runs),
+        "noise_hints": noise_hints([Path(p) for p in runs["path"]]),
+    }
+
+
+def _mixture_entry(dist: Dist, zeros: int, mix: Mixture, bics, kw) -> dict[str, Any]:
+    """The keys of a fit.json entry that describe the mixture fitted to ``dist``."""
+    spec = mix.spec()
+    warn = []
+    if zeros:
+        warn.append(f"{zeros} zero-length service times left out (ln 0 is undefined)")
+    return {
         "n": dist.total,
         "zero_dropped": zeros,
         "bic": {str(k): v for k, v in bics.items()},
@@ -423,8 +432,6 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
         "spec": spec,
         "synth_set": f"service={spec}",
         **goodness(dist, mix),
-        "split": _split(runs),
-        "noise_hints": noise_hints([Path(p) for p in runs["path"]]),
         "warnings": warn,
         "curves": _curves(dist),
     }
@@ -471,47 +478,58 @@ def _records(res: Results, points: list[str]) -> list[tuple[str, list[pd.DataFra
     return out
 
 
-def _cold_columns(recs, tau_ns: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(point index, warmth at start, service) of every measured request."""
-    idx, ws, ss = [], [], []
+def _series(recs) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """(point index, started, finished, measured mask) per worker of every run, by start."""
+    out = []
     for k, (_, dfs) in enumerate(recs):
         for df in dfs:
             for _, g in df.groupby("worker"):
                 g = g.sort_values("started")
-                st = g["started"].to_numpy(dtype=float)
-                fi = g["finished"].to_numpy(dtype=float)
-                w = _warmth(st, fi, tau_ns)
                 keep = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
-                idx.append(np.full(int(keep.sum()), k))
-                ws.append(w[keep])
-                ss.append((fi - st)[keep])
-    return np.concatenate(idx), np.concatenate(ws), np.concatenate(ss)
+                st = g["started"].to_numpy(dtype=float)
+                out.append((k, st, g["finished"].to_numpy(dtype=float), keep))
+    return out
 
 
-def fit_cold(recs) -> dict[str, Any]:
+def _warmth_at(series, tau_ns: float) -> np.ndarray:
+    """Warmth at the start of every measured request, in the order of :func:`_served`."""
+    return np.concatenate([_warmth(st, fi, tau_ns)[keep] for _, st, fi, keep in series])
+
+
+def _served(series) -> tuple[np.ndarray, np.ndarray]:
+    """(point index, service time) of every measured request."""
+    k = np.concatenate([np.full(int(keep.sum()), i) for i, _, _, keep in series])
+    s = np.concatenate([(fi - st)[keep] for _, st, fi, keep in series])
+    return k, s
+
+
+def fit_cold(series) -> dict[str, Any]:
     """Least squares of service = base * (1 + F (1 - warmth)) over every measured request.
 
     For each tau in ``COLD_TAUS_NS``: a linear regression of service on (1 - warmth), the
     slowest 1 % left out (rare slow requests are the mixture's job, not the trend's); the tau
-    with the largest R² wins. F < 0 (faster when cold) is set to 0: no cold term.
+    with the largest R² wins. F < 0 (faster when cold) is set to 0: no cold term. The result
+    holds the winning tau's warmth per measured request (``warmth``, not JSON). ``series``
+    is :func:`_series` of the points' records.
     """
+    _, s = _served(series)
+    keep = (s > 0) & (s <= np.quantile(s, 0.99))
+    y = s[keep]
     tried = {}
     best = None
     for tau in COLD_TAUS_NS:
-        k, w, s = _cold_columns(recs, tau)
-        keep = (s > 0) & (s <= np.quantile(s, 0.99))
-        x, y = 1.0 - w[keep], s[keep]
+        w = _warmth_at(series, tau)
+        x = 1.0 - w[keep]
         a = np.vstack([np.ones_like(x), x]).T
         (base, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
         resid = y - a @ np.array([base, slope])
         r2 = 1.0 - float((resid**2).sum() / ((y - y.mean()) ** 2).sum())
         extra = max(float(slope / base), 0.0) if base > 0 else 0.0
         tried[str(int(tau))] = {"extra": extra, "r2": r2}
-        if best is None or r2 > best[2]:
-            best = (tau, extra, r2)
+        if best is None or r2 > best["r2"]:
+            best = {"extra": extra, "tau_ns": tau, "r2": r2, "warmth": w}
     assert best is not None
-    tau, extra, r2 = best
-    return {"extra": extra, "tau_ns": tau, "r2": r2, "tried": tried}
+    return {**best, "tried": tried}
 
 
 def _cold_setting(c: dict[str, Any]) -> str:
@@ -545,8 +563,10 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
             "run the app at several loads (e.g. --load 0.2,0.5,0.7)"
         )
     recs = _records(res, points)
-    cold = fit_cold(recs)
-    k, w, s = _cold_columns(recs, cold["tau_ns"])
+    series = _series(recs)
+    cold = fit_cold(series)
+    k, s = _served(series)
+    w = cold.pop("warmth")
     factor = 1.0 + cold["extra"] * (1.0 - w)
     warm = s / factor
     if (warm > 0).sum() < MIN_REQUESTS:
@@ -569,13 +589,12 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         )
     runs = res.runs[res.runs["point"].isin(points)]
     prow = res.points[res.points["point"] == points[0]].iloc[0]
-    spec = mix.spec()
+    entry = _mixture_entry(dist, zeros, mix, bics, kw)
     setting = _cold_setting(cold)
-    warn = []
-    if zeros:
-        warn.append(f"{zeros} zero-length service times left out (ln 0 is undefined)")
     if cold["extra"] == 0:
-        warn.append("no cold-start slowdown found (the app is not slower after idling)")
+        entry["warnings"].append(
+            "no cold-start slowdown found (the app is not slower after idling)"
+        )
     return {
         "point": "all",
         "points": points,
@@ -584,21 +603,12 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         "qps": None,
         "runs": len(runs),
         "source": "requests",
-        "n": dist.total,
-        "zero_dropped": zeros,
-        "bic": {str(k): v for k, v in bics.items()},
-        "chosen_by": "fixed" if kw.get("components") else "bic",
-        "components": [c.to_json() for c in mix.components],
-        "spec": spec,
+        **entry,
         "cold": {**cold, "setting": setting},
-        "synth_set": f"service={spec}",
-        "synth_settings": [f"service={spec}", f"cold={setting}"],
+        "synth_settings": [entry["synth_set"], f"cold={setting}"],
         "by_point": by_point,
-        **goodness(dist, mix),
         "split": _split(runs),
         "noise_hints": [],
-        "warnings": warn,
-        "curves": _curves(dist),
     }
 
 

@@ -267,15 +267,15 @@ def _cold_records(extra, tau_ns, qps_list, n=6000, mean_ns=100e3, seed=3):
 
 
 def test_cold_start_is_recovered_from_records():
-    from taillab.fit import _warmth, fit_cold
+    from taillab.fit import _series, _warmth, fit_cold
 
     # Warmth: cold at first; 1 - 1/e after one tau of serving; times 1/e after one tau idle.
     w = _warmth(np.array([0.0, 1e6, 3e6]), np.array([1e6, 1e6, 4e6]), 1e6)
     assert w[0] == 0 and math.isclose(w[1], 1 - math.exp(-1))
     assert math.isclose(w[2], (1 - math.exp(-1)) * math.exp(-2))
-    c = fit_cold(_cold_records(0.4, 3e6, (1000, 7000)))
+    c = fit_cold(_series(_cold_records(0.4, 3e6, (1000, 7000))))
     assert c["tau_ns"] == 3e6, c
     assert abs(c["extra"] - 0.4) < 0.05, c
     # No cold start in the data: no cold term (a slowdown near 0, never negative).
-    c0 = fit_cold(_cold_records(0.0, 3e6, (1000, 7000)))
+    c0 = fit_cold(_series(_cold_records(0.0, 3e6, (1000, 7000))))
     assert 0 <= c0["extra"] < 0.03, c0

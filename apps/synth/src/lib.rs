@@ -623,8 +623,9 @@ impl Worker for SynthWorker {
                 sleep_until(ms + st.at_ns + st.len_ns);
             }
         }
-        let start = now_ns();
-        if let Some(c) = s.cold {
+        // Only `cold=` reads the clock around the request.
+        let cold_start = s.cold.map(|c| {
+            let start = now_ns();
             if let Some(end) = *last_end {
                 *warmth = c.cooled(*warmth, start.saturating_sub(end) as f64);
             }
@@ -633,7 +634,8 @@ impl Worker for SynthWorker {
             s.cold_requests.fetch_add(1, Ordering::Relaxed);
             s.cold_factor_micro
                 .fetch_add((f * 1e6).round() as u64, Ordering::Relaxed);
-        }
+            (c, start)
+        });
         let locks = s.request_len > 8;
         if locks {
             critical(s, noise, s.recv_lock.as_ref(), field(req, 1));
@@ -642,7 +644,7 @@ impl Worker for SynthWorker {
         if locks {
             critical(s, noise, s.send_lock.as_ref(), field(req, 2));
         }
-        if let Some(c) = s.cold {
+        if let Some((c, start)) = cold_start {
             let end = now_ns();
             *warmth = c.warmed(*warmth, end.saturating_sub(start) as f64);
             *last_end = Some(end);
