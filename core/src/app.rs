@@ -225,7 +225,10 @@ impl DataCtx {
 
     /// Builds `app`'s data with `build` into a scratch folder and moves it into
     /// place only when `build` succeeded, stamped with `version`. Idempotent:
-    /// returns at once when the data is already prepared.
+    /// returns at once when the data is already prepared. Processes preparing
+    /// the same app at once (two tests, two shells) take turns on a lock file
+    /// next to the data: the first builds, the others wait and then find it
+    /// prepared, so nobody replaces a folder another process is reading.
     pub fn prepare_atomically(
         &self,
         app: &str,
@@ -236,6 +239,18 @@ impl DataCtx {
             return Ok(());
         }
         std::fs::create_dir_all(&self.root).map_err(|e| AppError::io(&self.root, e))?;
+        let lock_path = self.root.join(format!(".{}.lock", app.replace('/', "_")));
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| AppError::io(&lock_path, e))?;
+        // Released when `lock` is dropped, also on an early return.
+        lock.lock().map_err(|e| AppError::io(&lock_path, e))?;
+        if self.is_prepared(app, version) {
+            return Ok(());
+        }
         eprintln!("building {}", self.app_dir(app).display());
         let tmp = self
             .root
@@ -250,6 +265,9 @@ impl DataCtx {
         std::fs::write(&stamp, version).map_err(|e| AppError::io(&stamp, e))?;
         let dst = self.app_dir(app);
         let _ = std::fs::remove_dir_all(&dst);
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| AppError::io(parent, e))?;
+        }
         std::fs::rename(&tmp, &dst).map_err(|e| AppError::io(&dst, e))?;
         Ok(())
     }
@@ -407,6 +425,32 @@ mod tests {
         assert_eq!(calls, 1);
         assert!(ctx.is_prepared("a", "v1"));
         assert!(!ctx.is_prepared("a", "v2"));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// Preparers racing on one app (CI ran two tests that both prepared the
+    /// TPC-C data; the second replaced the folder the first was reading):
+    /// one builds, the others wait and find the data there.
+    #[test]
+    fn concurrent_preparers_build_once() {
+        let root = std::env::temp_dir().join(format!("taillab-prep-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let builds = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let ctx = DataCtx { root: root.clone() };
+                    ctx.prepare_atomically("w/1", "v1", |d| {
+                        builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                        std::fs::write(d.join("x"), "1").map_err(|e| AppError::io(d, e))
+                    })
+                    .unwrap();
+                    assert!(ctx.app_dir("w/1").join("x").exists());
+                });
+            }
+        });
+        assert_eq!(builds.load(std::sync::atomic::Ordering::SeqCst), 1);
         std::fs::remove_dir_all(root).unwrap();
     }
 }
