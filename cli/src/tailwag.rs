@@ -65,6 +65,13 @@ pub struct TailwagCmd {
         value_name = "WHICH"
     )]
     pub fit_at: FitAt,
+    /// Rounds: the app and the fitted synthetic workload run in turn this many times at
+    /// the same points (fresh seeds each round; the fit is of the first), and the
+    /// comparison merges each side's histograms over the rounds — a host that drifts over
+    /// the hour then moves both sides alike — and reports the app's later rounds against
+    /// its first: the noise floor of the comparison on this host.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub rounds: usize,
     #[command(flatten)]
     pub exp: ExperimentOut,
 }
@@ -144,6 +151,16 @@ fn synthetic_plan(m: &Plan, fitted: &[String], extra: &[String]) -> anyhow::Resu
 }
 
 pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
+    if a.rounds == 0 {
+        bail!("--rounds 0: give at least 1 (one measured and one synthetic sweep)");
+    }
+    if a.rounds > 1 && a.fit_at == FitAt::Each {
+        bail!(
+            "--rounds {} with --fit-at each: rounds compare one synthetic workload with the app; \
+             use --fit-at all, highest or lowest",
+            a.rounds
+        );
+    }
     let plan = measured_plan(&a)?;
     let app = app_of(&plan.base)?;
     crate::planned::preflight(&plan.base)?;
@@ -259,6 +276,46 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         )?;
         vec![sdir.display().to_string()]
     };
+    // 3b. Further rounds: the app, then its synthetic twin, at the same absolute rates
+    // with fresh seeds (round 1 is measured/ and synthetic/).
+    let mut round_dirs = Vec::new();
+    for r in 2..=a.rounds {
+        let mut again = plan.clone();
+        again.base.load.seed =
+            taillab_core::arrival::derive_seed(plan.base.load.seed, 2000 + r as u64);
+        // The fit read round 1's requests; later rounds need only the histograms.
+        again.base.record.save_requests = false;
+        let given = |g: &taillab_core::config::experiment::Group| -> anyhow::Result<f64> {
+            sat_by_threads
+                .get(&g.config.harness.threads)
+                .copied()
+                .with_context(|| {
+                    format!(
+                        "no measured saturation rate for {} threads",
+                        g.config.harness.threads
+                    )
+                })
+        };
+        let rdir = out.join(format!("round-{r}"));
+        let (rm, rs) = (rdir.join("measured"), rdir.join("synthetic"));
+        eprintln!("round {r} of {}: the app", a.rounds);
+        execute(
+            &again,
+            &rm,
+            a.exp.resume,
+            a.exp.quiet,
+            &Rates::Given(&given),
+        )?;
+        eprintln!("round {r} of {}: the synthetic workload", a.rounds);
+        execute(
+            &synthetic_plan(&again, &fitted, &a.synth_set)?,
+            &rs,
+            a.exp.resume,
+            a.exp.quiet,
+            &Rates::Given(&given),
+        )?;
+        round_dirs.push((rm, rs));
+    }
     // 4. The comparison.
     let sat_arg: Vec<String> = sat_by_threads
         .iter()
@@ -278,6 +335,13 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         "--saturation".into(),
         sat_arg.join(","),
     ]);
+    for (rm, rs) in &round_dirs {
+        args.extend([
+            "--round".into(),
+            rm.display().to_string(),
+            rs.display().to_string(),
+        ]);
+    }
     let code = run_python(&args)?;
     write_json_atomic(
         &out.join("tailwag.json"),
@@ -292,6 +356,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             "settings_fitted": fitted,
             "specs": specs,
             "synth_set": a.synth_set,
+            "rounds": a.rounds,
         }),
     )?;
     println!(

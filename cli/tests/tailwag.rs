@@ -93,6 +93,37 @@ fn tailwag(app: &str, extra: &[&str]) {
     assert!(out.join("measured/fit.json").exists());
     let v = json(&out.join("validation/validation.json"));
     assert!(v.to_string().contains("p99"), "{v}");
+    if extra.contains(&"--rounds") {
+        // Round 2: the same absolute rates, fresh seeds, both sides merged in the table,
+        // and the app against itself (round 2 vs round 1).
+        let m2 = json(&out.join("round-2/measured/experiment.json"));
+        let s2 = json(&out.join("round-2/synthetic/experiment.json"));
+        assert_eq!(rates(&m2), rates(&m));
+        assert_eq!(rates(&s2), rates(&m));
+        assert_ne!(
+            m2["base_seed"], m["base_seed"],
+            "round 2 reuses round 1's seed"
+        );
+        assert_eq!(tw["rounds"], 2);
+        for p in v["points"].as_array().unwrap() {
+            assert_eq!(p["rounds"], 2, "{p}");
+            assert!(
+                p["error_p95_r2"].is_number() && p["repeat_p95"].is_number(),
+                "{p}"
+            );
+            // Merged over rounds: between the two rounds' own errors or near them.
+            let (e1, e2, e) = (
+                p["error_mean_r1"].as_f64().unwrap(),
+                p["error_mean_r2"].as_f64().unwrap(),
+                p["error_mean"].as_f64().unwrap(),
+            );
+            assert!(e >= e1.min(e2) - 0.02 && e <= e1.max(e2) + 0.02, "{p}");
+        }
+        assert!(
+            v["summary"]["stats"]["p95"]["app_repeat"].is_number(),
+            "{v}"
+        );
+    }
     assert!(out.join("validation/index.html").exists());
     std::fs::remove_dir_all(&out).unwrap();
 }
@@ -108,8 +139,35 @@ fn tailwag_kv_runs_end_to_end() {
 fn tailwag_synth_fit_at_highest() {
     tailwag(
         "synth",
-        &["--fit-at", "highest", "--set", "service=exp:50us"],
+        &[
+            "--fit-at",
+            "highest",
+            "--set",
+            "service=exp:50us",
+            "--rounds",
+            "2",
+        ],
     );
+}
+
+/// Rounds that cannot be compared are refused before anything runs.
+#[test]
+fn tailwag_bad_rounds_are_refused() {
+    for (args, why) in [
+        (&["--rounds", "0"][..], "at least 1"),
+        (&["--rounds", "2", "--fit-at", "each"][..], "--fit-at each"),
+    ] {
+        let out = tmp("tailwag-bad-rounds");
+        let o = Command::new(bin())
+            .args(["tailwag", "--app", "synth", "-q", "--out"])
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(why), "{args:?}: {err}");
+        assert!(!out.join("measured").exists(), "{args:?} ran something");
+    }
 }
 
 /// With `--fit-at each`: every point its own fit and synthetic run.

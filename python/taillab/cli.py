@@ -149,18 +149,25 @@ def _validate(args) -> int:
     sat = _saturation(args.saturation)
     synthetic = args.synthetic if len(args.synthetic) > 1 else args.synthetic[0]
     out = args.out or f"{args.synthetic[0]}/validation"
+    rounds = [tuple(r) for r in args.round or []]
     page = write_validation(
-        args.measured, synthetic, out, app=args.app, fit=fit, saturation_qps=sat
+        args.measured, synthetic, out, app=args.app, fit=fit, saturation_qps=sat, rounds=rounds
     )
-    summ = summary(error_table(args.measured, synthetic, saturation_qps=sat), loads=(0.2, 0.5, 0.7))
+    table = error_table(args.measured, synthetic, saturation_qps=sat, rounds=rounds)
+    summ = summary(table, loads=(0.2, 0.5, 0.7))
     print(
-        f"one worker, {summ['points']} point(s) at 20/50/70 % load: mean |error| vs goal (TailWAG)"
+        f"one worker, {summ['points']} point(s) at 20/50/70 % load"
+        + (f", {summ['rounds']} rounds merged" if summ.get("rounds", 1) > 1 else "")
+        + ": mean |error| vs goal (TailWAG)"
     )
     for st, v in summ["stats"].items():
         err = v["mean_abs_error"]
+        rep = v.get("app_repeat")
         print(
             f"  {st:>4} {100 * err:5.1f}%  goal {100 * v['goal']:.0f}%  "
-            f"({'met' if v['met'] else 'NOT met'}; TailWAG {100 * v['tailwag']:.1f}%)"
+            f"({'met' if v['met'] else 'NOT met'}; TailWAG {100 * v['tailwag']:.1f}%"
+            + (f"; the app vs itself {100 * rep:.1f}%" if rep is not None else "")
+            + ")"
         )
     print(page)
     return 0
@@ -183,6 +190,15 @@ def _add_validate(sub) -> None:
         "per measured point, as `taillab tailwag --fit-at each` writes)",
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default SYNTHETIC/validation)")
+    p.add_argument(
+        "--round",
+        nargs=2,
+        action="append",
+        metavar=("MEASURED", "SYNTHETIC"),
+        help="a further round at the same points (repeatable): statistics are of the "
+        "histograms merged over all rounds, and the app's later rounds vs its first give the "
+        "host's noise floor",
+    )
     p.add_argument("--app", help="the measured app (its TailWAG Table 2 counterpart is shown)")
     p.add_argument("--fit", metavar="FIT_JSON", help="the fit the synthetic workload came from")
     p.add_argument("--fit-point", metavar="ID", help="which point of FIT_JSON (default: first)")

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import TaillabError
+from .hlog import Dist
 from .results import Results, load, numeric
 
 STATS = ("mean", "p95", "p99")
@@ -179,8 +180,16 @@ def error_table(
     saturation_qps: float | dict[int, float] | None = None,
     metric: str = "sojourn",
     rel_tol: float = 1e-3,
+    rounds: list[tuple[Folders, Folders]] | None = None,
 ) -> pd.DataFrame:
     """Measured vs synthetic latency per matched point (same threads, offered QPS ±0.1 %).
+
+    ``rounds`` are further (measured, synthetic) pairs of folders at the same points —
+    ``taillab tailwag --rounds N`` runs the app and its synthetic twin in turn N times, so
+    that a host that drifts over the hour affects both sides alike: every statistic is then
+    of the runs' histograms merged across rounds (never averaged percentiles), with each
+    round's own error in ``error_<s>_r<k>`` and ``repeat_<s>``, the app against itself (its
+    later rounds merged vs its first): the noise floor of the comparison on this host.
 
     Columns: ``threads``, ``qps``, ``load`` (qps / ``saturation_qps`` — one rate, or one
     per thread count — else the measured point's utilization), ``measured_point``,
@@ -191,6 +200,13 @@ def error_table(
     folder without a partner are listed in ``table.attrs["unmatched"]``. ``synthetic`` may
     be a list of folders (one per measured point, as ``taillab tailwag --fit-at each`` writes).
     """
+    if rounds:
+        return _pooled_table(
+            [(measured, synthetic), *rounds],
+            saturation_qps=saturation_qps,
+            metric=metric,
+            rel_tol=rel_tol,
+        )
     m = measured if isinstance(measured, Results) else load(measured)
     pm = _points(m, metric)
     ps, s_root = _synthetic_points(synthetic, metric)
@@ -233,6 +249,81 @@ def error_table(
     return table
 
 
+def _point_dist(res: Results, point: str, metric: str) -> Dist:
+    """The merged histogram of ``metric`` over every run of ``point``."""
+    runs = res.runs[res.runs["point"].astype(str) == str(point)]
+    dists = [res._run_dist(Path(p), metric) for p in runs["path"]]
+    if not dists:
+        raise ValidationError(f"{res.root}: point {point} has no finished run")
+    return Dist.merge(dists)
+
+
+def _pooled_table(
+    pairs: list[tuple[Folders, Folders]],
+    *,
+    saturation_qps: float | dict[int, float] | None,
+    metric: str,
+    rel_tol: float,
+) -> pd.DataFrame:
+    """:func:`error_table` over several rounds: each round matched on its own, then every
+    point's histograms merged across the rounds that have it (see ``rounds`` there)."""
+    loaded = []
+    for m, s in pairs:
+        if isinstance(s, list | tuple):
+            raise ValidationError(
+                "rounds compare one synthetic folder per round (not --fit-at each's one per point)"
+            )
+        loaded.append(
+            (m if isinstance(m, Results) else load(m), s if isinstance(s, Results) else load(s))
+        )
+    tables = [
+        error_table(m, s, saturation_qps=saturation_qps, metric=metric, rel_tol=rel_tol)
+        for m, s in loaded
+    ]
+    rows = []
+    for _, first in tables[0].iterrows():
+        mates = []  # (round index, its row) for the rounds that have this point
+        for k, t in enumerate(tables):
+            hit = t[
+                (t["threads"] == first["threads"])
+                & np.isclose(t["qps"], first["qps"], rtol=rel_tol)
+            ]
+            if len(hit):
+                mates.append((k, hit.iloc[0]))
+        row = {c: first[c] for c in ("threads", "qps", "load", "measured_point", "synthetic_point")}
+        row["rounds"] = len(mates)
+        row["runs_failed"] = int(sum(r["runs_failed"] for _, r in mates))
+        merged = {}
+        for side, col in (("measured", "measured_point"), ("synthetic", "synthetic_point")):
+            idx = 0 if side == "measured" else 1
+            for m in (metric, "service"):
+                merged[(side, m)] = Dist.merge(
+                    [_point_dist(loaded[k][idx], r[col], m) for k, r in mates]
+                )
+            row[f"{side}_service_mean"] = merged[(side, "service")].mean
+        for st in STATS:
+            x = float(merged[("measured", metric)].stats()[st])
+            y = float(merged[("synthetic", metric)].stats()[st])
+            row.update({f"measured_{st}": x, f"synthetic_{st}": y})
+            row[f"error_{st}"] = y / x - 1 if x else math.nan
+        for k, r in mates:
+            for st in STATS:
+                row[f"error_{st}_r{k + 1}"] = r[f"error_{st}"]
+        later = [(k, r) for k, r in mates if k > 0]
+        if mates and mates[0][0] == 0 and later:
+            first_m = _point_dist(loaded[0][0], first["measured_point"], metric).stats()
+            rest = Dist.merge(
+                [_point_dist(loaded[k][0], r["measured_point"], metric) for k, r in later]
+            ).stats()
+            for st in STATS:
+                row[f"repeat_{st}"] = rest[st] / first_m[st] - 1 if first_m[st] else math.nan
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table.attrs["unmatched"] = sorted({u for t in tables for u in t.attrs.get("unmatched", [])})
+    table.attrs["rounds"] = len(pairs)
+    return table
+
+
 def summary(
     table: pd.DataFrame, threads: int = 1, loads: tuple[float, ...] | None = None, tol=0.05
 ) -> dict[str, Any]:
@@ -256,6 +347,11 @@ def summary(
             "tailwag": TAILWAG_ERROR[st],
             "met": bool(err <= GOAL[st]) if math.isfinite(err) else False,
         }
+        if f"repeat_{st}" in rows and rows[f"repeat_{st}"].notna().any():
+            # The app against itself: how far a comparison on this host can resolve.
+            out["stats"][st]["app_repeat"] = float(np.nanmean(np.abs(rows[f"repeat_{st}"])))
+    if "rounds" in rows and len(rows):
+        out["rounds"] = int(rows["rounds"].max())
     return out
 
 
@@ -354,13 +450,23 @@ def render(
         f"({summ['points']} point(s)), next to TailWAG's (its Fig. 8) and our goal.</p>"
     )
     rows = []
+    repeat = any("app_repeat" in v for v in summ["stats"].values())
     for st, v in summ["stats"].items():
         verdict = '<span class="ok">met</span>' if v["met"] else '<span class="fail">not met</span>'
         rows.append(
             [st, _pct(v["mean_abs_error"]).lstrip("+"), f"≤ {v['goal']:.0%}", verdict]
             + [f"{100 * v['tailwag']:.1f}%"]
+            + ([_pct(v.get("app_repeat", math.nan)).lstrip("+")] if repeat else [])
         )
-    parts.append(_table(["statistic", "ours", "goal", "", "TailWAG"], rows))
+    heads = ["statistic", "ours", "goal", "", "TailWAG"] + (["app vs itself"] if repeat else [])
+    parts.append(_table(heads, rows))
+    if summ.get("rounds", 1) > 1:
+        parts.append(
+            f"<p class=muted>{summ['rounds']} rounds: the app and the synthetic workload ran in "
+            "turn, and each statistic is of their histograms merged over the rounds. "
+            "<i>App vs itself</i> is the app's later rounds against its first: what this "
+            "host's run-to-run drift alone does to the comparison.</p>"
+        )
     parts.append("<h2>Per point</h2>")
     rows = []
     for _, r in table.iterrows():
@@ -445,8 +551,10 @@ def write_validation(
     app: str | None = None,
     fit: dict[str, Any] | None = None,
     saturation_qps: float | dict[int, float] | None = None,
+    rounds: list[tuple[Folders, Folders]] | None = None,
 ) -> Path:
     """Write ``out/index.html``, ``validation.csv``, ``validation.json`` and the figures.
+    ``rounds``: further (measured, synthetic) folders, pooled as :func:`error_table` says.
 
     ``fit`` is the fit.json entry the synthetic workload was made from (its components
     go beside TailWAG's Table 2 row for ``app``'s counterpart). Returns index.html's path.
@@ -461,7 +569,7 @@ def write_validation(
         else (synthetic if isinstance(synthetic, Results) else load(synthetic))
     )
     s_root = Path(s[0].root).parent if many else s.root
-    table = error_table(m, s, saturation_qps=saturation_qps)
+    table = error_table(m, s, saturation_qps=saturation_qps, rounds=rounds)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir = out_dir.resolve()
@@ -471,6 +579,7 @@ def write_validation(
         "app": app,
         "measured": str(m.root),
         "synthetic": str(s_root),
+        "rounds": [[str(a), str(b)] for a, b in rounds or []],
         "summary": summary(table, loads=LOADS),
         "points": json.loads(table.to_json(orient="records")),
         "unmatched": table.attrs.get("unmatched", []),
