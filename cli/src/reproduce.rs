@@ -188,7 +188,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
                 sweep: FieldFlags::<Sweep>::from_pairs(sweep),
                 synth_set: vec![],
                 fit_at: crate::tailwag::FitAt::All,
-                rounds: 1,
+                rounds: None,
                 exp: ExperimentOut {
                     out: Some(out.join(&app)),
                     resume: a.exp.resume,

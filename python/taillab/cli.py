@@ -157,17 +157,20 @@ def _validate(args) -> int:
     summ = summary(table, loads=(0.2, 0.5, 0.7))
     print(
         f"one worker, {summ['points']} point(s) at 20/50/70 % load"
-        + (f", {summ['rounds']} rounds merged" if summ.get("rounds", 1) > 1 else "")
+        + (f", round 1 of {summ['rounds']}" if summ.get("rounds", 1) > 1 else "")
         + ": mean |error| vs goal (TailWAG)"
     )
     for st, v in summ["stats"].items():
         err = v["mean_abs_error"]
-        rep = v.get("app_repeat")
+        later, rep = v.get("later"), v.get("app_repeat")
         print(
             f"  {st:>4} {100 * err:5.1f}%  goal {100 * v['goal']:.0f}%  "
-            f"({'met' if v['met'] else 'NOT met'}; TailWAG {100 * v['tailwag']:.1f}%"
-            + (f"; the app vs itself {100 * rep:.1f}%" if rep is not None else "")
-            + ")"
+            f"({'met' if v['met'] else 'NOT met'}; TailWAG {100 * v['tailwag']:.1f}%)"
+            + (
+                f"  later rounds {100 * later:.1f}%, the app vs itself {100 * rep:.1f}%"
+                if later is not None and rep is not None
+                else ""
+            )
         )
     print(page)
     return 0

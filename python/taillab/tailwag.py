@@ -184,12 +184,15 @@ def error_table(
 ) -> pd.DataFrame:
     """Measured vs synthetic latency per matched point (same threads, offered QPS ±0.1 %).
 
-    ``rounds`` are further (measured, synthetic) pairs of folders at the same points —
-    ``taillab tailwag --rounds N`` runs the app and its synthetic twin in turn N times, so
-    that a host that drifts over the hour affects both sides alike: every statistic is then
-    of the runs' histograms merged across rounds (never averaged percentiles), with each
-    round's own error in ``error_<s>_r<k>`` and ``repeat_<s>``, the app against itself (its
-    later rounds merged vs its first): the noise floor of the comparison on this host.
+    ``rounds`` are further (measured, synthetic) pairs of folders at the same points, as
+    ``taillab tailwag --rounds N`` writes them (the app and its synthetic twin in turn, fresh
+    seeds, the fit of the first round). The columns above stay round 1's — the synthetic
+    workload against the runs it was fitted from, as TailWAG compares — and each row gains
+    ``rounds``, ``later_runs_failed``, every round's ``error_<s>_r<k>``,
+    ``later_measured_<s>``/``later_synthetic_<s>``/``later_error_<s>`` (the later rounds,
+    each side's run histograms merged: the synthetic workload out of sample) and
+    ``repeat_<s>`` (the app's later rounds merged against its first: what the host's drift
+    alone does to a comparison — its noise floor).
 
     Columns: ``threads``, ``qps``, ``load`` (qps / ``saturation_qps`` — one rate, or one
     per thread count — else the measured point's utilization), ``measured_point``,
@@ -265,8 +268,8 @@ def _pooled_table(
     metric: str,
     rel_tol: float,
 ) -> pd.DataFrame:
-    """:func:`error_table` over several rounds: each round matched on its own, then every
-    point's histograms merged across the rounds that have it (see ``rounds`` there)."""
+    """:func:`error_table` over several rounds (see ``rounds`` there): round 1's table, with
+    each round's own errors, the later rounds merged, and the app against itself."""
     loaded = []
     for m, s in pairs:
         if isinstance(s, list | tuple):
@@ -280,45 +283,43 @@ def _pooled_table(
         error_table(m, s, saturation_qps=saturation_qps, metric=metric, rel_tol=rel_tol)
         for m, s in loaded
     ]
-    rows = []
-    for _, first in tables[0].iterrows():
-        mates = []  # (round index, its row) for the rounds that have this point
-        for k, t in enumerate(tables):
+    table = tables[0].copy()
+    extra: list[dict[str, Any]] = []
+    for _, first in table.iterrows():
+        mates = []  # (round index, its row) for the later rounds that have this point
+        for k, t in enumerate(tables[1:], start=1):
             hit = t[
                 (t["threads"] == first["threads"])
                 & np.isclose(t["qps"], first["qps"], rtol=rel_tol)
             ]
             if len(hit):
                 mates.append((k, hit.iloc[0]))
-        row = {c: first[c] for c in ("threads", "qps", "load", "measured_point", "synthetic_point")}
-        row["rounds"] = len(mates)
-        row["runs_failed"] = int(sum(r["runs_failed"] for _, r in mates))
-        merged = {}
-        for side, col in (("measured", "measured_point"), ("synthetic", "synthetic_point")):
-            idx = 0 if side == "measured" else 1
-            for m in (metric, "service"):
-                merged[(side, m)] = Dist.merge(
-                    [_point_dist(loaded[k][idx], r[col], m) for k, r in mates]
-                )
-            row[f"{side}_service_mean"] = merged[(side, "service")].mean
+        row: dict[str, Any] = {"rounds": 1 + len(mates)}
+        row["later_runs_failed"] = int(sum(r["runs_failed"] for _, r in mates))
         for st in STATS:
-            x = float(merged[("measured", metric)].stats()[st])
-            y = float(merged[("synthetic", metric)].stats()[st])
-            row.update({f"measured_{st}": x, f"synthetic_{st}": y})
-            row[f"error_{st}"] = y / x - 1 if x else math.nan
+            row[f"error_{st}_r1"] = first[f"error_{st}"]
         for k, r in mates:
             for st in STATS:
                 row[f"error_{st}_r{k + 1}"] = r[f"error_{st}"]
-        later = [(k, r) for k, r in mates if k > 0]
-        if mates and mates[0][0] == 0 and later:
+        if mates:
+            # The later rounds, each side's histograms merged (never averaged percentiles):
+            # the synthetic workload out of the sample it was fitted from.
+            later = {
+                side: Dist.merge(
+                    [_point_dist(loaded[k][i], r[f"{side}_point"], metric) for k, r in mates]
+                ).stats()
+                for i, side in enumerate(("measured", "synthetic"))
+            }
             first_m = _point_dist(loaded[0][0], first["measured_point"], metric).stats()
-            rest = Dist.merge(
-                [_point_dist(loaded[k][0], r["measured_point"], metric) for k, r in later]
-            ).stats()
             for st in STATS:
-                row[f"repeat_{st}"] = rest[st] / first_m[st] - 1 if first_m[st] else math.nan
-        rows.append(row)
-    table = pd.DataFrame(rows)
+                x, y = later["measured"][st], later["synthetic"][st]
+                row[f"later_measured_{st}"] = x
+                row[f"later_synthetic_{st}"] = y
+                row[f"later_error_{st}"] = y / x - 1 if x else math.nan
+                # The app against itself: its later rounds vs its first.
+                row[f"repeat_{st}"] = x / first_m[st] - 1 if first_m[st] else math.nan
+        extra.append(row)
+    table = pd.concat([table, pd.DataFrame(extra, index=table.index)], axis=1)
     table.attrs["unmatched"] = sorted({u for t in tables for u in t.attrs.get("unmatched", [])})
     table.attrs["rounds"] = len(pairs)
     return table
@@ -347,9 +348,11 @@ def summary(
             "tailwag": TAILWAG_ERROR[st],
             "met": bool(err <= GOAL[st]) if math.isfinite(err) else False,
         }
-        if f"repeat_{st}" in rows and rows[f"repeat_{st}"].notna().any():
-            # The app against itself: how far a comparison on this host can resolve.
-            out["stats"][st]["app_repeat"] = float(np.nanmean(np.abs(rows[f"repeat_{st}"])))
+        for col, name in ((f"later_error_{st}", "later"), (f"repeat_{st}", "app_repeat")):
+            # The synthetic workload out of sample, and the app against itself: how far a
+            # comparison on this host can resolve.
+            if col in rows and rows[col].notna().any():
+                out["stats"][st][name] = float(np.nanmean(np.abs(rows[col])))
     if "rounds" in rows and len(rows):
         out["rounds"] = int(rows["rounds"].max())
     return out
@@ -456,16 +459,24 @@ def render(
         rows.append(
             [st, _pct(v["mean_abs_error"]).lstrip("+"), f"≤ {v['goal']:.0%}", verdict]
             + [f"{100 * v['tailwag']:.1f}%"]
-            + ([_pct(v.get("app_repeat", math.nan)).lstrip("+")] if repeat else [])
+            + (
+                [_pct(v.get(k, math.nan)).lstrip("+") for k in ("later", "app_repeat")]
+                if repeat
+                else []
+            )
         )
-    heads = ["statistic", "ours", "goal", "", "TailWAG"] + (["app vs itself"] if repeat else [])
+    heads = ["statistic", "ours", "goal", "", "TailWAG"] + (
+        ["later rounds", "app vs itself"] if repeat else []
+    )
     parts.append(_table(heads, rows))
     if summ.get("rounds", 1) > 1:
         parts.append(
             f"<p class=muted>{summ['rounds']} rounds: the app and the synthetic workload ran in "
-            "turn, and each statistic is of their histograms merged over the rounds. "
-            "<i>App vs itself</i> is the app's later rounds against its first: what this "
-            "host's run-to-run drift alone does to the comparison.</p>"
+            "turn with fresh seeds. <i>Ours</i> is round 1, the synthetic workload against the "
+            "app runs it was fitted from (as TailWAG compares); <i>later rounds</i> is the same "
+            "synthetic workload against later runs of the app, each side's histograms merged "
+            "over those rounds (out of sample); <i>app vs itself</i> is the app's later rounds "
+            "against its first: what this host's drift alone does to a comparison.</p>"
         )
     parts.append("<h2>Per point</h2>")
     rows = []

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import fixtures
+import numpy as np
 import pytest
 
 import taillab
@@ -202,57 +202,52 @@ def test_service_mean_falls_back_to_the_merged_histogram():
     assert math.isnan(_service_mean(pd.Series({"sojourn_mean": 1.0})))
 
 
-def test_rounds_merge_histograms_and_measure_the_app_against_itself(pair, tmp_path):
-    """``rounds``: statistics of each side's histograms merged over the rounds (not averaged
-    percentiles), each round's own error kept, and the app's later rounds vs its first."""
+def test_rounds_keep_round_one_and_add_later_rounds_and_the_app_against_itself(pair, tmp_path):
+    """``rounds``: the error columns stay round 1's; each round's own errors, the later rounds
+    with each side's histograms merged (not averaged percentiles), and the app's later rounds
+    against its first are added."""
     from taillab.hlog import Dist
-
-    m, s = pair
-    # Round 2: the app 10 % slower than in round 1 (a drifting host), the synthetic as before.
-    kw = dict(threads=(1, 2), runs=2, duration_s=2.0)
-    m2 = fixtures.make_sweep(tmp_path / "m2", qps=(400.0, 1000.0, 1400.0), slowdown=1.10, **kw)
-    s2 = fixtures.make_sweep(
-        tmp_path / "s2", qps=(400.0, 1000.0, 1400.0), slowdown=1.03, seed0=7, **kw
-    )
-    one = error_table(m, s).set_index("measured_point")
-    two = error_table(m2, s2).set_index("measured_point")
-    t = error_table(m, s, rounds=[(m2, s2)])
-    assert t.attrs["rounds"] == 2 and (t["rounds"] == 2).all() and len(t) == 6
-    rm, rm2 = taillab.load(m), taillab.load(m2)
-    for _, r in t.iterrows():
-        p = r["measured_point"]
-        for st in ("mean", "p95", "p99"):
-            assert r[f"error_{st}_r1"] == pytest.approx(one.loc[p, f"error_{st}"])
-            assert r[f"error_{st}_r2"] == pytest.approx(two.loc[p, f"error_{st}"])
-        # The measured side is the two rounds' runs merged.
-        runs = [rm.runs[rm.runs["point"] == p], rm2.runs[rm2.runs["point"] == p]]
-        merged = Dist.merge(
-            [
-                res._run_dist(Path(x), "sojourn")
-                for res, rr in zip((rm, rm2), runs, strict=True)
-                for x in rr["path"]
-            ]
-        ).stats()
-        assert r["measured_p99"] == pytest.approx(merged["p99"])
-        # The app against itself: round 2 is 10 % slower, so its sojourns are longer.
-        first = Dist.merge([rm._run_dist(Path(x), "sojourn") for x in runs[0]["path"]]).stats()
-        assert r["repeat_mean"] > 0.03
-        assert r["repeat_p95"] == pytest.approx(
-            Dist.merge([rm2._run_dist(Path(x), "sojourn") for x in runs[1]["path"]]).stats()["p95"]
-            / first["p95"]
-            - 1
-        )
-    summ = summary(t)
-    assert summ["rounds"] == 2 and summ["stats"]["mean"]["app_repeat"] > 0.03
-    # The same folders twice: nothing drifts, and doubling every count leaves the merged
-    # quantiles, hence the error, those of one round's merged histograms.
     from taillab.tailwag import _point_dist
 
+    m, s = pair
+    # Rounds 2 and 3: the app 10 % slower than in round 1 (a drifting host), the synthetic
+    # workload as before.
+    kw = dict(qps=(400.0, 1000.0, 1400.0), threads=(1, 2), runs=2, duration_s=2.0)
+    later = [
+        (
+            fixtures.make_sweep(tmp_path / f"m{k}", slowdown=1.10, seed0=10 * k, **kw),
+            fixtures.make_sweep(tmp_path / f"s{k}", slowdown=1.03, seed0=10 * k + 5, **kw),
+        )
+        for k in (2, 3)
+    ]
+    one = error_table(m, s)
+    two = error_table(*later[0]).set_index("measured_point")
+    t = error_table(m, s, rounds=later)
+    assert t.attrs["rounds"] == 3 and (t["rounds"] == 3).all() and len(t) == len(one) == 6
+    for st in ("mean", "p95", "p99"):
+        assert np.allclose(t[f"error_{st}"], one[f"error_{st}"])
+        assert np.allclose(t[f"error_{st}_r1"], one[f"error_{st}"])
+    loaded = [(taillab.load(a), taillab.load(b)) for a, b in later]
+    rm = taillab.load(m)
+    for _, r in t.iterrows():
+        p, q = r["measured_point"], r["synthetic_point"]
+        for st in ("mean", "p95", "p99"):
+            assert r[f"error_{st}_r2"] == pytest.approx(two.loc[p, f"error_{st}"])
+        app = Dist.merge([_point_dist(a, p, "sojourn") for a, _ in loaded]).stats()
+        syn = Dist.merge([_point_dist(b, q, "sojourn") for _, b in loaded]).stats()
+        first = _point_dist(rm, p, "sojourn").stats()
+        for st in ("mean", "p95", "p99"):
+            assert r[f"later_measured_{st}"] == pytest.approx(app[st])
+            assert r[f"later_error_{st}"] == pytest.approx(syn[st] / app[st] - 1)
+            assert r[f"repeat_{st}"] == pytest.approx(app[st] / first[st] - 1)
+        # The app drifted 10 % slower after round 1: it shows against itself, and the
+        # synthetic workload (3 % slower than round 1's app) is now faster than the app.
+        assert r["repeat_mean"] > 0.03 and r["later_error_mean"] < 0
+    summ = summary(t)
+    assert summ["rounds"] == 3 and summ["stats"]["mean"]["app_repeat"] > 0.03
+    assert summ["stats"]["p95"]["later"] == pytest.approx(
+        np.mean(np.abs(t[t["threads"] == 1]["later_error_p95"]))
+    )
+    # The same folders again: nothing drifts.
     same = error_table(m, s, rounds=[(m, s)])
     assert same["repeat_p99"].abs().max() < 1e-9
-    rs = taillab.load(s)
-    for _, r in same.iterrows():
-        a = _point_dist(rm, r["measured_point"], "sojourn").stats()
-        b = _point_dist(rs, r["synthetic_point"], "sojourn").stats()
-        for st in ("mean", "p95", "p99"):
-            assert r[f"error_{st}"] == pytest.approx(b[st] / a[st] - 1)
