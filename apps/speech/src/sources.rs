@@ -135,7 +135,7 @@ pub fn prompt_words(text: &str, dict: &BTreeSet<String>) -> Option<Vec<String>> 
 fn asterisk(dir: &Path, dict: &BTreeSet<String>) -> Result<Vec<Row>, AppError> {
     let gz = std::fs::read(ASTERISK_TEXT).map_err(|e| {
         prep_err(format!(
-            "cannot read {ASTERISK_TEXT} ({e}); install Debian `asterisk-core-sounds-en-g722`"
+            "cannot read {ASTERISK_TEXT} ({e}); install Debian `asterisk-core-sounds-en` (the transcripts; only recommended by `asterisk-core-sounds-en-g722`, so `--no-install-recommends` leaves it out)"
         ))
     })?;
     let mut text = String::new();
