@@ -382,6 +382,54 @@ def _hint(source: str, rate: float, length_ns: float, basis: str) -> dict[str, A
     }
 
 
+# --- stop-the-world pauses ----------------------------------------------------------------
+
+
+def pauses(run_dirs: list[Path]) -> dict[str, Any] | None:
+    """The stop-the-world pauses the runs' app reported, as synth's ``pause=`` setting.
+
+    An app that knows its own pauses (middleware: the JVM's collector) reports their number
+    and total length over the measured phase in ``app_stats`` (``pauses``, ``pause_ms``).
+    A pause stops every worker, idle or not, and is as rare as it is long (2 of 27 ms in a
+    second against 10 µs requests): a mixture of service times cannot carry it, yet it sets
+    the tail of every request that waits behind it. So the fit models it apart: Poisson
+    pauses at the runs' rate, each of their mean length, and leaves the requests a pause hit
+    (service at least half a mean pause) out of the mixture. None when no run reports one.
+    """
+    count = total_ms = seconds = 0.0
+    for d in run_dirs:
+        try:
+            summ = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        st = summ.get("app_stats") or {}
+        if not isinstance(st, dict) or "pauses" not in st:
+            continue
+        count += float(st.get("pauses") or 0)
+        total_ms += float(st.get("pause_ms") or 0)
+        seconds += float(summ.get("duration_s") or 0)
+    if count <= 0 or total_ms <= 0 or seconds <= 0:
+        return None
+    mean_ns = total_ms * 1e6 / count
+    rate = count / seconds
+    setting = f"poisson:rate={rate:.4g},for={_dur(mean_ns)}"
+    return {
+        "pauses": int(count),
+        "seconds": seconds,
+        "rate_per_s": rate,
+        "mean_ns": mean_ns,
+        "share": rate * mean_ns / 1e9,
+        "threshold_ns": mean_ns / 2,
+        "setting": setting,
+    }
+
+
+def _below(dist: Dist, limit_ns: float) -> tuple[Dist, int]:
+    """``dist`` without its buckets at or above ``limit_ns``, and how many were dropped."""
+    keep = dist.hi < limit_ns
+    return Dist(dist.lo[keep], dist.hi[keep], dist.count[keep]), int(dist.count[~keep].sum())
+
+
 def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
     """The fit of one point, as a JSON-able dict (an entry of fit.json's ``fits``)."""
     raw, source = measured_service(res, point)
@@ -402,19 +450,27 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
             f"point {point} has only {dist.total} non-zero service times of {raw.total}; "
             f"a fit needs at least {MIN_REQUESTS}"
         )
+    pause = pauses([Path(p) for p in runs["path"]])
+    if pause:
+        dist, pause["dropped"] = _below(dist, pause["threshold_ns"])
     mix, bics = fit_mixture(dist, **kw)
     prow = res.points[res.points["point"] == point].iloc[0]
-    return {
+    entry = _mixture_entry(dist, zeros, mix, bics, kw)
+    out = {
         "point": point,
         "app": _plain(prow.get("app")),
         "threads": _plain(prow.get("threads")),
         "qps": _plain(prow.get("qps")),
         "runs": len(runs),
         "source": source,
-        **_mixture_entry(dist, zeros, mix, bics, kw),
+        **entry,
         "split": _split(runs),
         "noise_hints": noise_hints([Path(p) for p in runs["path"]]),
     }
+    if pause:
+        out["pause"] = pause
+        out["synth_settings"] = [entry["synth_set"], f"pause={pause['setting']}"]
+    return out
 
 
 def _mixture_entry(dist: Dist, zeros: int, mix: Mixture, bics, kw) -> dict[str, Any]:
@@ -574,6 +630,13 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
             f"points {points} have {int((warm > 0).sum())} non-zero service times; "
             f"a fit needs at least {MIN_REQUESTS}"
         )
+    runs = res.runs[res.runs["point"].isin(points)]
+    pause = pauses([Path(p) for p in runs["path"]])
+    if pause:
+        # Requests a pause hit are the pause's, not the mixture's.
+        hit = s >= pause["threshold_ns"]
+        pause["dropped"] = int(hit.sum())
+        warm = warm[~hit]
     dist, zeros = _positive(Dist.from_values(np.rint(warm).astype(np.int64)))
     mix, bics = fit_mixture(dist, **kw)
     by_point = []
@@ -587,7 +650,6 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
                 "mean_factor": float(factor[m].mean()),
             }
         )
-    runs = res.runs[res.runs["point"].isin(points)]
     prow = res.points[res.points["point"] == points[0]].iloc[0]
     entry = _mixture_entry(dist, zeros, mix, bics, kw)
     setting = _cold_setting(cold)
@@ -595,6 +657,9 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         entry["warnings"].append(
             "no cold-start slowdown found (the app is not slower after idling)"
         )
+    settings = [entry["synth_set"], f"cold={setting}"]
+    if pause:
+        settings.append(f"pause={pause['setting']}")
     return {
         "point": "all",
         "points": points,
@@ -605,7 +670,8 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         "source": "requests",
         **entry,
         "cold": {**cold, "setting": setting},
-        "synth_settings": [entry["synth_set"], f"cold={setting}"],
+        "synth_settings": settings,
+        **({"pause": pause} if pause else {}),
         "by_point": by_point,
         "split": _split(runs),
         "noise_hints": [],

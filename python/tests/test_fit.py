@@ -279,3 +279,31 @@ def test_cold_start_is_recovered_from_records():
     # No cold start in the data: no cold term (a slowdown near 0, never negative).
     c0 = fit_cold(_series(_cold_records(0.0, 3e6, (1000, 7000))))
     assert 0 <= c0["extra"] < 0.03, c0
+
+
+def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
+    """An app that reports its stop-the-world pauses (middleware's collector) gets synth's
+    ``pause=``: their rate and mean length over the measured phase; the requests they hit are
+    left out of the mixture."""
+    from taillab.fit import _below, pauses
+
+    dirs = []
+    for k, (n, ms, secs) in enumerate([(2, 50, 1.0), (1, 30, 1.0), (0, 0, 2.0)]):
+        d = tmp_path / f"run-{k}"
+        d.mkdir()
+        stats = {"pauses": n, "pause_ms": ms, "gc": "g1"}
+        (d / "summary.json").write_text(json.dumps({"app_stats": stats, "duration_s": secs}))
+        dirs.append(d)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "summary.json").write_text(json.dumps({"app_stats": {"ops": 3}, "duration_s": 9.0}))
+    p = pauses(dirs + [other])
+    assert p["pauses"] == 3 and p["seconds"] == 4.0
+    assert p["rate_per_s"] == pytest.approx(0.75)
+    assert p["mean_ns"] == pytest.approx(80e6 / 3)
+    assert p["setting"].startswith("poisson:rate=0.75,for=")
+    assert pauses([other]) is None and pauses([dirs[2]]) is None
+    # 1000 requests of ~10 µs and two hit by a pause: the pause's are dropped.
+    vals = np.concatenate([np.full(1000, 10_000), [20_000_000, 27_000_000]])
+    kept, dropped = _below(Dist.from_values(vals), p["threshold_ns"])
+    assert dropped == 2 and kept.total == 1000 and kept.max < 20_000

@@ -36,6 +36,9 @@
 //! ([`lock`]). `noise=SPEC` disturbs workers while they do any of the three: events
 //! arrive in wall time per worker (Poisson or periodic) and add their length, on all
 //! workers or, with `cpus=`, only on workers pinned to those CPUs ([`noise`]).
+//! `pause=SPEC` is a collector's stop-the-world pauses: one process for the whole server
+//! in the same grammar; during a pause no worker progresses, serving or idle
+//! ([`noise::Pause`]).
 //! `scale` stretches only `service=` draws: lock and noise lengths stand for the OS and
 //! the network stack, which a faster app does not shorten; set them explicitly.
 //!
@@ -56,7 +59,7 @@ pub mod lock;
 pub mod noise;
 
 use lock::HybridLock;
-use noise::{Noise, WorkerNoise};
+use noise::{Noise, Pause, PauseClock, WorkerNoise};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use taillab_core::clock::{now_ns, sleep_until, spin_until};
@@ -101,6 +104,11 @@ const KEYS: &[KeySpec] = &[
         name: "noise",
         default: "none",
         help: "disturbances while serving: poisson:rate=2000,for=exp:5us or every:1ms,for=20us [,cpus=0,2]; several joined by ;",
+    },
+    KeySpec {
+        name: "pause",
+        default: "none",
+        help: "stop-the-world pauses (a collector's): poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
     },
     KeySpec {
         name: "scale",
@@ -224,6 +232,7 @@ struct Config {
     send_lock: Option<Dist>,
     lock_spin_ns: u64,
     noise: Noise,
+    pause: Option<Pause>,
     scale: f64,
     cold: Option<Cold>,
 }
@@ -243,6 +252,7 @@ impl Config {
         let lock = |d: &Option<Dist>| d.as_ref().map_or(0.0, Dist::mean);
         (self.service.mean() * self.scale + lock(&self.recv_lock) + lock(&self.send_lock))
             * (1.0 + self.noise.stretch())
+            / (1.0 - self.pause.as_ref().map_or(0.0, Pause::load))
     }
 
     /// Locks or disturbances longer than the mean service: allowed, but usually a slip.
@@ -306,6 +316,8 @@ fn config(p: &Params) -> Result<Config, AppError> {
         as u64;
     let nv = p.get("noise").unwrap_or("none");
     let noise = nv.parse::<Noise>().map_err(|e| bad("noise", nv, e))?;
+    let pv = p.get("pause").unwrap_or("none");
+    let pause = Pause::parse(pv).map_err(|e| bad("pause", pv, e))?;
     let sv = p.get("scale").unwrap_or("1");
     let scale = sv
         .parse::<f64>()
@@ -322,6 +334,7 @@ fn config(p: &Params) -> Result<Config, AppError> {
         send_lock: dist_key(p, "send_lock", "none")?,
         lock_spin_ns,
         noise,
+        pause,
         scale,
     })
 }
@@ -377,6 +390,12 @@ impl App for Synth {
             noise_events: AtomicU64::new(0),
             noise_ns: AtomicU64::new(0),
             noise: c.noise,
+            pause: c.pause.map(|p| {
+                let clock = PauseClock::new(&p, PAUSE_SEED, now_ns());
+                (p, parking_lot::Mutex::new(clock))
+            }),
+            pause_hits: AtomicU64::new(0),
+            pause_ns: AtomicU64::new(0),
             cold: c.cold,
             cold_requests: AtomicU64::new(0),
             cold_factor_micro: AtomicU64::new(0),
@@ -439,11 +458,19 @@ struct Shared {
     noisy_workers: AtomicUsize,
     noise_events: AtomicU64,
     noise_ns: AtomicU64,
+    /// `pause=`: its spec, the server's timeline, and the pauses that met a request and
+    /// the ns they added.
+    pause: Option<(Pause, parking_lot::Mutex<PauseClock>)>,
+    pause_hits: AtomicU64,
+    pause_ns: AtomicU64,
     cold: Option<Cold>,
     /// Requests served with `cold` set, and the sum of their factors in millionths.
     cold_requests: AtomicU64,
     cold_factor_micro: AtomicU64,
 }
+
+/// The server's pause timeline is seeded from this.
+const PAUSE_SEED: u64 = 0x7061_7573_6531;
 
 /// Noise processes of worker `w` are seeded from this and `w`.
 const NOISE_SEED: u64 = 0x6e6f_6973_6531;
@@ -496,6 +523,16 @@ impl Server for SynthServer {
                     "workers_hit": s.noisy_workers.load(Ordering::Relaxed),
                     "events": s.noise_events.load(Ordering::Relaxed),
                     "added_ns": s.noise_ns.load(Ordering::Relaxed),
+                }),
+            );
+        }
+        if let Some((p, _)) = &s.pause {
+            out.insert(
+                "pause".into(),
+                serde_json::json!({
+                    "spec": p.to_string(),
+                    "hits": s.pause_hits.load(Ordering::Relaxed),
+                    "added_ns": s.pause_ns.load(Ordering::Relaxed),
                 }),
             );
         }
@@ -581,6 +618,14 @@ fn busy(s: &Shared, noise: &mut WorkerNoise, ns: u64) {
         s.noise_events
             .fetch_add(noise.events - e0, Ordering::Relaxed);
         s.noise_ns.fetch_add(noise.added_ns - n0, Ordering::Relaxed);
+    }
+    if let Some((_, clock)) = &s.pause {
+        let (stretched, hits) = clock.lock().extend(start, end);
+        if hits > 0 {
+            s.pause_hits.fetch_add(hits, Ordering::Relaxed);
+            s.pause_ns.fetch_add(stretched - end, Ordering::Relaxed);
+        }
+        end = stretched;
     }
     spin_until(end);
 }

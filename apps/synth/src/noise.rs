@@ -359,6 +359,131 @@ impl WorkerNoise {
     }
 }
 
+/// `pause=`: stop-the-world pauses (a garbage collector's): one process for the whole
+/// server, in wall time from the server's start. During a pause no worker makes progress,
+/// whether it is serving (its request is stretched by the pause) or idle (a request it
+/// starts inside a pause begins when the pause ends). Pauses do not overlap: the next one
+/// is drawn after the previous ends (`every:` keeps its period).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pause(pub Source);
+
+const PAUSE_FORM: &str =
+    "write it as poisson:rate=2,for=20ms or every:500ms,for=exp:15ms, or none \
+(one source, no cpus=: a pause stops every worker)";
+
+impl Pause {
+    /// Parses `none` (no pauses) or one source of the noise grammar without `cpus=`.
+    pub fn parse(s: &str) -> Result<Option<Pause>, String> {
+        let s = s.trim();
+        if s == "none" || s.is_empty() {
+            return Ok(None);
+        }
+        if s.contains(';') {
+            return Err(format!("`{s}`: one pause source only; {PAUSE_FORM}"));
+        }
+        let src = parse_source(s).map_err(|why| format!("`{s}`: {why}; {PAUSE_FORM}"))?;
+        if src.cpus.is_some() {
+            return Err(format!(
+                "`{s}`: a pause stops every worker, cpus= does not apply"
+            ));
+        }
+        Ok(Some(Pause(src)))
+    }
+
+    /// Fraction of the time paused, rate × mean length.
+    pub fn load(&self) -> f64 {
+        self.0.load()
+    }
+}
+
+impl fmt::Display for Pause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The server's pause timeline, shared by its workers: pauses materialised in order as
+/// workers' clocks reach them, the recent ones kept for workers a little behind.
+pub struct PauseClock {
+    src: Source,
+    rng: Xoshiro256PlusPlus,
+    /// Start of the next pause not yet in `windows`.
+    next_ns: f64,
+    /// Pauses (start, end) in order, disjoint.
+    windows: std::collections::VecDeque<(f64, f64)>,
+}
+
+/// How far behind the newest query a worker may be and still see a pause (ns).
+const PAUSE_KEEP_NS: f64 = 1e9;
+
+impl PauseClock {
+    /// The timeline of `pause`, seeded from `seed`, starting at `now_ns`.
+    pub fn new(pause: &Pause, seed: u64, now_ns: u64) -> Self {
+        let mut rng: Xoshiro256PlusPlus = rand::SeedableRng::seed_from_u64(seed);
+        let first = match pause.0.arrivals {
+            Arrivals::Every { period_ns } => rng.gen_range(0.0..period_ns),
+            Arrivals::Poisson { rate } => Exp::new(rate / 1e9)
+                .expect("rate > 0 checked at parse")
+                .sample(&mut rng),
+        };
+        PauseClock {
+            src: pause.0.clone(),
+            rng,
+            next_ns: now_ns as f64 + first,
+            windows: Default::default(),
+        }
+    }
+
+    /// Materialises every pause that starts before `t`.
+    fn reach(&mut self, t: f64) {
+        while self.next_ns < t {
+            let len = self.src.length.sample(&mut self.rng).max(0.0);
+            let end = self.next_ns + len;
+            self.windows.push_back((self.next_ns, end));
+            self.next_ns = match self.src.arrivals {
+                Arrivals::Poisson { rate } => {
+                    end + Exp::new(rate / 1e9)
+                        .expect("rate > 0 checked at parse")
+                        .sample(&mut self.rng)
+                }
+                // Keeps its period unless a pause outlasts it.
+                Arrivals::Every { period_ns } => (self.next_ns + period_ns).max(end),
+            };
+        }
+    }
+
+    /// The end of work that began at `start_ns` and would end at `end_ns` without pauses,
+    /// and how many pauses it met: a pause under way at the start delays it to the pause's
+    /// end, every pause that starts before the (stretched) end adds its length.
+    pub fn extend(&mut self, start_ns: u64, end_ns: u64) -> (u64, u64) {
+        let (start, mut end) = (start_ns as f64, end_ns as f64);
+        while self
+            .windows
+            .front()
+            .is_some_and(|w| w.1 < start - PAUSE_KEEP_NS)
+        {
+            self.windows.pop_front();
+        }
+        self.reach(end);
+        let mut hits = 0;
+        let mut i = 0;
+        while i < self.windows.len() {
+            let (ps, pe) = self.windows[i];
+            i += 1;
+            if pe <= start {
+                continue;
+            }
+            if ps >= end {
+                break;
+            }
+            end += pe - ps.max(start);
+            hits += 1;
+            self.reach(end);
+        }
+        (end.round() as u64, hits)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,5 +586,48 @@ mod tests {
         let before = w.events;
         w.extend(500_000_000, 500_000_100);
         assert!(w.events - before <= 1);
+    }
+
+    /// Pauses stop work in progress and delay work that starts inside one; they do not
+    /// overlap, and their time share is rate × length.
+    #[test]
+    fn pauses_stop_the_world() {
+        assert!(Pause::parse("none").unwrap().is_none());
+        for bad in [
+            "poisson:rate=2",
+            "every:1ms,for=1us,cpus=0",
+            "every:1ms,for=1us;every:2ms,for=1us",
+            "every:1ms,for=2ms",
+        ] {
+            assert!(Pause::parse(bad).is_err(), "{bad}");
+        }
+        let p = Pause::parse("every:10ms,for=1ms").unwrap().unwrap();
+        assert_eq!(Pause::parse(&p.to_string()).unwrap().unwrap(), p);
+        let mut c = PauseClock::new(&p, 1, 0);
+        c.reach(1e9);
+        let (ps, pe) = c.windows[0];
+        assert!((pe - ps - 1e6).abs() < 1.0 && ps < 1e7);
+        // Work started inside the pause waits for its end.
+        let mid = (ps + 0.5e6) as u64;
+        let (end, hits) = c.extend(mid, mid + 100);
+        assert_eq!((end, hits), ((pe + 100.0).round() as u64, 1));
+        // Work spanning the pause's start is stretched by all of it.
+        let before = (ps - 50.0) as u64;
+        let (end, hits) = c.extend(before, before + 100);
+        assert_eq!((end, hits), (before + 100 + 1_000_000, 1));
+        // Work between pauses is untouched; work spanning three periods meets three.
+        let gap = (pe + 1000.0) as u64;
+        assert_eq!(c.extend(gap, gap + 100), (gap + 100, 0));
+        let (end, hits) = c.extend(gap, gap + 35_000_000);
+        assert_eq!(hits, 3, "ends at {end}");
+        // Poisson pauses: about rate × length of a long stretch of work is paused.
+        let p = Pause::parse("poisson:rate=100,for=exp:1ms")
+            .unwrap()
+            .unwrap();
+        let mut c = PauseClock::new(&p, 7, 0);
+        let (end, hits) = c.extend(0, 10_000_000_000);
+        let paused = (end - 10_000_000_000) as f64 / end as f64;
+        assert!((paused - 0.1).abs() < 0.02, "{paused} of the time paused");
+        assert!(hits > 900 && hits < 1200, "{hits} pauses");
     }
 }
