@@ -292,7 +292,8 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
         d = tmp_path / f"run-{k}"
         d.mkdir()
         stats = {"pauses": n, "pause_ms": ms, "gc": "g1"}
-        (d / "summary.json").write_text(json.dumps({"app_stats": stats, "duration_s": secs}))
+        doc = {"app_stats": stats, "duration_s": secs, "requests": {"measured": 1000}}
+        (d / "summary.json").write_text(json.dumps(doc))
         dirs.append(d)
     other = tmp_path / "other"
     other.mkdir()
@@ -301,7 +302,9 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
     assert p["pauses"] == 3 and p["seconds"] == 4.0
     assert p["rate_per_s"] == pytest.approx(0.75)
     assert p["mean_ns"] == pytest.approx(80e6 / 3)
-    assert p["setting"].startswith("poisson:rate=0.75,for=")
+    # 3 pauses in 3000 measured requests: one every 1000.
+    assert p["requests_per_pause"] == 1000
+    assert p["setting"].startswith("requests:1000,for=")
     assert pauses([other]) is None and pauses([dirs[2]]) is None
     # 1000 requests of ~10 µs and two hit by a pause: the pause's are dropped.
     vals = np.concatenate([np.full(1000, 10_000), [20_000_000, 27_000_000]])

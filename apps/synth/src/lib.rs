@@ -108,7 +108,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "pause",
         default: "none",
-        help: "stop-the-world pauses (a collector's): poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
+        help: "stop-the-world pauses (a collector's): requests:10000,for=15ms (every N requests), poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
     },
     KeySpec {
         name: "scale",
@@ -252,7 +252,10 @@ impl Config {
         let lock = |d: &Option<Dist>| d.as_ref().map_or(0.0, Dist::mean);
         (self.service.mean() * self.scale + lock(&self.recv_lock) + lock(&self.send_lock))
             * (1.0 + self.noise.stretch())
-            / (1.0 - self.pause.as_ref().map_or(0.0, Pause::load))
+            + self
+                .pause
+                .as_ref()
+                .map_or(0.0, |p| p.per_request_ns(self.service.mean() * self.scale))
     }
 
     /// Locks or disturbances longer than the mean service: allowed, but usually a slip.
@@ -396,6 +399,7 @@ impl App for Synth {
             }),
             pause_hits: AtomicU64::new(0),
             pause_ns: AtomicU64::new(0),
+            started: AtomicU64::new(0),
             cold: c.cold,
             cold_requests: AtomicU64::new(0),
             cold_factor_micro: AtomicU64::new(0),
@@ -463,6 +467,8 @@ struct Shared {
     pause: Option<(Pause, parking_lot::Mutex<PauseClock>)>,
     pause_hits: AtomicU64,
     pause_ns: AtomicU64,
+    /// Requests started, for `pause=requests:N`.
+    started: AtomicU64,
     cold: Option<Cold>,
     /// Requests served with `cold` set, and the sum of their factors in millionths.
     cold_requests: AtomicU64,
@@ -666,6 +672,12 @@ impl Worker for SynthWorker {
             if ms > 0 && start >= ms + st.at_ns && start < ms + st.at_ns + st.len_ns {
                 // The server is stopped: this worker serves nothing until the stall ends.
                 sleep_until(ms + st.at_ns + st.len_ns);
+            }
+        }
+        if let Some((Pause::Requests { n, .. }, clock)) = &s.pause {
+            // The request that fills the count stops the world, itself included.
+            if (s.started.fetch_add(1, Ordering::Relaxed) + 1) % n == 0 {
+                clock.lock().trigger(now_ns());
             }
         }
         // Only `cold=` reads the clock around the request.

@@ -360,19 +360,34 @@ impl WorkerNoise {
 }
 
 /// `pause=`: stop-the-world pauses (a garbage collector's): one process for the whole
-/// server, in wall time from the server's start. During a pause no worker makes progress,
-/// whether it is serving (its request is stretched by the pause) or idle (a request it
-/// starts inside a pause begins when the pause ends). Pauses do not overlap: the next one
-/// is drawn after the previous ends (`every:` keeps its period).
+/// server. During a pause no worker progresses, whether it is serving (its request is
+/// stretched by the pause) or idle (a request it starts inside a pause begins when the pause
+/// ends). Pauses do not overlap.
+///
+/// - `requests:N,for=DIST` — a pause every N requests the server starts, in the request
+///   that reaches the count (a collector runs when allocation fills the young generation:
+///   a fixed amount of work, not of time, apart);
+/// - `poisson:rate=R,for=DIST`, `every:D,for=DIST` — pauses in wall time from the server's
+///   start (the next drawn after the previous ends; `every:` keeps its period).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pause(pub Source);
+pub enum Pause {
+    /// Pauses in wall time.
+    Timed(Source),
+    /// A pause every `n` requests.
+    Requests {
+        /// Requests per pause, > 0.
+        n: u64,
+        /// Length of each pause (ns).
+        length: Dist,
+    },
+}
 
-const PAUSE_FORM: &str =
-    "write it as poisson:rate=2,for=20ms or every:500ms,for=exp:15ms, or none \
-(one source, no cpus=: a pause stops every worker)";
+const PAUSE_FORM: &str = "write it as requests:10000,for=15ms, poisson:rate=2,for=20ms or \
+every:500ms,for=exp:15ms, or none (one source, no cpus=: a pause stops every worker)";
 
 impl Pause {
-    /// Parses `none` (no pauses) or one source of the noise grammar without `cpus=`.
+    /// Parses `none` (no pauses) or one source: `requests:N,for=DIST`, or the noise grammar
+    /// without `cpus=`.
     pub fn parse(s: &str) -> Result<Option<Pause>, String> {
         let s = s.trim();
         if s == "none" || s.is_empty() {
@@ -381,33 +396,64 @@ impl Pause {
         if s.contains(';') {
             return Err(format!("`{s}`: one pause source only; {PAUSE_FORM}"));
         }
+        if let Some(rest) = s.strip_prefix("requests:") {
+            let mut n = None;
+            let mut length = None;
+            for (k, v) in fields(rest.trim()) {
+                match k.as_str() {
+                    "" if n.is_none() => {
+                        n = Some(v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                            format!("`{s}`: requests:{v} must be a whole number > 0; {PAUSE_FORM}")
+                        })?)
+                    }
+                    "for" => length = Some(parse_length(&v).map_err(|e| format!("`{s}`: {e}"))?),
+                    _ => return Err(format!("`{s}`: unexpected `{v}`; {PAUSE_FORM}")),
+                }
+            }
+            return match (n, length) {
+                (Some(n), Some(length)) => Ok(Some(Pause::Requests { n, length })),
+                _ => Err(format!("`{s}`: needs a count and for=DIST; {PAUSE_FORM}")),
+            };
+        }
         let src = parse_source(s).map_err(|why| format!("`{s}`: {why}; {PAUSE_FORM}"))?;
         if src.cpus.is_some() {
             return Err(format!(
                 "`{s}`: a pause stops every worker, cpus= does not apply"
             ));
         }
-        Ok(Some(Pause(src)))
+        Ok(Some(Pause::Timed(src)))
     }
 
-    /// Fraction of the time paused, rate × mean length.
-    pub fn load(&self) -> f64 {
-        self.0.load()
+    /// Mean time paused per request when a worker serves `service_ns` on average: the
+    /// pauses' share of the time for timed ones (ρ/(1 − ρ) of the service), one length per
+    /// N requests for request-driven ones.
+    pub fn per_request_ns(&self, service_ns: f64) -> f64 {
+        match self {
+            Pause::Timed(src) => {
+                let rho = src.load();
+                service_ns * rho / (1.0 - rho)
+            }
+            Pause::Requests { n, length } => length.mean() / *n as f64,
+        }
     }
 }
 
 impl fmt::Display for Pause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        match self {
+            Pause::Timed(src) => src.fmt(f),
+            Pause::Requests { n, length } => write!(f, "requests:{n},for={length}"),
+        }
     }
 }
 
-/// The server's pause timeline, shared by its workers: pauses materialised in order as
-/// workers' clocks reach them, the recent ones kept for workers a little behind.
+/// The server's pause timeline, shared by its workers: pauses materialised in order (as
+/// workers' clocks reach them, or as requests trigger them), the recent ones kept for
+/// workers a little behind.
 pub struct PauseClock {
-    src: Source,
+    pause: Pause,
     rng: Xoshiro256PlusPlus,
-    /// Start of the next pause not yet in `windows`.
+    /// Start of the next timed pause not yet in `windows`.
     next_ns: f64,
     /// Pauses (start, end) in order, disjoint.
     windows: std::collections::VecDeque<(f64, f64)>,
@@ -420,27 +466,37 @@ impl PauseClock {
     /// The timeline of `pause`, seeded from `seed`, starting at `now_ns`.
     pub fn new(pause: &Pause, seed: u64, now_ns: u64) -> Self {
         let mut rng: Xoshiro256PlusPlus = rand::SeedableRng::seed_from_u64(seed);
-        let first = match pause.0.arrivals {
-            Arrivals::Every { period_ns } => rng.gen_range(0.0..period_ns),
-            Arrivals::Poisson { rate } => Exp::new(rate / 1e9)
+        let first = match pause {
+            Pause::Timed(Source {
+                arrivals: Arrivals::Every { period_ns },
+                ..
+            }) => rng.gen_range(0.0..*period_ns),
+            Pause::Timed(Source {
+                arrivals: Arrivals::Poisson { rate },
+                ..
+            }) => Exp::new(rate / 1e9)
                 .expect("rate > 0 checked at parse")
                 .sample(&mut rng),
+            Pause::Requests { .. } => f64::INFINITY,
         };
         PauseClock {
-            src: pause.0.clone(),
+            pause: pause.clone(),
             rng,
             next_ns: now_ns as f64 + first,
             windows: Default::default(),
         }
     }
 
-    /// Materialises every pause that starts before `t`.
+    /// Materialises every timed pause that starts before `t`.
     fn reach(&mut self, t: f64) {
+        let Pause::Timed(src) = &self.pause else {
+            return;
+        };
         while self.next_ns < t {
-            let len = self.src.length.sample(&mut self.rng).max(0.0);
+            let len = src.length.sample(&mut self.rng).max(0.0);
             let end = self.next_ns + len;
             self.windows.push_back((self.next_ns, end));
-            self.next_ns = match self.src.arrivals {
+            self.next_ns = match src.arrivals {
                 Arrivals::Poisson { rate } => {
                     end + Exp::new(rate / 1e9)
                         .expect("rate > 0 checked at parse")
@@ -450,6 +506,19 @@ impl PauseClock {
                 Arrivals::Every { period_ns } => (self.next_ns + period_ns).max(end),
             };
         }
+    }
+
+    /// A request-driven pause from `now_ns` (or from the end of one under way).
+    pub fn trigger(&mut self, now_ns: u64) {
+        let Pause::Requests { length, .. } = &self.pause else {
+            return;
+        };
+        let len = length.sample(&mut self.rng).max(0.0);
+        let start = self
+            .windows
+            .back()
+            .map_or(now_ns as f64, |w| w.1.max(now_ns as f64));
+        self.windows.push_back((start, start + len));
     }
 
     /// The end of work that began at `start_ns` and would end at `end_ns` without pauses,
@@ -601,6 +670,23 @@ mod tests {
         ] {
             assert!(Pause::parse(bad).is_err(), "{bad}");
         }
+        for bad in [
+            "requests:0,for=1ms",
+            "requests:10",
+            "requests:x,for=1ms",
+            "requests:10,for=1ms,cpus=0",
+        ] {
+            assert!(Pause::parse(bad).is_err(), "{bad}");
+        }
+        let r = Pause::parse("requests:100,for=2ms").unwrap().unwrap();
+        assert_eq!(Pause::parse(&r.to_string()).unwrap().unwrap(), r);
+        assert!((r.per_request_ns(1e3) - 2e4).abs() < 1e-6);
+        // A request-driven pause starts when triggered, or after the one under way.
+        let mut c = PauseClock::new(&r, 3, 0);
+        assert_eq!(c.extend(0, 1000), (1000, 0));
+        c.trigger(5_000);
+        c.trigger(6_000);
+        assert_eq!(c.extend(5_000, 5_100), (5_000 + 4_000_000 + 100, 2));
         let p = Pause::parse("every:10ms,for=1ms").unwrap().unwrap();
         assert_eq!(Pause::parse(&p.to_string()).unwrap().unwrap(), p);
         let mut c = PauseClock::new(&p, 1, 0);
