@@ -23,11 +23,11 @@
 //!    absolute rates, the same seeds (so the same arrival times) — with
 //!    `synth` and `service=<spec>` (plus `--synth-set` keys, e.g. locks).
 //!    With `--fit-at each`, one folder per point: `OUT/synthetic/<point>/`.
-//! 3b. `OUT/round-K/measured/` and `OUT/round-K/synthetic/` (`--rounds N`, default 2): the
+//! 4. `OUT/round-K/measured/` and `OUT/round-K/synthetic/` (`--rounds N`, default 2): the
 //!    app and the same synthetic workload again, in turn, at the same rates with fresh
 //!    seeds — the synthetic workload out of sample, and the app against itself (on a shared
 //!    VM kv's mean service moved 26 % in 20 s of back-to-back runs: no fit follows that).
-//! 4. `OUT/validation/`: the error table of mean/p95/p99 per point (TailWAG
+//! 5. `OUT/validation/`: the error table of mean/p95/p99 per point (TailWAG
 //!    Fig. 8 and 6), the fitted components beside TailWAG's Table 2, and the
 //!    figures (measured solid, synthetic dashed).
 

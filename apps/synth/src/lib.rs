@@ -676,7 +676,7 @@ impl Worker for SynthWorker {
         }
         if let Some((Pause::Requests { n, .. }, clock)) = &s.pause {
             // The request that fills the count stops the world, itself included.
-            if (s.started.fetch_add(1, Ordering::Relaxed) + 1) % n == 0 {
+            if (s.started.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(*n) {
                 clock.lock().trigger(now_ns());
             }
         }
