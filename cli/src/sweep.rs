@@ -87,6 +87,20 @@ pub fn group_tag(g: &Group) -> String {
     taillab_core::config::experiment::point_id(&c, &g.coords)
 }
 
+/// Fewest mean service times a saturation probe lasts.
+const PROBE_SERVICES: f64 = 30.0;
+
+/// The probe length for an app whose mean service is `service_ns`: the configured one, or
+/// [`PROBE_SERVICES`] service times when that is longer.
+fn probe_length(configured: Dur, service_ns: f64) -> Dur {
+    let need = PROBE_SERVICES * service_ns;
+    if need.is_finite() && need > configured.0 as f64 {
+        Dur(need.ceil() as u64)
+    } else {
+        configured
+    }
+}
+
 /// The saturation rate of a group: searched once, then read back on resume.
 fn saturation(
     g: &Group,
@@ -115,12 +129,51 @@ fn saturation(
     };
     let guess = match app.expected_service_ns(&g.config.settings) {
         Some(svc) if svc > 0.0 => threads * 1e9 / svc,
-        // Measure the service time at a light load first.
+        // Measure the service time at a light load first: 200 qps, and ten times lower
+        // until some measured requests finish (speech's second-long requests never did at
+        // 200 qps: the guess was then 8 M qps and every probe failed).
         _ => {
-            let o = probe.probe(200.0, "calibrate")?;
-            threads * 1e9 / o.value("service", "mean").unwrap_or(1.0).max(1.0)
+            let configured = probe.probe;
+            let mut rate = 200.0;
+            let mut k = 0;
+            loop {
+                let name = if k == 0 {
+                    "calibrate".to_string()
+                } else {
+                    format!("calibrate-{k}")
+                };
+                probe.probe = Dur(configured.0.max((5e9 / rate) as u64));
+                let o = probe.probe(rate, &name)?;
+                probe.probe = configured;
+                let served = o.value("service", "count").unwrap_or(0.0);
+                let mean = o.value("service", "mean").unwrap_or(0.0);
+                if served >= 3.0 && mean > 0.0 {
+                    break threads * 1e9 / mean;
+                }
+                k += 1;
+                rate /= 10.0;
+                if k > 4 {
+                    anyhow::bail!(
+                        "{}: no request finished in calibration probes down to {rate:.3} qps; \
+                         give --qps instead of --load, or a longer --probe",
+                        app.name()
+                    );
+                }
+            }
         }
     };
+    // A probe must see enough requests to tell a growing backlog from a steady one: at
+    // least PROBE_SERVICES mean service times (speech's 2 s probe held about ten).
+    let longer = probe_length(plan.sweep.probe, threads * 1e9 / guess);
+    if longer != plan.sweep.probe {
+        if !quiet {
+            eprintln!(
+                "  saturation probes lengthened to {} ({PROBE_SERVICES} mean service times)",
+                fmt_ns(longer.0 as f64)
+            );
+        }
+        probe.probe = longer;
+    }
     let opts = SearchOpts {
         redo_disturbed: g.config.ci.redo_disturbed.max(1),
         ..Default::default()
@@ -402,4 +455,18 @@ fn dry_run(plan: &Plan, groups: &[Group]) -> anyhow::Result<i32> {
         plan.count() * runs
     );
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fast apps keep the configured probe; a second-long service gets 30 of them.
+    #[test]
+    fn probes_last_thirty_service_times() {
+        let two = Dur(2_000_000_000);
+        assert_eq!(probe_length(two, 60_000.0), two);
+        assert_eq!(probe_length(two, 1e9), Dur(30_000_000_000));
+        assert_eq!(probe_length(two, f64::INFINITY), two);
+    }
 }

@@ -446,6 +446,7 @@ impl MetricStats {
     /// The value of a named statistic (`mean`, `p99`, ...), for CI targets.
     pub fn get(&self, stat: &str) -> Option<f64> {
         Some(match stat {
+            "count" => self.count as f64,
             "mean" => self.mean,
             "stdev" => self.stdev,
             "min" => self.min as f64,

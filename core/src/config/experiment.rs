@@ -27,7 +27,7 @@ section! {
         load: Option<Loads> = None, Opts::on(view::SWEEP);
         /// Find the highest load meeting this SLO, e.g. p99<=2ms or service.p95<=1ms.
         slo: Option<Slo> = None, Opts::on(view::SWEEP);
-        /// Length of each saturation or SLO probe run.
+        /// Length of each saturation or SLO probe run (a saturation probe lasts at least 30 mean service times).
         probe: Dur = Dur(2_000_000_000), Opts::on(view::SWEEP).aliases(&["probe-seconds"]);
         /// Run a grid of more than 10 000 points without asking.
         yes: bool = false, Opts::on(view::SWEEP);
