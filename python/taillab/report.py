@@ -318,6 +318,12 @@ def render(res: Results, out_dir: Path) -> str:
         from .fit import report_section
 
         parts.append(report_section(res.root / "fit.json", fig_dir))
+    validation = res.root.parent / "validation"
+    if res.root.name == "measured" and (validation / "validation.csv").exists():
+        # `taillab tailwag`'s OUT/measured: its synthetic twin's validation.
+        from . import tailwag
+
+        parts.append(tailwag.report_section(validation, fig_dir, out_dir))
 
     parts.append("<h2>Runs</h2>")
     rows = []

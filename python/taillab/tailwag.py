@@ -419,6 +419,39 @@ def _figures(table: pd.DataFrame, fig_dir: Path) -> list[tuple[str, str, str]]:
     return done
 
 
+def report_section(validation_dir: Path, fig_dir: Path, out_dir: Path) -> str:
+    """The TailWAG section of a measured folder's report (``taillab tailwag``'s
+    ``OUT/measured/``): the average errors and the validation figures, redrawn from
+    ``OUT/validation/validation.csv`` into the report's ``fig_dir``."""
+    from .report import _rel, _table, esc, figure_tag
+
+    table = pd.read_csv(validation_dir / "validation.csv")
+    summ = summary(table, loads=LOADS)
+    page = validation_dir / "index.html"
+    parts = [
+        "<h2>TailWAG validation</h2><p class=muted>The synthetic workload fitted to these runs "
+        "against them: mean |synthetic / measured − 1| of sojourn over the one-worker points "
+        f"({summ['points']}); the full page: "
+        f'<a href="{esc(_rel(page, out_dir))}">{esc(page.name)}</a>.</p>'
+    ]
+    rows = []
+    for st, v in summ["stats"].items():
+        rows.append(
+            [st, _pct(v["mean_abs_error"]).lstrip("+"), f"≤ {v['goal']:.0%}"]
+            + [f"{100 * v['tailwag']:.1f}%"]
+            + [_pct(v.get(k, math.nan)).lstrip("+") for k in ("later", "app_repeat")]
+        )
+    heads = ["statistic", "round 1", "goal", "TailWAG", "later rounds", "app vs itself"]
+    parts.append(_table(heads, rows))
+    for name, caption, err in _figures(table, fig_dir):
+        parts.append(
+            f'<p class="muted">{esc(name)}: not drawn ({esc(err)})</p>'
+            if err
+            else figure_tag(fig_dir, name, caption)
+        )
+    return "\n".join(parts)
+
+
 def _pct(v: float) -> str:
     return "–" if not math.isfinite(v) else f"{100 * v:+.1f}%"
 

@@ -251,3 +251,21 @@ def test_rounds_keep_round_one_and_add_later_rounds_and_the_app_against_itself(p
     # The same folders again: nothing drifts.
     same = error_table(m, s, rounds=[(m, s)])
     assert same["repeat_p99"].abs().max() < 1e-9
+
+
+def test_the_measured_report_shows_the_validation(pair, tmp_path):
+    """`taillab tailwag`'s OUT/measured report carries the validation: errors and figures."""
+    import shutil
+
+    from taillab.report import write_report
+
+    m, s = pair
+    out = tmp_path / "tw"
+    shutil.copytree(m, out / "measured")
+    write_validation(out / "measured", s, out / "validation", app="kv")
+    page = write_report(out / "measured")
+    html = page.read_text()
+    assert "TailWAG validation" in html and "validation/index.html" in html
+    assert (page.parent / "figures" / "validation_load.png").exists()
+    # Elsewhere (no validation beside it) the report has no such section.
+    assert "TailWAG validation" not in write_report(m, tmp_path / "plain").read_text()
