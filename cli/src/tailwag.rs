@@ -284,10 +284,11 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             a.exp.resume,
             a.exp.quiet,
             &Rates::Given(&given),
-        )?;
+        )
+        .map_err(|e| refit_hint(e, &sdir))?;
         vec![sdir.display().to_string()]
     };
-    // 3b. Further rounds: the app, then its synthetic twin, at the same absolute rates
+    // 4. Further rounds: the app, then its synthetic twin, at the same absolute rates
     // with fresh seeds (round 1 is measured/ and synthetic/).
     let mut round_dirs = Vec::new();
     for r in 2..=rounds {
@@ -324,10 +325,11 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             a.exp.resume,
             a.exp.quiet,
             &Rates::Given(&given),
-        )?;
+        )
+        .map_err(|e| refit_hint(e, &rs))?;
         round_dirs.push((rm, rs));
     }
-    // 4. The comparison.
+    // 5. The comparison.
     let sat_arg: Vec<String> = sat_by_threads
         .iter()
         .map(|(t, q)| format!("{t}={q}"))
@@ -376,6 +378,20 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         out.join("validation/index.html").display()
     );
     Ok(code)
+}
+
+/// On `--resume`, a synthetic folder run with other settings than this fit's (the fit
+/// changed: new code, other measured runs) is refused by the sweep; say what to do.
+fn refit_hint(e: anyhow::Error, dir: &Path) -> anyhow::Error {
+    if format!("{e:#}").contains("different parameters") {
+        e.context(format!(
+            "the synthetic workload's settings (the fit, or --synth-set) differ from those {} \
+             was run with: remove that folder (and OUT/round-* after it) and --resume again",
+            dir.display()
+        ))
+    } else {
+        e
+    }
 }
 
 /// The synth settings (KEY=VALUE) fitted for `point` in a fit.json: `service=SPEC`,

@@ -125,6 +125,23 @@ fn tailwag(app: &str, extra: &[&str]) {
         );
     }
     assert!(out.join("validation/index.html").exists());
+    if extra.contains(&"highest") {
+        // Resumed with other synthetic settings: refused, with what to do.
+        #[rustfmt::skip]
+        let o = Command::new(bin())
+            .args(["tailwag", "--app", app, "--load", "0.3,0.6", "--requests", "1500",
+                   "--warmup-requests", "100", "--probe", "500ms", "-q", "--resume",
+                   "--synth-set", "scale=1.01", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("remove that folder"),
+            "{err}"
+        );
+    }
     std::fs::remove_dir_all(&out).unwrap();
 }
 
