@@ -237,6 +237,19 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     let fit_json = mdir.join("fit.json");
     let fitted = fitted_settings(&fit_json, &fit_point)?;
     eprintln!("fitted {fit_point}: {}", fitted.join(" "));
+    // The measured saturation rate of a group's thread count: the synthetic runs (and the
+    // app's later rounds) go at the same absolute rates.
+    let given = |g: &taillab_core::config::experiment::Group| -> anyhow::Result<f64> {
+        sat_by_threads
+            .get(&g.config.harness.threads)
+            .copied()
+            .with_context(|| {
+                format!(
+                    "no measured saturation rate for {} threads",
+                    g.config.harness.threads
+                )
+            })
+    };
     // 3. The synthetic workload at the same absolute rates and seeds.
     let sdir = out.join("synthetic");
     let mut specs = BTreeMap::new();
@@ -267,17 +280,6 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         dirs
     } else {
         let synth = synthetic_plan(&plan, &fitted, &a.synth_set)?;
-        let given = |g: &taillab_core::config::experiment::Group| -> anyhow::Result<f64> {
-            sat_by_threads
-                .get(&g.config.harness.threads)
-                .copied()
-                .with_context(|| {
-                    format!(
-                        "no measured saturation rate for {} threads",
-                        g.config.harness.threads
-                    )
-                })
-        };
         execute(
             &synth,
             &sdir,
@@ -297,17 +299,6 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             taillab_core::arrival::derive_seed(plan.base.load.seed, 2000 + r as u64);
         // The fit read round 1's requests; later rounds need only the histograms.
         again.base.record.save_requests = false;
-        let given = |g: &taillab_core::config::experiment::Group| -> anyhow::Result<f64> {
-            sat_by_threads
-                .get(&g.config.harness.threads)
-                .copied()
-                .with_context(|| {
-                    format!(
-                        "no measured saturation rate for {} threads",
-                        g.config.harness.threads
-                    )
-                })
-        };
         let rdir = out.join(format!("round-{r}"));
         let (rm, rs) = (rdir.join("measured"), rdir.join("synthetic"));
         eprintln!("round {r} of {rounds}: the app");

@@ -252,6 +252,13 @@ impl fmt::Display for Noise {
     }
 }
 
+/// An exponential gap (ns) between events at `rate` per second.
+fn poisson_gap(rate: f64, rng: &mut Xoshiro256PlusPlus) -> f64 {
+    Exp::new(rate / 1e9)
+        .expect("rate > 0 checked at parse")
+        .sample(rng)
+}
+
 /// One worker's event process of one source.
 struct Process {
     src: Source,
@@ -262,9 +269,7 @@ struct Process {
 impl Process {
     fn gap(&mut self) -> f64 {
         match self.src.arrivals {
-            Arrivals::Poisson { rate } => Exp::new(rate / 1e9)
-                .expect("rate > 0 checked at parse")
-                .sample(&mut self.rng),
+            Arrivals::Poisson { rate } => poisson_gap(rate, &mut self.rng),
             Arrivals::Every { period_ns } => period_ns,
         }
     }
@@ -474,9 +479,7 @@ impl PauseClock {
             Pause::Timed(Source {
                 arrivals: Arrivals::Poisson { rate },
                 ..
-            }) => Exp::new(rate / 1e9)
-                .expect("rate > 0 checked at parse")
-                .sample(&mut rng),
+            }) => poisson_gap(*rate, &mut rng),
             Pause::Requests { .. } => f64::INFINITY,
         };
         PauseClock {
@@ -497,11 +500,7 @@ impl PauseClock {
             let end = self.next_ns + len;
             self.windows.push_back((self.next_ns, end));
             self.next_ns = match src.arrivals {
-                Arrivals::Poisson { rate } => {
-                    end + Exp::new(rate / 1e9)
-                        .expect("rate > 0 checked at parse")
-                        .sample(&mut self.rng)
-                }
+                Arrivals::Poisson { rate } => end + poisson_gap(rate, &mut self.rng),
                 // Keeps its period unless a pause outlasts it.
                 Arrivals::Every { period_ns } => (self.next_ns + period_ns).max(end),
             };
