@@ -125,7 +125,12 @@ fn recovers(name: &str, spec: &str, qps: &str, truth: &[(f64, f64)]) {
         let f = fit(&out);
         assert_eq!(f["source"], "requests");
         assert_eq!(f["n"], 6000);
-        let r = check_components(&f, truth).map_err(|e| (e, disturbed(&s)));
+        let r = check_components(&f, truth)
+            .and_then(|()| match &f["periodic"] {
+                Value::Null => Ok(()),
+                p => Err(format!("independent draws taken for periodic: {p}")),
+            })
+            .map_err(|e| (e, disturbed(&s)));
         let _ = std::fs::remove_dir_all(&out);
         r
     });
@@ -177,6 +182,76 @@ fn fitted_spec_round_trips() {
         }
         let _ = (std::fs::remove_dir_all(&a), std::fs::remove_dir_all(&b));
         Ok(())
+    });
+}
+
+/// synth's `periodic=` (a 2 ms request every 60th to 80th) is found by the fit: the slow
+/// component leaves the mixture and comes back as `periodic=` with its gap range within ±5
+/// requests and its mean within 5 %; the order check sees that shuffling the run's service
+/// times would queue more (independent draws bunch the slow ones).
+#[test]
+fn fit_finds_a_periodic_slow_request() {
+    let _serial = serial();
+    within_tries("periodic", |k| {
+        let out = tmp(&format!("fit-periodic-{k}"));
+        let s = run(
+            &[
+                "--app",
+                "synth",
+                "--qps",
+                "7000",
+                "--threads",
+                "1",
+                "--requests",
+                "8000",
+                "--warmup-requests",
+                "500",
+                "--seed",
+                &(120 + k).to_string(),
+                "--set",
+                "service=lognormal:50us,cv=0.1",
+                "--set",
+                "periodic=requests:60-80,for=lognormal:2ms,cv=0.05",
+                "--save-requests",
+            ],
+            &out,
+        );
+        let f = fit(&out);
+        let why = disturbed(&s);
+        let p = &f["periodic"];
+        let Some(setting) = p["setting"].as_str() else {
+            return Err((
+                format!("no periodic component found: {}", f["components"]),
+                why,
+            ));
+        };
+        let gap = p["gap_mean"].as_f64().unwrap();
+        let mean = p["mean_ns"].as_f64().unwrap();
+        let (lo, hi) = setting
+            .trim_start_matches("requests:")
+            .split_once(',')
+            .and_then(|(g, _)| g.split_once('-'))
+            .map(|(a, b)| (a.parse::<f64>().unwrap(), b.parse::<f64>().unwrap()))
+            .unwrap_or((0.0, 0.0));
+        let sets = f["synth_settings"].to_string();
+        let effect = f["order"]["effect"]["p99"].as_f64().unwrap();
+        let r = if (gap - 70.0).abs() > 3.0
+            || (lo - 60.0).abs() > 5.0
+            || (hi - 80.0).abs() > 5.0
+            || (mean / 2e6 - 1.0).abs() > 0.05
+            || !sets.contains("periodic=requests:")
+            || f["synth_set"].as_str().unwrap_or("ms,").contains("ms,")
+            || effect >= 0.0
+        {
+            Err((
+                format!("periodic {p}, settings {sets}, order effect on p99 {effect}"),
+                why,
+            ))
+        } else {
+            Ok(())
+        };
+        let _ = std::fs::remove_dir_all(&out);
+        r
     });
 }
 

@@ -137,8 +137,10 @@ def _validate(args) -> int:
     from .tailwag import error_table, summary, write_validation
 
     fit = None
+    point_fits = None
     if args.fit:
         fits = [f for f in read_fit(args.fit)["fits"] if "error" not in f]
+        point_fits = [f for f in fits if f["point"] != "all"]
         if args.fit_point:
             fits = [f for f in fits if f["point"] == args.fit_point]
         if not fits:
@@ -151,7 +153,14 @@ def _validate(args) -> int:
     out = args.out or f"{args.synthetic[0]}/validation"
     rounds = [tuple(r) for r in args.round or []]
     page = write_validation(
-        args.measured, synthetic, out, app=args.app, fit=fit, saturation_qps=sat, rounds=rounds
+        args.measured,
+        synthetic,
+        out,
+        app=args.app,
+        fit=fit,
+        saturation_qps=sat,
+        rounds=rounds,
+        point_fits=point_fits,
     )
     table = error_table(args.measured, synthetic, saturation_qps=sat, rounds=rounds)
     summ = summary(table, loads=(0.2, 0.5, 0.7))

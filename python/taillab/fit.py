@@ -23,6 +23,21 @@ component's mean and median in ns and its coefficient of variation √(e^σ² �
 spec writes each component as ``lognormal:MEAN,cv=CV``, the form ``taillab_core::dist``
 parses, with 4 significant digits (≤ 0.05 % rounding).
 
+Order. A mixture draws every request independently; an app need not. Two checks use the
+per-request records (when every run saved them):
+
+* ``order``: the run's own service times replayed, in their order and then shuffled, through
+  a FCFS queue with the run's worker count at the run's intended arrival times. If the
+  shuffled replay queues differently from the one in order, no independent draw can match
+  the app, however good the fitted distribution (oltp-disk: shuffling its service times
+  raised the replayed p99 at 70 % load from 7.0 to 14.6 ms).
+* ``periodic``: a rare component (at most 10 % of requests) whose requests come at regular
+  gaps in the server's start order — a robust gap cv (interquartile range / 1.349 / median)
+  of at most 0.5, where independent draws give about 1.2 — is a checkpoint, a log rotation,
+  a flush: work due every so many requests. It leaves the mixture and becomes synth's
+  ``periodic=requests:N-M,for=DIST`` (gaps drawn uniformly in N..M, the measured gaps' 5th
+  to 95th percentile).
+
 What a fit can and cannot see (for calibrating synth's locks and noise):
 
 * The *queue/service split* of the run (mean sojourn = send lag + queue + service + the rest)
@@ -430,6 +445,161 @@ def pauses(run_dirs: list[Path]) -> dict[str, Any] | None:
     }
 
 
+# --- order: regular slow requests, and what independent draws would change ---------------
+
+#: A component can be periodic when it is at most this share of requests ...
+PERIODIC_MAX_WEIGHT = 0.1
+#: ... and the gaps between its requests have at most this robust cv (interquartile range
+#: / 1.349 / median; independent draws have geometric gaps, about 1.2) ...
+PERIODIC_MAX_CV = 0.5
+#: ... over at least this many gaps.
+PERIODIC_MIN_GAPS = 10
+#: Shuffles averaged for the order check.
+ORDER_SHUFFLES = 10
+
+
+def _server_order(dfs: list[pd.DataFrame]) -> list[np.ndarray]:
+    """Per run, every request's service time (ns), warmup included, in start order."""
+    out = []
+    for df in dfs:
+        g = df.sort_values("started", kind="stable")
+        out.append((g["finished"] - g["started"]).to_numpy(dtype=float))
+    return out
+
+
+def _geometric_robust_cv(p: float) -> float:
+    """Robust cv (IQR / 1.349 / median) of the gaps between independent draws of share p."""
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    q = [math.ceil(math.log1p(-x) / math.log1p(-p)) for x in (0.25, 0.5, 0.75)]
+    return (q[2] - q[0]) / 1.349 / q[1]
+
+
+def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
+    """The mixture's rare component whose requests come at regular gaps, if one does.
+
+    ``runs``: per run, service times in the server's start order (:func:`_server_order`).
+    A request belongs to a component when that component's posterior is over one half.
+    Components of at most ``PERIODIC_MAX_WEIGHT`` are tried slowest first; the first whose
+    gaps (in requests, within each run) have a robust cv (interquartile range / 1.349 /
+    median) of at most ``PERIODIC_MAX_CV`` is returned with synth's ``periodic=`` setting —
+    gaps uniform between the measured gaps' 5th and 95th percentiles — and the rest of the
+    mixture renormalised (``rest``, a :class:`Mixture`, not JSON). Independent draws of a
+    share p have geometric gaps: robust cv about 1.2.
+    """
+    comps = mix.components
+    if len(comps) < 2 or not runs:
+        return None
+    for k in sorted(range(len(comps)), key=lambda i: -comps[i].mean_ns):
+        c = comps[k]
+        if c.weight > PERIODIC_MAX_WEIGHT:
+            continue
+        gaps, hits = [], 0
+        for s in runs:
+            dens = mix.log_pdf_components(np.log(np.maximum(s, 1.0)))
+            total = dens.sum(axis=1)
+            member = np.flatnonzero((total > 0) & (dens[:, k] > total / 2))
+            hits += len(member)
+            gaps.append(np.diff(member))
+        g = np.concatenate(gaps) if gaps else np.array([])
+        if len(g) < PERIODIC_MIN_GAPS:
+            continue
+        # Robust: a stray member (a preempted ordinary request) splits one gap in two;
+        # quantiles ignore the few it makes.
+        q05, q25, med, q75, q95 = np.quantile(g, [0.05, 0.25, 0.5, 0.75, 0.95])
+        cv = (q75 - q25) / 1.349 / med if med > 0 else math.inf
+        if cv > PERIODIC_MAX_CV:
+            continue
+        lo = max(1, math.floor(q05))
+        hi = max(lo, math.ceil(q95))
+        gap = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        rest = [x for i, x in enumerate(comps) if i != k]
+        left = sum(x.weight for x in rest)
+        return {
+            "component": k,
+            "weight": c.weight,
+            "mean_ns": c.mean_ns,
+            "cv": c.cv,
+            "hits": hits,
+            "gap_mean": float(g.mean()),
+            "gap_median": float(med),
+            "gap_cv": cv,
+            "gap_cv_if_independent": _geometric_robust_cv(c.weight),
+            "setting": f"requests:{gap},for={_lognormal_spec(c)}",
+            "rest": Mixture(tuple(Component(x.weight / left, x.mu, x.s2) for x in rest)),
+        }
+    return None
+
+
+def _fcfs(arrivals: np.ndarray, service: np.ndarray, workers: int) -> np.ndarray:
+    """Sojourn times of a FCFS queue with ``workers`` servers (arrivals sorted)."""
+    out = np.empty(len(arrivals))
+    if workers <= 1:
+        free = -math.inf
+        for i, (a, s) in enumerate(zip(arrivals.tolist(), service.tolist(), strict=True)):
+            free = max(a, free) + s
+            out[i] = free - a
+        return out
+    import heapq
+
+    heap = [-math.inf] * workers
+    for i, (a, s) in enumerate(zip(arrivals.tolist(), service.tolist(), strict=True)):
+        start = max(a, heapq.heappop(heap))
+        heapq.heappush(heap, start + s)
+        out[i] = start + s - a
+    return out
+
+
+def order_effect(dfs: list[pd.DataFrame], workers: int, seed: int = 0) -> dict[str, Any]:
+    """The runs' service times replayed in order and shuffled (see the module's docs).
+
+    Each run's requests (warmup included, so the queue starts as the run's did) are fed to
+    a FCFS queue of ``workers`` at their intended send times; the statistics are over the
+    measured requests of all runs. ``effect`` is in-order / shuffled − 1: positive when the
+    app's order makes the queue longer than independent draws would (bursts of slow
+    requests), negative when shorter (regularly spaced slow ones).
+    """
+    rng = np.random.default_rng(seed)
+    inorder, shuffled = [], [[] for _ in range(ORDER_SHUFFLES)]
+    for df in dfs:
+        g = df.sort_values("intended", kind="stable")
+        a = g["intended"].to_numpy(dtype=float)
+        s = (g["finished"] - g["started"]).to_numpy(dtype=float)
+        m = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
+        inorder.append(_fcfs(a, s, workers)[m])
+        for k in range(ORDER_SHUFFLES):
+            shuffled[k].append(_fcfs(a, rng.permutation(s), workers)[m])
+
+    def stats(x: np.ndarray) -> dict[str, float]:
+        return {
+            "mean_ns": float(x.mean()),
+            "p95_ns": float(np.quantile(x, 0.95)),
+            "p99_ns": float(np.quantile(x, 0.99)),
+        }
+
+    rep = stats(np.concatenate(inorder))
+    sh = [stats(np.concatenate(x)) for x in shuffled]
+    shuf = {k: float(np.mean([x[k] for x in sh])) for k in rep}
+    return {
+        "workers": workers,
+        "shuffles": ORDER_SHUFFLES,
+        "in_order": rep,
+        "shuffled": shuf,
+        "effect": {k[:-3]: rep[k] / shuf[k] - 1 if shuf[k] else math.nan for k in rep},
+    }
+
+
+def _with_periodic(out: dict[str, Any], per: dict[str, Any] | None) -> None:
+    """Puts a periodic component into a fit entry: the rest of the mixture for service=."""
+    if per is None:
+        return
+    rest = per.pop("rest")
+    spec = rest.spec()
+    sets = out.get("synth_settings") or [out["synth_set"]]
+    out["synth_set"] = f"service={spec}"
+    out["synth_settings"] = [out["synth_set"], *sets[1:], f"periodic={per['setting']}"]
+    out["periodic"] = per
+
+
 def _below(dist: Dist, limit_ns: float) -> tuple[Dist, int]:
     """``dist`` without its buckets at or above ``limit_ns``, and how many were dropped."""
     keep = dist.hi < limit_ns
@@ -476,6 +646,11 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
     if pause:
         out["pause"] = pause
         out["synth_settings"] = [entry["synth_set"], f"pause={pause['setting']}"]
+    if source == "requests":
+        dfs = [_read_requests(Path(p) / "requests.csv") for p in runs["path"]]
+        _with_periodic(out, periodic(_server_order(dfs), mix))
+        workers = int(out["threads"]) if out["threads"] else 1
+        out["order"] = order_effect(dfs, workers)
     return out
 
 
@@ -666,7 +841,7 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
     settings = [entry["synth_set"], f"cold={setting}"]
     if pause:
         settings.append(f"pause={pause['setting']}")
-    return {
+    out = {
         "point": "all",
         "points": points,
         "app": _plain(prow.get("app")),
@@ -682,6 +857,8 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         "split": _split(runs),
         "noise_hints": [],
     }
+    _with_periodic(out, periodic([x for _, dfs in recs for x in _server_order(dfs)], mix))
+    return out
 
 
 def _plain(v):
@@ -785,6 +962,27 @@ def _pct(v: float) -> str:
     return "–" if v is None or not math.isfinite(v) else f"{100 * v:+.1f}%"
 
 
+def periodic_sentence(p: dict[str, Any]) -> str:
+    """A fit's periodic component in words (the CLI's summary, the report, the validation)."""
+    return (
+        f"component {p['component'] + 1} ({_us(p['mean_ns'])}, {p['hits']} requests) came every "
+        f"{p['gap_median']:.0f} requests (robust gap cv {p['gap_cv']:.2f}; independent draws "
+        f"would give {p['gap_cv_if_independent']:.2f}): served regularly, "
+        f"periodic={p['setting']}, not drawn from the mixture."
+    )
+
+
+def order_sentence(o: dict[str, Any]) -> str:
+    """A fit's order check in words."""
+    eff = ", ".join(f"{k} {_pct(v)}" for k, v in o["effect"].items())
+    return (
+        f"the run's own service times replayed through a FCFS queue of {o['workers']} "
+        f"worker(s) at its arrival times, in their order against shuffled ({o['shuffles']} "
+        f"shuffles): {eff}. Far from zero, no synthetic workload that draws each request "
+        "independently can match this run."
+    )
+
+
 def text_summary(doc: dict[str, Any]) -> str:
     """The human-readable fit: one block per point."""
     lines = []
@@ -821,6 +1019,10 @@ def text_summary(doc: dict[str, Any]) -> str:
                     f"    {b['point']}: service mean {_us(b['measured_service_mean_ns'])} "
                     f"measured, {_us(b['model_service_mean_ns'])} modelled"
                 )
+        if "periodic" in f:
+            lines.append(f"  periodic: {periodic_sentence(f['periodic'])}")
+        if "order" in f:
+            lines.append(f"  order: {order_sentence(f['order'])}")
         for h in f["noise_hints"]:
             lines.append(f"  noise hint ({h['source']}, {h['basis']}): noise={h['spec']}")
         for w in f["warnings"]:
@@ -869,10 +1071,15 @@ def report_section(fit_json: Path, fig_dir: Path) -> str:
             for k, v in f["errors"].items()
         ]
         parts.append(_table(["statistic", "measured", "fitted", "error"], err))
+        sets = f.get("synth_settings") or [f["synth_set"]]
         parts.append(
             f"<p>KS distance {f['ks']:.4f} over {f['n']} service times ({esc(f['source'])}). "
-            f"Synth: <code>--set '{esc(f['synth_set'])}'</code></p>"
+            "Synth: " + " ".join(f"<code>--set '{esc(x)}'</code>" for x in sets) + "</p>"
         )
+        if "periodic" in f:
+            parts.append(f"<p>{esc(periodic_sentence(f['periodic']))}</p>")
+        if "order" in f:
+            parts.append(f"<p>Order: {esc(order_sentence(f['order']))}</p>")
         name = "fit_" + _safe(f["point"])
         service_fit(f, fig_dir / name)
         parts.append(

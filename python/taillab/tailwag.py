@@ -464,8 +464,13 @@ def render(
     fit: dict[str, Any] | None = None,
     measured_root: Path | None = None,
     synthetic_root: Path | None = None,
+    point_fits: list[dict[str, Any]] | None = None,
 ) -> str:
-    """The validation page (HTML) for an error table; draws its figures into out_dir."""
+    """The validation page (HTML) for an error table; draws its figures into out_dir.
+
+    ``point_fits``: the fit.json entries of the measured points; their order checks (the
+    run's service times replayed in order and shuffled) get a table of their own.
+    """
     from .report import CSS, _table, esc, figure_tag, fmt_ns
 
     fig_dir = out_dir / "figures"
@@ -538,6 +543,30 @@ def render(
             + ", ".join(esc(p) for p in table.attrs["unmatched"])
             + "</p>"
         )
+    order = [f for f in point_fits or [] if f.get("order")]
+    if order:
+        parts.append(
+            "<h2>Order</h2><p class=muted>Each measured run's own service times replayed "
+            "through a FCFS queue at its arrival times, in their order and shuffled: the "
+            "synthetic workload draws every request independently, so it can follow the app "
+            "only where the two agree. Far apart, the app's order (slow requests in bursts, or "
+            "regularly spaced) sets its queueing, not its distribution.</p>"
+        )
+        rows = []
+        for f in order:
+            o = f["order"]
+            row = [esc(f["point"])]
+            for st in STATS:
+                row += [
+                    fmt_ns(o["in_order"][f"{st}_ns"]),
+                    fmt_ns(o["shuffled"][f"{st}_ns"]),
+                    _pct(o["effect"][st]),
+                ]
+            rows.append(row)
+        heads = ["point"]
+        for st in STATS:
+            heads += [f"{st} in order", "shuffled", "effect"]
+        parts.append(_table(heads, rows, left=0))
     parts.append("<h2>Figures</h2>")
     for name, caption, err in _figures(table, fig_dir):
         parts.append(
@@ -576,6 +605,11 @@ def render(
                 )
                 + ".</p>"
             )
+        if fit and fit.get("periodic"):
+            from .fit import periodic_sentence
+
+            text = periodic_sentence(fit["periodic"])
+            parts.append(f"<p>{esc(text[0].upper() + text[1:])}</p>")
         if fit and fit.get("synth_set"):
             sets = fit.get("synth_settings") or [fit["synth_set"]]
             parts.append(
@@ -596,12 +630,14 @@ def write_validation(
     fit: dict[str, Any] | None = None,
     saturation_qps: float | dict[int, float] | None = None,
     rounds: list[tuple[Folders, Folders]] | None = None,
+    point_fits: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``out/index.html``, ``validation.csv``, ``validation.json`` and the figures.
     ``rounds``: further (measured, synthetic) folders, pooled as :func:`error_table` says.
 
     ``fit`` is the fit.json entry the synthetic workload was made from (its components
-    go beside TailWAG's Table 2 row for ``app``'s counterpart). Returns index.html's path.
+    go beside TailWAG's Table 2 row for ``app``'s counterpart); ``point_fits`` the fit.json
+    entries of the measured points (their order checks). Returns index.html's path.
     """
     m = measured if isinstance(measured, Results) else load(measured)
     if isinstance(synthetic, list | tuple) and len(synthetic) == 1:
@@ -632,7 +668,15 @@ def write_validation(
         json.dumps(_finite(doc), indent=1, allow_nan=False), encoding="utf-8"
     )
     page = out_dir / "index.html"
-    html = render(table, out_dir, app=app, fit=fit, measured_root=m.root, synthetic_root=s_root)
+    html = render(
+        table,
+        out_dir,
+        app=app,
+        fit=fit,
+        measured_root=m.root,
+        synthetic_root=s_root,
+        point_fits=point_fits,
+    )
     page.write_text(html, encoding="utf-8")
     return page
 

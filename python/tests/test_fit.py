@@ -310,3 +310,84 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
     vals = np.concatenate([np.full(1000, 10_000), [20_000_000, 27_000_000]])
     kept, dropped = _below(Dist.from_values(vals), p["threshold_ns"])
     assert dropped == 2 and kept.total == 1000 and kept.max < 20_000
+
+
+def test_periodic_component_is_found_only_when_regular():
+    """A rare slow component at regular gaps becomes ``periodic=``; the same share placed
+    independently stays in the mixture."""
+    from taillab.fit import periodic
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    fast = rng.lognormal(math.log(50e3), 0.1, n)
+    slow_at = np.cumsum(rng.integers(60, 81, n // 60))
+    slow_at = slow_at[slow_at < n]
+    regular = fast.copy()
+    regular[slow_at] = rng.lognormal(math.log(2e6), 0.05, len(slow_at))
+    share = len(slow_at) / n
+    mix = Mixture(
+        (
+            Component(1 - share, math.log(50e3), 0.01),
+            Component(share, math.log(2e6), 0.0025),
+        )
+    )
+    p = periodic([regular[:10_000], regular[10_000:]], mix)
+    assert p is not None
+    assert p["component"] == 1 and p["hits"] == len(slow_at)
+    assert abs(p["gap_mean"] - 70) < 1.5 and abs(p["gap_median"] - 70) <= 2
+    assert p["gap_cv"] < 0.25 and p["gap_cv_if_independent"] > 1.1
+    lo, hi = (int(x) for x in p["setting"].split(",")[0].removeprefix("requests:").split("-"))
+    assert abs(lo - 60) <= 2 and abs(hi - 80) <= 2
+    assert "for=lognormal:2ms" in p["setting"] or "for=lognormal:2.0" in p["setting"]
+    assert len(p["rest"].components) == 1 and p["rest"].components[0].weight == 1.0
+    scattered = fast.copy()
+    scattered[rng.choice(n, len(slow_at), replace=False)] = 2e6
+    assert periodic([scattered], mix) is None
+    # A component of more than 10 % is never periodic, however regular.
+    every5 = fast.copy()
+    every5[::5] = 2e6
+    assert (
+        periodic(
+            [every5],
+            Mixture(
+                (Component(0.8, mix.components[0].mu, 0.01), Component(0.2, math.log(2e6), 0.0025))
+            ),
+        )
+        is None
+    )
+
+
+def test_order_effect_replays_the_queue():
+    """In order, the replay is the run's own FCFS queue; regularly spaced slow requests
+    queue less than the same requests shuffled; two workers halve the wait."""
+    import pandas as pd
+
+    from taillab.fit import _fcfs, order_effect
+
+    # One worker: arrivals 0, 1, 2; services 3, 1, 1 -> sojourns 3, 3, 3.
+    assert _fcfs(np.array([0.0, 1, 2]), np.array([3.0, 1, 1]), 1).tolist() == [3, 3, 3]
+    # Two workers: the second and third start at once or after the second's 1.
+    assert _fcfs(np.array([0.0, 1, 2]), np.array([3.0, 1, 1]), 2).tolist() == [3, 1, 1]
+    rng = np.random.default_rng(2)
+    n = 6000
+    arr = np.cumsum(rng.exponential(100e3, n))  # 10 000 qps
+    svc = np.full(n, 40e3)
+    svc[::50] = 1e6  # rho ~ 0.6, a 1 ms request every 50th
+    st = np.empty(n)
+    free = 0.0
+    for i in range(n):
+        st[i] = max(arr[i], free)
+        free = st[i] + svc[i]
+    df = pd.DataFrame(
+        {
+            "intended": arr.astype(np.int64),
+            "started": st.astype(np.int64),
+            "finished": (st + svc).astype(np.int64),
+            "measured": 1,
+        }
+    )
+    o = order_effect([df], 1)
+    soj = st + svc - arr
+    assert o["in_order"]["mean_ns"] == pytest.approx(soj.mean(), rel=1e-3)
+    assert o["effect"]["mean"] < -0.05 and o["effect"]["p99"] < 0
+    assert order_effect([df], 2)["in_order"]["mean_ns"] < 0.8 * soj.mean()

@@ -120,11 +120,38 @@ def test_page_with_figures_and_table2(pair, tmp_path):
             {"weight": 0.1, "mean_ns": 60e3, "median_ns": 58e3, "log_var": 0.08},
         ],
         "synth_set": "service=mix:0.9*lognormal:17us,cv=0.53+0.1*lognormal:60us,cv=0.28",
+        "periodic": {
+            "component": 2,
+            "mean_ns": 6e6,
+            "hits": 36,
+            "gap_median": 85.0,
+            "gap_cv": 0.1,
+            "gap_cv_if_independent": 1.16,
+            "setting": "requests:74-96,for=lognormal:6ms,cv=0.06",
+        },
+    }
+    order = {
+        "point": "integrated-t1-q1000",
+        "order": {
+            "workers": 1,
+            "shuffles": 10,
+            "in_order": {"mean_ns": 1.2e6, "p95_ns": 6e6, "p99_ns": 7e6},
+            "shuffled": {"mean_ns": 1.6e6, "p95_ns": 10e6, "p99_ns": 14e6},
+            "effect": {"mean": -0.25, "p95": -0.4, "p99": -0.5},
+        },
     }
     page = write_validation(
-        m, s, tmp_path / "v", app="oltp-mem", fit=fit, saturation_qps={1: 2000.0, 2: 4000.0}
+        m,
+        s,
+        tmp_path / "v",
+        app="oltp-mem",
+        fit=fit,
+        saturation_qps={1: 2000.0, 2: 4000.0},
+        point_fits=[order, {"point": "integrated-t1-q3000"}],
     )
     html = page.read_text()
+    assert "<h2>Order</h2>" in html and "-50.0%" in html and "14 ms" in html
+    assert "periodic=requests:74-96,for=lognormal:6ms,cv=0.06" in html
     for ref in re.findall(r'(?:src|href)="([^"#]+)"', html):
         assert (page.parent / ref).exists(), ref
     assert 'src="figures/validation_load.png"' in html

@@ -39,7 +39,13 @@
 //! `pause=SPEC` is a collector's stop-the-world pauses: one process for the whole server
 //! in the same grammar; during a pause no worker progresses, serving or idle
 //! ([`noise::Pause`]).
-//! `scale` stretches only `service=` draws: lock and noise lengths stand for the OS and
+//! `periodic=requests:N-M,for=DIST` is a rare slow request that comes *regularly*: every
+//! N-th to M-th request the server starts (the gap drawn uniformly in N..=M) serves a DIST
+//! draw in place of its own service — a database checkpoint every so many commits, a log
+//! rotation, a cache flush ([`Periodic`]). Unlike a pause it stops only its own worker.
+//! Placed regularly, such requests queue less than the same share drawn independently:
+//! two never come back to back.
+//! `scale` stretches only `service=` and `periodic=` draws: lock and noise lengths stand for the OS and
 //! the network stack, which a faster app does not shorten; set them explicitly.
 //!
 //! `cold=F,tau=D` makes a worker slower after idling, as a real app whose caches cool
@@ -109,6 +115,11 @@ const KEYS: &[KeySpec] = &[
         name: "pause",
         default: "none",
         help: "stop-the-world pauses (a collector's): requests:10000,for=15ms (every N requests), poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
+    },
+    KeySpec {
+        name: "periodic",
+        default: "none",
+        help: "a regular slow request: requests:80-90,for=lognormal:6ms,cv=0.1 (every 80th to 90th request the server starts serves a draw of for= instead of its own; requests:85 for a fixed gap)",
     },
     KeySpec {
         name: "scale",
@@ -182,6 +193,79 @@ fn parse_cold(v: &str) -> Result<Option<Cold>, AppError> {
     Ok(Some(Cold { extra, tau_ns }))
 }
 
+/// `periodic=requests:N-M,for=DIST`: every N-th to M-th request the server starts (a gap
+/// drawn uniformly in `lo..=hi`; the first slow request is drawn uniformly in the first
+/// gap) serves a draw of `length` (times `scale`) in place of its own service. The count is
+/// server-wide, as a database's checkpoint counts every commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Periodic {
+    /// Fewest requests between two slow ones (>= 1).
+    pub lo: u64,
+    /// Most requests between two slow ones (>= lo).
+    pub hi: u64,
+    /// A slow request's service time (ns).
+    pub length: Dist,
+}
+
+const PERIODIC_FORM: &str =
+    "write it as requests:80-90,for=lognormal:6ms,cv=0.1 (or requests:85,for=6ms; or none)";
+
+impl Periodic {
+    /// Parses `none` or `requests:N[-M],for=DIST`.
+    pub fn parse(v: &str) -> Result<Option<Periodic>, String> {
+        let v = v.trim();
+        if v == "none" || v.is_empty() {
+            return Ok(None);
+        }
+        let rest = v
+            .strip_prefix("requests:")
+            .ok_or_else(|| format!("`{v}` must start with requests:; {PERIODIC_FORM}"))?;
+        let (mut gap, mut length) = (None, None);
+        for (k, x) in noise::fields(rest.trim()) {
+            match k.as_str() {
+                "" if gap.is_none() => {
+                    let (a, b) = x.split_once('-').unwrap_or((&x, &x));
+                    let n = |t: &str| t.trim().parse::<u64>().ok().filter(|n| *n > 0);
+                    gap = Some(match (n(a), n(b)) {
+                        (Some(lo), Some(hi)) if lo <= hi => (lo, hi),
+                        _ => {
+                            return Err(format!(
+                                "`{x}`: the gap must be a whole number > 0 or a range N-M with N <= M; {PERIODIC_FORM}"
+                            ))
+                        }
+                    });
+                }
+                "for" => length = Some(noise::parse_length(&x).map_err(|e| format!("`{x}`: {e}"))?),
+                _ => return Err(format!("unexpected `{x}`; {PERIODIC_FORM}")),
+            }
+        }
+        match (gap, length) {
+            (Some((lo, hi)), Some(length)) => Ok(Some(Periodic { lo, hi, length })),
+            _ => Err(format!("needs a gap and for=DIST; {PERIODIC_FORM}")),
+        }
+    }
+
+    /// Mean requests between two slow ones.
+    pub fn mean_gap(&self) -> f64 {
+        (self.lo + self.hi) as f64 / 2.0
+    }
+
+    /// The next gap.
+    fn gap<R: rand::Rng>(&self, rng: &mut R) -> u64 {
+        rng.gen_range(self.lo..=self.hi)
+    }
+}
+
+impl std::fmt::Display for Periodic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "requests:{},for={}", self.lo, self.length)
+        } else {
+            write!(f, "requests:{}-{},for={}", self.lo, self.hi, self.length)
+        }
+    }
+}
+
 /// A stall: all workers stop serving for `len_ns` from `at_ns` into the measured phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stall {
@@ -233,6 +317,7 @@ struct Config {
     lock_spin_ns: u64,
     noise: Noise,
     pause: Option<Pause>,
+    periodic: Option<Periodic>,
     scale: f64,
     cold: Option<Cold>,
 }
@@ -250,12 +335,22 @@ impl Config {
     /// Mean time a worker is busy per request, noise included.
     fn busy_mean_ns(&self) -> f64 {
         let lock = |d: &Option<Dist>| d.as_ref().map_or(0.0, Dist::mean);
-        (self.service.mean() * self.scale + lock(&self.recv_lock) + lock(&self.send_lock))
-            * (1.0 + self.noise.stretch())
-            + self
-                .pause
-                .as_ref()
-                .map_or(0.0, |p| p.per_request_ns(self.service.mean() * self.scale))
+        let svc = self.service_mean_ns();
+        (svc + lock(&self.recv_lock) + lock(&self.send_lock)) * (1.0 + self.noise.stretch())
+            + self.pause.as_ref().map_or(0.0, |p| p.per_request_ns(svc))
+    }
+
+    /// Mean service per request (scaled), the periodic slow requests included.
+    fn service_mean_ns(&self) -> f64 {
+        let drawn = self.service.mean();
+        self.scale
+            * match &self.periodic {
+                Some(p) => {
+                    let share = 1.0 / p.mean_gap();
+                    drawn * (1.0 - share) + p.length.mean() * share
+                }
+                None => drawn,
+            }
     }
 
     /// Locks or disturbances longer than the mean service: allowed, but usually a slip.
@@ -321,6 +416,8 @@ fn config(p: &Params) -> Result<Config, AppError> {
     let noise = nv.parse::<Noise>().map_err(|e| bad("noise", nv, e))?;
     let pv = p.get("pause").unwrap_or("none");
     let pause = Pause::parse(pv).map_err(|e| bad("pause", pv, e))?;
+    let rv = p.get("periodic").unwrap_or("none");
+    let periodic = Periodic::parse(rv).map_err(|e| bad("periodic", rv, e))?;
     let sv = p.get("scale").unwrap_or("1");
     let scale = sv
         .parse::<f64>()
@@ -338,6 +435,7 @@ fn config(p: &Params) -> Result<Config, AppError> {
         lock_spin_ns,
         noise,
         pause,
+        periodic,
         scale,
     })
 }
@@ -399,6 +497,16 @@ impl App for Synth {
             }),
             pause_hits: AtomicU64::new(0),
             pause_ns: AtomicU64::new(0),
+            periodic: c.periodic.map(|p| {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(PERIODIC_SEED);
+                // The first slow request falls anywhere in the first gap.
+                let g = p.gap(&mut rng);
+                let first = rand::Rng::gen_range(&mut rng, 1..=g);
+                (p, AtomicU64::new(first), parking_lot::Mutex::new(rng))
+            }),
+            periodic_hits: AtomicU64::new(0),
+            periodic_ns: AtomicU64::new(0),
+            scale: c.scale,
             started: AtomicU64::new(0),
             cold: c.cold,
             cold_requests: AtomicU64::new(0),
@@ -467,7 +575,14 @@ struct Shared {
     pause: Option<(Pause, parking_lot::Mutex<PauseClock>)>,
     pause_hits: AtomicU64,
     pause_ns: AtomicU64,
-    /// Requests started, for `pause=requests:N`.
+    /// `periodic=`: its spec, the count of the next slow request, the draws' generator;
+    /// slow requests served and their summed service (ns).
+    periodic: Option<(Periodic, AtomicU64, parking_lot::Mutex<Xoshiro256PlusPlus>)>,
+    periodic_hits: AtomicU64,
+    periodic_ns: AtomicU64,
+    /// `scale=`, for periodic draws (the client scales its own).
+    scale: f64,
+    /// Requests started, for `pause=requests:N` and `periodic=`.
     started: AtomicU64,
     cold: Option<Cold>,
     /// Requests served with `cold` set, and the sum of their factors in millionths.
@@ -477,6 +592,8 @@ struct Shared {
 
 /// The server's pause timeline is seeded from this.
 const PAUSE_SEED: u64 = 0x7061_7573_6531;
+/// The periodic slow requests' gaps and lengths are seeded from this.
+const PERIODIC_SEED: u64 = 0x7065_7269_6f64;
 
 /// Noise processes of worker `w` are seeded from this and `w`.
 const NOISE_SEED: u64 = 0x6e6f_6973_6531;
@@ -539,6 +656,18 @@ impl Server for SynthServer {
                     "spec": p.to_string(),
                     "hits": s.pause_hits.load(Ordering::Relaxed),
                     "added_ns": s.pause_ns.load(Ordering::Relaxed),
+                }),
+            );
+        }
+        if let Some((p, _, _)) = &s.periodic {
+            let hits = s.periodic_hits.load(Ordering::Relaxed);
+            let sum = s.periodic_ns.load(Ordering::Relaxed) as f64;
+            out.insert(
+                "periodic".into(),
+                serde_json::json!({
+                    "spec": p.to_string(),
+                    "hits": hits,
+                    "mean_ns": if hits > 0 { sum / hits as f64 } else { 0.0 },
                 }),
             );
         }
@@ -674,10 +803,26 @@ impl Worker for SynthWorker {
                 sleep_until(ms + st.at_ns + st.len_ns);
             }
         }
+        let by_count = s.periodic.is_some() || matches!(s.pause, Some((Pause::Requests { .. }, _)));
+        let nth = if by_count {
+            s.started.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            0
+        };
         if let Some((Pause::Requests { n, .. }, clock)) = &s.pause {
             // The request that fills the count stops the world, itself included.
-            if (s.started.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(*n) {
+            if nth.is_multiple_of(*n) {
                 clock.lock().trigger(now_ns());
+            }
+        }
+        if let Some((p, next, rng)) = &s.periodic {
+            // Counts are unique, so one request matches; only it moves `next` on.
+            if nth == next.load(Ordering::Acquire) {
+                let mut rng = rng.lock();
+                svc = (p.length.sample(&mut *rng) * s.scale).round().max(0.0) as u64;
+                next.store(nth + p.gap(&mut *rng), Ordering::Release);
+                s.periodic_hits.fetch_add(1, Ordering::Relaxed);
+                s.periodic_ns.fetch_add(svc, Ordering::Relaxed);
             }
         }
         // Only `cold=` reads the clock around the request.
@@ -687,7 +832,7 @@ impl Worker for SynthWorker {
                 *warmth = c.cooled(*warmth, start.saturating_sub(end) as f64);
             }
             let f = c.factor(*warmth);
-            svc = (drawn as f64 * f).round() as u64;
+            svc = (svc as f64 * f).round() as u64;
             s.cold_requests.fetch_add(1, Ordering::Relaxed);
             s.cold_factor_micro
                 .fetch_add((f * 1e6).round() as u64, Ordering::Relaxed);
@@ -965,6 +1110,68 @@ mod tests {
     }
 
     #[test]
+    fn periodic_spec_round_trips() {
+        for v in [
+            "requests:85,for=6ms",
+            "requests:72-98,for=lognormal:6.1ms,cv=0.06",
+        ] {
+            let p = Periodic::parse(v).unwrap().unwrap();
+            let again = Periodic::parse(&p.to_string()).unwrap().unwrap();
+            assert_eq!(p, again, "{v} -> {p}");
+        }
+        let p = Periodic::parse("requests:72-98,for=lognormal:6.1ms,cv=0.06")
+            .unwrap()
+            .unwrap();
+        assert_eq!((p.lo, p.hi, p.mean_gap()), (72, 98, 85.0));
+        assert_eq!(Periodic::parse("none").unwrap(), None);
+        // The expected service counts the slow share: 9/10 x 10 us + 1/10 x 1 ms.
+        let q = Params::parse([
+            "service=fixed:10us",
+            "periodic=requests:10,for=1ms",
+            "scale=2",
+        ]);
+        let got = Synth.expected_service_ns(&q.unwrap()).unwrap();
+        assert!((got - 2.0 * (9e3 + 100e3)).abs() < 1.0, "{got}");
+    }
+
+    #[test]
+    fn periodic_requests_come_every_nth_and_serve_their_own_length() {
+        let p =
+            Params::parse(["service=fixed:20us", "periodic=requests:8-12,for=fixed:2ms"]).unwrap();
+        let server = Synth.server(&ctx(), &p, 1).unwrap();
+        let mut w = server.worker(0).unwrap();
+        let req = 20_000u64.to_le_bytes();
+        let mut slow = Vec::new();
+        for i in 0..200 {
+            let t = now_ns();
+            let mut resp = Vec::new();
+            w.handle(&req, &mut resp).unwrap();
+            assert_eq!(resp, req, "the response carries the client's draw");
+            if now_ns() - t >= 2_000_000 {
+                slow.push(i);
+            }
+        }
+        // 200 requests, gaps 8..=12: 16 to 25 slow ones (a preempted fast one can look slow).
+        assert!(
+            (16..=26).contains(&slow.len()),
+            "{} slow: {slow:?}",
+            slow.len()
+        );
+        let gaps: Vec<_> = slow.windows(2).map(|w| w[1] - w[0]).collect();
+        let regular = gaps.iter().filter(|g| (8..=12).contains(*g)).count();
+        assert!(regular + 2 >= gaps.len(), "gaps {gaps:?}");
+        let r = server.report();
+        let hits = r["periodic"]["hits"].as_u64().unwrap();
+        assert!((16..=25).contains(&hits), "{r}");
+        assert_eq!(r["periodic"]["mean_ns"], 2e6);
+        let spec = r["periodic"]["spec"].as_str().unwrap();
+        assert_eq!(
+            Periodic::parse(spec).unwrap(),
+            Periodic::parse("requests:8-12,for=fixed:2ms").unwrap()
+        );
+    }
+
+    #[test]
     fn long_locks_and_noise_are_warned_about() {
         let c = config(
             &Params::parse([
@@ -1003,6 +1210,11 @@ mod tests {
             ("scale=0", "scale"),
             ("scale=-2", "scale"),
             ("scale=x", "scale"),
+            ("periodic=every:85,for=6ms", "periodic"),
+            ("periodic=requests:0,for=6ms", "periodic"),
+            ("periodic=requests:90-80,for=6ms", "periodic"),
+            ("periodic=requests:85", "periodic"),
+            ("periodic=requests:85,for=fast", "periodic"),
         ] {
             let e = Synth
                 .server(&ctx, &Params::parse([p]).unwrap(), 1)

@@ -128,7 +128,7 @@ fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
 /// Splits `kind:first,key=..,key=..` into fields; a comma-separated piece that does not
 /// start a known key continues the previous field (so `for=uniform:1us,3us` and
 /// `cpus=0,2` keep their commas).
-fn fields(body: &str) -> Vec<(String, String)> {
+pub(crate) fn fields(body: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for piece in body.split(',') {
         let key = ["rate", "for", "cpus"]
@@ -147,7 +147,7 @@ fn fields(body: &str) -> Vec<(String, String)> {
 }
 
 /// An event length: a distribution, or a bare duration for a fixed one (`for:20us`).
-fn parse_length(v: &str) -> Result<Dist, String> {
+pub(crate) fn parse_length(v: &str) -> Result<Dist, String> {
     match parse_duration_ns(v) {
         Ok(ns) if !v.contains(':') => Ok(Dist::Fixed(ns)),
         _ => v.parse::<Dist>().map_err(|e| e.to_string()),
