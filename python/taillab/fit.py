@@ -32,11 +32,11 @@ per-request records (when every run saved them):
   the app, however good the fitted distribution (oltp-disk: shuffling its service times
   raised the replayed p99 at 70 % load from 7.0 to 14.6 ms).
 * ``periodic``: a rare component (at most 10 % of requests) whose requests come at regular
-  gaps in the server's start order — a robust gap cv (interquartile range / 1.349 / median)
-  of at most 0.5, where independent draws give about 1.2 — is a checkpoint, a log rotation,
-  a flush: work due every so many requests. It leaves the mixture and becomes synth's
-  ``periodic=requests:N-M,for=DIST`` (gaps drawn uniformly in N..M, the measured gaps' 5th
-  to 95th percentile).
+  gaps in the server's start order — a robust gap cv (interquartile range / 1.349 / median,
+  gaps split by a stray member joined again) of at most 0.25, where independent draws give
+  about 0.5 — is a checkpoint, a log rotation, a flush: work due every so many requests. It
+  leaves the mixture and becomes synth's ``periodic=requests:N-M,for=DIST`` (gaps drawn
+  uniformly in N..M: the uniform with the measured gaps' quartiles).
 
 What a fit can and cannot see (for calibrating synth's locks and noise):
 
@@ -449,21 +449,37 @@ def pauses(run_dirs: list[Path]) -> dict[str, Any] | None:
 
 #: A component can be periodic when it is at most this share of requests ...
 PERIODIC_MAX_WEIGHT = 0.1
-#: ... and the gaps between its requests have at most this robust cv (interquartile range
-#: / 1.349 / median; independent draws have geometric gaps, about 1.2) ...
-PERIODIC_MAX_CV = 0.5
-#: ... over at least this many gaps.
+#: ... and the gaps between its requests, stray members joined out, have at most this
+#: robust cv (interquartile range / 1.349 / median; independent draws, joined so, about 0.5;
+#: oltp-disk's checkpoints 0.1, kv's reclaimer 0) ...
+PERIODIC_MAX_CV = 0.25
+#: ... over at least this many gaps, and is at least this many times slower on average
+#: than the rest of the mixture (deferred work, not a slightly slower kind of request).
 PERIODIC_MIN_GAPS = 10
+PERIODIC_MIN_RATIO = 2.0
 #: Shuffles averaged for the order check.
 ORDER_SHUFFLES = 10
 
 
-def _server_order(dfs: list[pd.DataFrame]) -> list[np.ndarray]:
-    """Per run, every request's service time (ns), warmup included, in start order."""
+def _server_order(dfs: list[pd.DataFrame], cold: dict[str, Any] | None = None) -> list[np.ndarray]:
+    """Per run, every request's service time (ns), warmup included, in start order.
+
+    With ``cold`` (a :func:`fit_cold` result) each is divided by its cold-start factor, as
+    the pooled mixture's service times were: what the request would have taken warm.
+    """
     out = []
     for df in dfs:
         g = df.sort_values("started", kind="stable")
-        out.append((g["finished"] - g["started"]).to_numpy(dtype=float))
+        svc = (g["finished"] - g["started"]).to_numpy(dtype=float)
+        if cold and cold["extra"] > 0:
+            factor = np.empty(len(g))
+            for _, idx in g.groupby("worker").indices.items():
+                st = g["started"].to_numpy(dtype=float)[idx]
+                fi = g["finished"].to_numpy(dtype=float)[idx]
+                w = _warmth(st, fi, cold["tau_ns"])
+                factor[idx] = 1.0 + cold["extra"] * (1.0 - w)
+            svc = svc / factor
+        out.append(svc)
     return out
 
 
@@ -474,43 +490,83 @@ def _geometric_robust_cv(p: float) -> float:
     return (q[2] - q[0]) / 1.349 / q[1]
 
 
+def _merge_short_gaps(gaps: np.ndarray) -> np.ndarray:
+    """Gaps with the stray members taken out: each gap shorter than half the upper quartile
+    joins its shorter neighbour (the member between them goes), until none is left.
+
+    A stray member — an ordinary request preempted into the slow component — splits one
+    true gap in two short ones; joining puts the true gap back. Independent draws, joined
+    so, still vary (robust cv about 0.5); regular ones with strays come out regular.
+    """
+    g = [int(x) for x in gaps]
+    if len(g) < 2:
+        return np.array(g)
+    ref = float(np.quantile(g, 0.75)) / 2
+    i = 0
+    while i < len(g) and len(g) > 1:
+        if g[i] >= ref:
+            i += 1
+            continue
+        if i == 0:
+            j = 1
+        elif i == len(g) - 1:
+            j = i - 1
+        else:
+            j = i - 1 if g[i - 1] <= g[i + 1] else i + 1
+        a, b = min(i, j), max(i, j)
+        g[a] += g[b]
+        del g[b]
+        i = max(a - 1, 0)
+    return np.array(g)
+
+
 def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
     """The mixture's rare component whose requests come at regular gaps, if one does.
 
     ``runs``: per run, service times in the server's start order (:func:`_server_order`).
     A request belongs to a component when that component's posterior is over one half.
-    Components of at most ``PERIODIC_MAX_WEIGHT`` are tried slowest first; the first whose
-    gaps (in requests, within each run) have a robust cv (interquartile range / 1.349 /
-    median) of at most ``PERIODIC_MAX_CV`` is returned with synth's ``periodic=`` setting —
-    gaps uniform between the measured gaps' 5th and 95th percentiles — and the rest of the
-    mixture renormalised (``rest``, a :class:`Mixture`, not JSON). Independent draws of a
-    share p have geometric gaps: robust cv about 1.2.
+    Components of at most ``PERIODIC_MAX_WEIGHT``, at least ``PERIODIC_MIN_RATIO`` times the
+    rest's mean, are tried slowest first; the first whose median gap matches its weight
+    (1 / gap within a factor 2 of it) and whose gaps (in requests, within each run, stray
+    members joined out by :func:`_merge_short_gaps`) have a robust cv (interquartile range /
+    1.349 / median) of at most ``PERIODIC_MAX_CV`` is
+    returned with synth's ``periodic=`` setting — gaps uniform, with the measured gaps'
+    quartiles — and the rest of the mixture renormalised (``rest``, a :class:`Mixture`, not
+    JSON). Independent draws of a share p have geometric gaps: robust cv about 1.2, about 0.5
+    once joined.
     """
     comps = mix.components
     if len(comps) < 2 or not runs:
         return None
     for k in sorted(range(len(comps)), key=lambda i: -comps[i].mean_ns):
         c = comps[k]
-        if c.weight > PERIODIC_MAX_WEIGHT:
+        rest_mean = sum(x.weight * x.mean_ns for i, x in enumerate(comps) if i != k) / (
+            1 - c.weight
+        )
+        if c.weight > PERIODIC_MAX_WEIGHT or c.mean_ns < PERIODIC_MIN_RATIO * rest_mean:
             continue
-        gaps, hits = [], 0
+        gaps, hits, strays = [], 0, 0
         for s in runs:
             dens = mix.log_pdf_components(np.log(np.maximum(s, 1.0)))
             total = dens.sum(axis=1)
             member = np.flatnonzero((total > 0) & (dens[:, k] > total / 2))
-            hits += len(member)
-            gaps.append(np.diff(member))
+            merged = _merge_short_gaps(np.diff(member))
+            hits += len(merged) + 1 if len(member) else 0
+            strays += max(len(member) - len(merged) - 1, 0)
+            gaps.append(merged)
         g = np.concatenate(gaps) if gaps else np.array([])
         if len(g) < PERIODIC_MIN_GAPS:
             continue
-        # Robust: a stray member (a preempted ordinary request) splits one gap in two;
-        # quantiles ignore the few it makes.
-        q05, q25, med, q75, q95 = np.quantile(g, [0.05, 0.25, 0.5, 0.75, 0.95])
+        q25, med, q75 = np.quantile(g, [0.25, 0.5, 0.75])
         cv = (q75 - q25) / 1.349 / med if med > 0 else math.inf
-        if cv > PERIODIC_MAX_CV:
+        # Regular, and the same thing the mixture saw: one in `med` requests is about the
+        # component's weight (not a run of cold-start requests the posterior swept in).
+        share = 1.0 / med if med > 0 else math.inf
+        if cv > PERIODIC_MAX_CV or med < 2 or not 0.5 <= share / c.weight <= 2.0:
             continue
-        lo = max(1, math.floor(q05))
-        hi = max(lo, math.ceil(q95))
+        # The uniform with these quartiles: its ends half an interquartile range out.
+        lo = max(1, math.floor(q25 - (q75 - q25) / 2))
+        hi = max(lo, math.ceil(q75 + (q75 - q25) / 2))
         gap = f"{lo}" if lo == hi else f"{lo}-{hi}"
         rest = [x for i, x in enumerate(comps) if i != k]
         left = sum(x.weight for x in rest)
@@ -520,6 +576,7 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
             "mean_ns": c.mean_ns,
             "cv": c.cv,
             "hits": hits,
+            "strays": strays,
             "gap_mean": float(g.mean()),
             "gap_median": float(med),
             "gap_cv": cv,
@@ -857,7 +914,8 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         "split": _split(runs),
         "noise_hints": [],
     }
-    _with_periodic(out, periodic([x for _, dfs in recs for x in _server_order(dfs)], mix))
+    runs_in_order = [x for _, dfs in recs for x in _server_order(dfs, cold)]
+    _with_periodic(out, periodic(runs_in_order, mix))
     return out
 
 

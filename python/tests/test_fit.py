@@ -343,6 +343,37 @@ def test_periodic_component_is_found_only_when_regular():
     scattered = fast.copy()
     scattered[rng.choice(n, len(slow_at), replace=False)] = 2e6
     assert periodic([scattered], mix) is None
+    # Requests the posterior sweeps into a rare component (cold-start ones, one after
+    # another) are not its regular occurrences: one per gap of 1 is not a 1 % share.
+    cold = fast.copy()
+    cold[:5000] = 2e6
+    assert periodic([cold], mix) is None
+    # A slightly slower kind of request, however regular, is not deferred work.
+    near = Mixture(
+        (Component(1 - share, math.log(50e3), 0.01), Component(share, math.log(80e3), 0.0025))
+    )
+    regular_near = fast.copy()
+    regular_near[slow_at] = 80e3
+    assert periodic([regular_near], near) is None
+    # Every 128th request slow, and one in 250 others preempted into the slow component:
+    # the strays are joined out, the period stays 128.
+    strayed = fast.copy()
+    strayed[50::128] = 2e6
+    strays = rng.choice(n, n // 250, replace=False)
+    strayed[strays] = 2e6
+    w = float((strayed > 1e6).mean())
+    mix2 = Mixture((Component(1 - w, math.log(50e3), 0.01), Component(w, math.log(2e6), 0.0025)))
+    p2 = periodic([strayed], mix2)
+    assert p2 is not None and p2["setting"].startswith("requests:128,"), p2
+    assert 50 <= p2["strays"] <= 80
+    # Independent draws, however many: never periodic.
+    for share in (0.005, 0.02, 0.05):
+        rnd = fast.copy()
+        rnd[rng.random(n) < share] = 2e6
+        mixr = Mixture(
+            (Component(1 - share, math.log(50e3), 0.01), Component(share, math.log(2e6), 0.0025))
+        )
+        assert periodic([rnd], mixr) is None, share
     # A component of more than 10 % is never periodic, however regular.
     every5 = fast.copy()
     every5[::5] = 2e6
