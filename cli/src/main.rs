@@ -68,7 +68,9 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Fit measured service times with a mixture of log-normals; print the synth spec.
+    /// Fit measured service times with a mixture of log-normals (with per-request records
+    /// also: a slow request that comes at regular gaps, and whether the order of service
+    /// times matters); print the synth settings.
     Fit(fit::FitArgs),
     /// List the apps and their --set keys.
     Apps,
