@@ -531,21 +531,21 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
     rest's mean, are tried slowest first; the first whose median gap matches its weight
     (1 / gap within a factor 2 of it) and whose gaps (in requests, within each run, stray
     members joined out by :func:`_merge_short_gaps`) have a robust cv (interquartile range /
-    1.349 / median) of at most ``PERIODIC_MAX_CV`` is
-    returned with synth's ``periodic=`` setting — gaps uniform, with the measured gaps'
-    quartiles — and the rest of the mixture renormalised (``rest``, a :class:`Mixture`, not
-    JSON). Independent draws of a share p have geometric gaps: robust cv about 1.2, about 0.5
-    once joined (``gap_cv_if_independent``, by simulation).
+    1.349 / median) of at most ``PERIODIC_MAX_CV`` is returned with synth's ``periodic=``
+    setting — gaps uniform, with the measured gaps' quartiles — and the rest of the mixture
+    renormalised (``rest``, a :class:`Mixture`, not JSON). Independent draws of a share p
+    have geometric gaps: robust cv about 1.2, about 0.5 once joined
+    (``gap_cv_if_independent``, by simulation).
     """
     comps = mix.components
     if len(comps) < 2 or not runs:
         return None
     for k in sorted(range(len(comps)), key=lambda i: -comps[i].mean_ns):
         c = comps[k]
-        rest_mean = sum(x.weight * x.mean_ns for i, x in enumerate(comps) if i != k) / (
-            1 - c.weight
-        )
-        if c.weight > PERIODIC_MAX_WEIGHT or c.mean_ns < PERIODIC_MIN_RATIO * rest_mean:
+        if c.weight > PERIODIC_MAX_WEIGHT:
+            continue
+        rest_mean = sum(x.weight * x.mean_ns for i, x in enumerate(comps) if i != k)
+        if c.mean_ns * (1 - c.weight) < PERIODIC_MIN_RATIO * rest_mean:
             continue
         gaps, hits, strays = [], 0, 0
         for s in runs:
