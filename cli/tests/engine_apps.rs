@@ -160,36 +160,42 @@ fn translate_helpers_are_the_experiments_not_foreign() {
 /// (kv draws a Zipfian key and builds its request: several µs). Done between the requests
 /// of a backlog, it delayed each of them, and kv's mean sojourn at 60–70 % load was
 /// 1.15–1.22× the ideal replay of its own service times (6 of 6 runs, 2-vCPU VM), where
-/// synth's was 1.01×. An idle worker now generates requests ahead: 1.015–1.04×. The best of
-/// five tries (a noisy host stalls a worker now and then: in one full-suite run all three
-/// tries were 1.16–1.32×, alone the test passed at once) must be within 8 %.
+/// synth's was 1.01×. An idle worker now generates requests ahead: 1.015–1.04×. One of five
+/// tries must be within 8 %; a try whose host was disturbed (steal, other processes: in one
+/// full-suite run every try shared the CPUs with 50–130 % of a CPU of other work and was
+/// 1.10–1.82×) is not counted, and two undisturbed tries out of bounds fail the test
+/// (`within_tries`).
 #[cfg(feature = "kv")]
 #[test]
 fn kv_under_load_stays_near_its_ideal() {
     let _s = serial();
-    let mut ratios = Vec::new();
-    for k in 0..5 {
+    within_tries("kv near its ideal", 5, 2, |k| {
         let out = tmp(&format!("kv-near-ideal-{k}"));
         #[rustfmt::skip]
         let s = run(&["--app", "kv", "--qps", "7000", "--threads", "1", "--warmup-requests", "2000",
-                      "--requests", "15000", "--seed", &(k + 1).to_string()], &out);
+                      "--requests", "15000", "--seed", &k.to_string()], &out);
         let _ = std::fs::remove_dir_all(&out);
         let (m, i) = (
             s["latency_ns"]["sojourn"]["mean"].as_f64().unwrap(),
             s["ideal"]["sojourn"]["mean"].as_f64().unwrap(),
         );
         let util = s["utilization"].as_f64().unwrap();
-        let env = s["checks"]["environment"]["verdict"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        ratios.push((m / i, util, env));
+        assert!(
+            util > 0.3,
+            "too light a load to test anything: utilization {util}"
+        );
         if m / i <= 1.08 {
-            assert!(util > 0.3, "too light a load to test anything: {ratios:?}");
-            return;
+            return Ok(());
         }
-    }
-    panic!("measured ÷ ideal mean sojourn (ratio, utilization, environment): {ratios:?}");
+        let verdict = s["checks"]["environment"]["verdict"].as_str().unwrap_or("");
+        Err((
+            format!(
+                "measured ÷ ideal mean sojourn {:.3} at utilization {util:.2} ({verdict})",
+                m / i
+            ),
+            host_disturbed(&s),
+        ))
+    });
 }
 
 /// A real app's run carries its ideal (the replay of its own arrivals and
