@@ -303,21 +303,29 @@ def _curves(dist: Dist, bins: int = 60) -> dict[str, list[float]]:
 # --- reading a results folder --------------------------------------------------------------
 
 
-def measured_service(res: Results, point: str) -> tuple[Dist, str]:
-    """The point's measured service times and where they came from ("requests"/"histogram").
-
-    Per-request records are used only when every run of the point saved them, so a point
-    never mixes exact values with histogram buckets.
-    """
+def _point_records(res: Results, point: str) -> list[pd.DataFrame] | None:
+    """The per-request records of every run of the point; None unless every run saved them."""
     runs = res.runs[res.runs["point"] == point]
     paths = [Path(p) / "requests.csv" for p in runs["path"]]
     if paths and all(p.exists() for p in paths):
-        vals = []
-        for p in paths:
-            df = _read_requests(p)
-            if "measured" in df:
-                df = df[df["measured"] == 1]
-            vals.append(df["service"].to_numpy())
+        return [_read_requests(p) for p in paths]
+    return None
+
+
+def measured_service(
+    res: Results, point: str, dfs: list[pd.DataFrame] | None = None
+) -> tuple[Dist, str]:
+    """The point's measured service times and where they came from ("requests"/"histogram").
+
+    Per-request records (``dfs``, read here when not given) are used only when every run of
+    the point saved them, so a point never mixes exact values with histogram buckets.
+    """
+    dfs = dfs if dfs is not None else _point_records(res, point)
+    if dfs is not None:
+        vals = [
+            (df[df["measured"] == 1] if "measured" in df else df)["service"].to_numpy()
+            for df in dfs
+        ]
         return Dist.from_values(np.concatenate(vals)), "requests"
     return res.histogram("service", point=point), "histogram"
 
@@ -540,6 +548,9 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
     comps = mix.components
     if len(comps) < 2 or not runs:
         return None
+    # Each request's weighted density under each component, once per run.
+    dens = [mix.log_pdf_components(np.log(np.maximum(s, 1.0))) for s in runs]
+    totals = [d.sum(axis=1) for d in dens]
     for k in sorted(range(len(comps)), key=lambda i: -comps[i].mean_ns):
         c = comps[k]
         if c.weight > PERIODIC_MAX_WEIGHT:
@@ -548,10 +559,8 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
         if c.mean_ns * (1 - c.weight) < PERIODIC_MIN_RATIO * rest_mean:
             continue
         gaps, hits, strays = [], 0, 0
-        for s in runs:
-            dens = mix.log_pdf_components(np.log(np.maximum(s, 1.0)))
-            total = dens.sum(axis=1)
-            member = np.flatnonzero((total > 0) & (dens[:, k] > total / 2))
+        for d, total in zip(dens, totals, strict=True):
+            member = np.flatnonzero((total > 0) & (d[:, k] > total / 2))
             merged = _merge_short_gaps(np.diff(member))
             hits += len(merged) + 1 if len(member) else 0
             strays += max(len(member) - len(merged) - 1, 0)
@@ -612,10 +621,13 @@ def order_effect(dfs: list[pd.DataFrame], workers: int, seed: int = 0) -> dict[s
     """The runs' service times replayed in order and shuffled (see the module's docs).
 
     Each run's requests (warmup included, so the queue starts as the run's did) are fed to
-    a FCFS queue of ``workers`` at their intended send times; the statistics are over the
-    measured requests of all runs. ``effect`` is in-order / shuffled − 1: positive when the
-    app's order makes the queue longer than independent draws would (bursts of slow
-    requests), negative when shorter (regularly spaced slow ones).
+    a shared FCFS queue of ``workers`` at their intended send times; the statistics are over
+    the measured requests of all runs. In order, that replay is the run's own ideal, which
+    the harness already recorded per request (``ideal_completed``, from
+    ``taillab_core::ideal``): it is used when present, and only the shuffles are replayed
+    here. ``effect`` is in-order / shuffled − 1: positive when the app's order makes the
+    queue longer than independent draws would (bursts of slow requests), negative when
+    shorter (regularly spaced slow ones).
     """
     rng = np.random.default_rng(seed)
     inorder, shuffled = [], [[] for _ in range(ORDER_SHUFFLES)]
@@ -624,7 +636,11 @@ def order_effect(dfs: list[pd.DataFrame], workers: int, seed: int = 0) -> dict[s
         a = g["intended"].to_numpy(dtype=float)
         s = (g["finished"] - g["started"]).to_numpy(dtype=float)
         m = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
-        inorder.append(_fcfs(a, s, workers)[m])
+        ideal = g["ideal_completed"].to_numpy(dtype=float) if "ideal_completed" in g else None
+        if ideal is not None and (ideal >= a).all():
+            inorder.append((ideal - a)[m])
+        else:
+            inorder.append(_fcfs(a, s, workers)[m])
         for k in range(ORDER_SHUFFLES):
             shuffled[k].append(_fcfs(a, rng.permutation(s), workers)[m])
 
@@ -667,7 +683,8 @@ def _below(dist: Dist, limit_ns: float) -> tuple[Dist, int]:
 
 def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
     """The fit of one point, as a JSON-able dict (an entry of fit.json's ``fits``)."""
-    raw, source = measured_service(res, point)
+    dfs = _point_records(res, point)
+    raw, source = measured_service(res, point, dfs)
     runs = res.runs[res.runs["point"] == point]
     if raw.total < MIN_REQUESTS:
         raise FitError(
@@ -705,12 +722,27 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
     if pause:
         out["pause"] = pause
         out["synth_settings"] = [entry["synth_set"], f"pause={pause['setting']}"]
-    if source == "requests":
-        dfs = [_read_requests(Path(p) / "requests.csv") for p in runs["path"]]
+    if dfs is not None:
         _with_periodic(out, periodic(_server_order(dfs), mix))
-        workers = int(out["threads"]) if out["threads"] else 1
-        out["order"] = order_effect(dfs, workers)
+        queues = {_queue_of(Path(p)) for p in runs["path"]}
+        if queues == {("fifo", "shared")}:
+            workers = int(out["threads"]) if out["threads"] else 1
+            out["order"] = order_effect(dfs, workers)
+        else:
+            out["order_skipped"] = (
+                f"the runs' queues are {sorted(queues)}; the shuffled replay models one "
+                "shared FIFO queue"
+            )
     return out
+
+
+def _queue_of(run_dir: Path) -> tuple[str, str]:
+    """(discipline, dispatch) of a run, from its summary (defaults: fifo, shared)."""
+    try:
+        doc = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    return str(doc.get("discipline", "fifo")), str(doc.get("dispatch", "shared"))
 
 
 def _mixture_entry(dist: Dist, zeros: int, mix: Mixture, bics, kw) -> dict[str, Any]:

@@ -422,3 +422,8 @@ def test_order_effect_replays_the_queue():
     assert o["in_order"]["mean_ns"] == pytest.approx(soj.mean(), rel=1e-3)
     assert o["effect"]["mean"] < -0.05 and o["effect"]["p99"] < 0
     assert order_effect([df], 2)["in_order"]["mean_ns"] < 0.8 * soj.mean()
+    # The harness's own ideal (per request, the same replay in order) is used when recorded.
+    df["ideal_completed"] = (arr + soj).astype(np.int64)
+    assert order_effect([df], 1)["in_order"]["mean_ns"] == pytest.approx(soj.mean(), rel=1e-3)
+    df["ideal_completed"] = (arr + 2 * soj).astype(np.int64)
+    assert order_effect([df], 1)["in_order"]["mean_ns"] == pytest.approx(2 * soj.mean(), rel=1e-3)
