@@ -9,6 +9,7 @@ import re
 
 import fixtures
 import numpy as np
+import pandas as pd
 import pytest
 
 from taillab import cli
@@ -306,10 +307,80 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
     assert p["requests_per_pause"] == 1000
     assert p["setting"].startswith("requests:1000,for=")
     assert pauses([other]) is None and pauses([dirs[2]]) is None
+    # One pause per run is too few to repeat: the fit says how many requests would give 20.
+    from taillab.fit import _few_pauses
+
+    out = {"warnings": []}
+    _few_pauses(out, p, 3)
+    assert (
+        "1.0 times per run" in out["warnings"][0] and "about 20000 requests" in out["warnings"][0]
+    )
+    out = {"warnings": []}
+    _few_pauses(out, {**p, "pauses": 60}, 3)
+    assert out["warnings"] == []
     # 1000 requests of ~10 µs and two hit by a pause: the pause's are dropped.
     vals = np.concatenate([np.full(1000, 10_000), [20_000_000, 27_000_000]])
     kept, dropped = _below(Dist.from_values(vals), p["threshold_ns"])
     assert dropped == 2 and kept.total == 1000 and kept.max < 20_000
+
+
+def _paused_records(gaps, lengths_ns, n=60_000, seed=3):
+    """One run's records: ~10 µs requests back to back, those at the cumulative ``gaps``
+    hit by a pause of the matching length."""
+    rng = np.random.default_rng(seed)
+    svc = rng.lognormal(math.log(10e3), 0.2, n)
+    at = np.cumsum(gaps)
+    at = at[at < n]
+    svc[at] += np.asarray(lengths_ns)[: len(at)]
+    fin = np.cumsum(svc)
+    return pd.DataFrame({"worker": 0, "started": fin - svc, "finished": fin, "measured": 1}), len(
+        at
+    )
+
+
+def test_pause_sequence_reads_lengths_and_clusters_from_the_records():
+    """With per-request records the pauses' lengths (mean, cv) and their gaps come from the
+    requests they hit: regular gaps give one range; clusters (four long gaps, two short, as
+    G1's marking cycles) give a cycle that synth parses; too few pauses keep the app's own
+    count and mean."""
+    from taillab.fit import pause_sentence, pause_sequence
+
+    base = {
+        "source": "app",
+        "pauses": 9,
+        "requests": 60_000,
+        "app_mean_ns": 25e6,
+        "mean_ns": 25e6,
+        "threshold_ns": 12.5e6,
+        "requests_per_pause": 6667,
+        "rate_per_s": 1.0,
+        "share": 0.02,
+        "setting": "requests:6667,for=25ms",
+    }
+    rng = np.random.default_rng(1)
+    lengths = rng.lognormal(math.log(25e6), 0.3, 40)
+    # Regular: every 5 000 to 7 000 requests.
+    gaps = rng.integers(5_000, 7_001, 40)
+    df, hits = _paused_records(gaps, lengths)
+    p = pause_sequence(dict(base), [df])
+    assert p["source"] == "records" and p["hits"] == hits
+    assert p["mean_ns"] == pytest.approx(lengths[:hits].mean(), rel=0.01)
+    assert p["cv"] == pytest.approx(lengths[:hits].std() / lengths[:hits].mean(), rel=0.05)
+    (g,) = p["gaps"]
+    assert 4_000 <= g["lo"] <= 5_300 and 6_700 <= g["hi"] <= 8_000, g
+    assert p["setting"].startswith(f"requests:{g['lo']}-{g['hi']},for=lognormal:")
+    # Clusters: LLLLSS again and again.
+    cyc = np.array([[12_000, 13_000, 14_000, 12_500, 200, 900][i % 6] for i in range(40)])
+    df, hits = _paused_records(cyc + rng.integers(0, 100, 40), lengths, n=200_000)
+    p = pause_sequence(dict(base), [df])
+    long, short = p["gaps"]
+    assert (long["times"], short["times"]) == (4, 2), p["gaps"]
+    assert long["lo"] >= 10_000 and long["hi"] <= 16_000 and short["hi"] <= 2_000, p["gaps"]
+    assert "x4+" in p["setting"] and p["setting"].split(",")[0].endswith("x2")
+    assert "again and again" in pause_sentence(p)
+    # Four pauses are too few: the app's own count and mean stand.
+    df, _ = _paused_records([10_000] * 4, lengths)
+    assert pause_sequence(dict(base), [df]) == base
 
 
 def test_periodic_component_is_found_only_when_regular():

@@ -114,7 +114,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "pause",
         default: "none",
-        help: "stop-the-world pauses (a collector's): requests:10000,for=15ms (every N requests), poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
+        help: "stop-the-world pauses (a collector's): requests:10000,for=15ms (every N requests; N-M or 0.6*12000-16000+0.4*1-2000 for drawn gaps), poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
     },
     KeySpec {
         name: "periodic",
@@ -492,8 +492,16 @@ impl App for Synth {
             noise_ns: AtomicU64::new(0),
             noise: c.noise,
             pause: c.pause.map(|p| {
-                let clock = PauseClock::new(&p, PAUSE_SEED, now_ns());
-                (p, parking_lot::Mutex::new(clock))
+                let mut clock = PauseClock::new(&p, PAUSE_SEED, now_ns());
+                // The first request-driven pause falls anywhere in the first gap.
+                let g = clock.next_gap();
+                let first = if g > 0 {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(PAUSE_SEED ^ 1);
+                    rand::Rng::gen_range(&mut rng, 1..=g)
+                } else {
+                    0
+                };
+                (p, parking_lot::Mutex::new(clock), AtomicU64::new(first))
             }),
             pause_hits: AtomicU64::new(0),
             pause_ns: AtomicU64::new(0),
@@ -570,9 +578,9 @@ struct Shared {
     noisy_workers: AtomicUsize,
     noise_events: AtomicU64,
     noise_ns: AtomicU64,
-    /// `pause=`: its spec, the server's timeline, and the pauses that met a request and
-    /// the ns they added.
-    pause: Option<(Pause, parking_lot::Mutex<PauseClock>)>,
+    /// `pause=`: its spec, the server's timeline, the count of the next request-driven
+    /// pause; the pauses that met a request and the ns they added.
+    pause: Option<(Pause, parking_lot::Mutex<PauseClock>, AtomicU64)>,
     pause_hits: AtomicU64,
     pause_ns: AtomicU64,
     /// `periodic=`: its spec, the count of the next slow request, the draws' generator;
@@ -649,7 +657,7 @@ impl Server for SynthServer {
                 }),
             );
         }
-        if let Some((p, _)) = &s.pause {
+        if let Some((p, _, _)) = &s.pause {
             out.insert(
                 "pause".into(),
                 serde_json::json!({
@@ -754,7 +762,7 @@ fn busy(s: &Shared, noise: &mut WorkerNoise, ns: u64) {
             .fetch_add(noise.events - e0, Ordering::Relaxed);
         s.noise_ns.fetch_add(noise.added_ns - n0, Ordering::Relaxed);
     }
-    if let Some((_, clock)) = &s.pause {
+    if let Some((_, clock, _)) = &s.pause {
         let (stretched, hits) = clock.lock().extend(start, end);
         if hits > 0 {
             s.pause_hits.fetch_add(hits, Ordering::Relaxed);
@@ -803,16 +811,20 @@ impl Worker for SynthWorker {
                 sleep_until(ms + st.at_ns + st.len_ns);
             }
         }
-        let by_count = s.periodic.is_some() || matches!(s.pause, Some((Pause::Requests { .. }, _)));
+        let by_count =
+            s.periodic.is_some() || matches!(s.pause, Some((Pause::Requests { .. }, _, _)));
         let nth = if by_count {
             s.started.fetch_add(1, Ordering::Relaxed) + 1
         } else {
             0
         };
-        if let Some((Pause::Requests { n, .. }, clock)) = &s.pause {
-            // The request that fills the count stops the world, itself included.
-            if nth.is_multiple_of(*n) {
-                clock.lock().trigger(now_ns());
+        if let Some((Pause::Requests { .. }, clock, next)) = &s.pause {
+            // The request that fills the count stops the world, itself included. Counts
+            // are unique, so one request matches; only it moves `next` on.
+            if nth == next.load(Ordering::Acquire) {
+                let mut c = clock.lock();
+                c.trigger(now_ns());
+                next.store(nth + c.next_gap(), Ordering::Release);
             }
         }
         if let Some((p, next, rng)) = &s.periodic {
@@ -1168,6 +1180,56 @@ mod tests {
         assert_eq!(
             Periodic::parse(spec).unwrap(),
             Periodic::parse("requests:8-12,for=fixed:2ms").unwrap()
+        );
+    }
+
+    /// `pause=requests:GAPS`: pauses come at drawn gaps of started requests — a mixture
+    /// drawn independently, a cycle in turn — each stretching the request that fills the
+    /// count.
+    #[test]
+    fn request_driven_pauses_come_at_drawn_gaps() {
+        let gaps_of = |spec: &str| {
+            let p = Params::parse(["service=fixed:5us", spec]).unwrap();
+            let server = Synth.server(&ctx(), &p, 1).unwrap();
+            let mut w = server.worker(0).unwrap();
+            let req = 5_000u64.to_le_bytes();
+            let mut hit = Vec::new();
+            for i in 0..1000 {
+                let t = now_ns();
+                let mut resp = Vec::new();
+                w.handle(&req, &mut resp).unwrap();
+                if now_ns() - t >= 1_000_000 {
+                    hit.push(i);
+                }
+            }
+            let r = server.report();
+            assert!(
+                r["pause"]["hits"].as_u64().unwrap() + 2 >= hit.len() as u64,
+                "{r}"
+            );
+            let gaps: Vec<u64> = hit.windows(2).map(|w| w[1] - w[0]).collect();
+            // A preempted request can look paused: allow two strays.
+            let stray = gaps
+                .iter()
+                .filter(|g| !(2..=4).contains(*g) && !(40..=60).contains(*g))
+                .count();
+            assert!(stray <= 2, "gaps {gaps:?}");
+            (hit.len(), gaps)
+        };
+        // Mean gap 26.5: about 38 pauses in 1 000 requests; about half the gaps short.
+        let (n, gaps) = gaps_of("pause=requests:0.5*40-60+0.5*2-4,for=fixed:1ms");
+        let short = gaps.iter().filter(|g| **g <= 4).count();
+        assert!((28..=50).contains(&n), "{n} pauses: {gaps:?}");
+        assert!(short >= 8 && gaps.len() - short >= 8, "gaps {gaps:?}");
+        // A cycle of two long gaps and one short: a third short, never two in a row.
+        let (n, gaps) = gaps_of("pause=requests:40-60x2+2-4x1,for=fixed:1ms");
+        let short: Vec<bool> = gaps.iter().map(|g| *g <= 4).collect();
+        assert!((25..=40).contains(&n), "{n} pauses: {gaps:?}");
+        assert!(!short.windows(2).any(|w| w[0] && w[1]), "gaps {gaps:?}");
+        let k = short.iter().filter(|s| **s).count();
+        assert!(
+            k * 3 + 3 >= gaps.len() && k * 3 <= gaps.len() + 3,
+            "gaps {gaps:?}"
         );
     }
 

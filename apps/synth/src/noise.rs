@@ -369,26 +369,186 @@ impl WorkerNoise {
 /// stretched by the pause) or idle (a request it starts inside a pause begins when the pause
 /// ends). Pauses do not overlap.
 ///
-/// - `requests:N,for=DIST` — a pause every N requests the server starts, in the request
-///   that reaches the count (a collector runs when allocation fills the young generation:
-///   a fixed amount of work, not of time, apart);
+/// - `requests:GAPS,for=DIST` — a pause every so many requests the server starts ([`Gaps`]:
+///   `N`, `N-M` or a mixture of ranges), in the request that reaches the count (a collector
+///   runs when allocation fills the young generation: a fixed amount of work, not of time,
+///   apart); the first falls anywhere in the first gap;
 /// - `poisson:rate=R,for=DIST`, `every:D,for=DIST` — pauses in wall time from the server's
 ///   start (the next drawn after the previous ends; `every:` keeps its period).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pause {
     /// Pauses in wall time.
     Timed(Source),
-    /// A pause every `n` requests.
+    /// A pause every so many requests.
     Requests {
-        /// Requests per pause, > 0.
-        n: u64,
+        /// Requests from one pause to the next.
+        gaps: Gaps,
         /// Length of each pause (ns).
         length: Dist,
     },
 }
 
-const PAUSE_FORM: &str = "write it as requests:10000,for=15ms, poisson:rate=2,for=20ms or \
+const PAUSE_FORM: &str = "write it as requests:10000,for=15ms (or requests:9000-11000,for=..., \
+requests:0.6*12000-16000+0.4*1-2000,for=..., a cycle requests:12000-16000x4+1-2000x2,for=...), \
+poisson:rate=2,for=20ms or \
 every:500ms,for=exp:15ms, or none (one source, no cpus=: a pause stops every worker)";
+
+/// Request counts from one event to the next: `N` (always N), `N-M` (uniform in N..=M), a
+/// mixture of ranges drawn independently with weights summing to 1,
+/// `0.6*12000-16000+0.4*1-2000`, or a cycle of ranges each repeated so many times,
+/// `12000-16000x4+1-2000x2` (four long gaps, then two short, again and again). A
+/// collector's pauses come in clusters — most a young generation's fill apart, then two or
+/// three a few hundred requests apart (a marking cycle's) — which a cycle keeps together
+/// and independent draws do not.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Gaps {
+    /// (weight, lo, hi) terms, drawn independently.
+    Mix(Vec<(f64, u64, u64)>),
+    /// (times, lo, hi) terms, in turn.
+    Cycle(Vec<(u64, u64, u64)>),
+}
+
+fn count_range(range: &str) -> Result<(u64, u64), String> {
+    let (a, b) = range.split_once('-').unwrap_or((range, range));
+    let n = |x: &str| x.trim().parse::<u64>().ok().filter(|n| *n > 0);
+    match (n(a), n(b)) {
+        (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
+        _ => Err(format!(
+            "`{range}`: a gap is a whole number > 0 or a range N-M with N <= M"
+        )),
+    }
+}
+
+impl Gaps {
+    /// Parses `N`, `N-M`, `W*N-M+W*N-M...` or `N-MxK+N-MxK...`; every count > 0, N <= M.
+    pub fn parse(s: &str) -> Result<Gaps, String> {
+        let s = s.trim();
+        let terms: Vec<&str> = s.split('+').collect();
+        if terms.iter().any(|t| t.contains('x')) {
+            let mut out = Vec::new();
+            for t in &terms {
+                let (range, k) = t.rsplit_once('x').ok_or_else(|| {
+                    format!("`{t}`: each term of a cycle needs its count, as in 1-2000x2")
+                })?;
+                let k = k
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|k| *k > 0)
+                    .ok_or_else(|| {
+                        format!("`{t}`: the count after x must be a whole number > 0")
+                    })?;
+                let (lo, hi) = count_range(range)?;
+                out.push((k, lo, hi));
+            }
+            return Ok(Gaps::Cycle(out));
+        }
+        let mut out = Vec::new();
+        for t in &terms {
+            let (w, range) = match t.split_once('*') {
+                Some((w, r)) => {
+                    let w: f64 = w
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("`{t}`: weight `{w}` is not a number"))?;
+                    if !(w > 0.0 && w <= 1.0) {
+                        return Err(format!("`{t}`: weight {w} must be in (0, 1]"));
+                    }
+                    (w, r)
+                }
+                None if terms.len() == 1 => (1.0, *t),
+                None => {
+                    return Err(format!(
+                        "`{t}`: each term of a mixture needs a weight, as in 0.4*1-2000"
+                    ))
+                }
+            };
+            let (lo, hi) = count_range(range)?;
+            out.push((w, lo, hi));
+        }
+        let total: f64 = out.iter().map(|t| t.0).sum();
+        if (total - 1.0).abs() > 1e-3 {
+            return Err(format!("`{s}`: the weights sum to {total}, not 1"));
+        }
+        for t in &mut out {
+            t.0 /= total;
+        }
+        Ok(Gaps::Mix(out))
+    }
+
+    /// Mean requests from one event to the next.
+    pub fn mean(&self) -> f64 {
+        match self {
+            Gaps::Mix(t) => t.iter().map(|(w, lo, hi)| w * (lo + hi) as f64 / 2.0).sum(),
+            Gaps::Cycle(t) => {
+                let n: u64 = t.iter().map(|x| x.0).sum();
+                t.iter()
+                    .map(|(k, lo, hi)| *k as f64 * (lo + hi) as f64 / 2.0)
+                    .sum::<f64>()
+                    / n as f64
+            }
+        }
+    }
+
+    /// Gaps in one turn of a cycle (1 for a mixture).
+    pub fn period(&self) -> u64 {
+        match self {
+            Gaps::Mix(_) => 1,
+            Gaps::Cycle(t) => t.iter().map(|x| x.0).sum(),
+        }
+    }
+
+    /// The gap at position `pos` of the cycle (any position for a mixture), drawn.
+    pub fn sample<R: Rng>(&self, rng: &mut R, pos: u64) -> u64 {
+        match self {
+            Gaps::Mix(t) => {
+                let mut u: f64 = rng.gen();
+                for (w, lo, hi) in t {
+                    if u < *w {
+                        return rng.gen_range(*lo..=*hi);
+                    }
+                    u -= w;
+                }
+                let (_, lo, hi) = t[t.len() - 1];
+                rng.gen_range(lo..=hi)
+            }
+            Gaps::Cycle(t) => {
+                let mut i = pos % self.period();
+                for (k, lo, hi) in t {
+                    if i < *k {
+                        return rng.gen_range(*lo..=*hi);
+                    }
+                    i -= k;
+                }
+                unreachable!("pos % period falls in a term")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Gaps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let one = |lo: u64, hi: u64| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        };
+        let terms: Vec<String> = match self {
+            Gaps::Mix(t) if t.len() == 1 => vec![one(t[0].1, t[0].2)],
+            Gaps::Mix(t) => t
+                .iter()
+                .map(|(w, lo, hi)| format!("{}*{}", (w * 1e6).round() / 1e6, one(*lo, *hi)))
+                .collect(),
+            Gaps::Cycle(t) => t
+                .iter()
+                .map(|(k, lo, hi)| format!("{}x{k}", one(*lo, *hi)))
+                .collect(),
+        };
+        f.write_str(&terms.join("+"))
+    }
+}
 
 impl Pause {
     /// Parses `none` (no pauses) or one source: `requests:N,for=DIST`, or the noise grammar
@@ -402,21 +562,20 @@ impl Pause {
             return Err(format!("`{s}`: one pause source only; {PAUSE_FORM}"));
         }
         if let Some(rest) = s.strip_prefix("requests:") {
-            let mut n = None;
+            let mut gaps = None;
             let mut length = None;
             for (k, v) in fields(rest.trim()) {
                 match k.as_str() {
-                    "" if n.is_none() => {
-                        n = Some(v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                            format!("`{s}`: requests:{v} must be a whole number > 0; {PAUSE_FORM}")
-                        })?)
+                    "" if gaps.is_none() => {
+                        gaps =
+                            Some(Gaps::parse(&v).map_err(|e| format!("`{s}`: {e}; {PAUSE_FORM}"))?)
                     }
                     "for" => length = Some(parse_length(&v).map_err(|e| format!("`{s}`: {e}"))?),
                     _ => return Err(format!("`{s}`: unexpected `{v}`; {PAUSE_FORM}")),
                 }
             }
-            return match (n, length) {
-                (Some(n), Some(length)) => Ok(Some(Pause::Requests { n, length })),
+            return match (gaps, length) {
+                (Some(gaps), Some(length)) => Ok(Some(Pause::Requests { gaps, length })),
                 _ => Err(format!("`{s}`: needs a count and for=DIST; {PAUSE_FORM}")),
             };
         }
@@ -438,7 +597,7 @@ impl Pause {
                 let rho = src.load();
                 service_ns * rho / (1.0 - rho)
             }
-            Pause::Requests { n, length } => length.mean() / *n as f64,
+            Pause::Requests { gaps, length } => length.mean() / gaps.mean(),
         }
     }
 }
@@ -447,7 +606,7 @@ impl fmt::Display for Pause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Pause::Timed(src) => src.fmt(f),
-            Pause::Requests { n, length } => write!(f, "requests:{n},for={length}"),
+            Pause::Requests { gaps, length } => write!(f, "requests:{gaps},for={length}"),
         }
     }
 }
@@ -462,6 +621,8 @@ pub struct PauseClock {
     next_ns: f64,
     /// Pauses (start, end) in order, disjoint.
     windows: std::collections::VecDeque<(f64, f64)>,
+    /// Gaps drawn so far, from a drawn place in a cycle (MAX: none yet).
+    gap_pos: u64,
 }
 
 /// How far behind the newest query a worker may be and still see a pause (ns).
@@ -487,6 +648,7 @@ impl PauseClock {
             rng,
             next_ns: now_ns as f64 + first,
             windows: Default::default(),
+            gap_pos: u64::MAX,
         }
     }
 
@@ -504,6 +666,21 @@ impl PauseClock {
                 // Keeps its period unless a pause outlasts it.
                 Arrivals::Every { period_ns } => (self.next_ns + period_ns).max(end),
             };
+        }
+    }
+
+    /// Requests from a request-driven pause to the next (0 for timed pauses); a cycle of
+    /// gaps starts at a drawn place in its turn.
+    pub fn next_gap(&mut self) -> u64 {
+        match &self.pause {
+            Pause::Requests { gaps, .. } => {
+                if self.gap_pos == u64::MAX {
+                    self.gap_pos = self.rng.gen_range(0..gaps.period());
+                }
+                self.gap_pos += 1;
+                gaps.sample(&mut self.rng, self.gap_pos - 1)
+            }
+            Pause::Timed(_) => 0,
         }
     }
 
@@ -674,8 +851,46 @@ mod tests {
             "requests:10",
             "requests:x,for=1ms",
             "requests:10,for=1ms,cpus=0",
+            "requests:20-10,for=1ms",
+            "requests:0.5*10-20+0.4*1-5,for=1ms",
+            "requests:0.5*10-20+1-5,for=1ms",
+            "requests:1.5*10-20,for=1ms",
         ] {
             assert!(Pause::parse(bad).is_err(), "{bad}");
+        }
+        // Drawn gaps: a range, or a mixture of ranges; round trips, mean, draws in range.
+        for spec in [
+            "requests:90-110,for=2ms",
+            "requests:0.6*12000-16000+0.4*1-2000,for=lognormal:24ms,cv=0.5",
+            "requests:12000-16000x4+1-2000x2,for=lognormal:24ms,cv=0.5",
+        ] {
+            let p = Pause::parse(spec).unwrap().unwrap();
+            assert_eq!(Pause::parse(&p.to_string()).unwrap().unwrap(), p, "{spec}");
+        }
+        let g = Gaps::parse("0.6*12000-16000+0.4*1-2000").unwrap();
+        assert!((g.mean() - (0.6 * 14000.0 + 0.4 * 1000.5)).abs() < 1e-6);
+        let mut rng: Xoshiro256PlusPlus = rand::SeedableRng::seed_from_u64(5);
+        let draws: Vec<u64> = (0..20_000).map(|i| g.sample(&mut rng, i)).collect();
+        assert!(draws
+            .iter()
+            .all(|&d| (1..=2000).contains(&d) || (12000..=16000).contains(&d)));
+        let short = draws.iter().filter(|&&d| d <= 2000).count() as f64 / draws.len() as f64;
+        assert!((short - 0.4).abs() < 0.02, "{short} of the gaps short");
+        let mean = draws.iter().sum::<u64>() as f64 / draws.len() as f64;
+        assert!((mean / g.mean() - 1.0).abs() < 0.02, "{mean}");
+        assert_eq!(Gaps::parse("100").unwrap().to_string(), "100");
+        // A cycle: its terms in turn, each repeated; round trips; refusals.
+        let c = Gaps::parse("100-200x3+1-10x2").unwrap();
+        assert_eq!(Gaps::parse(&c.to_string()).unwrap(), c);
+        assert_eq!(c.period(), 5);
+        assert!((c.mean() - (3.0 * 150.0 + 2.0 * 5.5) / 5.0).abs() < 1e-9);
+        let seq: Vec<bool> = (0..10).map(|i| c.sample(&mut rng, i) >= 100).collect();
+        assert_eq!(
+            seq,
+            [true, true, true, false, false, true, true, true, false, false]
+        );
+        for bad in ["100x0", "100-50x2", "0.5*100x2+0.5*10x1", "100x2+10"] {
+            assert!(Gaps::parse(bad).is_err(), "{bad}");
         }
         let r = Pause::parse("requests:100,for=2ms").unwrap().unwrap();
         assert_eq!(Pause::parse(&r.to_string()).unwrap().unwrap(), r);
