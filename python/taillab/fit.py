@@ -464,6 +464,18 @@ PAUSE_MIN_HITS = 5
 PAUSE_SHORT_GAP = 0.25
 
 
+def _one(lo: int, hi: int) -> str:
+    """``N`` or ``N-M``, as synth's gaps and counts are written."""
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def _times_of(runs: list[int]) -> tuple[int, int]:
+    """How many times a cycle's term repeats: its runs' quartiles, as whole numbers >= 1."""
+    q25, q75 = np.quantile(np.asarray(runs, dtype=float), [0.25, 0.75])
+    lo = max(1, math.floor(q25))
+    return lo, max(lo, math.ceil(q75))
+
+
 def _range_of(g: np.ndarray) -> tuple[int, int]:
     """A uniform range of request counts from the quartiles of ``g`` (robust to strays)."""
     q25, q75 = np.quantile(g, [0.25, 0.75])
@@ -493,18 +505,19 @@ def pause_sequence(pause: dict[str, Any], dfs: list[pd.DataFrame]) -> dict[str, 
     The app's own count says how many pauses and how long in total, not how they are spread.
     The records do: a request a pause hit serves at least ``threshold_ns``, so the measured
     requests in start order give every pause's place and length. A collector's pauses vary
-    (middleware's G1: 3–54 ms, cv about 0.5) and come in clusters (most a young
-    generation's fill apart, about one in three a few hundred requests after the previous:
+    (middleware's G1: 3–54 ms, cv about 0.25) and come in clusters (most a young
+    generation's fill apart, then one or two a few hundred requests after the previous:
     the pauses of a marking cycle), and both set the tail: a second pause before the
     backlog of the first has drained adds to it. Replayed through a FCFS queue, middleware's
     own service times with every pause at its mean length queued 19 % less at 50 % load
-    than with the pauses as they were. So with at least :data:`PAUSE_MIN_HITS` pauses the setting becomes
-    ``requests:GAPS,for=lognormal:MEAN,cv=CV``: the gaps as one range (from their
-    quartiles), or, when some are a cluster's (below :data:`PAUSE_SHORT_GAP` of the median
-    gap), a cycle: the long gaps' range as many times as the median run of long gaps, then
-    the short gaps' range as many times as the median run of short ones (middleware:
-    ``12706-16140x4+1-2213x2``). Independent draws of the same two ranges make clusters of
-    three half as often, and queued 24 % less at 70 % load.
+    than with the pauses as they were. So with at least :data:`PAUSE_MIN_HITS` pauses the
+    setting becomes ``requests:GAPS,for=lognormal:MEAN,cv=CV``: the gaps as one range (from
+    their quartiles), or, when some are a cluster's (below :data:`PAUSE_SHORT_GAP` of the
+    median gap), a cycle: the long gaps' range as many times as the runs of long gaps
+    between clusters (their quartiles: a number drawn each turn), then the short gaps'
+    range as many times as the runs of short ones (middleware:
+    ``12857-15952x4+1-2248x1-2``). Independent draws of the same two ranges make clusters
+    of three half as often, and queued 24 % less at 70 % load.
     """
     lengths, seqs = [], []
     for df in dfs:
@@ -536,25 +549,24 @@ def pause_sequence(pause: dict[str, Any], dfs: list[pd.DataFrame]) -> dict[str, 
             s_runs += [n for k, n in runs if k]
             inner = runs[1:-1] if len(runs) > 2 else runs
             l_runs += [n for k, n in inner if not k]
-        times = [
-            max(1, round(float(np.median(l_runs or [1])))),
-            max(1, round(float(np.median(s_runs)))),
-        ]
+        times = [_times_of(l_runs or [1]), _times_of(s_runs)]
         groups = (gaps[~short], gaps[short])
-        terms = [(t, *_range_of(g)) for t, g in zip(times, groups, strict=True)]
-        spec = "+".join(f"{lo if lo == hi else f'{lo}-{hi}'}x{t}" for t, lo, hi in terms)
+        terms = [(*t, *_range_of(g)) for t, g in zip(times, groups, strict=True)]
+        spec = "+".join(f"{_one(lo, hi)}x{_one(a, b)}" for a, b, lo, hi in terms)
     else:
         lo, hi = _range_of(gaps)
-        terms = [(1, lo, hi)]
-        spec = str(lo) if lo == hi else f"{lo}-{hi}"
-    mean_gap = sum(t * (lo + hi) / 2 for t, lo, hi in terms) / sum(t for t, _, _ in terms)
+        terms = [(1, 1, lo, hi)]
+        spec = _one(lo, hi)
+    weight = [(a + b) / 2 for a, b, _, _ in terms]
+    mean_gap = sum(w * (lo + hi) / 2 for w, (_, _, lo, hi) in zip(weight, terms, strict=True))
+    mean_gap /= sum(weight)
     return {
         **pause,
         "source": "records",
         "hits": len(lens),
         "mean_ns": mean,
         "cv": cv,
-        "gaps": [{"times": t, "lo": lo, "hi": hi} for t, lo, hi in terms],
+        "gaps": [{"times": _one(a, b), "lo": lo, "hi": hi} for a, b, lo, hi in terms],
         "requests_per_pause": mean_gap,
         "setting": f"requests:{spec},for={length}",
     }
@@ -1196,7 +1208,7 @@ def pause_sentence(p: dict[str, Any]) -> str:
     )
     if p.get("source") != "records":
         return f"{own}; one every {p['requests_per_pause']} requests, each the mean length"
-    gaps = ", then ".join(f"{g['times']}× {g['lo']}–{g['hi']}" for g in p["gaps"])
+    gaps = ", then ".join(f"{g['times']} × {g['lo']}–{g['hi']}" for g in p["gaps"])
     return (
         f"{own}; the records show {p['hits']} (mean {_us(p['mean_ns'])}, cv {p['cv']:.2f}), "
         f"requests between them: {gaps}" + (", again and again" if len(p["gaps"]) > 1 else "")

@@ -374,9 +374,17 @@ def test_pause_sequence_reads_lengths_and_clusters_from_the_records():
     df, hits = _paused_records(cyc + rng.integers(0, 100, 40), lengths, n=200_000)
     p = pause_sequence(dict(base), [df])
     long, short = p["gaps"]
-    assert (long["times"], short["times"]) == (4, 2), p["gaps"]
+    assert (long["times"], short["times"]) == ("4", "2"), p["gaps"]
     assert long["lo"] >= 10_000 and long["hi"] <= 16_000 and short["hi"] <= 2_000, p["gaps"]
     assert "x4+" in p["setting"] and p["setting"].split(",")[0].endswith("x2")
+    # Clusters of two and three in turn (LLLLSS, LLLLLS): the times become ranges.
+    block = [12_000, 13_000, 14_000, 12_500, 200, 900, 12_000, 13_000, 14_000, 12_500, 13_500, 300]
+    cyc = np.array([block[i % 12] for i in range(60)])
+    df, hits = _paused_records(cyc, rng.lognormal(math.log(25e6), 0.3, 60), n=400_000)
+    p = pause_sequence(dict(base), [df])
+    long, short = p["gaps"]
+    assert (long["times"], short["times"]) == ("4-5", "1-2"), p["gaps"]
+    assert "x4-5+" in p["setting"] and p["setting"].split(",")[0].endswith("x1-2")
     assert "again and again" in pause_sentence(p)
     # Four pauses are too few: the app's own count and mean stand.
     df, _ = _paused_records([10_000] * 4, lengths)

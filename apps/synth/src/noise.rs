@@ -396,7 +396,8 @@ every:500ms,for=exp:15ms, or none (one source, no cpus=: a pause stops every wor
 /// Request counts from one event to the next: `N` (always N), `N-M` (uniform in N..=M), a
 /// mixture of ranges drawn independently with weights summing to 1,
 /// `0.6*12000-16000+0.4*1-2000`, or a cycle of ranges each repeated so many times,
-/// `12000-16000x4+1-2000x2` (four long gaps, then two short, again and again). A
+/// `12000-16000x4+1-2000x2` (four long gaps, then two short, again and again), the times
+/// themselves drawn anew each turn when given as a range (`12000-16000x3-5+1-2000x1-2`). A
 /// collector's pauses come in clusters — most a young generation's fill apart, then two or
 /// three a few hundred requests apart (a marking cycle's) — which a cycle keeps together
 /// and independent draws do not.
@@ -404,23 +405,31 @@ every:500ms,for=exp:15ms, or none (one source, no cpus=: a pause stops every wor
 pub enum Gaps {
     /// (weight, lo, hi) terms, drawn independently.
     Mix(Vec<(f64, u64, u64)>),
-    /// (times, lo, hi) terms, in turn.
-    Cycle(Vec<(u64, u64, u64)>),
+    /// (fewest times, most times, lo, hi) terms, in turn.
+    Cycle(Vec<(u64, u64, u64, u64)>),
 }
 
-fn count_range(range: &str) -> Result<(u64, u64), String> {
+/// Where a cycle of gaps stands: its term and the gaps left in it (fresh: not started).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CyclePos {
+    started: bool,
+    term: usize,
+    left: u64,
+}
+
+fn count_range(range: &str, what: &str) -> Result<(u64, u64), String> {
     let (a, b) = range.split_once('-').unwrap_or((range, range));
     let n = |x: &str| x.trim().parse::<u64>().ok().filter(|n| *n > 0);
     match (n(a), n(b)) {
         (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
         _ => Err(format!(
-            "`{range}`: a gap is a whole number > 0 or a range N-M with N <= M"
+            "`{range}`: {what} is a whole number > 0 or a range N-M with N <= M"
         )),
     }
 }
 
 impl Gaps {
-    /// Parses `N`, `N-M`, `W*N-M+W*N-M...` or `N-MxK+N-MxK...`; every count > 0, N <= M.
+    /// Parses `N`, `N-M`, `W*N-M+W*N-M...` or `N-MxK+N-MxK1-K2...`; every count > 0, N <= M.
     pub fn parse(s: &str) -> Result<Gaps, String> {
         let s = s.trim();
         let terms: Vec<&str> = s.split('+').collect();
@@ -430,16 +439,9 @@ impl Gaps {
                 let (range, k) = t.rsplit_once('x').ok_or_else(|| {
                     format!("`{t}`: each term of a cycle needs its count, as in 1-2000x2")
                 })?;
-                let k = k
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|k| *k > 0)
-                    .ok_or_else(|| {
-                        format!("`{t}`: the count after x must be a whole number > 0")
-                    })?;
-                let (lo, hi) = count_range(range)?;
-                out.push((k, lo, hi));
+                let (k1, k2) = count_range(k, "the count after x")?;
+                let (lo, hi) = count_range(range, "a gap")?;
+                out.push((k1, k2, lo, hi));
             }
             return Ok(Gaps::Cycle(out));
         }
@@ -463,7 +465,7 @@ impl Gaps {
                     ))
                 }
             };
-            let (lo, hi) = count_range(range)?;
+            let (lo, hi) = count_range(range, "a gap")?;
             out.push((w, lo, hi));
         }
         let total: f64 = out.iter().map(|t| t.0).sum();
@@ -481,25 +483,19 @@ impl Gaps {
         match self {
             Gaps::Mix(t) => t.iter().map(|(w, lo, hi)| w * (lo + hi) as f64 / 2.0).sum(),
             Gaps::Cycle(t) => {
-                let n: u64 = t.iter().map(|x| x.0).sum();
+                let times = |a: u64, b: u64| (a + b) as f64 / 2.0;
+                let n: f64 = t.iter().map(|x| times(x.0, x.1)).sum();
                 t.iter()
-                    .map(|(k, lo, hi)| *k as f64 * (lo + hi) as f64 / 2.0)
+                    .map(|(a, b, lo, hi)| times(*a, *b) * (lo + hi) as f64 / 2.0)
                     .sum::<f64>()
-                    / n as f64
+                    / n
             }
         }
     }
 
-    /// Gaps in one turn of a cycle (1 for a mixture).
-    pub fn period(&self) -> u64 {
-        match self {
-            Gaps::Mix(_) => 1,
-            Gaps::Cycle(t) => t.iter().map(|x| x.0).sum(),
-        }
-    }
-
-    /// The gap at position `pos` of the cycle (any position for a mixture), drawn.
-    pub fn sample<R: Rng>(&self, rng: &mut R, pos: u64) -> u64 {
+    /// The next gap, drawn: independently for a mixture; for a cycle, from the term `at`
+    /// stands in (a fresh cycle starts at a drawn term, part of the way through it).
+    pub fn sample<R: Rng>(&self, rng: &mut R, at: &mut CyclePos) -> u64 {
         match self {
             Gaps::Mix(t) => {
                 let mut u: f64 = rng.gen();
@@ -513,14 +509,18 @@ impl Gaps {
                 rng.gen_range(lo..=hi)
             }
             Gaps::Cycle(t) => {
-                let mut i = pos % self.period();
-                for (k, lo, hi) in t {
-                    if i < *k {
-                        return rng.gen_range(*lo..=*hi);
-                    }
-                    i -= k;
+                if !at.started {
+                    at.started = true;
+                    at.term = rng.gen_range(0..t.len());
+                    let k = rng.gen_range(t[at.term].0..=t[at.term].1);
+                    at.left = rng.gen_range(1..=k);
+                } else if at.left == 0 {
+                    at.term = (at.term + 1) % t.len();
+                    at.left = rng.gen_range(t[at.term].0..=t[at.term].1);
                 }
-                unreachable!("pos % period falls in a term")
+                at.left -= 1;
+                let (_, _, lo, hi) = t[at.term];
+                rng.gen_range(lo..=hi)
             }
         }
     }
@@ -543,7 +543,7 @@ impl fmt::Display for Gaps {
                 .collect(),
             Gaps::Cycle(t) => t
                 .iter()
-                .map(|(k, lo, hi)| format!("{}x{k}", one(*lo, *hi)))
+                .map(|(a, b, lo, hi)| format!("{}x{}", one(*lo, *hi), one(*a, *b)))
                 .collect(),
         };
         f.write_str(&terms.join("+"))
@@ -621,8 +621,8 @@ pub struct PauseClock {
     next_ns: f64,
     /// Pauses (start, end) in order, disjoint.
     windows: std::collections::VecDeque<(f64, f64)>,
-    /// Gaps drawn so far, from a drawn place in a cycle (MAX: none yet).
-    gap_pos: u64,
+    /// Where a cycle of gaps stands.
+    gap_pos: CyclePos,
 }
 
 /// How far behind the newest query a worker may be and still see a pause (ns).
@@ -648,7 +648,7 @@ impl PauseClock {
             rng,
             next_ns: now_ns as f64 + first,
             windows: Default::default(),
-            gap_pos: u64::MAX,
+            gap_pos: CyclePos::default(),
         }
     }
 
@@ -673,13 +673,7 @@ impl PauseClock {
     /// gaps starts at a drawn place in its turn.
     pub fn next_gap(&mut self) -> u64 {
         match &self.pause {
-            Pause::Requests { gaps, .. } => {
-                if self.gap_pos == u64::MAX {
-                    self.gap_pos = self.rng.gen_range(0..gaps.period());
-                }
-                self.gap_pos += 1;
-                gaps.sample(&mut self.rng, self.gap_pos - 1)
-            }
+            Pause::Requests { gaps, .. } => gaps.sample(&mut self.rng, &mut self.gap_pos),
             Pause::Timed(_) => 0,
         }
     }
@@ -870,7 +864,8 @@ mod tests {
         let g = Gaps::parse("0.6*12000-16000+0.4*1-2000").unwrap();
         assert!((g.mean() - (0.6 * 14000.0 + 0.4 * 1000.5)).abs() < 1e-6);
         let mut rng: Xoshiro256PlusPlus = rand::SeedableRng::seed_from_u64(5);
-        let draws: Vec<u64> = (0..20_000).map(|i| g.sample(&mut rng, i)).collect();
+        let mut at = CyclePos::default();
+        let draws: Vec<u64> = (0..20_000).map(|_| g.sample(&mut rng, &mut at)).collect();
         assert!(draws
             .iter()
             .all(|&d| (1..=2000).contains(&d) || (12000..=16000).contains(&d)));
@@ -879,17 +874,48 @@ mod tests {
         let mean = draws.iter().sum::<u64>() as f64 / draws.len() as f64;
         assert!((mean / g.mean() - 1.0).abs() < 0.02, "{mean}");
         assert_eq!(Gaps::parse("100").unwrap().to_string(), "100");
-        // A cycle: its terms in turn, each repeated; round trips; refusals.
+        // A cycle: its terms in turn, each repeated (a drawn number of times when a range);
+        // round trips; refusals.
+        for spec in ["100-200x3+1-10x2", "100-200x2-4+1-10x1-2"] {
+            let c = Gaps::parse(spec).unwrap();
+            assert_eq!(Gaps::parse(&c.to_string()).unwrap(), c, "{spec}");
+            assert_eq!(c.to_string(), spec);
+        }
         let c = Gaps::parse("100-200x3+1-10x2").unwrap();
-        assert_eq!(Gaps::parse(&c.to_string()).unwrap(), c);
-        assert_eq!(c.period(), 5);
         assert!((c.mean() - (3.0 * 150.0 + 2.0 * 5.5) / 5.0).abs() < 1e-9);
-        let seq: Vec<bool> = (0..10).map(|i| c.sample(&mut rng, i) >= 100).collect();
-        assert_eq!(
-            seq,
-            [true, true, true, false, false, true, true, true, false, false]
+        let runs = |c: &Gaps, rng: &mut Xoshiro256PlusPlus| {
+            let mut at = CyclePos::default();
+            let long: Vec<bool> = (0..400).map(|_| c.sample(rng, &mut at) >= 100).collect();
+            let mut runs: Vec<(bool, usize)> = Vec::new();
+            for l in long {
+                match runs.last_mut() {
+                    Some((k, n)) if *k == l => *n += 1,
+                    _ => runs.push((l, 1)),
+                }
+            }
+            // The first and last runs may be cut.
+            runs[1..runs.len() - 1].to_vec()
+        };
+        let r = runs(&c, &mut rng);
+        assert!(r.iter().all(|&(l, n)| n == if l { 3 } else { 2 }), "{r:?}");
+        let c = Gaps::parse("100-200x2-4+1-10x1-2").unwrap();
+        assert!((c.mean() - (3.0 * 150.0 + 1.5 * 5.5) / 4.5).abs() < 1e-9);
+        let r = runs(&c, &mut rng);
+        assert!(
+            r.iter()
+                .all(|&(l, n)| if l { (2..=4).contains(&n) } else { n <= 2 }),
+            "{r:?}"
         );
-        for bad in ["100x0", "100-50x2", "0.5*100x2+0.5*10x1", "100x2+10"] {
+        for want in [(true, 2), (true, 3), (true, 4), (false, 1), (false, 2)] {
+            assert!(r.contains(&want), "{want:?} in {r:?}");
+        }
+        for bad in [
+            "100x0",
+            "100-50x2",
+            "0.5*100x2+0.5*10x1",
+            "100x2+10",
+            "100x3-2",
+        ] {
             assert!(Gaps::parse(bad).is_err(), "{bad}");
         }
         let r = Pause::parse("requests:100,for=2ms").unwrap().unwrap();
