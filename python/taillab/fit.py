@@ -477,7 +477,8 @@ def _times_of(runs: list[int]) -> tuple[int, int]:
 
 
 def _range_of(g: np.ndarray) -> tuple[int, int]:
-    """A uniform range of request counts from the quartiles of ``g`` (robust to strays)."""
+    """A uniform range of request counts from the quartiles of ``g`` (robust to strays):
+    the uniform with these quartiles, its ends half an interquartile range out."""
     q25, q75 = np.quantile(g, [0.25, 0.75])
     lo = max(1, math.floor(q25 - (q75 - q25) / 2))
     return lo, max(lo, math.ceil(q75 + (q75 - q25) / 2))
@@ -694,10 +695,7 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
         share = 1.0 / med if med > 0 else math.inf
         if cv > PERIODIC_MAX_CV or med < 2 or not 0.5 <= share / c.weight <= 2.0:
             continue
-        # The uniform with these quartiles: its ends half an interquartile range out.
-        lo = max(1, math.floor(q25 - (q75 - q25) / 2))
-        hi = max(lo, math.ceil(q75 + (q75 - q25) / 2))
-        gap = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        gap = _one(*_range_of(g))
         rest = [x for i, x in enumerate(comps) if i != k]
         left = sum(x.weight for x in rest)
         return {

@@ -114,7 +114,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "pause",
         default: "none",
-        help: "stop-the-world pauses (a collector's): requests:10000,for=15ms (every N requests; N-M or 0.6*12000-16000+0.4*1-2000 for drawn gaps), poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
+        help: "stop-the-world pauses (a collector's): requests:10000,for=15ms (every N requests; N-M, 0.6*12000-16000+0.4*1-2000 or a cycle 12000-16000x4-5+1-2000x1-2 for drawn gaps), poisson:rate=2,for=20ms or every:500ms,for=exp:15ms; every worker stops, serving or idle",
     },
     KeySpec {
         name: "periodic",
@@ -224,16 +224,10 @@ impl Periodic {
         for (k, x) in noise::fields(rest.trim()) {
             match k.as_str() {
                 "" if gap.is_none() => {
-                    let (a, b) = x.split_once('-').unwrap_or((&x, &x));
-                    let n = |t: &str| t.trim().parse::<u64>().ok().filter(|n| *n > 0);
-                    gap = Some(match (n(a), n(b)) {
-                        (Some(lo), Some(hi)) if lo <= hi => (lo, hi),
-                        _ => {
-                            return Err(format!(
-                                "`{x}`: the gap must be a whole number > 0 or a range N-M with N <= M; {PERIODIC_FORM}"
-                            ))
-                        }
-                    });
+                    gap = Some(
+                        noise::count_range(&x, "the gap")
+                            .map_err(|e| format!("{e}; {PERIODIC_FORM}"))?,
+                    );
                 }
                 "for" => length = Some(noise::parse_length(&x).map_err(|e| format!("`{x}`: {e}"))?),
                 _ => return Err(format!("unexpected `{x}`; {PERIODIC_FORM}")),
@@ -493,14 +487,7 @@ impl App for Synth {
             noise: c.noise,
             pause: c.pause.map(|p| {
                 let mut clock = PauseClock::new(&p, PAUSE_SEED, now_ns());
-                // The first request-driven pause falls anywhere in the first gap.
-                let g = clock.next_gap();
-                let first = if g > 0 {
-                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(PAUSE_SEED ^ 1);
-                    rand::Rng::gen_range(&mut rng, 1..=g)
-                } else {
-                    0
-                };
+                let first = clock.first_count().unwrap_or(0);
                 (p, parking_lot::Mutex::new(clock), AtomicU64::new(first))
             }),
             pause_hits: AtomicU64::new(0),

@@ -370,7 +370,7 @@ impl WorkerNoise {
 /// ends). Pauses do not overlap.
 ///
 /// - `requests:GAPS,for=DIST` — a pause every so many requests the server starts ([`Gaps`]:
-///   `N`, `N-M` or a mixture of ranges), in the request that reaches the count (a collector
+///   `N`, `N-M`, a mixture of ranges or a cycle of them), in the request that reaches the count (a collector
 ///   runs when allocation fills the young generation: a fixed amount of work, not of time,
 ///   apart); the first falls anywhere in the first gap;
 /// - `poisson:rate=R,for=DIST`, `every:D,for=DIST` — pauses in wall time from the server's
@@ -417,7 +417,8 @@ pub struct CyclePos {
     left: u64,
 }
 
-fn count_range(range: &str, what: &str) -> Result<(u64, u64), String> {
+/// `N` or `N-M` (`what` names it in the error): whole numbers > 0, N <= M.
+pub(crate) fn count_range(range: &str, what: &str) -> Result<(u64, u64), String> {
     let (a, b) = range.split_once('-').unwrap_or((range, range));
     let n = |x: &str| x.trim().parse::<u64>().ok().filter(|n| *n > 0);
     match (n(a), n(b)) {
@@ -551,8 +552,8 @@ impl fmt::Display for Gaps {
 }
 
 impl Pause {
-    /// Parses `none` (no pauses) or one source: `requests:N,for=DIST`, or the noise grammar
-    /// without `cpus=`.
+    /// Parses `none` (no pauses) or one source: `requests:GAPS,for=DIST`, or the noise
+    /// grammar without `cpus=`.
     pub fn parse(s: &str) -> Result<Option<Pause>, String> {
         let s = s.trim();
         if s == "none" || s.is_empty() {
@@ -666,6 +667,15 @@ impl PauseClock {
                 // Keeps its period unless a pause outlasts it.
                 Arrivals::Every { period_ns } => (self.next_ns + period_ns).max(end),
             };
+        }
+    }
+
+    /// The count of the first request-driven pause: anywhere in the first gap (None for
+    /// timed pauses).
+    pub fn first_count(&mut self) -> Option<u64> {
+        match self.next_gap() {
+            0 => None,
+            g => Some(self.rng.gen_range(1..=g)),
         }
     }
 
