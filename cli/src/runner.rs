@@ -77,7 +77,12 @@ pub fn run_once(
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)
         .with_context(|| format!("preparing data for {}", app.name()))?;
-    let server = app.server(&ctx, &cfg.settings, spec.threads)?;
+    let server = app.server_for_run(
+        &ctx,
+        &cfg.settings,
+        spec.threads,
+        taillab_core::arrival::derive_seed(spec.seed, 7),
+    )?;
     let client = app.client(
         &ctx,
         &cfg.settings,

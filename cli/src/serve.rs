@@ -33,7 +33,12 @@ pub fn serve_cmd(a: ServeCmd) -> anyhow::Result<i32> {
     let opts = ServeOpts::from_config(&cfg)?;
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)?;
-    let server = app.server(&ctx, &cfg.settings, opts.threads)?;
+    let server = app.server_for_run(
+        &ctx,
+        &cfg.settings,
+        opts.threads,
+        taillab_core::arrival::derive_seed(cfg.load.seed, 7),
+    )?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;

@@ -70,7 +70,8 @@ pub struct TailwagCmd {
     )]
     pub fit_at: FitAt,
     /// Rounds: the app and the fitted synthetic workload run in turn this many times at
-    /// the same points, with fresh seeds (default 2; 1 with `--fit-at each`). The error is
+    /// the same points, with fresh seeds (default 2; 1 with `--fit-at each` and for
+    /// speech). The error is
     /// round 1's — the synthetic workload against the runs it was fitted from, as TailWAG
     /// compares — and the later rounds add the same workload out of sample (each side's
     /// histograms merged) and the app against itself: what the host's drift alone does to
@@ -95,19 +96,65 @@ pub enum FitAt {
     All,
 }
 
+/// How long each point runs when the user says neither `--requests` nor `--duration`
+/// (and, with it, the warmup when neither `--warmup` nor `--warmup-requests` is given):
+/// enough requests for p99 at each load, fewer where one request takes long (a fit
+/// needs 1 000), more where the tail is a rare event. Middleware's tail is its
+/// collector's pauses, one per ~10 000 requests: 20 000 requests see one or two, and
+/// the app moved 50–93 % against itself; 200 000 see ~20.
+pub fn default_length(app: &str) -> (u64, Option<(&'static str, &'static str)>) {
+    match app {
+        "middleware" => (200_000, Some(("load.warmup", "5s"))),
+        "oltp-disk" => (3_000, Some(("load.warmup_requests", "100"))),
+        "translate" => (5_000, Some(("load.warmup_requests", "200"))),
+        // Its requests take 0.2 s on average, seconds at most.
+        "speech" => (1_000, Some(("load.warmup_requests", "5"))),
+        _ => (20_000, None),
+    }
+}
+
+/// The app the command measures (`--app`, or a configuration file's).
+fn app_name(a: &TailwagCmd) -> anyhow::Result<String> {
+    Ok(Plan::parse(None, &a.cfg.pairs, &a.sweep.pairs, &[])?
+        .base
+        .app
+        .name
+        .unwrap_or_default())
+}
+
+/// Rounds when `--rounds` is not given: two (the second is the out-of-sample check and
+/// the noise floor), one with `--fit-at each` (a synthetic workload per point) and for
+/// speech (three loads of 1 000 requests take hours).
+pub fn default_rounds(app: &str, fit_at: FitAt) -> usize {
+    if fit_at == FitAt::Each || app == "speech" {
+        1
+    } else {
+        DEFAULT_ROUNDS
+    }
+}
+
 /// The measured plan: the user's settings, loads relative to saturation,
-/// every request kept (the fit reads them).
+/// every request kept (the fit reads them), and the app's own length per point
+/// ([`default_length`]) where the user gave none.
 fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     let mut pairs = a.cfg.pairs.clone();
     pairs.push(("record.save_requests".into(), vec!["true".into()]));
-    let given = |k: &str| pairs.iter().any(|(p, _)| p.ends_with(k));
-    let (length_given, redo_given) = (
-        given("requests") || given("duration"),
-        given("redo_disturbed"),
-    );
+    let probe = Plan::parse(None, &pairs, &a.sweep.pairs, &[])?;
+    let on_axis = |k: &str| probe.axes.iter().any(|x| x.key.ends_with(k));
+    let l = &probe.base.load;
+    let length_given =
+        l.requests.is_some() || l.duration.is_some() || on_axis("requests") || on_axis("duration");
+    let warmup_given = l.warmup.is_some()
+        || l.warmup_requests.is_some()
+        || on_axis("warmup")
+        || on_axis("warmup_requests");
+    let redo_given = pairs.iter().any(|(p, _)| p.ends_with("redo_disturbed"));
     if !length_given {
-        // p99 needs thousands of requests per point.
-        pairs.push(("load.requests".into(), vec!["20000".into()]));
+        let (requests, warmup) = default_length(&app_name(a)?);
+        pairs.push(("load.requests".into(), vec![requests.to_string()]));
+        if let (Some((k, v)), false) = (warmup, warmup_given) {
+            pairs.push((k.into(), vec![v.into()]));
+        }
     }
     if !redo_given {
         // An app run and its synthetic twin are compared one to one: a run the
@@ -155,8 +202,7 @@ fn synthetic_plan(m: &Plan, fitted: &[String], extra: &[String]) -> anyhow::Resu
     Ok(p)
 }
 
-/// Rounds when `--rounds` is not given: two (the second is the out-of-sample check and
-/// the noise floor), one with `--fit-at each` (a synthetic workload per point).
+/// Rounds when `--rounds` is not given (see [`default_rounds`]).
 pub const DEFAULT_ROUNDS: usize = 2;
 
 pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
@@ -169,8 +215,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
              app; use --fit-at all, highest or lowest"
         ),
         (Some(n), _) => n,
-        (None, FitAt::Each) => 1,
-        (None, _) => DEFAULT_ROUNDS,
+        (None, fit_at) => default_rounds(&app_name(&a)?, fit_at),
     };
     let plan = measured_plan(&a)?;
     let app = app_of(&plan.base)?;
@@ -410,4 +455,58 @@ fn fitted_settings(path: &Path, point: &str) -> anyhow::Result<Vec<String>> {
         .as_str()
         .map(|s| vec![format!("service={s}")])
         .with_context(|| format!("{} has no spec for point {point}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        a: TailwagCmd,
+    }
+
+    fn plan(args: &[&str]) -> Plan {
+        let c = Cmd::try_parse_from(std::iter::once("tailwag").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        measured_plan(&c.a).unwrap_or_else(|e| panic!("{args:?}: {e:#}"))
+    }
+
+    /// Without --requests/--duration each app gets its own length: middleware enough
+    /// requests for ~20 collector pauses after a warmup; what the user gives wins.
+    #[test]
+    fn each_app_gets_its_own_length_unless_one_is_given() {
+        let l = plan(&["--app", "middleware"]).base.load;
+        assert_eq!(l.requests, Some(200_000));
+        assert_eq!(l.warmup.map(|d| d.secs()), Some(5.0));
+        let l = plan(&["--app", "kv"]).base.load;
+        assert_eq!(
+            (l.requests, l.warmup, l.warmup_requests),
+            (Some(20_000), None, None)
+        );
+        let l = plan(&["--app", "oltp-disk"]).base.load;
+        assert_eq!((l.requests, l.warmup_requests), (Some(3_000), Some(100)));
+        let l = plan(&["--app", "middleware", "--requests", "5000"])
+            .base
+            .load;
+        assert_eq!((l.requests, l.warmup), (Some(5_000), None));
+        let l = plan(&["--app", "middleware", "--duration", "3s"]).base.load;
+        assert_eq!(
+            (l.requests, l.duration.map(|d| d.secs())),
+            (None, Some(3.0))
+        );
+        // A warmup the user gives is kept with the app's own request count.
+        let l = plan(&["--app", "middleware", "--warmup-requests", "7"])
+            .base
+            .load;
+        assert_eq!(
+            (l.requests, l.warmup, l.warmup_requests),
+            (Some(200_000), None, Some(7))
+        );
+        assert_eq!(default_rounds("speech", FitAt::All), 1);
+        assert_eq!(default_rounds("kv", FitAt::All), DEFAULT_ROUNDS);
+        assert_eq!(default_rounds("kv", FitAt::Each), 1);
+    }
 }

@@ -293,6 +293,18 @@ pub trait App: Send + Sync {
         params: &Params,
         threads: usize,
     ) -> Result<Arc<dyn Server>, AppError>;
+    /// [`App::server`] for one run: `seed` is the run's own stream, for a server that
+    /// draws randomness of its own (synth's pauses, slow requests and noise), so that
+    /// runs with fresh seeds draw them afresh. By default the server ignores it.
+    fn server_for_run(
+        &self,
+        data: &DataCtx,
+        params: &Params,
+        threads: usize,
+        _seed: u64,
+    ) -> Result<Arc<dyn Server>, AppError> {
+        self.server(data, params, threads)
+    }
     /// Mean service time (ns) these params imply, when the app can tell
     /// without running (synth can); used to warn before a run that will
     /// saturate.

@@ -455,11 +455,22 @@ impl App for Synth {
     fn expected_service_ns(&self, params: &Params) -> Option<f64> {
         config(params).ok().map(|c| c.busy_mean_ns())
     }
+    /// The server's own draws (pauses, slow requests, noise) from fixed seeds: the same
+    /// in every run. A run draws them from its own seed ([`App::server_for_run`]).
     fn server(
+        &self,
+        data: &DataCtx,
+        params: &Params,
+        threads: usize,
+    ) -> Result<Arc<dyn Server>, AppError> {
+        self.server_for_run(data, params, threads, 0)
+    }
+    fn server_for_run(
         &self,
         _: &DataCtx,
         params: &Params,
         threads: usize,
+        seed: u64,
     ) -> Result<Arc<dyn Server>, AppError> {
         let c = config(params)?;
         for w in c.warnings() {
@@ -485,15 +496,16 @@ impl App for Synth {
             noise_events: AtomicU64::new(0),
             noise_ns: AtomicU64::new(0),
             noise: c.noise,
+            noise_seed: seeded(NOISE_SEED, seed),
             pause: c.pause.map(|p| {
-                let mut clock = PauseClock::new(&p, PAUSE_SEED, now_ns());
+                let mut clock = PauseClock::new(&p, seeded(PAUSE_SEED, seed), now_ns());
                 let first = clock.first_count().unwrap_or(0);
                 (p, parking_lot::Mutex::new(clock), AtomicU64::new(first))
             }),
             pause_hits: AtomicU64::new(0),
             pause_ns: AtomicU64::new(0),
             periodic: c.periodic.map(|p| {
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(PERIODIC_SEED);
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(seeded(PERIODIC_SEED, seed));
                 // The first slow request falls anywhere in the first gap.
                 let g = p.gap(&mut rng);
                 let first = rand::Rng::gen_range(&mut rng, 1..=g);
@@ -560,6 +572,8 @@ struct Shared {
     recv_lock: Option<HybridLock>,
     send_lock: Option<HybridLock>,
     noise: Noise,
+    /// Seeds the workers' noise processes (with each worker's index).
+    noise_seed: u64,
     threads: usize,
     workers: AtomicUsize,
     noisy_workers: AtomicUsize,
@@ -590,8 +604,18 @@ const PAUSE_SEED: u64 = 0x7061_7573_6531;
 /// The periodic slow requests' gaps and lengths are seeded from this.
 const PERIODIC_SEED: u64 = 0x7065_7269_6f64;
 
-/// Noise processes of worker `w` are seeded from this and `w`.
+/// Noise processes of worker `w` are seeded from this (with the run's) and `w`.
 const NOISE_SEED: u64 = 0x6e6f_6973_6531;
+
+/// One of the server's seeds for a run: the constant itself for seed 0 (what
+/// [`App::server`] gives), else mixed with the run's seed.
+fn seeded(constant: u64, run: u64) -> u64 {
+    if run == 0 {
+        constant
+    } else {
+        taillab_core::arrival::derive_seed(constant ^ run, 1)
+    }
+}
 
 impl Server for SynthServer {
     fn worker(&self, index: usize) -> Result<Box<dyn Worker>, AppError> {
@@ -600,7 +624,7 @@ impl Server for SynthServer {
         let noise = WorkerNoise::new(
             &s.noise,
             &allowed_cpus(),
-            taillab_core::arrival::derive_seed(NOISE_SEED, index as u64),
+            taillab_core::arrival::derive_seed(s.noise_seed, index as u64),
             now_ns(),
         );
         let hit = if noise.active() {
@@ -1218,6 +1242,45 @@ mod tests {
             k * 3 + 3 >= gaps.len() && k * 3 <= gaps.len() + 3,
             "gaps {gaps:?}"
         );
+    }
+
+    /// A run's seed draws the server's pauses afresh; the same seed draws the same ones,
+    /// and `server` is the run with seed 0.
+    #[test]
+    fn a_runs_seed_draws_its_own_pauses() {
+        let hits = |seed: Option<u64>| {
+            let p =
+                Params::parse(["service=fixed:5us", "pause=requests:1-100,for=fixed:2ms"]).unwrap();
+            let server = match seed {
+                Some(s) => Synth.server_for_run(&ctx(), &p, 1, s).unwrap(),
+                None => Synth.server(&ctx(), &p, 1).unwrap(),
+            };
+            let mut w = server.worker(0).unwrap();
+            let req = 5_000u64.to_le_bytes();
+            let mut hit = std::collections::BTreeSet::new();
+            for i in 0..600 {
+                let t = now_ns();
+                let mut resp = Vec::new();
+                w.handle(&req, &mut resp).unwrap();
+                if now_ns() - t >= 1_500_000 {
+                    hit.insert(i);
+                }
+            }
+            hit
+        };
+        let differ = |a: &std::collections::BTreeSet<i32>, b: &std::collections::BTreeSet<i32>| {
+            a.symmetric_difference(b).count()
+        };
+        let (a, b) = (hits(Some(11)), hits(Some(11)));
+        // A preempted request can look paused: allow two strays.
+        assert!(a.len() >= 6 && differ(&a, &b) <= 2, "{a:?} {b:?}");
+        let c = hits(Some(12));
+        assert!(
+            differ(&a, &c) >= 6,
+            "seeds 11 and 12 paused alike: {a:?} {c:?}"
+        );
+        let (d, e) = (hits(None), hits(Some(0)));
+        assert!(differ(&d, &e) <= 2, "{d:?} {e:?}");
     }
 
     #[test]
