@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use taillab_core::config::experiment::{Point, Sweep};
 use taillab_core::config::sections::Launcher;
@@ -98,6 +99,48 @@ pub struct Executor<'a> {
     sweep: &'a Sweep,
     out: PathBuf,
     quiet: bool,
+    /// The jobs this invocation submitted: what Ctrl-C cancels.
+    submitted: Arc<Mutex<Vec<String>>>,
+    /// Its cleanup in the signal handler's registry, while it lives.
+    cleanup: u64,
+}
+
+impl Drop for Executor<'_> {
+    fn drop(&mut self) {
+        taillab_interfere::signals::unregister(self.cleanup);
+    }
+}
+
+/// On SIGINT/SIGTERM/SIGHUP (Ctrl-C; the handler then ends the process): cancels the
+/// jobs this invocation submitted — queued tasks would otherwise run on with nobody to
+/// collect them — and says what is kept and how to go on.
+fn cancel_on_signal(submitted: &Mutex<Vec<String>>, out: &Path) {
+    let jobs = submitted.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let what = if jobs.is_empty() {
+        "no Slurm job was submitted yet".to_string()
+    } else {
+        match Command::new("scancel")
+            .args(&jobs)
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(o) if o.status.success() => format!("cancelled Slurm job(s) {}", jobs.join(",")),
+            Ok(o) => format!(
+                "scancel {} failed ({}): {}; cancel them yourself",
+                jobs.join(" "),
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => format!(
+                "could not run scancel ({e}): cancel job(s) {} yourself",
+                jobs.join(",")
+            ),
+        }
+    };
+    eprintln!(
+        "taillab: interrupted: {what}; finished runs are kept in {} — --resume continues",
+        out.display()
+    );
 }
 
 impl<'a> Executor<'a> {
@@ -119,7 +162,18 @@ impl<'a> Executor<'a> {
         let out = out
             .canonicalize()
             .with_context(|| format!("resolving {}", out.display()))?;
-        Ok(Executor { sweep, out, quiet })
+        let submitted: Arc<Mutex<Vec<String>>> = Default::default();
+        let cleanup = {
+            let (submitted, out) = (submitted.clone(), out.clone());
+            taillab_interfere::signals::register(move || cancel_on_signal(&submitted, &out))
+        };
+        Ok(Executor {
+            sweep,
+            out,
+            quiet,
+            submitted,
+            cleanup,
+        })
     }
 
     fn say(&self, bar: Option<&indicatif::ProgressBar>, line: &str) {
@@ -331,6 +385,10 @@ impl<'a> Executor<'a> {
             .append(true)
             .open(self.out.join("slurm/jobs"))?;
         writeln!(f, "{job}")?;
+        self.submitted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(job.clone());
         Ok(job)
     }
 

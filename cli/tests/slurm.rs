@@ -242,32 +242,42 @@ fn networked_run_merges_clients(slurm: &LocalSlurm, root: &Path) {
     );
 }
 
-/// A task killed under Slurm: the sweep names the run, Slurm's state and
-/// the task's stderr, keeps the other point, and --resume finishes.
-fn cancelled_task_is_reported_and_resumed(slurm: &LocalSlurm, root: &Path) {
-    let out = root.join("fail");
-    let args = [
-        "sweep",
-        "--app",
-        "synth",
-        "--qps",
-        "500,1000",
-        "--duration",
-        "3s",
-        "--warmup-requests",
-        "20",
-        "--executor",
-        "slurm",
-        "--out",
-        out.to_str().unwrap(),
-        "-q",
-    ];
-    let child = slurm
+/// A two-point synth sweep through Slurm into `out` (3 s per run).
+fn two_point_sweep(out: &Path) -> Vec<String> {
+    #[rustfmt::skip]
+    let a = ["sweep", "--app", "synth", "--qps", "500,1000", "--duration", "3s",
+             "--warmup-requests", "20", "--executor", "slurm", "-q", "--out"];
+    let mut v: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+    v.push(out.to_str().unwrap().to_string());
+    v
+}
+
+/// Starts `taillab ARGS` in the background, its stderr piped.
+fn start_sweep(slurm: &LocalSlurm, args: &[String]) -> std::process::Child {
+    slurm
         .cmd(bin())
         .args(args)
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// `taillab ARGS --resume`, which must succeed.
+fn resume(slurm: &LocalSlurm, args: &[String]) {
+    let a: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .chain(["--resume"])
+        .collect();
+    ok(&slurm.taillab(&a), "resumed sweep");
+}
+
+/// A task killed under Slurm: the sweep names the run, Slurm's state and
+/// the task's stderr, keeps the other point, and --resume finishes.
+fn cancelled_task_is_reported_and_resumed(slurm: &LocalSlurm, root: &Path) {
+    let out = root.join("fail");
+    let args = two_point_sweep(&out);
+    let child = start_sweep(slurm, &args);
     let until = Instant::now() + Duration::from_secs(30);
     let task = loop {
         let q = slurm
@@ -299,14 +309,78 @@ fn cancelled_task_is_reported_and_resumed(slurm: &LocalSlurm, root: &Path) {
             .exists(),
         "the finished point is kept"
     );
-    let o = slurm.taillab(&[&args[..], &["--resume"]].concat());
-    ok(&o, "resumed sweep");
+    resume(slurm, &args);
     assert!(out
         .join("points/integrated-t1-q1000/aggregate.json")
         .exists());
     // One job per point, then one for the missing run.
     let jobs = std::fs::read_to_string(out.join("slurm/jobs")).unwrap();
     assert_eq!(jobs.lines().count(), 3, "{jobs}");
+}
+
+/// Ctrl-C (SIGINT) while the sweep waits for its jobs: the jobs it submitted are
+/// cancelled (none left queued or running), it says so and how to go on, and --resume
+/// finishes the sweep.
+fn interrupted_sweep_cancels_its_jobs(slurm: &LocalSlurm, root: &Path) {
+    let out = root.join("interrupted");
+    let args = two_point_sweep(&out);
+    let child = start_sweep(slurm, &args);
+    let until = Instant::now() + Duration::from_secs(30);
+    let jobs = loop {
+        let listed = std::fs::read_to_string(out.join("slurm/jobs")).unwrap_or_default();
+        let q = slurm
+            .cmd("squeue")
+            .args(["-h", "-r", "-t", "running", "-o", "%i"])
+            .output()
+            .unwrap();
+        if listed.lines().count() == 2 && !q.stdout.is_empty() {
+            break listed;
+        }
+        assert!(Instant::now() < until, "no task ran: {listed}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("taillab: interrupted: cancelled Slurm job(s)") && err.contains("--resume"),
+        "{err}"
+    );
+    // Nothing of this sweep is left queued or running.
+    let ids: Vec<&str> = jobs.lines().map(str::trim).collect();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let q = slurm
+            .cmd("squeue")
+            .args(["-h", "-r", "-o", "%A %T", "-j", &ids.join(",")])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&q.stdout).into_owned();
+        let open: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("PENDING") || l.contains("RUNNING") || l.contains("CONFIGURING"))
+            .collect();
+        if open.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "left running after Ctrl-C: {open:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    resume(slurm, &args);
+    for p in ["integrated-t1-q500", "integrated-t1-q1000"] {
+        assert!(
+            out.join("points").join(p).join("aggregate.json").exists(),
+            "{p}"
+        );
+    }
 }
 
 #[test]
@@ -322,6 +396,7 @@ fn slurm_sweeps_and_networked_runs_on_a_local_cluster() {
     sweep_matches_local(&slurm, &root);
     networked_run_merges_clients(&slurm, &root);
     cancelled_task_is_reported_and_resumed(&slurm, &root);
+    interrupted_sweep_cancels_its_jobs(&slurm, &root);
     let _ = std::fs::remove_dir_all(&root);
 }
 
