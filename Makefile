@@ -45,6 +45,8 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	$(TAILLAB_PYTHON) -m ruff check python
+	# The bench and helper scripts (no .py suffix): syntax errors and undefined names.
+	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport scripts/faults-table scripts/import-cycles.py scripts/reproduction-doc.py
 	python3 scripts/import-cycles.py
 
 ## TailWAG's validation over all eight apps (about an hour), with its table.
