@@ -180,6 +180,11 @@ def _validate(args) -> int:
                 if later is not None and rep is not None
                 else ""
             )
+            + (
+                " (above the goal: this host cannot resolve it)"
+                if v.get("resolvable") is False
+                else ""
+            )
         )
     print(page)
     return 0

@@ -272,12 +272,16 @@ def test_rounds_keep_round_one_and_add_later_rounds_and_the_app_against_itself(p
         assert r["repeat_mean"] > 0.03 and r["later_error_mean"] < 0
     summ = summary(t)
     assert summ["rounds"] == 3 and summ["stats"]["mean"]["app_repeat"] > 0.03
+    # The app moved more than the goal (3 %) against itself: the goal is below the floor.
+    assert summ["stats"]["mean"]["resolvable"] is False
     assert summ["stats"]["p95"]["later"] == pytest.approx(
         np.mean(np.abs(t[t["threads"] == 1]["later_error_p95"]))
     )
     # The same folders again: nothing drifts.
     same = error_table(m, s, rounds=[(m, s)])
     assert same["repeat_p99"].abs().max() < 1e-9
+    assert all(v["resolvable"] for v in summary(same)["stats"].values())
+    assert "resolvable" not in summary(one)["stats"]["mean"]
 
 
 def test_the_measured_report_shows_the_validation(pair, tmp_path):
