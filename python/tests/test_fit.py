@@ -391,6 +391,38 @@ def test_pause_sequence_reads_lengths_and_clusters_from_the_records():
     assert pause_sequence(dict(base), [df]) == base
 
 
+def test_periodic_length_follows_the_cold_start_term_only_when_the_data_do():
+    """A pooled fit's periodic requests keep the cold-start factor when their warm-divided
+    means agree across the loads, and become ``cold=no`` with their measured length when the
+    measured means agree instead (a checkpoint's I/O does not slow with a cold cache)."""
+    from taillab.fit import periodic_cold
+
+    rng = np.random.default_rng(7)
+    members = [np.arange(0, 1000, 100), np.arange(0, 1000, 100)]
+
+    def case(measured_means, factors):
+        raw, warm = [], []
+        for m, f in zip(measured_means, factors, strict=True):
+            r = rng.lognormal(math.log(50e3), 0.1, 1000)
+            r[members[0]] = rng.lognormal(math.log(m), 0.05, len(members[0]))
+            raw.append(r)
+            warm.append(r / f)
+        setting = "requests:100,for=lognormal:5ms,cv=0.05"
+        per = {"members": members, "gap": "100", "setting": setting}
+        periodic_cold(per, raw, warm, ["q1", "q2"])
+        return per
+
+    # Checkpoint-like: 6 ms at both loads while the cold factor went 1.3 -> 1.0.
+    io = case((6e6, 6e6), (1.3, 1.0))
+    assert io["cold_check"]["cold"] is False and io["setting"].endswith(",cold=no")
+    assert io["setting"].startswith("requests:100,for=lognormal:")
+    assert abs(io["mean_ns"] / 6e6 - 1) < 0.03
+    # CPU-bound: 7.8 ms cold, 6 ms warm — the factor explains it; the setting is kept.
+    cpu = case((7.8e6, 6e6), (1.3, 1.0))
+    assert cpu["cold_check"]["cold"] is True
+    assert cpu["setting"] == "requests:100,for=lognormal:5ms,cv=0.05"
+
+
 def test_periodic_component_is_found_only_when_regular():
     """A rare slow component at regular gaps becomes ``periodic=``; the same share placed
     independently stays in the mixture."""

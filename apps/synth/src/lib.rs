@@ -119,7 +119,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "periodic",
         default: "none",
-        help: "a regular slow request: requests:80-90,for=lognormal:6ms,cv=0.1 (every 80th to 90th request the server starts serves a draw of for= instead of its own; requests:85 for a fixed gap)",
+        help: "a regular slow request: requests:80-90,for=lognormal:6ms,cv=0.1 (every 80th to 90th request the server starts serves a draw of for= instead of its own; requests:85 for a fixed gap; ,cold=no: cold= does not slow it)",
     },
     KeySpec {
         name: "scale",
@@ -205,10 +205,14 @@ pub struct Periodic {
     pub hi: u64,
     /// A slow request's service time (ns).
     pub length: Dist,
+    /// `cold=` slows the slow requests too (`cold=yes`, the default) or not (`cold=no`: their
+    /// own work — a checkpoint's I/O, a sweep through memory — does not grow with a cold
+    /// cache the way a short request does).
+    pub cold: bool,
 }
 
 const PERIODIC_FORM: &str =
-    "write it as requests:80-90,for=lognormal:6ms,cv=0.1 (or requests:85,for=6ms; or none)";
+    "write it as requests:80-90,for=lognormal:6ms,cv=0.1[,cold=no] (or requests:85,for=6ms; or none)";
 
 impl Periodic {
     /// Parses `none` or `requests:N[-M],for=DIST`.
@@ -220,7 +224,7 @@ impl Periodic {
         let rest = v
             .strip_prefix("requests:")
             .ok_or_else(|| format!("`{v}` must start with requests:; {PERIODIC_FORM}"))?;
-        let (mut gap, mut length) = (None, None);
+        let (mut gap, mut length, mut cold) = (None, None, true);
         for (k, x) in noise::fields(rest.trim()) {
             match k.as_str() {
                 "" if gap.is_none() => {
@@ -230,11 +234,23 @@ impl Periodic {
                     );
                 }
                 "for" => length = Some(noise::parse_length(&x).map_err(|e| format!("`{x}`: {e}"))?),
+                "cold" => {
+                    cold = match x.as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        _ => return Err(format!("cold=`{x}`: yes or no; {PERIODIC_FORM}")),
+                    }
+                }
                 _ => return Err(format!("unexpected `{x}`; {PERIODIC_FORM}")),
             }
         }
         match (gap, length) {
-            (Some((lo, hi)), Some(length)) => Ok(Some(Periodic { lo, hi, length })),
+            (Some((lo, hi)), Some(length)) => Ok(Some(Periodic {
+                lo,
+                hi,
+                length,
+                cold,
+            })),
             _ => Err(format!("needs a gap and for=DIST; {PERIODIC_FORM}")),
         }
     }
@@ -253,10 +269,14 @@ impl Periodic {
 impl std::fmt::Display for Periodic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.lo == self.hi {
-            write!(f, "requests:{},for={}", self.lo, self.length)
+            write!(f, "requests:{},for={}", self.lo, self.length)?;
         } else {
-            write!(f, "requests:{}-{},for={}", self.lo, self.hi, self.length)
+            write!(f, "requests:{}-{},for={}", self.lo, self.hi, self.length)?;
         }
+        if !self.cold {
+            write!(f, ",cold=no")?;
+        }
+        Ok(())
     }
 }
 
@@ -838,9 +858,11 @@ impl Worker for SynthWorker {
                 next.store(nth + c.next_gap(), Ordering::Release);
             }
         }
+        let mut warm_anyway = false;
         if let Some((p, next, rng)) = &s.periodic {
             // Counts are unique, so one request matches; only it moves `next` on.
             if nth == next.load(Ordering::Acquire) {
+                warm_anyway = !p.cold;
                 let mut rng = rng.lock();
                 svc = (p.length.sample(&mut *rng) * s.scale).round().max(0.0) as u64;
                 next.store(nth + p.gap(&mut *rng), Ordering::Release);
@@ -854,7 +876,8 @@ impl Worker for SynthWorker {
             if let Some(end) = *last_end {
                 *warmth = c.cooled(*warmth, start.saturating_sub(end) as f64);
             }
-            let f = c.factor(*warmth);
+            // A slow request with `cold=no` is served at its drawn length (and warms).
+            let f = if warm_anyway { 1.0 } else { c.factor(*warmth) };
             svc = (svc as f64 * f).round() as u64;
             s.cold_requests.fetch_add(1, Ordering::Relaxed);
             s.cold_factor_micro
@@ -1137,6 +1160,7 @@ mod tests {
         for v in [
             "requests:85,for=6ms",
             "requests:72-98,for=lognormal:6.1ms,cv=0.06",
+            "requests:128,for=lognormal:600us,cv=0.2,cold=no",
         ] {
             let p = Periodic::parse(v).unwrap().unwrap();
             let again = Periodic::parse(&p.to_string()).unwrap().unwrap();
@@ -1147,6 +1171,9 @@ mod tests {
             .unwrap();
         assert_eq!((p.lo, p.hi, p.mean_gap()), (72, 98, 85.0));
         assert_eq!(Periodic::parse("none").unwrap(), None);
+        assert!(p.cold, "cold= slows slow requests unless told not to");
+        let e = Periodic::parse("requests:85,for=6ms,cold=maybe").unwrap_err();
+        assert!(e.contains("yes or no"), "{e}");
         // The expected service counts the slow share: 9/10 x 10 us + 1/10 x 1 ms.
         let q = Params::parse([
             "service=fixed:10us",
@@ -1192,6 +1219,35 @@ mod tests {
             Periodic::parse(spec).unwrap(),
             Periodic::parse("requests:8-12,for=fixed:2ms").unwrap()
         );
+    }
+
+    /// A cold worker (cold=3: four times slower, tau 1 s: it stays cold here) stretches a
+    /// periodic slow request too, unless the request says `cold=no`.
+    #[test]
+    fn periodic_cold_no_serves_the_drawn_length() {
+        let slow_of = |periodic: &str| {
+            let p = Params::parse(["service=fixed:20us", "cold=3,tau=1s", periodic]).unwrap();
+            let server = Synth.server(&ctx(), &p, 1).unwrap();
+            let mut w = server.worker(0).unwrap();
+            let req = 20_000u64.to_le_bytes();
+            let mut slow = Vec::new();
+            for _ in 0..20 {
+                let t = now_ns();
+                let mut resp = Vec::new();
+                w.handle(&req, &mut resp).unwrap();
+                let d = now_ns() - t;
+                if d >= 1_500_000 {
+                    slow.push(d);
+                }
+            }
+            slow.sort_unstable();
+            assert!(slow.len() >= 3, "{slow:?}");
+            slow[slow.len() / 2]
+        };
+        let no = slow_of("periodic=requests:5,for=fixed:2ms,cold=no");
+        let yes = slow_of("periodic=requests:5,for=fixed:2ms");
+        assert!(no < 4_000_000, "cold=no took {no} ns for 2 ms");
+        assert!(yes >= 6_000_000, "a cold 2 ms slow request took {yes} ns");
     }
 
     /// `pause=requests:GAPS`: pauses come at drawn gaps of started requests — a mixture

@@ -131,7 +131,7 @@ fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
 pub(crate) fn fields(body: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for piece in body.split(',') {
-        let key = ["rate", "for", "cpus"]
+        let key = ["rate", "for", "cpus", "cold"]
             .into_iter()
             .find(|k| piece.starts_with(&format!("{k}=")) || piece.starts_with(&format!("{k}:")));
         match (key, out.last_mut()) {
