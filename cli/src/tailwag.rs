@@ -44,6 +44,7 @@ use taillab_core::config::experiment::{Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::view;
 use taillab_core::summary::write_json_atomic;
+use taillab_core::App;
 
 /// `taillab tailwag`: the app's settings and any run setting as in `taillab
 /// sweep` (`--threads 1,2` is an axis); loads with `--load` (default
@@ -96,46 +97,20 @@ pub enum FitAt {
     All,
 }
 
-/// How long each point runs when the user says neither `--requests` nor `--duration`
-/// (and, with it, the warmup when neither `--warmup` nor `--warmup-requests` is given):
-/// enough requests for p99 at each load, fewer where one request takes long (a fit
-/// needs 1 000), more where the tail is a rare event. Middleware's tail is its
-/// collector's pauses, one per ~10 000 requests: 20 000 requests see one or two, and
-/// the app moved 50–93 % against itself; 200 000 see ~20.
-pub fn default_length(app: &str) -> (u64, Option<(&'static str, &'static str)>) {
-    match app {
-        "middleware" => (200_000, Some(("load.warmup", "5s"))),
-        "oltp-disk" => (3_000, Some(("load.warmup_requests", "100"))),
-        "translate" => (5_000, Some(("load.warmup_requests", "200"))),
-        // Its requests take 0.2 s on average, seconds at most.
-        "speech" => (1_000, Some(("load.warmup_requests", "5"))),
-        _ => (20_000, None),
-    }
-}
-
-/// The app the command measures (`--app`, or a configuration file's).
-fn app_name(a: &TailwagCmd) -> anyhow::Result<String> {
-    Ok(Plan::parse(None, &a.cfg.pairs, &a.sweep.pairs, &[])?
-        .base
-        .app
-        .name
-        .unwrap_or_default())
-}
-
 /// Rounds when `--rounds` is not given: two (the second is the out-of-sample check and
-/// the noise floor), one with `--fit-at each` (a synthetic workload per point) and for
-/// speech (three loads of 1 000 requests take hours).
-pub fn default_rounds(app: &str, fit_at: FitAt) -> usize {
-    if fit_at == FitAt::Each || app == "speech" {
+/// the noise floor), one with `--fit-at each` (a synthetic workload per point), or the
+/// app's own ([`App::point_length`]: speech's three loads take hours).
+fn default_rounds(app: &dyn App, fit_at: FitAt) -> usize {
+    if fit_at == FitAt::Each {
         1
     } else {
-        DEFAULT_ROUNDS
+        app.point_length().rounds.unwrap_or(DEFAULT_ROUNDS)
     }
 }
 
 /// The measured plan: the user's settings, loads relative to saturation,
 /// every request kept (the fit reads them), and the app's own length per point
-/// ([`default_length`]) where the user gave none.
+/// ([`App::point_length`]) where the user gave none.
 fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     let mut pairs = a.cfg.pairs.clone();
     pairs.push(("record.save_requests".into(), vec!["true".into()]));
@@ -150,10 +125,14 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
         || on_axis("warmup_requests");
     let redo_given = pairs.iter().any(|(p, _)| p.ends_with("redo_disturbed"));
     if !length_given {
-        let (requests, warmup) = default_length(&app_name(a)?);
-        pairs.push(("load.requests".into(), vec![requests.to_string()]));
-        if let (Some((k, v)), false) = (warmup, warmup_given) {
-            pairs.push((k.into(), vec![v.into()]));
+        let own = app_of(&probe.base)?.point_length();
+        pairs.push(("load.requests".into(), vec![own.requests.to_string()]));
+        if !warmup_given {
+            if let Some(n) = own.warmup_requests {
+                pairs.push(("load.warmup_requests".into(), vec![n.to_string()]));
+            } else if let Some(t) = own.warmup_secs {
+                pairs.push(("load.warmup".into(), vec![format!("{t}s")]));
+            }
         }
     }
     if !redo_given {
@@ -206,6 +185,8 @@ fn synthetic_plan(m: &Plan, fitted: &[String], extra: &[String]) -> anyhow::Resu
 pub const DEFAULT_ROUNDS: usize = 2;
 
 pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
+    let plan = measured_plan(&a)?;
+    let app = app_of(&plan.base)?;
     let rounds = match (a.rounds, a.fit_at) {
         (Some(0), _) => {
             bail!("--rounds 0: give at least 1 (one measured and one synthetic sweep)")
@@ -215,10 +196,8 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
              app; use --fit-at all, highest or lowest"
         ),
         (Some(n), _) => n,
-        (None, fit_at) => default_rounds(&app_name(&a)?, fit_at),
+        (None, fit_at) => default_rounds(app.as_ref(), fit_at),
     };
-    let plan = measured_plan(&a)?;
-    let app = app_of(&plan.base)?;
     crate::planned::preflight(&plan.base)?;
     let out = a
         .exp
@@ -505,8 +484,15 @@ mod tests {
             (l.requests, l.warmup, l.warmup_requests),
             (Some(200_000), None, Some(7))
         );
-        assert_eq!(default_rounds("speech", FitAt::All), 1);
-        assert_eq!(default_rounds("kv", FitAt::All), DEFAULT_ROUNDS);
-        assert_eq!(default_rounds("kv", FitAt::Each), 1);
+        let app = |n: &str| {
+            let c = Cmd::try_parse_from(["tailwag", "--app", n]).unwrap();
+            app_of(&measured_plan(&c.a).unwrap().base).unwrap()
+        };
+        assert_eq!(default_rounds(app("speech").as_ref(), FitAt::All), 1);
+        assert_eq!(
+            default_rounds(app("kv").as_ref(), FitAt::All),
+            DEFAULT_ROUNDS
+        );
+        assert_eq!(default_rounds(app("kv").as_ref(), FitAt::Each), 1);
     }
 }

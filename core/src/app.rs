@@ -273,6 +273,30 @@ impl DataCtx {
     }
 }
 
+/// [`App::point_length`]: measured requests per point and the warmup before them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointLength {
+    /// Measured requests per point.
+    pub requests: u64,
+    /// Warmup in requests.
+    pub warmup_requests: Option<u64>,
+    /// Warmup in seconds (for an app whose warmup is a matter of time, e.g. a JIT).
+    pub warmup_secs: Option<f64>,
+    /// Rounds worth running (each is every point again, app and synthetic).
+    pub rounds: Option<usize>,
+}
+
+impl Default for PointLength {
+    fn default() -> Self {
+        PointLength {
+            requests: 20_000,
+            warmup_requests: None,
+            warmup_secs: None,
+            rounds: None,
+        }
+    }
+}
+
 /// The app factory: one per application, registered by the CLI.
 pub trait App: Send + Sync {
     /// Name used on the command line (`--app NAME`).
@@ -293,6 +317,11 @@ pub trait App: Send + Sync {
         params: &Params,
         threads: usize,
     ) -> Result<Arc<dyn Server>, AppError>;
+    /// How long a point must run for its tail to repeat, when the user gives no length
+    /// (`taillab tailwag`): by default 20 000 requests and no warmup.
+    fn point_length(&self) -> PointLength {
+        PointLength::default()
+    }
     /// [`App::server`] for one run: `seed` is the run's own stream, for a server that
     /// draws randomness of its own (synth's pauses, slow requests and noise), so that
     /// runs with fresh seeds draw them afresh. By default the server ignores it.

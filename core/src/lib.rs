@@ -33,6 +33,6 @@ pub mod stalls;
 pub mod stats;
 pub mod summary;
 
-pub use app::{App, AppError, Client, DataCtx, KeySpec, Params, Server, Worker};
+pub use app::{App, AppError, Client, DataCtx, KeySpec, Params, PointLength, Server, Worker};
 pub use harness::{run_integrated, Bound, RunError, RunResult, RunSpec, ShaperMode};
 pub use summary::{summarize, write_run, Summary};

@@ -746,13 +746,9 @@ def periodic_cold(
         for i, side in enumerate(("measured", "warm"))
     }
     spread = {side: max(x) / min(x) - 1.0 for side, x in means.items()}
-    per["cold_check"] = {
-        "points": list(by),
-        "mean_ns": means,
-        "spread": spread,
-        "cold": spread["warm"] <= spread["measured"],
-    }
-    if spread["warm"] <= spread["measured"]:
+    cold = spread["warm"] <= spread["measured"]
+    per["cold_check"] = {"points": list(by), "mean_ns": means, "spread": spread, "cold": cold}
+    if cold:
         return
     x = np.log(np.maximum(np.concatenate([r[m] for r, m in zip(raw, members, strict=True)]), 1.0))
     own = Component(1.0, float(x.mean()), float(x.var()))

@@ -154,6 +154,18 @@ fn parse_mix(v: &str) -> Result<[u32; 5], AppError> {
 }
 
 impl App for Oltp {
+    /// oltp-disk's requests take ~0.3 ms and its checkpoints 6 ms: 3 000 per point.
+    fn point_length(&self) -> taillab_core::PointLength {
+        if self.disk {
+            taillab_core::PointLength {
+                requests: 3_000,
+                warmup_requests: Some(100),
+                ..Default::default()
+            }
+        } else {
+            taillab_core::PointLength::default()
+        }
+    }
     fn name(&self) -> &'static str {
         if self.disk {
             "oltp-disk"

@@ -75,6 +75,16 @@ fn ready_dir(data: &DataCtx) -> Result<PathBuf, AppError> {
 }
 
 impl App for SpeechApp {
+    /// Its requests take 0.2 s on average, seconds at most: the 1 000 a fit needs per point,
+    /// one round (three loads take hours with the default set).
+    fn point_length(&self) -> taillab_core::PointLength {
+        taillab_core::PointLength {
+            requests: 1_000,
+            warmup_requests: Some(5),
+            rounds: Some(1),
+            ..Default::default()
+        }
+    }
     fn name(&self) -> &'static str {
         APP
     }

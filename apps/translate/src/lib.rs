@@ -127,6 +127,14 @@ pub fn load_sentences(dir: &Path) -> Result<Vec<(String, String)>, AppError> {
 }
 
 impl App for TranslateApp {
+    /// Its requests take about a millisecond: 5 000 per point.
+    fn point_length(&self) -> taillab_core::app::PointLength {
+        taillab_core::app::PointLength {
+            requests: 5_000,
+            warmup_requests: Some(200),
+            ..Default::default()
+        }
+    }
     fn name(&self) -> &'static str {
         NAME
     }
