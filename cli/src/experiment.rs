@@ -10,17 +10,17 @@ use taillab_core::config::experiment::Point;
 use taillab_core::config::RunConfig;
 use taillab_core::dist::fmt_ns;
 use taillab_core::experiment::{
-    run_point as run_repeats, Aggregate, CiTarget, ExperimentMeta, EXPERIMENT_SCHEMA,
+    run_point as run_repeats, Aggregate, CiTarget, ExperimentMeta, PointRuns, EXPERIMENT_SCHEMA,
 };
 use taillab_core::summary::{rfc3339, Host};
 use taillab_core::Summary;
 
-/// One run per point: the stopping rule when no CI target is set.
-pub fn single_run() -> CiTarget {
+/// `n` runs per point (`sweep.runs`): the stopping rule when no CI target is set.
+pub fn fixed_runs(n: usize) -> CiTarget {
     CiTarget {
         target: 1.0,
-        min_runs: 1,
-        max_runs: 1,
+        min_runs: n.max(1),
+        max_runs: n.max(1),
         metrics: CiTarget::default_metrics(),
     }
 }
@@ -67,21 +67,77 @@ pub fn run_point(
 ) -> anyhow::Result<Aggregate> {
     let app = app_of(&p.config)?;
     warn_if_saturating(&app, &p.config);
-    let seed = p.config.load.seed;
-    let redo = p.config.ci.redo_disturbed;
-    run_repeats(
+    let mut once = one_run(p, &app);
+    let agg = run_repeats(
         dir,
         &point_value(p),
-        seed,
+        p.config.load.seed,
         ci,
         resume,
-        &mut |seed, run_dir| -> anyhow::Result<Summary> {
-            let mut c = p.config.clone();
-            c.load.seed = seed;
-            run_redoing_disturbed(redo, run_dir, |d| run_once(&app, &c, d, false))
-        },
+        &mut once,
         progress,
-    )
+    )?;
+    Ok(agg)
+}
+
+/// The points' runs round robin (`sweep.order = interleaved`): every point's first
+/// run, then every point's second, and so on, each point stopping under `ci` as
+/// [`run_point`] does; `progress(i, k, agg)` is told after point `i`'s `k`-th run.
+/// Returns the points' aggregates in order.
+pub fn run_interleaved(
+    points: &[(&Point, std::path::PathBuf)],
+    ci: &CiTarget,
+    resume: bool,
+    progress: &mut dyn FnMut(usize, usize, &Aggregate),
+) -> anyhow::Result<Vec<Aggregate>> {
+    let apps = points
+        .iter()
+        .map(|(p, _)| {
+            let app = app_of(&p.config)?;
+            warn_if_saturating(&app, &p.config);
+            Ok(app)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let values: Vec<Value> = points.iter().map(|(p, _)| point_value(p)).collect();
+    let mut open = points
+        .iter()
+        .zip(&values)
+        .map(|((p, dir), v)| PointRuns::open(dir, v, p.config.load.seed, ci, resume))
+        .collect::<Result<Vec<_>, _>>()?;
+    loop {
+        let mut ran = false;
+        for (i, ((p, _), pr)) in points.iter().zip(open.iter_mut()).enumerate() {
+            let agg = pr
+                .step(&mut one_run(p, &apps[i]))
+                .with_context(|| format!("point {}", p.id))?;
+            if let Some(agg) = agg {
+                ran = true;
+                progress(i, pr.runs(), &agg);
+            }
+        }
+        if !ran {
+            break;
+        }
+    }
+    open.into_iter()
+        .zip(points)
+        .map(|(pr, (p, _))| pr.finish().with_context(|| format!("point {}", p.id)))
+        .collect()
+}
+
+/// One run of point `p` with seed `seed` into `run_dir`, redone while disturbed
+/// (`ci.redo_disturbed`).
+fn one_run<'a>(
+    p: &'a Point,
+    app: &'a std::sync::Arc<dyn taillab_core::App>,
+) -> impl FnMut(u64, &Path) -> anyhow::Result<Summary> + 'a {
+    move |seed, run_dir| {
+        let mut c = p.config.clone();
+        c.load.seed = seed;
+        run_redoing_disturbed(p.config.ci.redo_disturbed, run_dir, |d| {
+            run_once(app, &c, d, false)
+        })
+    }
 }
 
 /// Runs `once` into `run_dir`; while its environment check fails and the
@@ -173,8 +229,9 @@ pub fn table(aggs: &[Aggregate]) -> String {
         "point", "runs", "target", "mean", "p95", "p99", "checks failed (runs)"
     );
     for a in aggs {
-        // One run and no target asked (a plain sweep): no interval to show.
-        let no_ci = a.runs < 2 && a.target >= 1.0;
+        // No target asked (a plain sweep, sweep.runs): none to meet; one run: no interval.
+        let no_target = a.target >= 1.0;
+        let no_ci = a.runs < 2 && no_target;
         let cell = |m: &str| {
             a.metrics
                 .get(m)
@@ -197,7 +254,7 @@ pub fn table(aggs: &[Aggregate]) -> String {
             "{:<34}{:>5} {:<6}{:>18}{:>18}{:>18}  {}\n",
             a.point["id"].as_str().unwrap_or("?"),
             a.runs,
-            if no_ci {
+            if no_target {
                 "-"
             } else if a.target_met {
                 "met"

@@ -3,13 +3,15 @@
 //! saturation search first; the SLO search; resumable.
 
 use crate::args::ExperimentOut;
-use crate::experiment::{describe, meta, point_bar, point_value, run_point, single_run, table};
+use crate::experiment::{
+    describe, fixed_runs, meta, point_bar, point_value, run_interleaved, run_point, table,
+};
 use crate::runner::{app_of, default_out, run_once};
 use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use taillab_core::config::experiment::{Executor, Group, Plan, Point, Sweep};
+use taillab_core::config::experiment::{Executor, Group, Order, Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::{view, Dur, RunConfig};
 use taillab_core::dist::fmt_ns;
@@ -270,8 +272,11 @@ pub fn execute(
     rates: &Rates,
 ) -> anyhow::Result<Executed> {
     let groups = plan.groups()?;
-    // One run per point unless a CI target was asked for.
-    let ci = plan.base.ci_target()?.unwrap_or_else(single_run);
+    // sweep.runs per point (default one) unless a CI target was asked for.
+    let ci = plan
+        .base
+        .ci_target()?
+        .unwrap_or_else(|| fixed_runs(plan.sweep.runs));
     let parameters = json!({
         "base": plan.base.to_json(),
         "axes": plan.axes.iter().map(|x| json!({"key": x.key, "values": x.values})).collect::<Vec<_>>(),
@@ -313,7 +318,7 @@ pub fn execute(
                 .collect();
             x.run_points(&dirs, &ci)?
         }
-        None => run_points(&points, out, &ci, resume, quiet)?,
+        None => run_points(&points, out, &ci, resume, quiet, plan.sweep.order)?,
     };
     if let Some(slo) = &plan.sweep.slo {
         for g in &groups {
@@ -327,41 +332,52 @@ pub fn execute(
     })
 }
 
+/// The points' runs, each point's together (`sweep.order = points`) or round robin
+/// (`interleaved`, see [`run_interleaved`]), under one progress bar over all runs.
 fn run_points(
     points: &[Point],
     out: &Path,
     ci: &CiTarget,
     resume: bool,
     quiet: bool,
+    order: Order,
 ) -> anyhow::Result<Vec<Aggregate>> {
     let bar = (!quiet).then(|| point_bar((points.len() * ci.max_runs) as u64));
-    let mut aggs = Vec::new();
-    for (i, p) in points.iter().enumerate() {
-        let base = (i * ci.max_runs) as u64;
-        let agg = run_point(
-            p,
-            &out.join("points").join(&p.id),
-            ci,
-            resume,
-            &mut |k, agg| {
-                if let Some(b) = &bar {
-                    b.set_position(base + k as u64);
-                    b.set_message(format!(
-                        "point {}/{} {} {}",
-                        i + 1,
-                        points.len(),
-                        p.id,
-                        describe(agg)
-                    ));
-                }
-            },
-        )
-        .with_context(|| format!("point {}", p.id))?;
+    let dirs: Vec<_> = points
+        .iter()
+        .map(|p| (p, out.join("points").join(&p.id)))
+        .collect();
+    // Told after run k of point i; `pos` is the bar's position.
+    let tell = |i: usize, k: usize, pos: u64, agg: &Aggregate| {
         if let Some(b) = &bar {
-            b.set_position(base + ci.max_runs as u64);
+            b.set_position(pos);
+            b.set_message(format!(
+                "run {k} of point {}/{} {} {}",
+                i + 1,
+                points.len(),
+                points[i].id,
+                describe(agg)
+            ));
         }
-        aggs.push(agg);
-    }
+    };
+    let aggs = if order == Order::Interleaved {
+        let mut done = 0;
+        run_interleaved(&dirs, ci, resume, &mut |i, k, agg| {
+            done += 1;
+            tell(i, k, done, agg)
+        })?
+    } else {
+        let mut aggs = Vec::new();
+        for (i, (p, dir)) in dirs.iter().enumerate() {
+            let base = (i * ci.max_runs) as u64;
+            let agg = run_point(p, dir, ci, resume, &mut |k, agg| {
+                tell(i, k, base + k as u64, agg)
+            })
+            .with_context(|| format!("point {}", p.id))?;
+            aggs.push(agg);
+        }
+        aggs
+    };
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -448,9 +464,17 @@ fn dry_run(plan: &Plan, groups: &[Group]) -> anyhow::Result<i32> {
             }
         }
     }
-    let runs = plan.base.ci.target.map_or(1, |_| plan.base.ci.max_runs);
+    let runs = plan
+        .base
+        .ci
+        .target
+        .map_or(plan.sweep.runs, |_| plan.base.ci.max_runs);
+    let order = match plan.sweep.order {
+        Order::Interleaved if runs > 1 => ", interleaved (every point's run k before any run k+1)",
+        _ => "",
+    };
     println!(
-        "{} points, at most {} runs",
+        "{} points, at most {} runs{order}",
         plan.count(),
         plan.count() * runs
     );

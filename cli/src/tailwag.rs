@@ -4,7 +4,12 @@
 //!
 //! 1. `OUT/measured/`: a sweep of the app over the thread counts and loads
 //!    (fractions of each thread count's saturation rate, searched first),
-//!    with every request kept for the fit.
+//!    with every request kept for the fit. Each point's length (the app's
+//!    own, or `--requests`/`--duration`) is split into [`DEFAULT_BLOCKS`] runs
+//!    taken round robin over the points (`sweep.order = interleaved`), so the
+//!    host's slow drift falls on every load alike; `--runs N` (or a CI target)
+//!    sets the runs, `--order points` the old order. The synthetic side and
+//!    later rounds run the same way.
 //! 2. `OUT/measured/fit.json`: `taillab fit` of every measured point. Apps
 //!    serve faster when busy (warm caches; on a shared VM, a host that has not
 //!    descheduled an idle vCPU): img-dnn's mean service was 1.68 ms at 20 %
@@ -42,7 +47,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use taillab_core::config::experiment::{Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
-use taillab_core::config::view;
+use taillab_core::config::{view, Dur};
 use taillab_core::summary::write_json_atomic;
 use taillab_core::App;
 
@@ -124,6 +129,22 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
         || on_axis("warmup")
         || on_axis("warmup_requests");
     let redo_given = pairs.iter().any(|(p, _)| p.ends_with("redo_disturbed"));
+    let mut sweep = a.sweep.pairs.clone();
+    let sweep_given = |k: &str| a.sweep.pairs.iter().any(|(x, _)| x == k);
+    let ci_given = probe.base.ci.target.is_some() || on_axis("ci.target");
+    // Each point in blocks, the blocks of all points taken in turn: the host's slow drift
+    // falls on every load alike instead of on whichever ran last.
+    let blocks = if ci_given || sweep_given("runs") {
+        1
+    } else {
+        DEFAULT_BLOCKS
+    };
+    if blocks > 1 {
+        sweep.push(("runs".into(), vec![blocks.to_string()]));
+    }
+    if !sweep_given("order") {
+        sweep.push(("order".into(), vec!["interleaved".into()]));
+    }
     if !length_given {
         let own = app_of(&probe.base)?.point_length();
         pairs.push(("load.requests".into(), vec![own.requests.to_string()]));
@@ -141,11 +162,20 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
         // light-load mean by tens of percent) is redone, at most twice.
         pairs.push(("ci.redo_disturbed".into(), vec!["2".into()]));
     }
-    let mut sweep = a.sweep.pairs.clone();
     if !sweep.iter().any(|(k, _)| k == "load") {
         sweep.push(("load".into(), vec!["0.2,0.5,0.7".into()]));
     }
-    let plan = Plan::build(None, &pairs, &sweep, &[])?;
+    let mut plan = Plan::build(None, &pairs, &sweep, &[])?;
+    // A point's length is split over its runs (the blocks): `--requests`/`--duration` and
+    // the app's own length say how much one point measures in all.
+    let runs = plan.sweep.runs as u64;
+    let l = &mut plan.base.load;
+    if !on_axis("requests") {
+        l.requests = l.requests.map(|n| n.div_ceil(runs));
+    }
+    if !on_axis("duration") {
+        l.duration = l.duration.map(|d| Dur(d.0.div_ceil(runs)));
+    }
     if !plan.of_saturation() {
         bail!(
             "tailwag compares at loads relative to saturation: give them with --load (not --qps)"
@@ -180,6 +210,13 @@ fn synthetic_plan(m: &Plan, fitted: &[String], extra: &[String]) -> anyhow::Resu
     app_of(&p.base)?;
     Ok(p)
 }
+
+/// Runs ("blocks") per point when neither `--runs` nor a CI target is given: the app's
+/// point length ([`App::point_length`]) is split into this many runs, which
+/// `sweep.order = interleaved` takes in turn over the loads, so a slow drift of the host
+/// (kv's service moved 26 % in 20 s of back-to-back runs on the test VM) falls on every
+/// load alike instead of on whichever load ran last — what one fit across the loads needs.
+pub const DEFAULT_BLOCKS: usize = 4;
 
 /// Rounds when `--rounds` is not given (see [`default_rounds`]).
 pub const DEFAULT_ROUNDS: usize = 2;
@@ -440,6 +477,7 @@ fn fitted_settings(path: &Path, point: &str) -> anyhow::Result<Vec<String>> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use taillab_core::config::experiment::Order;
 
     #[derive(Parser)]
     struct Cmd {
@@ -453,28 +491,36 @@ mod tests {
         measured_plan(&c.a).unwrap_or_else(|e| panic!("{args:?}: {e:#}"))
     }
 
-    /// Without --requests/--duration each app gets its own length: middleware enough
-    /// requests for ~20 collector pauses after a warmup; what the user gives wins.
+    /// Without --requests/--duration each app gets its own length per point: middleware
+    /// enough requests for ~20 collector pauses after a warmup; what the user gives wins.
+    /// Either is split over the point's runs (DEFAULT_BLOCKS unless --runs or a CI
+    /// target), taken interleaved; every run warms up.
     #[test]
     fn each_app_gets_its_own_length_unless_one_is_given() {
-        let l = plan(&["--app", "middleware"]).base.load;
-        assert_eq!(l.requests, Some(200_000));
-        assert_eq!(l.warmup.map(|d| d.secs()), Some(5.0));
+        let b = DEFAULT_BLOCKS as u64;
+        let p = plan(&["--app", "middleware"]);
+        assert_eq!(p.sweep.runs, DEFAULT_BLOCKS);
+        assert_eq!(p.sweep.order, Order::Interleaved);
+        assert_eq!(p.base.load.requests, Some(200_000 / b));
+        assert_eq!(p.base.load.warmup.map(|d| d.secs()), Some(5.0));
         let l = plan(&["--app", "kv"]).base.load;
         assert_eq!(
             (l.requests, l.warmup, l.warmup_requests),
-            (Some(20_000), None, None)
+            (Some(20_000 / b), None, None)
         );
         let l = plan(&["--app", "oltp-disk"]).base.load;
-        assert_eq!((l.requests, l.warmup_requests), (Some(3_000), Some(100)));
+        assert_eq!(
+            (l.requests, l.warmup_requests),
+            (Some(3_000 / b), Some(100))
+        );
         let l = plan(&["--app", "middleware", "--requests", "5000"])
             .base
             .load;
-        assert_eq!((l.requests, l.warmup), (Some(5_000), None));
-        let l = plan(&["--app", "middleware", "--duration", "3s"]).base.load;
+        assert_eq!((l.requests, l.warmup), (Some(5_000 / b), None));
+        let l = plan(&["--app", "middleware", "--duration", "8s"]).base.load;
         assert_eq!(
             (l.requests, l.duration.map(|d| d.secs())),
-            (None, Some(3.0))
+            (None, Some(8.0 / b as f64))
         );
         // A warmup the user gives is kept with the app's own request count.
         let l = plan(&["--app", "middleware", "--warmup-requests", "7"])
@@ -482,8 +528,17 @@ mod tests {
             .load;
         assert_eq!(
             (l.requests, l.warmup, l.warmup_requests),
-            (Some(200_000), None, Some(7))
+            (Some(200_000 / b), None, Some(7))
         );
+        // Runs and order the user gives win; with a CI target the target decides the
+        // runs, and the point's length is each run's.
+        let p = plan(&["--app", "kv", "--runs", "2", "--order", "points"]);
+        assert_eq!(
+            (p.sweep.runs, p.sweep.order, p.base.load.requests),
+            (2, Order::Points, Some(10_000))
+        );
+        let p = plan(&["--app", "kv", "--ci", "0.05"]);
+        assert_eq!((p.sweep.runs, p.base.load.requests), (1, Some(20_000)));
         let app = |n: &str| {
             let c = Cmd::try_parse_from(["tailwag", "--app", n]).unwrap();
             app_of(&measured_plan(&c.a).unwrap().base).unwrap()

@@ -476,3 +476,87 @@ fn closed_stdout_ends_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(o.status.code(), Some(141), "{err}");
 }
+
+/// `--runs N --order interleaved`: every point gets N runs with fresh seeds, taken round
+/// robin (every point's first run before any second one), stopped as a count, not a
+/// target; a killed interleaved sweep resumes without rewriting a finished run. `--runs`
+/// with a CI target is refused, saying which to drop.
+#[test]
+fn interleaved_runs_alternate_between_points_and_resume() {
+    let _s = serial();
+    let out = tmp("interleaved");
+    #[rustfmt::skip]
+    let args = ["sweep", "--app", "synth", "--qps", "300,600,900", "--duration", "0.4s",
+                "--set", "service=exp:100us", "--runs", "3", "--order", "interleaved",
+                "--seed", "5", "-q", "--out"];
+    // Killed once the second pass has begun: the first runs of all points are final.
+    let mut child = Command::new(bin()).args(args).arg(&out).spawn().unwrap();
+    let second = out.join("points/integrated-t1-q300/run-1/summary.json");
+    let t = Instant::now();
+    while !second.exists() {
+        assert!(t.elapsed() < Duration::from_secs(60), "no second run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let first_of = |q: u32| out.join(format!("points/integrated-t1-q{q}/run-0"));
+    for q in [600, 900] {
+        assert!(
+            first_of(q).join("summary.json").exists(),
+            "q{q}'s first run must come before any point's second"
+        );
+    }
+    let before = files_under(&first_of(900));
+    let o = Command::new(bin())
+        .args(args)
+        .arg(&out)
+        .arg("--resume")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        files_under(&first_of(900)),
+        before,
+        "a finished run was rewritten"
+    );
+    // Start times: pass k of every point before pass k+1 of any.
+    let started = |q: u32, k: usize| -> String {
+        json(&out.join(format!("points/integrated-t1-q{q}/run-{k}/summary.json")))["started_at"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for k in 1..3 {
+        let last_of_pass = [300, 600, 900].map(|q| started(q, k - 1)).into_iter().max();
+        let first_of_next = [300, 600, 900].map(|q| started(q, k)).into_iter().min();
+        assert!(
+            last_of_pass < first_of_next,
+            "pass {k} began before pass {} ended",
+            k - 1
+        );
+    }
+    for q in [300, 600, 900] {
+        let agg = json(&out.join(format!("points/integrated-t1-q{q}/aggregate.json")));
+        assert_eq!(agg["runs"], 3);
+        assert!(
+            agg["stopped"]
+                .as_str()
+                .unwrap()
+                .contains("3 run(s) as asked"),
+            "{agg}"
+        );
+        let seeds = agg["seeds"].as_array().unwrap();
+        assert!(seeds[0] != seeds[1] && seeds[1] != seeds[2], "{agg}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    let o = Command::new(bin())
+        .args([
+            "sweep", "--app", "synth", "--qps", "300", "--runs", "3", "--ci", "0.05",
+        ])
+        .arg("--out")
+        .arg(tmp("interleaved-ci"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("drop --runs"), "{err}");
+}

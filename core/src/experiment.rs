@@ -216,49 +216,137 @@ pub fn run_point<E>(
 where
     E: From<ResultError>,
 {
-    let agg_path = dir.join("aggregate.json");
-    if resume && agg_path.exists() {
-        return Ok(Aggregate::read(&agg_path)?);
+    let mut p = PointRuns::open(dir, point, base_seed, ci, resume)?;
+    while let Some(agg) = p.step(run_once)? {
+        on_run(p.runs(), &agg);
     }
-    let root = experiment_root(dir);
-    still_there(&root)?;
-    std::fs::create_dir_all(dir).map_err(|e| ResultError::Write {
-        path: dir.into(),
-        source: e,
-    })?;
-    let mut summaries: Vec<(PathBuf, u64, Summary)> = Vec::new();
-    let mut agg;
-    let mut k = 0;
-    loop {
-        let seed = run_seed(base_seed, k);
-        let run_dir = dir.join(format!("run-{k}"));
+    Ok(p.finish()?)
+}
+
+/// One point's runs taken one at a time, so a caller can interleave the runs of
+/// several points (`sweep.order = interleaved`) under the same stopping rule as
+/// [`run_point`]: [`PointRuns::step`] makes the next run until the point stops,
+/// [`PointRuns::finish`] writes (or, on resume, reads) `aggregate.json`.
+pub struct PointRuns<'a> {
+    dir: PathBuf,
+    point: &'a Value,
+    base_seed: u64,
+    ci: &'a CiTarget,
+    resume: bool,
+    root: Option<PathBuf>,
+    summaries: Vec<(PathBuf, u64, Summary)>,
+    agg: Option<Aggregate>,
+    /// The point was finished before (resume): its aggregate as read.
+    done: Option<Aggregate>,
+}
+
+impl<'a> PointRuns<'a> {
+    /// Opens the point's folder (creating it); on resume a finished point is read
+    /// and makes no more runs.
+    pub fn open(
+        dir: &Path,
+        point: &'a Value,
+        base_seed: u64,
+        ci: &'a CiTarget,
+        resume: bool,
+    ) -> Result<Self, ResultError> {
+        let agg_path = dir.join("aggregate.json");
+        let done = if resume && agg_path.exists() {
+            Some(Aggregate::read(&agg_path)?)
+        } else {
+            None
+        };
+        let root = experiment_root(dir);
+        if done.is_none() {
+            still_there(&root)?;
+            std::fs::create_dir_all(dir).map_err(|e| ResultError::Write {
+                path: dir.into(),
+                source: e,
+            })?;
+        }
+        Ok(Self {
+            dir: dir.into(),
+            point,
+            base_seed,
+            ci,
+            resume,
+            root,
+            summaries: Vec::new(),
+            agg: None,
+            done,
+        })
+    }
+
+    /// Runs made (or resumed) so far.
+    pub fn runs(&self) -> usize {
+        self.summaries.len()
+    }
+
+    /// Whether the point has stopped: target met after `min_runs`, the run cap, or
+    /// finished before.
+    pub fn stopped(&self) -> bool {
+        self.done.is_some()
+            || self.agg.as_ref().is_some_and(|a| {
+                let k = self.summaries.len();
+                (k >= self.ci.min_runs && a.target_met) || k >= self.ci.max_runs
+            })
+    }
+
+    /// Makes (or, on resume, reads) the next run and returns the aggregate so far;
+    /// `None` once the point has stopped.
+    pub fn step<E>(
+        &mut self,
+        run_once: &mut dyn FnMut(u64, &Path) -> Result<Summary, E>,
+    ) -> Result<Option<Aggregate>, E>
+    where
+        E: From<ResultError>,
+    {
+        if self.stopped() {
+            return Ok(None);
+        }
+        let k = self.summaries.len();
+        let seed = run_seed(self.base_seed, k);
+        let run_dir = self.dir.join(format!("run-{k}"));
         let done = run_dir.join("summary.json");
-        let s = if resume && done.exists() {
+        let s = if self.resume && done.exists() {
             Summary::read(&done)?
         } else {
             run_once(seed, &run_dir)?
         };
         // A run recreates its folder; never on top of a removed experiment.
-        still_there(&root)?;
-        summaries.push((run_dir, seed, s));
-        k += 1;
-        agg = aggregate(point, ci, &summaries)?;
-        on_run(k, &agg);
-        if (k >= ci.min_runs && agg.target_met) || k >= ci.max_runs {
-            break;
-        }
+        still_there(&self.root)?;
+        self.summaries.push((run_dir, seed, s));
+        let agg = aggregate(self.point, self.ci, &self.summaries)?;
+        self.agg = Some(agg.clone());
+        Ok(Some(agg))
     }
-    agg.stopped = if agg.target_met {
-        format!("target ±{:.2}% met after {k} runs", ci.target * 100.0)
-    } else {
-        format!(
-            "run cap {} reached before the ±{:.2}% target",
-            ci.max_runs,
-            ci.target * 100.0
-        )
-    };
-    write_json_atomic(&agg_path, &agg)?;
-    Ok(agg)
+
+    /// The point's aggregate, written to `aggregate.json` (the one read on resume
+    /// when the point was finished before). Fails when no run was made.
+    pub fn finish(self) -> Result<Aggregate, ResultError> {
+        if let Some(a) = self.done {
+            return Ok(a);
+        }
+        let k = self.summaries.len();
+        let mut agg = self.agg.ok_or_else(|| ResultError::Read {
+            path: self.dir.clone(),
+            why: "the point has no run".into(),
+        })?;
+        agg.stopped = if self.ci.target >= 1.0 && self.ci.min_runs == self.ci.max_runs {
+            // `fixed_runs`: a count (sweep.runs), no target.
+            format!("{k} run(s) as asked, no CI target")
+        } else if agg.target_met {
+            format!("target ±{:.2}% met after {k} runs", self.ci.target * 100.0)
+        } else {
+            format!(
+                "run cap {} reached before the ±{:.2}% target",
+                self.ci.max_runs,
+                self.ci.target * 100.0
+            )
+        };
+        write_json_atomic(&self.dir.join("aggregate.json"), &agg)?;
+        Ok(agg)
+    }
 }
 
 /// The experiment folder `dir` lies in: its nearest ancestor holding

@@ -484,19 +484,22 @@ def _range_of(g: np.ndarray) -> tuple[int, int]:
     return lo, max(lo, math.ceil(q75 + (q75 - q25) / 2))
 
 
-#: Fewer pauses than this per run set its tail by too few events to repeat.
-PAUSE_MIN_PER_RUN = 10
+#: Fewer pauses than this per point (over its runs) set its tail by too few events to repeat.
+PAUSE_MIN_PER_POINT = 10
 
 
-def _few_pauses(out: dict[str, Any], pause: dict[str, Any], runs: int) -> None:
-    """Warns when the runs saw so few pauses that their tail cannot repeat: middleware with
-    two pauses per 20 000 requests moved 20–90 % against itself from round to round."""
-    per_run = pause["pauses"] / max(1, runs)
-    if per_run < PAUSE_MIN_PER_RUN:
+def _few_pauses(out: dict[str, Any], pause: dict[str, Any], points: int = 1) -> None:
+    """Warns when a point's runs saw so few pauses that its tail cannot repeat: middleware
+    with two pauses per 20 000 requests moved 20–90 % against itself from round to round.
+    Counted per point over its runs together (their histograms are merged); ``pause``
+    covers ``points`` points."""
+    n = pause["pauses"] / max(1, points)
+    if n < PAUSE_MIN_PER_POINT:
         need = math.ceil(20 * pause["requests"] / max(1, pause["pauses"]) / 10_000) * 10_000
         out["warnings"].append(
-            f"the app paused {per_run:.1f} times per run: a tail set by so few pauses does "
-            f"not repeat from run to run; measure about {need} requests per run (20 pauses)"
+            f"the app paused {n:.1f} times per point: a tail set by so few pauses "
+            f"does not repeat from run to run; measure about {need} requests per point "
+            "(20 pauses)"
         )
 
 
@@ -883,7 +886,7 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
     if pause:
         out["pause"] = pause
         out["synth_settings"] = [entry["synth_set"], f"pause={pause['setting']}"]
-        _few_pauses(out, pause, len(runs))
+        _few_pauses(out, pause)
     if dfs is not None:
         _with_periodic(out, periodic(_server_order(dfs), mix))
         queues = {_queue_of(Path(p)) for p in runs["path"]}
@@ -1112,7 +1115,7 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         "noise_hints": [],
     }
     if pause:
-        _few_pauses(out, pause, len(runs))
+        _few_pauses(out, pause, len(recs))
     runs_in_order = [x for _, dfs in recs for x in _server_order(dfs, cold)]
     per = periodic(runs_in_order, mix)
     if per is not None and cold["extra"] > 0:

@@ -163,6 +163,16 @@ def _synthetic_points(synthetic: Folders | list[Folders], metric: str) -> tuple[
     return pd.concat(frames, ignore_index=True), root
 
 
+def _stat(p: pd.Series, metric: str, st: str) -> float:
+    """A point's ``st`` of ``metric``: over its runs' merged histograms when it has several
+    (``taillab tailwag`` measures each point in interleaved blocks; a tail is the tail of all
+    its requests, never an average of the runs' percentiles), else the run's own value."""
+    v = p.get(f"merged_{metric}_{st}")
+    if int(p.get("runs", 1) or 1) > 1 and v is not None and not pd.isna(v):
+        return float(v)
+    return float(p[f"{metric}_{st}"])
+
+
 def _service_mean(p: pd.Series) -> float:
     """A point's mean service time: the estimate over its runs, else the runs' merged
     histogram (experiments report the latter when no CI target was set)."""
@@ -236,7 +246,7 @@ def error_table(
         for side, p in (("measured", a), ("synthetic", b)):
             row[f"{side}_service_mean"] = _service_mean(p)
         for st in STATS:
-            x, y = float(a[f"{metric}_{st}"]), float(b[f"{metric}_{st}"])
+            x, y = _stat(a, metric, st), _stat(b, metric, st)
             row.update({f"measured_{st}": x, f"synthetic_{st}": y})
             row[f"error_{st}"] = y / x - 1 if x else math.nan
         rows.append(row)

@@ -307,17 +307,22 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
     assert p["requests_per_pause"] == 1000
     assert p["setting"].startswith("requests:1000,for=")
     assert pauses([other]) is None and pauses([dirs[2]]) is None
-    # One pause per run is too few to repeat: the fit says how many requests would give 20.
+    # Three pauses in a point (over its runs) are too few to repeat: the fit says how many
+    # requests would give 20.
     from taillab.fit import _few_pauses
 
     out = {"warnings": []}
-    _few_pauses(out, p, 3)
+    _few_pauses(out, p)
     assert (
-        "1.0 times per run" in out["warnings"][0] and "about 20000 requests" in out["warnings"][0]
+        "3.0 times per point" in out["warnings"][0]
+        and "about 20000 requests" in out["warnings"][0]
     )
     out = {"warnings": []}
     _few_pauses(out, {**p, "pauses": 60}, 3)
     assert out["warnings"] == []
+    # 60 pauses over three points of a pooled fit: 20 each, enough; over ten points, not.
+    _few_pauses(out, {**p, "pauses": 60}, 10)
+    assert "6.0 times per point" in out["warnings"][0]
     # 1000 requests of ~10 µs and two hit by a pause: the pause's are dropped.
     vals = np.concatenate([np.full(1000, 10_000), [20_000_000, 27_000_000]])
     kept, dropped = _below(Dist.from_values(vals), p["threshold_ns"])

@@ -29,6 +29,10 @@ section! {
         slo: Option<Slo> = None, Opts::on(view::SWEEP);
         /// Length of each saturation or SLO probe run (a saturation probe lasts at least 30 mean service times).
         probe: Dur = Dur(2_000_000_000), Opts::on(view::SWEEP).aliases(&["probe-seconds"]);
+        /// Runs per point when no CI target (ci.target) is set, each with a fresh seed (with a target, ci.min_runs and ci.max_runs decide).
+        runs: usize = 1, Opts::on(view::SWEEP);
+        /// Order of the points' runs: points (each point's runs, then the next point's) or interleaved (every point's first run, then every point's second, ...: a slow drift of the host falls on all points alike; local executor).
+        order: Order = Order::Points, Opts::on(view::SWEEP);
         /// Run a grid of more than 10 000 points without asking.
         yes: bool = false, Opts::on(view::SWEEP);
         /// Where the points' runs execute: local (one after another on this host) or slurm (each point's runs as a Slurm job array; docs/cluster.md).
@@ -55,6 +59,16 @@ crate::names_enum! {
         Local = "local",
         /// As Slurm jobs (`sbatch --array`), writing into the shared results folder.
         Slurm = "slurm",
+    }
+}
+
+crate::names_enum! {
+    /// In which order a sweep makes its points' runs.
+    pub enum Order ("order") {
+        /// Each point's runs one after another, then the next point's.
+        Points = "points",
+        /// Round robin: every point's first run, then every point's second, and so on.
+        Interleaved = "interleaved",
     }
 }
 
@@ -410,6 +424,20 @@ impl Plan {
             return Err(ConfigError::Invalid(
                 "say which loads: --qps LIST|RANGE (load.qps), or --load FRACTIONS to measure the saturation rate first (sweep.load)".into(),
             ));
+        }
+        if self.sweep.runs == 0 {
+            return Err(ConfigError::Invalid(
+                "sweep.runs (--runs) is the number of runs per point: give 1 or more".into(),
+            ));
+        }
+        let ci_set =
+            self.base.ci.target.is_some() || self.axes.iter().any(|a| a.key == "ci.target");
+        if self.sweep.runs > 1 && ci_set {
+            return Err(ConfigError::Invalid(format!(
+                "sweep.runs = {} and a CI target (ci.target) both say how many runs a point gets: \
+                 drop --runs, or drop the target and keep a fixed count",
+                self.sweep.runs
+            )));
         }
         let n = self.count();
         if n > 10_000 && !self.sweep.yes {
