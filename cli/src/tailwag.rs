@@ -147,7 +147,10 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     }
     if !length_given {
         let own = app_of(&probe.base)?.point_length();
-        pairs.push(("load.requests".into(), vec![own.requests.to_string()]));
+        match own.secs {
+            Some(t) => pairs.push(("load.duration".into(), vec![format!("{t}s")])),
+            None => pairs.push(("load.requests".into(), vec![own.requests.to_string()])),
+        }
         if !warmup_given {
             if let Some(n) = own.warmup_requests {
                 pairs.push(("load.warmup_requests".into(), vec![n.to_string()]));
@@ -503,10 +506,16 @@ mod tests {
         assert_eq!(p.sweep.order, Order::Interleaved);
         assert_eq!(p.base.load.requests, Some(200_000 / b));
         assert_eq!(p.base.load.warmup.map(|d| d.secs()), Some(5.0));
-        let l = plan(&["--app", "kv"]).base.load;
+        let l = plan(&["--app", "search"]).base.load;
         assert_eq!(
             (l.requests, l.warmup, l.warmup_requests),
             (Some(20_000 / b), None, None)
+        );
+        // kv's µs requests: 30 s per point, a quarter in each block.
+        let l = plan(&["--app", "kv"]).base.load;
+        assert_eq!(
+            (l.requests, l.duration.map(|d| d.secs())),
+            (None, Some(30.0 / b as f64))
         );
         let l = plan(&["--app", "oltp-disk"]).base.load;
         assert_eq!(
@@ -532,12 +541,12 @@ mod tests {
         );
         // Runs and order the user gives win; with a CI target the target decides the
         // runs, and the point's length is each run's.
-        let p = plan(&["--app", "kv", "--runs", "2", "--order", "points"]);
+        let p = plan(&["--app", "search", "--runs", "2", "--order", "points"]);
         assert_eq!(
             (p.sweep.runs, p.sweep.order, p.base.load.requests),
             (2, Order::Points, Some(10_000))
         );
-        let p = plan(&["--app", "kv", "--ci", "0.05"]);
+        let p = plan(&["--app", "search", "--ci", "0.05"]);
         assert_eq!((p.sweep.runs, p.base.load.requests), (1, Some(20_000)));
         let app = |n: &str| {
             let c = Cmd::try_parse_from(["tailwag", "--app", n]).unwrap();

@@ -278,6 +278,10 @@ impl DataCtx {
 pub struct PointLength {
     /// Measured requests per point.
     pub requests: u64,
+    /// Measured seconds per point instead of `requests` (an app of µs requests, whose
+    /// point of 20 000 requests lasts a few seconds: the host's slow stretches of ~100 ms
+    /// then fall on a point a few times or not at all, and a point must span many).
+    pub secs: Option<f64>,
     /// Warmup in requests.
     pub warmup_requests: Option<u64>,
     /// Warmup in seconds (for an app whose warmup is a matter of time, e.g. a JIT).
@@ -290,6 +294,7 @@ impl Default for PointLength {
     fn default() -> Self {
         PointLength {
             requests: 20_000,
+            secs: None,
             warmup_requests: None,
             warmup_secs: None,
             rounds: None,
