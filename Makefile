@@ -49,7 +49,7 @@ lint: setup
 	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport scripts/faults-table scripts/import-cycles.py scripts/reproduction-doc.py
 	python3 scripts/import-cycles.py
 
-## TailWAG's validation over all eight apps (about 45 minutes; speech with its AN4 set), with its table.
+## TailWAG's validation over all eight apps (about an hour; speech with its AN4 set), with its table.
 tailwag: build
 	python3 bench/tailwag
 
