@@ -15,16 +15,6 @@ use taillab_core::experiment::{
 use taillab_core::summary::{rfc3339, Host};
 use taillab_core::Summary;
 
-/// `n` runs per point (`sweep.runs`): the stopping rule when no CI target is set.
-pub fn fixed_runs(n: usize) -> CiTarget {
-    CiTarget {
-        target: 1.0,
-        min_runs: n.max(1),
-        max_runs: n.max(1),
-        metrics: CiTarget::default_metrics(),
-    }
-}
-
 /// The `points` entry of experiment.json for `p`.
 pub fn point_value(p: &Point) -> Value {
     let c = &p.config;
@@ -230,7 +220,7 @@ pub fn table(aggs: &[Aggregate]) -> String {
     );
     for a in aggs {
         // No target asked (a plain sweep, sweep.runs): none to meet; one run: no interval.
-        let no_target = a.target >= 1.0;
+        let no_target = a.target >= CiTarget::NO_TARGET;
         let no_ci = a.runs < 2 && no_target;
         let cell = |m: &str| {
             a.metrics

@@ -4,7 +4,7 @@
 
 use crate::args::ExperimentOut;
 use crate::experiment::{
-    describe, fixed_runs, meta, point_bar, point_value, run_interleaved, run_point, table,
+    describe, meta, point_bar, point_value, run_interleaved, run_point, table,
 };
 use crate::runner::{app_of, default_out, run_once};
 use anyhow::Context;
@@ -272,11 +272,7 @@ pub fn execute(
     rates: &Rates,
 ) -> anyhow::Result<Executed> {
     let groups = plan.groups()?;
-    // sweep.runs per point (default one) unless a CI target was asked for.
-    let ci = plan
-        .base
-        .ci_target()?
-        .unwrap_or_else(|| fixed_runs(plan.sweep.runs));
+    let ci = stopping_rule(plan)?;
     let parameters = json!({
         "base": plan.base.to_json(),
         "axes": plan.axes.iter().map(|x| json!({"key": x.key, "values": x.values})).collect::<Vec<_>>(),
@@ -330,6 +326,14 @@ pub fn execute(
         aggs,
         saturation: sats,
     })
+}
+
+/// When a point stops: its CI target, else `sweep.runs` runs (default one).
+fn stopping_rule(plan: &Plan) -> anyhow::Result<CiTarget> {
+    Ok(plan
+        .base
+        .ci_target()?
+        .unwrap_or_else(|| CiTarget::fixed(plan.sweep.runs)))
 }
 
 /// The points' runs, each point's together (`sweep.order = points`) or round robin
@@ -464,11 +468,7 @@ fn dry_run(plan: &Plan, groups: &[Group]) -> anyhow::Result<i32> {
             }
         }
     }
-    let runs = plan
-        .base
-        .ci
-        .target
-        .map_or(plan.sweep.runs, |_| plan.base.ci.max_runs);
+    let runs = stopping_rule(plan)?.max_runs;
     let order = match plan.sweep.order {
         Order::Interleaved if runs > 1 => ", interleaved (every point's run k before any run k+1)",
         _ => "",

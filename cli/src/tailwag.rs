@@ -134,13 +134,8 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     let ci_given = probe.base.ci.target.is_some() || on_axis("ci.target");
     // Each point in blocks, the blocks of all points taken in turn: the host's slow drift
     // falls on every load alike instead of on whichever ran last.
-    let blocks = if ci_given || sweep_given("runs") {
-        1
-    } else {
-        DEFAULT_BLOCKS
-    };
-    if blocks > 1 {
-        sweep.push(("runs".into(), vec![blocks.to_string()]));
+    if !ci_given && !sweep_given("runs") {
+        sweep.push(("runs".into(), vec![DEFAULT_BLOCKS.to_string()]));
     }
     if !sweep_given("order") {
         sweep.push(("order".into(), vec!["interleaved".into()]));

@@ -50,6 +50,24 @@ pub struct CiTarget {
 }
 
 impl CiTarget {
+    /// The `target` of [`CiTarget::fixed`]: no interval to meet (a real target is < 1).
+    pub const NO_TARGET: f64 = 1.0;
+
+    /// `n` runs per point and no CI target (`sweep.runs`; one for a plain sweep).
+    pub fn fixed(n: usize) -> Self {
+        CiTarget {
+            target: Self::NO_TARGET,
+            min_runs: n.max(1),
+            max_runs: n.max(1),
+            metrics: Self::default_metrics(),
+        }
+    }
+
+    /// Whether this rule is a run count without a target ([`CiTarget::fixed`]).
+    pub fn is_fixed(&self) -> bool {
+        self.target >= Self::NO_TARGET
+    }
+
     /// Checks the rule; the error names the flag and its allowed range.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.target > 0.0 && self.target < 1.0) {
@@ -284,7 +302,7 @@ impl<'a> PointRuns<'a> {
 
     /// Whether the point has stopped: target met after `min_runs`, the run cap, or
     /// finished before.
-    pub fn stopped(&self) -> bool {
+    fn stopped(&self) -> bool {
         self.done.is_some()
             || self.agg.as_ref().is_some_and(|a| {
                 let k = self.summaries.len();
@@ -332,8 +350,7 @@ impl<'a> PointRuns<'a> {
             path: self.dir.clone(),
             why: "the point has no run".into(),
         })?;
-        agg.stopped = if self.ci.target >= 1.0 && self.ci.min_runs == self.ci.max_runs {
-            // `fixed_runs`: a count (sweep.runs), no target.
+        agg.stopped = if self.ci.is_fixed() {
             format!("{k} run(s) as asked, no CI target")
         } else if agg.target_met {
             format!("target ±{:.2}% met after {k} runs", self.ci.target * 100.0)

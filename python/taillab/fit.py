@@ -1040,7 +1040,7 @@ def fit_cold(series) -> dict[str, Any]:
     best["method"] = "requests"
     # F from the points' means at the chosen tau.
     kk, x = k[keep], 1.0 - best["warmth"][keep]
-    pts = [p for p in np.unique(kk) if (kk == p).any()]
+    pts = np.unique(kk)
     xm = np.array([x[kk == p].mean() for p in pts])
     ym = np.array([y[kk == p].mean() for p in pts])
     if len(pts) >= 2 and float(xm.max() - xm.min()) >= COLD_MIN_SPREAD:

@@ -164,13 +164,11 @@ def _synthetic_points(synthetic: Folders | list[Folders], metric: str) -> tuple[
 
 
 def _stat(p: pd.Series, metric: str, st: str) -> float:
-    """A point's ``st`` of ``metric``: over its runs' merged histograms when it has several
-    (``taillab tailwag`` measures each point in interleaved blocks; a tail is the tail of all
-    its requests, never an average of the runs' percentiles), else the run's own value."""
+    """A point's ``st`` of ``metric`` over its runs' merged histograms (``taillab tailwag``
+    measures each point in interleaved blocks; a tail is the tail of all its requests, never
+    an average of the runs' percentiles; one run's are its own), else the estimate."""
     v = p.get(f"merged_{metric}_{st}")
-    if int(p.get("runs", 1) or 1) > 1 and v is not None and not pd.isna(v):
-        return float(v)
-    return float(p[f"{metric}_{st}"])
+    return float(v) if v is not None and not pd.isna(v) else float(p[f"{metric}_{st}"])
 
 
 def _service_mean(p: pd.Series) -> float:
