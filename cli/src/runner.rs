@@ -386,10 +386,14 @@ fn attach_environment(
     stall_item(summary, max_stall_ns, &mut check);
     let s = &report.summary;
     let verdict = if check.ok {
-        format!(
+        let mut v = format!(
             "steal {:.2} %, other processes {:.1} % of a CPU",
             s.steal_pct, s.foreign_cpu_pct
-        )
+        );
+        for n in &check.notes {
+            v = format!("{v}; {n}");
+        }
+        v
     } else {
         check.reasons.join("; ")
     };
@@ -398,7 +402,7 @@ fn attach_environment(
         taillab_core::summary::Check::new(
             check.ok,
             verdict,
-            serde_json::json!({ "reasons": check.reasons, "items": check.items, "thresholds": check.thresholds }),
+            serde_json::json!({ "reasons": check.reasons, "items": check.items, "thresholds": check.thresholds, "notes": check.notes }),
         ),
     );
     summary

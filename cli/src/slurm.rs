@@ -792,7 +792,7 @@ pub fn node_monitor(a: NodeMonitorCmd) -> anyhow::Result<i32> {
     let s = &report.summary;
     let check = s.check(&th);
     let v = serde_json::json!({
-        "ok": check.ok, "reasons": check.reasons, "measured_s": s.measured_s, "ncpu": s.ncpu,
+        "ok": check.ok, "reasons": check.reasons, "notes": check.notes, "measured_s": s.measured_s, "ncpu": s.ncpu,
         "steal_pct": s.steal_pct, "steal_max_1s_pct": s.steal_max_1s_pct,
         "foreign_cpu_pct": s.foreign_cpu_pct, "foreign_cpu_max_1s_pct": s.foreign_cpu_max_1s_pct,
         "host_busy_pct": s.host_busy_pct, "top_foreign": s.top_foreign, "job_pids": own,

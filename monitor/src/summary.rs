@@ -29,6 +29,18 @@
 //!   (time a worker was runnable but not running) — the direct measure of
 //!   what the involuntary switches cost.
 //!
+//!   Both worker limits assume the worker has its CPU to itself. An app that
+//!   does its work in helper processes (translate's eleven Apertium stages,
+//!   which a worker feeds through pipes) shares the worker's CPU with them by
+//!   design: every stage that wakes on that CPU preempts the worker (about
+//!   90 per second on the 2-vCPU VMs, with foreign CPU near 1 %). That is the
+//!   app, not the environment, so when the experiment's own descendant
+//!   processes used at least [`OWN_HELPERS_MIN_PCT`] of a CPU and at least
+//!   [`OWN_HELPERS_OVER_FOREIGN`] times what foreign processes used, and steal
+//!   and foreign CPU passed, the worker items pass with a note naming the
+//!   helpers ([`EnvCheck::notes`]). A foreign process heavy enough to matter
+//!   still fails the run through the foreign-CPU limit.
+//!
 //! Every figure that a limit is applied to is a mean over the whole measured
 //! phase; the 1-second maxima are reported next to them so a short burst is
 //! visible without failing a long run on its own.
@@ -197,6 +209,12 @@ impl Default for Thresholds {
     }
 }
 
+/// The experiment's descendant processes must use at least this much CPU (% of one CPU) for
+/// a worker's preemptions to be put down to them (see the module docs).
+pub const OWN_HELPERS_MIN_PCT: f64 = 10.0;
+/// ... and at least this many times the foreign processes' CPU.
+pub const OWN_HELPERS_OVER_FOREIGN: f64 = 4.0;
+
 /// One line of the verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CheckItem {
@@ -223,6 +241,10 @@ pub struct EnvCheck {
     pub items: Vec<CheckItem>,
     /// The limits applied.
     pub thresholds: Thresholds,
+    /// What passed only because it was put down to the app itself (its helper processes
+    /// preempting a worker), one sentence each.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// Index ranges of consecutive samples adding up to at least `min_s`
@@ -466,6 +488,24 @@ impl EnvSummary {
         }
     }
 
+    /// The experiment's own descendant processes, heaviest first (`apertium-transfer 21.0 %, ...`,
+    /// at most five), with their total.
+    pub fn own_helper_names(&self) -> String {
+        let mut v: Vec<&ChildProcess> = std::iter::once(&self.harness)
+            .chain(&self.extra)
+            .flat_map(|p| &p.children)
+            .collect();
+        v.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
+        let total = self.harness.children_cpu_pct
+            + self.extra.iter().map(|p| p.children_cpu_pct).sum::<f64>();
+        let names: Vec<String> = v
+            .iter()
+            .take(5)
+            .map(|c| format!("{} {:.1} %", c.name, c.cpu_pct))
+            .collect();
+        format!("{:.0} % of a CPU: {}", total, names.join(", "))
+    }
+
     /// Applies the limits. Fails (never panics) on an empty summary.
     pub fn check(&self, th: &Thresholds) -> EnvCheck {
         let mut items = Vec::new();
@@ -514,6 +554,14 @@ impl EnvSummary {
                 }
             ));
         }
+        // The app's own helper processes (not foreign) sharing the workers' CPUs.
+        let own_pct = self.harness.children_cpu_pct
+            + self.extra.iter().map(|p| p.children_cpu_pct).sum::<f64>();
+        let own_helpers = steal_ok
+            && foreign_ok
+            && own_pct >= OWN_HELPERS_MIN_PCT
+            && own_pct >= OWN_HELPERS_OVER_FOREIGN * self.foreign_cpu_pct;
+        let mut notes = Vec::new();
         let worst_invol = self
             .workers
             .iter()
@@ -524,13 +572,25 @@ impl EnvSummary {
             value: v,
             limit: th.max_worker_invol_per_s,
             unit: "per second".into(),
-            ok: v <= th.max_worker_invol_per_s,
+            ok: v <= th.max_worker_invol_per_s || own_helpers,
         });
         for w in self
             .workers
             .iter()
             .filter(|w| w.invol_per_s > th.max_worker_invol_per_s)
         {
+            if own_helpers {
+                notes.push(format!(
+                    "worker thread {} ({}) was preempted {:.0} times per second (limit {}) by the app's own helper processes ({}; foreign {:.1} %): not counted as a disturbance",
+                    w.tid,
+                    w.name,
+                    w.invol_per_s,
+                    th.max_worker_invol_per_s,
+                    self.own_helper_names(),
+                    self.foreign_cpu_pct
+                ));
+                continue;
+            }
             reasons.push(format!(
                 "worker thread {} ({}) was preempted {:.0} times per second (limit {}, worst second {:.0}): something else ran on its CPU{}",
                 w.tid,
@@ -556,13 +616,24 @@ impl EnvSummary {
             value: worst_wait,
             limit: th.max_worker_runq_wait_pct,
             unit: "% of the phase".into(),
-            ok: worst_wait <= th.max_worker_runq_wait_pct,
+            ok: worst_wait <= th.max_worker_runq_wait_pct || own_helpers,
         });
         for w in self
             .workers
             .iter()
             .filter(|w| w.runq_wait_pct > th.max_worker_runq_wait_pct)
         {
+            if own_helpers {
+                notes.push(format!(
+                    "worker thread {} ({}) waited for a CPU {:.1} % of the measured phase (limit {} %) behind the app's own helper processes ({}): not counted as a disturbance",
+                    w.tid,
+                    w.name,
+                    w.runq_wait_pct,
+                    th.max_worker_runq_wait_pct,
+                    self.own_helper_names()
+                ));
+                continue;
+            }
             reasons.push(format!(
                 "worker thread {} ({}) waited for a CPU {:.1} % of the measured phase (limit {} %)",
                 w.tid, w.name, w.runq_wait_pct, th.max_worker_runq_wait_pct
@@ -573,6 +644,7 @@ impl EnvSummary {
             reasons,
             items,
             thresholds: th.clone(),
+            notes,
         }
     }
 }
@@ -653,7 +725,11 @@ fn write_children(f: &mut fmt::Formatter<'_>, p: &ProcTotals) -> fmt::Result {
 impl fmt::Display for EnvCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.ok {
-            return write!(f, "environment ok");
+            write!(f, "environment ok")?;
+            if !self.notes.is_empty() {
+                write!(f, " ({})", self.notes.join("; "))?;
+            }
+            return Ok(());
         }
         write!(f, "environment DISTURBED: {}", self.reasons.join("; "))
     }
@@ -719,5 +795,50 @@ mod tests {
         );
         let empty = EnvSummary::default();
         assert!(!empty.check(&Thresholds::default()).ok);
+    }
+
+    #[test]
+    fn the_apps_own_helpers_preempting_a_worker_pass_with_a_note() {
+        // translate: the worker feeds Apertium stages that wake on its CPU.
+        let mut own = EnvSummary {
+            samples: 10,
+            measured_s: 1.0,
+            foreign_cpu_pct: 1.2,
+            ..Default::default()
+        };
+        own.workers = vec![ThreadTotals {
+            tid: 9,
+            name: "w0".into(),
+            worker: true,
+            invol_per_s: 95.0,
+            runq_wait_pct: 1.5,
+            ..Default::default()
+        }];
+        own.harness.children_cpu_pct = 60.0;
+        own.harness.children = vec![ChildProcess {
+            name: "apertium-transfer".into(),
+            cpu_pct: 21.0,
+            pids: vec![11],
+        }];
+        let c = own.check(&Thresholds::default());
+        assert!(c.ok, "{c:?}");
+        assert_eq!(c.notes.len(), 2, "{c:?}");
+        assert!(c.notes[0].contains("apertium-transfer 21.0 %"), "{c:?}");
+        assert!(c.items.iter().all(|i| i.ok));
+        // The same preemption with helpers too light to explain it fails,
+        let mut light = own.clone();
+        light.harness.children_cpu_pct = 3.0;
+        assert!(!light.check(&Thresholds::default()).ok);
+        // and so does it when foreign processes ran about as much as the helpers.
+        let mut foreign = own.clone();
+        foreign.harness.children_cpu_pct = 12.0;
+        foreign.foreign_cpu_pct = 4.0;
+        let c = foreign.check(&Thresholds::default());
+        assert!(!c.ok && c.notes.is_empty(), "{c:?}");
+        // Steal or foreign CPU over their limits still fail the run.
+        let mut stolen = own.clone();
+        stolen.steal_pct = 3.0;
+        let c = stolen.check(&Thresholds::default());
+        assert!(!c.ok && c.reasons.len() == 3, "{c:?}");
     }
 }
