@@ -266,7 +266,12 @@ def _cold_records(extra, tau_ns, qps_list, n=6000, mean_ns=100e3, seed=3, slower
                 fi[i] = free = st[i] + s
                 w = 1 - (1 - w) * math.exp(-s / tau_ns)
             df = pd.DataFrame(
-                {"worker": 0, "started": st.astype(np.int64), "finished": fi.astype(np.int64)}
+                {
+                    "worker": 0,
+                    "intended": arr.astype(np.int64),
+                    "started": st.astype(np.int64),
+                    "finished": fi.astype(np.int64),
+                }
             )
             df["measured"] = (np.arange(m) >= 200 // runs).astype(int)
             dfs.append(df)
@@ -308,6 +313,36 @@ def test_cold_start_follows_the_points_means_when_requests_cannot_tell():
         )
         model = base_fit * (1 + c["extra"] * pm["coldness"])
         assert model == pytest.approx(pm["service_ns"], rel=0.02), c["point_means"]
+
+
+def test_cold_start_tau_is_the_one_that_queues_like_the_app():
+    """With send times, tau is chosen by replaying the model through the queue. A true cold
+    start (F 0.4 after idling, tau 3 ms) is found at its own tau. An app slower at light load
+    throughout each load, whatever a request's idle gap, gets a long tau: a short one would
+    make requests that queued (worker warm) faster than those that found it idle, which this
+    app's are not, and its model would queue less than the app at the heavy load."""
+    from taillab.fit import COLD_TAUS_NS, _series, fit_cold
+
+    recs = _cold_records(0.4, 3e6, (1000, 4000, 7000), runs=2)
+    c = fit_cold(_series(recs), recs)
+    assert c["tau_method"] == "simulated", c
+    assert 1e6 <= c["tau_ns"] <= 10e6, c
+    assert abs(c["extra"] - 0.4) < 0.1, c
+    assert all("sim_error" in v for v in c["tried"].values())
+
+    recs = _cold_records(0.0, 3e6, (1500, 4500, 7000), slower=[1.3, 1.12, 1.0], runs=4)
+    c = fit_cold(_series(recs), recs)
+    assert c["tau_method"] == "simulated"
+    assert c["tau_ns"] >= 10e6, c["tau_ns"]
+    err = {float(t): v["sim_error"] for t, v in c["tried"].items()}
+    # Mean |error| of mean, p95 and p99 at the three loads 2 % at most; the shortest tau's
+    # model misses by far more.
+    assert err[c["tau_ns"]] < 0.02, err
+    assert err[COLD_TAUS_NS[0]] > 2 * err[c["tau_ns"]], err
+    # F still from the loads' means: the model's mean service per load within 2 %.
+    base = c["point_means"][-1]["service_ns"] / (1 + c["extra"] * c["point_means"][-1]["coldness"])
+    for pm in c["point_means"]:
+        assert base * (1 + c["extra"] * pm["coldness"]) == pytest.approx(pm["service_ns"], rel=0.02)
 
 
 def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
