@@ -1096,20 +1096,21 @@ def _cold_queue(arrivals: np.ndarray, draws: np.ndarray, extra: float, tau_ns: f
 
 
 def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
-    """The tau whose cold-start model queues most like each load's own service times.
+    """The tau whose cold-start model queues most like the app.
 
     For each tau: F from the points' means (as :func:`fit_cold`), every measured service time
     divided by its factor (what it would have taken warm), and the model — draws from those
     warm times, slowed by the cold term — replayed through one FCFS worker at each point's
     own intended send times (up to ``COLD_SIM_MAX_REQUESTS`` per point, whole runs). Its
-    mean / p95 / p99 sojourn per point is compared with the same replay of independent draws
-    from *that point's* measured service times: what a synthetic workload fitted to that load
-    alone would give (``--fit-at each``), the app's order of requests left out, as no
-    independent draw can follow it. The tau with the least mean |relative error| over the
-    points and the three statistics wins; every tau's is in ``tried[tau]["sim_error"]``.
+    mean / p95 / p99 sojourn per point is compared with the same replay of the app's own
+    service times in their order (the app's queue, less the harness). The order matters:
+    shuffled, a load's service times lose the very thing that tells the taus apart — whether
+    the requests that queued (worker warm) were faster than those that found it idle. The
+    tau with the least mean |relative error| over the points and the three statistics wins;
+    every tau's is in ``tried[tau]["sim_error"]``.
     None when the records lack send times or have several workers (a shared queue's warmth
     is per worker; the R² choice stands)."""
-    runs = []  # per point: [(intended send times, sorted; measured mask)]
+    runs = []  # per point: [(intended send times, sorted; measured mask; service in that order)]
     for _, dfs in recs:
         got, n = [], 0
         for df in dfs:
@@ -1119,19 +1120,17 @@ def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
                 break
             g = df.sort_values("intended", kind="stable")
             m = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
-            got.append((g["intended"].to_numpy(dtype=float), m))
+            sv = (g["finished"] - g["started"]).to_numpy(dtype=float)
+            got.append((g["intended"].to_numpy(dtype=float), m, sv))
             n += len(g)
         runs.append(got)
 
     def stats(x: np.ndarray) -> np.ndarray:
         return np.array([x.mean(), np.quantile(x, 0.95), np.quantile(x, 0.99)])
 
-    rng = np.random.default_rng(0)
-    target = []
-    for i, got in enumerate(runs):
-        own = s[(k == i) & (s > 0)]
-        soj = [_fcfs(a, rng.choice(own, len(a)), 1)[m] for a, m in got]
-        target.append(stats(np.concatenate(soj)))
+    target = [
+        stats(np.concatenate([_fcfs(a, sv, 1)[m] for a, m, sv in got])) for got in runs
+    ]
     y = s[keep]
     best = None
     for tau in COLD_TAUS_NS:
@@ -1144,7 +1143,7 @@ def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
         draw = np.random.default_rng(1)
         errs = []
         for i, got in enumerate(runs):
-            soj = [_cold_queue(a, draw.choice(warm, len(a)), extra, tau)[m] for a, m in got]
+            soj = [_cold_queue(a, draw.choice(warm, len(a)), extra, tau)[m] for a, m, _ in got]
             errs.extend(np.abs(stats(np.concatenate(soj)) / target[i] - 1).tolist())
         err = float(np.mean(errs))
         tried[str(int(tau))]["sim_error"] = err
