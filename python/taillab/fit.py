@@ -934,6 +934,8 @@ def _mixture_entry(dist: Dist, zeros: int, mix: Mixture, bics, kw) -> dict[str, 
 
 #: Time constants tried for the cold-start term (ns): 0.1 ms to 1 s.
 COLD_TAUS_NS = (0.1e6, 0.3e6, 1e6, 3e6, 10e6, 30e6, 100e6, 300e6, 1e9)
+#: Replay errors within this fraction (+0.2 points) of the least count as a tie, broken by R².
+COLD_SIM_TIE = 0.1
 #: Requests per point the simulated choice of tau replays at most (the first runs, whole).
 COLD_SIM_MAX_REQUESTS = 150_000
 
@@ -1106,8 +1108,9 @@ def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
     service times in their order (the app's queue, less the harness). The order matters:
     shuffled, a load's service times lose the very thing that tells the taus apart — whether
     the requests that queued (worker warm) were faster than those that found it idle. The
-    tau with the least mean |relative error| over the points and the three statistics wins;
-    every tau's is in ``tried[tau]["sim_error"]``.
+    tau with the least mean |relative error| over the points and the three statistics wins —
+    of those within ``COLD_SIM_TIE`` of it (replays are draws too), the one with the best R²;
+    every tau's error is in ``tried[tau]["sim_error"]``.
     None when the records lack send times or have several workers (a shared queue's warmth
     is per worker; the R² choice stands)."""
     runs = []  # per point: [(intended send times, sorted; measured mask; service in that order)]
@@ -1132,7 +1135,7 @@ def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
         stats(np.concatenate([_fcfs(a, sv, 1)[m] for a, m, sv in got])) for got in runs
     ]
     y = s[keep]
-    best = None
+    warmth = {}
     for tau in COLD_TAUS_NS:
         w = _warmth_at(series, tau)
         trial: dict[str, Any] = {"extra": tried[str(int(tau))]["extra"]}
@@ -1147,9 +1150,14 @@ def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
             errs.extend(np.abs(stats(np.concatenate(soj)) / target[i] - 1).tolist())
         err = float(np.mean(errs))
         tried[str(int(tau))]["sim_error"] = err
-        if best is None or err < best["sim_error"]:
-            best = {"tau_ns": tau, "warmth": w, "sim_error": err}
-    return best
+        warmth[tau] = w
+    # Replays are draws too: taus within COLD_SIM_TIE of the best are as good, and among
+    # them the per-request evidence (R²) decides.
+    least = min(v["sim_error"] for v in tried.values())
+    bound = least * (1 + COLD_SIM_TIE) + 0.002
+    tie = [t for t in COLD_TAUS_NS if tried[str(int(t))]["sim_error"] <= bound]
+    tau = max(tie, key=lambda t: tried[str(int(t))]["r2"])
+    return {"tau_ns": tau, "warmth": warmth[tau], "sim_error": tried[str(int(tau))]["sim_error"]}
 
 
 def _cold_setting(c: dict[str, Any]) -> str:
