@@ -386,14 +386,14 @@ fn attach_environment(
     stall_item(summary, max_stall_ns, &mut check);
     let s = &report.summary;
     let verdict = if check.ok {
-        let mut v = format!(
+        let head = format!(
             "steal {:.2} %, other processes {:.1} % of a CPU",
             s.steal_pct, s.foreign_cpu_pct
         );
-        for n in &check.notes {
-            v = format!("{v}; {n}");
-        }
-        v
+        std::iter::once(head)
+            .chain(check.notes.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("; ")
     } else {
         check.reasons.join("; ")
     };

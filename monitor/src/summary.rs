@@ -488,6 +488,12 @@ impl EnvSummary {
         }
     }
 
+    /// CPU of the experiment's own descendant processes (the harness's and the other
+    /// experiment processes' children), % of one CPU.
+    pub fn own_helpers_cpu_pct(&self) -> f64 {
+        self.harness.children_cpu_pct + self.extra.iter().map(|p| p.children_cpu_pct).sum::<f64>()
+    }
+
     /// The experiment's own descendant processes, heaviest first (`apertium-transfer 21.0 %, ...`,
     /// at most five), with their total.
     pub fn own_helper_names(&self) -> String {
@@ -496,14 +502,16 @@ impl EnvSummary {
             .flat_map(|p| &p.children)
             .collect();
         v.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
-        let total = self.harness.children_cpu_pct
-            + self.extra.iter().map(|p| p.children_cpu_pct).sum::<f64>();
         let names: Vec<String> = v
             .iter()
             .take(5)
             .map(|c| format!("{} {:.1} %", c.name, c.cpu_pct))
             .collect();
-        format!("{:.0} % of a CPU: {}", total, names.join(", "))
+        format!(
+            "{:.0} % of a CPU: {}",
+            self.own_helpers_cpu_pct(),
+            names.join(", ")
+        )
     }
 
     /// Applies the limits. Fails (never panics) on an empty summary.
@@ -555,8 +563,7 @@ impl EnvSummary {
             ));
         }
         // The app's own helper processes (not foreign) sharing the workers' CPUs.
-        let own_pct = self.harness.children_cpu_pct
-            + self.extra.iter().map(|p| p.children_cpu_pct).sum::<f64>();
+        let own_pct = self.own_helpers_cpu_pct();
         let own_helpers = steal_ok
             && foreign_ok
             && own_pct >= OWN_HELPERS_MIN_PCT

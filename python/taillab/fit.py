@@ -778,6 +778,34 @@ def _fcfs(arrivals: np.ndarray, service: np.ndarray, workers: int) -> np.ndarray
     return out
 
 
+def _stats3(x: np.ndarray) -> np.ndarray:
+    """Mean, p95 and p99 of ``x``."""
+    return np.array([x.mean(), np.quantile(x, 0.95), np.quantile(x, 0.99)])
+
+
+def _by_send_time(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A run's intended send times (sorted), service times and measured mask in that order."""
+    g = df.sort_values("intended", kind="stable")
+    m = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
+    return (
+        g["intended"].to_numpy(dtype=float),
+        (g["finished"] - g["started"]).to_numpy(dtype=float),
+        m,
+    )
+
+
+def _in_order(df: pd.DataFrame, a: np.ndarray, s: np.ndarray, m: np.ndarray, workers: int):
+    """The measured requests' sojourns with the run's service times replayed in their order
+    through a shared FCFS queue of ``workers`` (``a``, ``s``, ``m`` from
+    :func:`_by_send_time`): the run's own ideal, which the harness recorded per request
+    (``ideal_completed``, from ``taillab_core::ideal``) and is used when present."""
+    if "ideal_completed" in df:
+        ideal = df.sort_values("intended", kind="stable")["ideal_completed"].to_numpy(dtype=float)
+        if (ideal >= a).all():
+            return (ideal - a)[m]
+    return _fcfs(a, s, workers)[m]
+
+
 def order_effect(dfs: list[pd.DataFrame], workers: int, seed: int = 0) -> dict[str, Any]:
     """The runs' service times replayed in order and shuffled (see the module's docs).
 
@@ -793,24 +821,13 @@ def order_effect(dfs: list[pd.DataFrame], workers: int, seed: int = 0) -> dict[s
     rng = np.random.default_rng(seed)
     inorder, shuffled = [], [[] for _ in range(ORDER_SHUFFLES)]
     for df in dfs:
-        g = df.sort_values("intended", kind="stable")
-        a = g["intended"].to_numpy(dtype=float)
-        s = (g["finished"] - g["started"]).to_numpy(dtype=float)
-        m = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
-        ideal = g["ideal_completed"].to_numpy(dtype=float) if "ideal_completed" in g else None
-        if ideal is not None and (ideal >= a).all():
-            inorder.append((ideal - a)[m])
-        else:
-            inorder.append(_fcfs(a, s, workers)[m])
+        a, s, m = _by_send_time(df)
+        inorder.append(_in_order(df, a, s, m, workers))
         for k in range(ORDER_SHUFFLES):
             shuffled[k].append(_fcfs(a, rng.permutation(s), workers)[m])
 
     def stats(x: np.ndarray) -> dict[str, float]:
-        return {
-            "mean_ns": float(x.mean()),
-            "p95_ns": float(np.quantile(x, 0.95)),
-            "p99_ns": float(np.quantile(x, 0.99)),
-        }
+        return dict(zip(("mean_ns", "p95_ns", "p99_ns"), _stats3(x).tolist(), strict=True))
 
     rep = stats(np.concatenate(inorder))
     sh = [stats(np.concatenate(x)) for x in shuffled]
@@ -1037,9 +1054,10 @@ def fit_cold(series, recs=None) -> dict[str, Any]:
     keep = (s > 0) & (s <= np.quantile(s, 0.99))
     y = s[keep]
     tried = {}
+    warmth = {}  # per tau, every measured request's (a loop per request: computed once)
     best = None
     for tau in COLD_TAUS_NS:
-        w = _warmth_at(series, tau)
+        w = warmth[tau] = _warmth_at(series, tau)
         x = 1.0 - w[keep]
         a = np.vstack([np.ones_like(x), x]).T
         (base, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
@@ -1052,7 +1070,7 @@ def fit_cold(series, recs=None) -> dict[str, Any]:
     assert best is not None
     best["tau_method"] = "r2"
     if recs is not None:
-        sim = _simulated_taus(series, recs, k, s, keep, tried)
+        sim = _simulated_taus(recs, warmth, k, s, keep, tried)
         if sim is not None:
             r2 = tried[str(int(sim["tau_ns"]))]["r2"]
             best = {**sim, "r2": r2, "tau_method": "simulated"}
@@ -1097,15 +1115,15 @@ def _cold_queue(arrivals: np.ndarray, draws: np.ndarray, extra: float, tau_ns: f
     return out
 
 
-def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
+def _simulated_taus(recs, warmth, k, s, keep, tried) -> dict[str, Any] | None:
     """The tau whose cold-start model queues most like the app.
 
     For each tau: F from the points' means (as :func:`fit_cold`), every measured service time
     divided by its factor (what it would have taken warm), and the model — draws from those
     warm times, slowed by the cold term — replayed through one FCFS worker at each point's
     own intended send times (up to ``COLD_SIM_MAX_REQUESTS`` per point, whole runs). Its
-    mean / p95 / p99 sojourn per point is compared with the same replay of the app's own
-    service times in their order (the app's queue, less the harness). The order matters:
+    mean / p95 / p99 sojourn per point is compared with the app's own service times replayed
+    in their order (:func:`_in_order`: the app's queue, less the harness). The order matters:
     shuffled, a load's service times lose the very thing that tells the taus apart — whether
     the requests that queued (worker warm) were faster than those that found it idle. The
     tau with the least mean |relative error| over the points and the three statistics wins —
@@ -1113,31 +1131,23 @@ def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
     every tau's error is in ``tried[tau]["sim_error"]``.
     None when the records lack send times or have several workers (a shared queue's warmth
     is per worker; the R² choice stands)."""
-    runs = []  # per point: [(intended send times, sorted; measured mask; service in that order)]
+    runs, target = [], []  # per point: [(send times, measured mask)]; the app's statistics
     for _, dfs in recs:
-        got, n = [], 0
+        got, soj, n = [], [], 0
         for df in dfs:
             if "intended" not in df or df["worker"].nunique() > 1:
                 return None
             if n >= COLD_SIM_MAX_REQUESTS:
                 break
-            g = df.sort_values("intended", kind="stable")
-            m = (g["measured"] == 1).to_numpy() if "measured" in g else np.ones(len(g), bool)
-            sv = (g["finished"] - g["started"]).to_numpy(dtype=float)
-            got.append((g["intended"].to_numpy(dtype=float), m, sv))
-            n += len(g)
+            a, s_ordered, m = _by_send_time(df)
+            soj.append(_in_order(df, a, s_ordered, m, 1))
+            got.append((a, m))
+            n += len(a)
         runs.append(got)
-
-    def stats(x: np.ndarray) -> np.ndarray:
-        return np.array([x.mean(), np.quantile(x, 0.95), np.quantile(x, 0.99)])
-
-    target = [
-        stats(np.concatenate([_fcfs(a, sv, 1)[m] for a, m, sv in got])) for got in runs
-    ]
+        target.append(_stats3(np.concatenate(soj)))
     y = s[keep]
-    warmth = {}
     for tau in COLD_TAUS_NS:
-        w = _warmth_at(series, tau)
+        w = warmth[tau]
         trial: dict[str, Any] = {"extra": tried[str(int(tau))]["extra"]}
         _means_extra(trial, k[keep], y, 1.0 - w[keep])
         extra = trial["extra"]
@@ -1146,11 +1156,9 @@ def _simulated_taus(series, recs, k, s, keep, tried) -> dict[str, Any] | None:
         draw = np.random.default_rng(1)
         errs = []
         for i, got in enumerate(runs):
-            soj = [_cold_queue(a, draw.choice(warm, len(a)), extra, tau)[m] for a, m, _ in got]
-            errs.extend(np.abs(stats(np.concatenate(soj)) / target[i] - 1).tolist())
-        err = float(np.mean(errs))
-        tried[str(int(tau))]["sim_error"] = err
-        warmth[tau] = w
+            soj = [_cold_queue(a, draw.choice(warm, len(a)), extra, tau)[m] for a, m in got]
+            errs.extend(np.abs(_stats3(np.concatenate(soj)) / target[i] - 1).tolist())
+        tried[str(int(tau))]["sim_error"] = float(np.mean(errs))
     # Replays are draws too: taus within COLD_SIM_TIE of the best are as good, and among
     # them the per-request evidence (R²) decides.
     least = min(v["sim_error"] for v in tried.values())
