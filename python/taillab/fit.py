@@ -476,6 +476,36 @@ def _times_of(runs: list[int]) -> tuple[int, int]:
     return lo, max(lo, math.ceil(q75))
 
 
+def _long_times(whole: list[int], per: float) -> tuple[int, int]:
+    """How many long gaps come between two clusters of a pause cycle; ``per``: the pauses
+    per cluster less the short gaps per cluster (see below).
+
+    Short runs cut a cycle: a block of 50 000 requests holds three or four of middleware's
+    pauses, 15 000 requests apart, so a whole stretch of a dozen long gaps between two
+    clusters never fits in one, and the gap across each pair of neighbouring blocks is lost.
+    Counting the long gaps the runs hold (or the quartiles of the stretches that fit whole)
+    made middleware's pooled cycle ``x2`` where its runs held one cluster in about eight
+    pauses (now ``x6-7``): the synthetic workload paused once per 10 346 requests against the
+    app's 13 953 (35 % too often; tailwag of 2026-11-25 00:56). Pauses and clusters are counted alike wherever the blocks
+    end (a cluster's short gap is rarely cut), so a cycle — from one cluster to the next —
+    holds pauses / clusters gaps, of which the short ones are the clusters' own: ``per``. Its
+    floor and ceiling, or the quartiles of the whole stretches (``whole``, between two
+    clusters of one run) when at least :data:`PAUSE_MIN_WHOLE` agree with it within
+    :data:`PAUSE_TIMES_AGREE`: long records, where the stretches are exact counts and the
+    ratio of a few clusters is not (three clusters in 200 000 requests of a cycle of four
+    long gaps gave 5)."""
+    per = max(per, 1.0)
+    if len(whole) >= PAUSE_MIN_WHOLE and abs(float(np.mean(whole)) / per - 1) <= PAUSE_TIMES_AGREE:
+        return _times_of(whole)
+    lo = max(1, math.floor(per))
+    return lo, max(lo, math.ceil(per))
+
+
+#: See :func:`_long_times`.
+PAUSE_TIMES_AGREE = 0.3
+PAUSE_MIN_WHOLE = 2
+
+
 def _range_of(g: np.ndarray) -> tuple[int, int]:
     """A uniform range of request counts from the quartiles of ``g`` (robust to strays):
     the uniform with these quartiles, its ends half an interquartile range out."""
@@ -517,8 +547,8 @@ def pause_sequence(pause: dict[str, Any], dfs: list[pd.DataFrame]) -> dict[str, 
     than with the pauses as they were. So with at least :data:`PAUSE_MIN_HITS` pauses the
     setting becomes ``requests:GAPS,for=lognormal:MEAN,cv=CV``: the gaps as one range (from
     their quartiles), or, when some are a cluster's (below :data:`PAUSE_SHORT_GAP` of the
-    median gap), a cycle: the long gaps' range as many times as the runs of long gaps
-    between clusters (their quartiles: a number drawn each turn), then the short gaps'
+    median gap), a cycle: the long gaps' range as many times as there are long gaps per
+    cluster (:func:`_long_times`: a number drawn each turn), then the short gaps'
     range as many times as the runs of short ones (middleware:
     ``12857-15952x4+1-2248x1-2``). Independent draws of the same two ranges make clusters
     of three half as often, and queued 24 % less at 70 % load.
@@ -551,9 +581,9 @@ def pause_sequence(pause: dict[str, Any], dfs: list[pd.DataFrame]) -> dict[str, 
             flags = (seq < cut).tolist()
             runs = [(k, len(list(r))) for k, r in itertools.groupby(flags)]
             s_runs += [n for k, n in runs if k]
-            inner = runs[1:-1] if len(runs) > 2 else runs
-            l_runs += [n for k, n in inner if not k]
-        times = [_times_of(l_runs or [1]), _times_of(s_runs)]
+            l_runs += [n for k, n in runs[1:-1] if not k]
+        per = len(lens) / len(s_runs) - float(np.mean(s_runs))
+        times = [_long_times(l_runs, per), _times_of(s_runs)]
         groups = (gaps[~short], gaps[short])
         terms = [(*t, *_range_of(g)) for t, g in zip(times, groups, strict=True)]
         spec = "+".join(f"{_one(lo, hi)}x{_one(a, b)}" for a, b, lo, hi in terms)

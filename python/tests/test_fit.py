@@ -377,8 +377,7 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
     out = {"warnings": []}
     _few_pauses(out, p)
     assert (
-        "3.0 times per point" in out["warnings"][0]
-        and "about 20000 requests" in out["warnings"][0]
+        "3.0 times per point" in out["warnings"][0] and "about 20000 requests" in out["warnings"][0]
     )
     out = {"warnings": []}
     _few_pauses(out, {**p, "pauses": 60}, 3)
@@ -457,6 +456,45 @@ def test_pause_sequence_reads_lengths_and_clusters_from_the_records():
     # Four pauses are too few: the app's own count and mean stand.
     df, _ = _paused_records([10_000] * 4, lengths)
     assert pause_sequence(dict(base), [df]) == base
+
+
+def test_pause_cycle_is_not_cut_by_short_runs():
+    """A point measured in short blocks (tailwag's interleaved runs): each run holds three or
+    four pauses of a cycle of twelve long gaps and a double, so no run holds a whole stretch
+    of long gaps between two doubles. The fitted cycle still pauses as often as the app did
+    (before: the runs' own few gaps made it ``x2``, 60 % too many pauses) and parses in synth."""
+    from taillab.fit import pause_sequence
+
+    base = {
+        "source": "app",
+        "pauses": 0,
+        "requests": 0,
+        "app_mean_ns": 25e6,
+        "mean_ns": 25e6,
+        "threshold_ns": 12.5e6,
+        "requests_per_pause": 0,
+        "rate_per_s": 1.0,
+        "share": 0.02,
+        "setting": "",
+    }
+    rng = np.random.default_rng(5)
+    cycle = [15_000] * 12 + [150]
+    gaps = np.array([cycle[i % 13] + int(rng.integers(-500, 500)) for i in range(400)])
+    gaps[gaps < 50] = 150
+    at = np.cumsum(gaps)
+    dfs, pauses, n = [], 0, 50_000
+    for k in range(int(at[-1]) // n):
+        here = [g - k * n for g in at if k * n <= g < (k + 1) * n]
+        lengths = rng.lognormal(math.log(25e6), 0.2, len(here))
+        df, hits = _paused_records(np.diff([0, *here]), lengths, n=n, seed=k)
+        dfs.append(df)
+        pauses += hits
+    p = pause_sequence(dict(base), dfs)
+    truth = len(dfs) * n / pauses
+    assert p["requests_per_pause"] == pytest.approx(truth, rel=0.1), (p["gaps"], truth)
+    long, short = p["gaps"]
+    assert long["times"] in ("11-12", "12", "12-13"), p["gaps"]
+    assert short["times"] == "1", p["gaps"]
 
 
 def test_periodic_length_follows_the_cold_start_term_only_when_the_data_do():
