@@ -486,8 +486,9 @@ def _long_times(whole: list[int], per: float) -> tuple[int, int]:
     Counting the long gaps the runs hold (or the quartiles of the stretches that fit whole)
     made middleware's pooled cycle ``x2`` where its runs held one cluster in about eight
     pauses (now ``x6-7``): the synthetic workload paused once per 10 346 requests against the
-    app's 13 953 (35 % too often; tailwag of 2026-11-25 00:56). Pauses and clusters are counted alike wherever the blocks
-    end (a cluster's short gap is rarely cut), so a cycle — from one cluster to the next —
+    app's 13 953 (35 % too often; tailwag of 2026-11-25 00:56). Pauses and clusters are
+    counted alike wherever the blocks end (a cluster's short gap is rarely cut), so a cycle
+    — from one cluster to the next —
     holds pauses / clusters gaps, of which the short ones are the clusters' own: ``per``. Its
     floor and ceiling, or the quartiles of the whole stretches (``whole``, between two
     clusters of one run) when at least :data:`PAUSE_MIN_WHOLE` agree with it within
