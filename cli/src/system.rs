@@ -42,7 +42,7 @@ pub struct ShowArgs {
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
-    /// Only these operations (repeatable): cpu_governor, turbo, sched_rt_runtime_us, numa_balancing, transparent_hugepage, irq_affinity.
+    /// Only these operations (repeatable): cpu_governor, turbo, sched_rt_runtime_us, numa_balancing, transparent_hugepage, damon, irq_affinity.
     #[arg(long)]
     pub only: Vec<String>,
     /// Worker CPUs: enables irq_affinity, which moves interrupts to the other CPUs.

@@ -50,5 +50,5 @@ pub use sampler::{
 };
 pub use summary::{CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds};
 pub use system::{
-    default_run_journal_path, default_state_path, OpState, SetOutcome, SystemReport, Tuner,
+    default_run_journal_path, default_state_path, Damon, OpState, SetOutcome, SystemReport, Tuner,
 };

@@ -73,6 +73,10 @@ pub struct SystemReport {
     pub transparent_hugepage: Option<String>,
     /// `kernel.numa_balancing` (0 off; nonzero lets the kernel unmap pages to sample accesses).
     pub numa_balancing: Option<i64>,
+    /// DAMON workers that are on ([`Damon`]): a guest-side proactive reclaimer, as some
+    /// VM platforms configure one.
+    #[serde(default)]
+    pub damon: Vec<Damon>,
     /// CPUs isolated from the scheduler (`isolcpus=`), as a CPU list; empty when none.
     pub isolated_cpus: Option<String>,
     /// CPUs without the periodic tick (`nohz_full=`), as the kernel prints it;
@@ -95,6 +99,109 @@ pub struct SystemReport {
     pub foreign_cpu_pct: f64,
     /// Processes that used at least 1 % of a CPU over the window.
     pub busy_processes: Vec<ForeignProcess>,
+}
+
+/// A DAMON worker (the kernel's data-access monitor) that is on: one of the sysfs
+/// interface's `kdamonds` or one of the `damon_reclaim` / `damon_lru_sort` modules.
+///
+/// Its schemes act on memory it sees idle: on the test VM (a Firecracker guest, 2026-11-25)
+/// `kdamonds/0` paged out unmapped file pages untouched for 60 s, so an app's data files
+/// came back from disk after a pause between runs (22.7 M file refaults since boot, with
+/// no other reclaim at all), and its thread woke every 500 ms for about 1 ms of CPU, 5 ms
+/// every 5 s (two 20 s synth runs at 70 % load each way, on and off, showed no worker gap
+/// over 1 ms either way: the page cache is what it costs a measurement).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Damon {
+    /// `kdamonds/N` or the module's name.
+    pub name: String,
+    /// What it monitors (`paddr`, `vaddr`, `fvaddr`; the module's own for modules).
+    pub operations: Option<String>,
+    /// Its schemes' actions (`pageout`, `lru_prio`, `stat`, ...).
+    pub actions: Vec<String>,
+    /// How often it samples, µs.
+    pub sample_us: Option<u64>,
+}
+
+impl Damon {
+    /// Whether it changes memory (anything but `stat`), which is what disturbs a run.
+    pub fn acts(&self) -> bool {
+        self.actions.iter().any(|a| a != "stat")
+    }
+
+    /// DAMON workers that are on under `root`.
+    pub fn collect(root: &Path) -> Vec<Damon> {
+        let mut out = Vec::new();
+        let admin = root.join("sys/kernel/mm/damon/admin/kdamonds");
+        let mut ids: Vec<usize> = std::fs::read_dir(&admin)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort_unstable();
+        for i in ids {
+            let k = admin.join(i.to_string());
+            if read_trim(&k.join("state")).as_deref() != Some("on") {
+                continue;
+            }
+            let ctx = k.join("contexts/0");
+            let mut actions = Vec::new();
+            let mut sids: Vec<usize> = std::fs::read_dir(ctx.join("schemes"))
+                .map(|d| {
+                    d.flatten()
+                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            sids.sort_unstable();
+            for j in sids {
+                if let Some(a) = read_trim(&ctx.join(format!("schemes/{j}/action"))) {
+                    actions.push(a);
+                }
+            }
+            out.push(Damon {
+                name: format!("kdamonds/{i}"),
+                operations: read_trim(&ctx.join("operations")),
+                actions,
+                sample_us: read_trim(&ctx.join("monitoring_attrs/intervals/sample_us"))
+                    .and_then(|v| v.parse().ok()),
+            });
+        }
+        for (module, action) in [("damon_reclaim", "pageout"), ("damon_lru_sort", "lru_sort")] {
+            let params = root.join(format!("sys/module/{module}/parameters"));
+            if read_trim(&params.join("enabled")).as_deref() == Some("Y") {
+                out.push(Damon {
+                    name: module.into(),
+                    operations: None,
+                    actions: vec![action.into()],
+                    sample_us: read_trim(&params.join("sample_interval"))
+                        .and_then(|v| v.parse().ok()),
+                });
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Damon {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on", self.name)?;
+        let mut what = Vec::new();
+        if let Some(o) = &self.operations {
+            what.push(o.clone());
+        }
+        if !self.actions.is_empty() {
+            what.push(self.actions.join(", "));
+        }
+        if let Some(us) = self.sample_us {
+            what.push(format!("samples every {} ms", us as f64 / 1e3));
+        }
+        if !what.is_empty() {
+            write!(f, " ({})", what.join("; "))?;
+        }
+        Ok(())
+    }
 }
 
 fn read_trim(path: &Path) -> Option<String> {
@@ -201,6 +308,7 @@ impl SystemReport {
             transparent_hugepage: read_trim(&p("sys/kernel/mm/transparent_hugepage/enabled"))
                 .map(|v| bracketed(&v).unwrap_or(v)),
             numa_balancing: num("proc/sys/kernel/numa_balancing"),
+            damon: Damon::collect(root),
             isolated_cpus: read_trim(&p("sys/devices/system/cpu/isolated")),
             nohz_full: read_trim(&p("sys/devices/system/cpu/nohz_full")),
             irqbalance_running: false,
@@ -318,6 +426,11 @@ impl SystemReport {
         if self.numa_balancing.unwrap_or(0) > 0 {
             w.push("automatic NUMA balancing is on: it unmaps pages to sample them, causing minor faults in workers (`taillab system tune` turns it off)".into());
         }
+        for d in self.damon.iter().filter(|d| d.acts()) {
+            w.push(format!(
+                "DAMON {d}: the kernel acts on memory it sees idle (a pageout scheme drops page cache unused for a while, so an app's data files come back from disk after a pause between runs), and its thread wakes on every sample (`taillab system tune` stops it)"
+            ));
+        }
         if self.irqbalance_running {
             w.push(
                 "irqbalance is running: it may move interrupts onto the workers' CPUs during a run"
@@ -420,6 +533,12 @@ impl fmt::Display for SystemReport {
             opt(&self.transparent_hugepage)
         )?;
         writeln!(f, "NUMA balancing:       {}", num(self.numa_balancing))?;
+        if self.damon.is_empty() {
+            writeln!(f, "DAMON:                off")?;
+        }
+        for d in &self.damon {
+            writeln!(f, "DAMON:                {d}")?;
+        }
         writeln!(
             f,
             "isolated CPUs:        {}",
@@ -680,6 +799,34 @@ impl Tuner {
                 unavailable: "the kernel has no transparent huge pages",
             },
         ];
+        // DAMON: every kdamond that exists (state off; reset turns those that were on back
+        // on with their configuration, which sysfs keeps), and the reclaim modules.
+        let admin = p("sys/kernel/mm/damon/admin/kdamonds");
+        let mut kd: Vec<usize> = std::fs::read_dir(&admin)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        kd.sort_unstable();
+        let mut damon: Vec<FileSetting> = kd
+            .iter()
+            .map(|i| plain(admin.join(format!("{i}/state")), "off"))
+            .filter(|f| f.path.exists())
+            .collect();
+        for module in ["damon_reclaim", "damon_lru_sort"] {
+            let f = p(&format!("sys/module/{module}/parameters/enabled"));
+            if f.exists() {
+                damon.push(plain(f, "N"));
+            }
+        }
+        ops.push(Operation {
+            name: "damon",
+            why: "DAMON's schemes reclaim or reorder memory the kernel sees idle: page cache an app reads comes back from disk after a pause, and its thread wakes every sample",
+            files: damon,
+            unavailable: "no DAMON worker on this host",
+        });
         if let Some(cpus) = worker_cpus {
             let keep: Vec<usize> = online
                 .iter()
@@ -936,6 +1083,12 @@ impl Tuner {
         }
         let mut left = BTreeMap::new();
         for (path, value) in std::mem::take(&mut state.saved) {
+            // Already back (a kdamond turned on again by its platform refuses "on" with EBUSY).
+            let now = read_trim(Path::new(&path)).map(|v| bracketed(&v).unwrap_or(v));
+            if now.as_deref() == Some(value.as_str()) {
+                msgs.push(format!("restored {path} = {value} (it already was)"));
+                continue;
+            }
             match std::fs::write(&path, &value) {
                 Ok(()) => msgs.push(format!("restored {path} = {value}")),
                 Err(e) => {

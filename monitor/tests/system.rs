@@ -48,6 +48,7 @@ fn fake_host(root: &Path) {
     );
     put(root, "proc/irq/24/smp_affinity_list", "0-1\n");
     put(root, "proc/irq/25/smp_affinity_list", "1\n");
+    put(root, "sys/kernel/mm/damon/admin/kdamonds/0/state", "on\n");
 }
 
 #[test]
@@ -68,6 +69,7 @@ fn tune_saves_prior_values_and_reset_restores_them() {
             "sched_rt_runtime_us",
             "numa_balancing",
             "transparent_hugepage",
+            "damon",
             "irq_affinity"
         ]
     );
@@ -101,6 +103,10 @@ fn tune_saves_prior_values_and_reset_restores_them() {
         "madvise"
     );
     assert_eq!(get(&root, "proc/irq/24/smp_affinity_list"), "0");
+    assert_eq!(
+        get(&root, "sys/kernel/mm/damon/admin/kdamonds/0/state"),
+        "off"
+    );
     assert!(state.exists());
 
     // A second tune changes nothing and must not overwrite the saved values.
@@ -133,6 +139,10 @@ fn tune_saves_prior_values_and_reset_restores_them() {
     );
     assert_eq!(get(&root, "proc/irq/24/smp_affinity_list"), "0-1");
     assert_eq!(get(&root, "proc/irq/25/smp_affinity_list"), "1");
+    assert_eq!(
+        get(&root, "sys/kernel/mm/damon/admin/kdamonds/0/state"),
+        "on"
+    );
     assert!(!state.exists());
     assert!(tuner.reset().unwrap()[0].contains("nothing to reset"));
 }
@@ -267,4 +277,92 @@ fn live_report_measures_steal_and_names_a_busy_process() {
         (&r.kernel, r.busy_processes.len())
     );
     assert!((back.foreign_cpu_pct - r.foreign_cpu_pct).abs() < 1e-9);
+}
+
+/// A guest whose platform runs a DAMON pageout scheme (as the test VM's did) and the
+/// `damon_reclaim` module: `show` names them and warns; `tune --only damon` turns both off;
+/// `reset` turns them on again, and counts a kdamond its platform already turned back on
+/// (the kernel refuses "on" for a running one) as restored instead of failing forever.
+#[test]
+fn damon_is_shown_warned_about_stopped_and_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    put(&root, "sys/devices/system/cpu/online", "0-1\n");
+    let k = "sys/kernel/mm/damon/admin/kdamonds";
+    put(&root, &format!("{k}/nr_kdamonds"), "2\n");
+    put(&root, &format!("{k}/0/state"), "on\n");
+    put(&root, &format!("{k}/0/contexts/0/operations"), "paddr\n");
+    put(
+        &root,
+        &format!("{k}/0/contexts/0/monitoring_attrs/intervals/sample_us"),
+        "500000\n",
+    );
+    put(
+        &root,
+        &format!("{k}/0/contexts/0/schemes/0/action"),
+        "pageout\n",
+    );
+    put(
+        &root,
+        &format!("{k}/0/contexts/0/schemes/1/action"),
+        "stat\n",
+    );
+    // A second kdamond, off and only counting: neither shown nor touched.
+    put(&root, &format!("{k}/1/state"), "off\n");
+    put(
+        &root,
+        &format!("{k}/1/contexts/0/schemes/0/action"),
+        "stat\n",
+    );
+    put(&root, "sys/module/damon_reclaim/parameters/enabled", "Y\n");
+
+    let r = SystemReport::collect_with(&root, Duration::ZERO).unwrap();
+    let names: Vec<&str> = r.damon.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["kdamonds/0", "damon_reclaim"], "{:?}", r.damon);
+    assert_eq!(r.damon[0].actions, ["pageout", "stat"]);
+    assert_eq!(r.damon[0].sample_us, Some(500_000));
+    let text = r.to_string();
+    assert!(
+        text.contains(
+            "DAMON:                kdamonds/0 on (paddr; pageout, stat; samples every 500 ms)"
+        ),
+        "{text}"
+    );
+    let w = r.warnings(&Thresholds::default());
+    assert_eq!(
+        w.iter().filter(|x| x.starts_with("DAMON ")).count(),
+        2,
+        "{w:?}"
+    );
+
+    let state = dir.path().join("s.json");
+    let tuner = Tuner::with_root(&root, state.clone(), None);
+    let before = tuner.show();
+    let op = before.iter().find(|s| s.name == "damon").unwrap();
+    assert_eq!(op.status, "not tuned", "{op:?}");
+    let out = tuner.apply(&["damon".to_string()]).unwrap();
+    assert_eq!(out[0].status, "tuned", "{out:?}");
+    assert_eq!(get(&root, &format!("{k}/0/state")), "off");
+    assert_eq!(get(&root, &format!("{k}/1/state")), "off");
+    assert_eq!(
+        get(&root, "sys/module/damon_reclaim/parameters/enabled"),
+        "N"
+    );
+    let r = SystemReport::collect_with(&root, Duration::ZERO).unwrap();
+    assert!(r.damon.is_empty() && r.to_string().contains("DAMON:                off"));
+
+    // The platform turned kdamond 0 back on meanwhile: reset does not write it again.
+    put(&root, &format!("{k}/0/state"), "on\n");
+    let msgs = tuner.reset().unwrap();
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("kdamonds/0/state = on (it already was)")),
+        "{msgs:?}"
+    );
+    assert_eq!(
+        get(&root, "sys/module/damon_reclaim/parameters/enabled"),
+        "Y"
+    );
+    assert_eq!(get(&root, &format!("{k}/1/state")), "off");
+    assert!(!state.exists(), "everything was restored");
 }

@@ -463,7 +463,7 @@ def test_pause_cycle_is_not_cut_by_short_runs():
     four pauses of a cycle of twelve long gaps and a double, so no run holds a whole stretch
     of long gaps between two doubles. The fitted cycle still pauses as often as the app did
     (before: the runs' own few gaps made it ``x2``, 60 % too many pauses) and parses in synth."""
-    from taillab.fit import pause_sequence
+    from taillab.fit import _few_pauses, pause_sequence
 
     base = {
         "source": "app",
@@ -495,6 +495,15 @@ def test_pause_cycle_is_not_cut_by_short_runs():
     long, short = p["gaps"]
     assert long["times"] in ("11-12", "12", "12-13"), p["gaps"]
     assert short["times"] == "1", p["gaps"]
+    # About 30 clusters: enough for one point, too few when they were ten points' (the tail
+    # of each is then set by three).
+    assert 25 <= p["clusters"] <= 35, p["clusters"]
+    p["pauses"], p["requests"] = pauses, len(dfs) * n
+    one, ten = {"warnings": []}, {"warnings": []}
+    _few_pauses(one, p)
+    _few_pauses(ten, p, 10)
+    assert one["warnings"] == []
+    assert len(ten["warnings"]) == 1 and "clusters per point" in ten["warnings"][0], ten
 
 
 def test_periodic_length_follows_the_cold_start_term_only_when_the_data_do():
