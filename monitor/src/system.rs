@@ -132,30 +132,14 @@ impl Damon {
     pub fn collect(root: &Path) -> Vec<Damon> {
         let mut out = Vec::new();
         let admin = root.join("sys/kernel/mm/damon/admin/kdamonds");
-        let mut ids: Vec<usize> = std::fs::read_dir(&admin)
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        ids.sort_unstable();
-        for i in ids {
+        for i in numbered(&admin) {
             let k = admin.join(i.to_string());
             if read_trim(&k.join("state")).as_deref() != Some("on") {
                 continue;
             }
             let ctx = k.join("contexts/0");
             let mut actions = Vec::new();
-            let mut sids: Vec<usize> = std::fs::read_dir(ctx.join("schemes"))
-                .map(|d| {
-                    d.flatten()
-                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                        .collect()
-                })
-                .unwrap_or_default();
-            sids.sort_unstable();
-            for j in sids {
+            for j in numbered(&ctx.join("schemes")) {
                 if let Some(a) = read_trim(&ctx.join(format!("schemes/{j}/action"))) {
                     actions.push(a);
                 }
@@ -202,6 +186,19 @@ impl fmt::Display for Damon {
         }
         Ok(())
     }
+}
+
+/// The numbered entries of a sysfs directory (`kdamonds/0`, `schemes/1`, ...), in order.
+fn numbered(dir: &Path) -> Vec<usize> {
+    let mut ids: Vec<usize> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids
 }
 
 fn read_trim(path: &Path) -> Option<String> {
@@ -802,15 +799,7 @@ impl Tuner {
         // DAMON: every kdamond that exists (state off; reset turns those that were on back
         // on with their configuration, which sysfs keeps), and the reclaim modules.
         let admin = p("sys/kernel/mm/damon/admin/kdamonds");
-        let mut kd: Vec<usize> = std::fs::read_dir(&admin)
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        kd.sort_unstable();
-        let mut damon: Vec<FileSetting> = kd
+        let mut damon: Vec<FileSetting> = numbered(&admin)
             .iter()
             .map(|i| plain(admin.join(format!("{i}/state")), "off"))
             .filter(|f| f.path.exists())
