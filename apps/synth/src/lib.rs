@@ -129,7 +129,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "cold",
         default: "none",
-        help: "slower after idling: F,tau=D serves a draw times 1+F(1-w), warmth w decaying as exp(-idle/D) (e.g. 0.3,tau=10ms)",
+        help: "slower after idling: F,tau=D serves a draw times 1+F(1-w), warmth w decaying as exp(-idle/D) (e.g. 0.3,tau=10ms); ,power=P: 1+F(1-w)^P, slow only when quite cold",
     },
 ];
 
@@ -138,19 +138,23 @@ const KEYS: &[KeySpec] = &[
 /// Warmth `w` in [0, 1] per worker: it decays as exp(-idle/tau) between requests and
 /// grows as `1 - (1 - w) exp(-busy/tau)` while the worker serves (its busy time, locks
 /// and noise included). A request starting at warmth `w` spins its service draw times
-/// `1 + extra * (1 - w)`. A new worker starts cold (w = 0).
+/// `1 + extra * (1 - w)^power` (`power` 1 unless `,power=P` is given: with P > 1 a worker
+/// is slow only when it has idled for long — the apps' mean service drops from light to
+/// medium load and then hardly moves). A new worker starts cold (w = 0).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cold {
     /// F: how much slower a fully cold worker serves (0.3 = 30 % slower).
     pub extra: f64,
     /// D in ns: the time constant of cooling and warming.
     pub tau_ns: f64,
+    /// P: the power of the coldness (1 - w) in the factor.
+    pub power: f64,
 }
 
 impl Cold {
     /// The factor for a request starting at warmth `w`.
     pub fn factor(&self, w: f64) -> f64 {
-        1.0 + self.extra * (1.0 - w)
+        1.0 + self.extra * (1.0 - w).powf(self.power)
     }
     /// Warmth after `idle_ns` of waiting from warmth `w`.
     pub fn cooled(&self, w: f64, idle_ns: f64) -> f64 {
@@ -170,7 +174,7 @@ fn parse_cold(v: &str) -> Result<Option<Cold>, AppError> {
         bad(
             "cold",
             v,
-            format!("{why}; write it as F,tau=D, e.g. 0.3,tau=10ms (or none)"),
+            format!("{why}; write it as F,tau=D[,power=P], e.g. 0.3,tau=10ms (or none)"),
         )
     };
     let (f, rest) = v
@@ -182,15 +186,32 @@ fn parse_cold(v: &str) -> Result<Option<Cold>, AppError> {
         .ok()
         .filter(|x| x.is_finite() && *x >= 0.0)
         .ok_or_else(|| bad(format!("`{f}` is not a factor >= 0")))?;
-    let d = rest
+    let (t, pw) = match rest.split_once(',') {
+        Some((t, pw)) => (t, Some(pw)),
+        None => (rest, None),
+    };
+    let d = t
         .trim()
         .strip_prefix("tau=")
-        .ok_or_else(|| bad(format!("`{rest}` is not tau=DURATION")))?;
+        .ok_or_else(|| bad(format!("`{t}` is not tau=DURATION")))?;
     let tau_ns = parse_duration_ns(d).map_err(bad)?;
     if tau_ns <= 0.0 {
         return Err(bad("tau must be > 0".into()));
     }
-    Ok(Some(Cold { extra, tau_ns }))
+    let power = match pw {
+        None => 1.0,
+        Some(pw) => pw
+            .trim()
+            .strip_prefix("power=")
+            .and_then(|x| x.trim().parse::<f64>().ok())
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| bad(format!("`{pw}` is not power=P with P > 0")))?,
+    };
+    Ok(Some(Cold {
+        extra,
+        tau_ns,
+        power,
+    }))
 }
 
 /// `periodic=requests:N-M,for=DIST`: every N-th to M-th request the server starts (a gap
@@ -718,6 +739,7 @@ impl Server for SynthServer {
                 serde_json::json!({
                     "extra": c.extra,
                     "tau_ns": c.tau_ns,
+                    "power": c.power,
                     "requests": n,
                     "mean_factor": if n > 0 { sum / n as f64 } else { 1.0 },
                 }),
@@ -960,6 +982,12 @@ mod tests {
         let c = parse_cold("0.3,tau=10ms").unwrap().unwrap();
         assert_eq!(c.extra, 0.3);
         assert_eq!(c.tau_ns, 10e6);
+        assert_eq!(c.power, 1.0);
+        // With a power the factor stays near 1 until the worker is quite cold.
+        let p = parse_cold("0.5,tau=10ms,power=4").unwrap().unwrap();
+        assert_eq!(p.power, 4.0);
+        assert!((p.factor(0.5) - (1.0 + 0.5 / 16.0)).abs() < 1e-12);
+        assert!((p.factor(0.0) - 1.5).abs() < 1e-12);
         for bad in [
             "0.3",
             "x,tau=1ms",
@@ -967,6 +995,9 @@ mod tests {
             "0.3,tau=0ms",
             "0.3,t=1ms",
             "0.3,tau=x",
+            "0.3,tau=1ms,power=0",
+            "0.3,tau=1ms,pow=2",
+            "0.3,tau=1ms,power=x",
         ] {
             let e = parse_cold(bad).unwrap_err().to_string();
             assert!(e.contains("F,tau=D"), "{bad}: {e}");
