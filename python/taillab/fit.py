@@ -488,13 +488,12 @@ def _long_times(whole: list[int], per: float) -> tuple[int, int]:
     pauses (now ``x6-7``): the synthetic workload paused once per 10 346 requests against the
     app's 13 953 (35 % too often; tailwag of 2026-11-25 00:56). Pauses and clusters are
     counted alike wherever the blocks end (a cluster's short gap is rarely cut), so a cycle
-    — from one cluster to the next —
-    holds pauses / clusters gaps, of which the short ones are the clusters' own: ``per``. Its
-    floor and ceiling, or the quartiles of the whole stretches (``whole``, between two
-    clusters of one run) when at least :data:`PAUSE_MIN_WHOLE` agree with it within
-    :data:`PAUSE_TIMES_AGREE`: long records, where the stretches are exact counts and the
-    ratio of a few clusters is not (three clusters in 200 000 requests of a cycle of four
-    long gaps gave 5)."""
+    — from one cluster to the next — holds pauses / clusters gaps, of which the short ones
+    are the clusters' own: ``per``. Its floor and ceiling, or the quartiles of the whole
+    stretches (``whole``, between two clusters of one run) when at least
+    :data:`PAUSE_MIN_WHOLE` agree with it within :data:`PAUSE_TIMES_AGREE`: long records,
+    where the stretches are exact counts and the ratio of a few clusters is not (three
+    clusters in 200 000 requests of a cycle of four long gaps gave 5)."""
     per = max(per, 1.0)
     if len(whole) >= PAUSE_MIN_WHOLE and abs(float(np.mean(whole)) / per - 1) <= PAUSE_TIMES_AGREE:
         return _times_of(whole)
@@ -1119,14 +1118,14 @@ def fit_cold(series, recs=None, pause_ns: float | None = None) -> dict[str, Any]
             best = {"extra": extra, "tau_ns": tau, "r2": r2, "warmth": w}
     assert best is not None
     best["tau_method"] = "r2"
+    mk = _means_keep(s)
     if recs is not None:
-        sim = _simulated_taus(recs, warmth, k, s, _means_keep(s), tried, pause_ns)
+        sim = _simulated_taus(recs, warmth, k, s, mk, tried, pause_ns)
         if sim is not None:
             r2 = tried[str(int(sim["tau_ns"]))]["r2"]
             best = {**sim, "r2": r2, "tau_method": "simulated"}
     best["extra"] = best["extra_requests"] = tried[str(int(best["tau_ns"]))]["extra"]
     best["method"] = "requests"
-    mk = _means_keep(s)
     _means_extra(best, k[mk], s[mk], 1.0 - best["warmth"][mk])
     return {**best, "tried": tried}
 
@@ -1166,14 +1165,14 @@ def _means_extra(best: dict[str, Any], kk: np.ndarray, y: np.ndarray, x: np.ndar
     factor becomes 1 + F (1 - w)^p (synth's ``power=``) with
     the p of :data:`COLD_POWERS` whose line through (mean (1 - w)^p, mean service) misses
     least, if that halves the worst miss; each point's ``fitted_ns`` is the model's mean."""
-    pts = np.unique(kk)
-    xm = np.array([x[kk == p].mean() for p in pts])
-    ym = np.array([y[kk == p].mean() for p in pts])
-    if len(pts) < 2 or float(xm.max() - xm.min()) < COLD_MIN_SPREAD:
+    groups = [kk == p for p in np.unique(kk)]  # each point's requests, found once
+    xm = np.array([x[g].mean() for g in groups])
+    ym = np.array([y[g].mean() for g in groups])
+    if len(groups) < 2 or float(xm.max() - xm.min()) < COLD_MIN_SPREAD:
         return
 
     def line(power: float):
-        xp = np.array([(x[kk == p] ** power).mean() for p in pts]) if power != 1 else xm
+        xp = np.array([(x[g] ** power).mean() for g in groups]) if power != 1 else xm
         a = np.vstack([np.ones_like(xp), xp]).T
         (base, slope), *_ = np.linalg.lstsq(a, ym, rcond=None)
         fitted = a @ np.array([base, slope])
@@ -1181,11 +1180,8 @@ def _means_extra(best: dict[str, Any], kk: np.ndarray, y: np.ndarray, x: np.ndar
 
     power = 1.0
     base, slope, fitted, miss = line(1.0)
-    se = max(
-        float(y[kk == p].std() / math.sqrt((kk == p).sum())) / m
-        for p, m in zip(pts, ym, strict=True)
-    )
-    if len(pts) >= 3 and miss >= max(COLD_POWER_MIN_MISS, 3 * se):
+    se = max(float(y[g].std() / math.sqrt(g.sum())) / m for g, m in zip(groups, ym, strict=True))
+    if len(groups) >= 3 and miss >= max(COLD_POWER_MIN_MISS, 3 * se):
         fits = [(line(p), p) for p in COLD_POWERS[1:]]
         (b, sl, f, m), p = min(fits, key=lambda t: t[0][3])
         if m <= miss / 2 and b > 0 and sl >= 0:
