@@ -325,6 +325,43 @@ fn synth_warns_about_long_locks() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A one-worker synth sweep at two rates with `sets`, saving its requests into `out`, then
+/// `taillab fit --pooled` of it: the pooled entry, and why a point's run was disturbed.
+fn pooled_sweep_fit(
+    out: &Path,
+    qps: [u32; 2],
+    requests: &str,
+    seed: u64,
+    sets: &[&str],
+) -> (Value, Option<String>) {
+    let mut cmd = std::process::Command::new(bin());
+    #[rustfmt::skip]
+    cmd.args(["sweep", "--app", "synth", "--threads", "1", "--qps", &format!("{},{}", qps[0], qps[1]),
+              "--requests", requests, "--warmup-requests", "300", "--seed", &seed.to_string(),
+              "--save-requests", "-q", "--out"])
+        .arg(out);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let why = qps.iter().find_map(|q| {
+        let p = out.join("points").join(format!("integrated-t1-q{q}"));
+        disturbed(&read_summary(&p.join("run-0")))
+    });
+    let o = fit_cmd(&[out.to_str().unwrap(), "--pooled", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all = doc["fits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["point"] == "all")
+        .cloned()
+        .expect("the pooled entry");
+    (all, why)
+}
+
 /// `taillab fit --pooled` on a sweep of synth with a known cold start (`cold=0.5,tau=3ms`:
 /// 1.5× slower after a long idle, warm within a few ms of serving) at a light and a heavy
 /// load: recovers the slowdown within ±0.15, tau within a step of the grid (1–10 ms), the
@@ -334,29 +371,8 @@ fn pooled_fit_recovers_a_cold_start() {
     let _serial = serial();
     within_tries("cold start", |k| {
         let out = tmp(&format!("fit-cold-{k}"));
-        #[rustfmt::skip]
-        let o = std::process::Command::new(bin())
-            .args(["sweep", "--app", "synth", "--threads", "1", "--qps", "400,3000",
-                   "--requests", "4000", "--warmup-requests", "300", "--seed", &(90 + k).to_string(),
-                   "--set", "service=lognormal:200us,cv=0.1", "--set", "cold=0.5,tau=3ms",
-                   "--save-requests", "-q", "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let why = ["integrated-t1-q400", "integrated-t1-q3000"]
-            .iter()
-            .find_map(|p| disturbed(&read_summary(&out.join("points").join(p).join("run-0"))));
-        let o = fit_cmd(&[out.to_str().unwrap(), "--pooled", "--json"]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
-        let all = doc["fits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["point"] == "all")
-            .cloned()
-            .expect("the pooled entry");
+        let sets = ["service=lognormal:200us,cv=0.1", "cold=0.5,tau=3ms"];
+        let (all, why) = pooled_sweep_fit(&out, [400, 3000], "4000", 90 + k, &sets);
         let c = &all["cold"];
         let (extra, tau) = (c["extra"].as_f64().unwrap(), c["tau_ns"].as_f64().unwrap());
         let settings = all["synth_settings"].to_string();
@@ -394,6 +410,46 @@ fn pooled_fit_recovers_a_cold_start() {
             Ok(())
         } else {
             Err((format!("{}; fit {all}", bad.join(", ")), why))
+        }
+    });
+}
+
+/// `taillab fit --pooled` on synth whose service wanders with the host's speed
+/// (`speed=0.7/1/1.3,every=500ms`: a third of the half-seconds 30 % slower, a third 30 %
+/// faster) at 30 and 70 % load: writes a `speed=` whose factors span at least 0.8–1.2 with a
+/// cv of 15–35 % (true 24.5 %), the replay keeping most of it (the wander is the clock's,
+/// so the queue feels all of it).
+#[test]
+fn pooled_fit_recovers_the_host_speed() {
+    let _serial = serial();
+    within_tries("host speed", |k| {
+        let out = tmp(&format!("fit-speed-{k}"));
+        let sets = [
+            "service=lognormal:200us,cv=0.3",
+            "speed=0.7/1/1.3,every=500ms",
+        ];
+        let (all, why) = pooled_sweep_fit(&out, [1500, 3500], "14000", 70 + k, &sets);
+        let sp = &all["speed"];
+        let _ = std::fs::remove_dir_all(&out);
+        let Some(f) = sp["factors"].as_array() else {
+            return Err((format!("no speed found: {sp}"), why));
+        };
+        let f: Vec<f64> = f.iter().map(|x| x.as_f64().unwrap()).collect();
+        let (lo, hi) = (f[0], f[f.len() - 1]);
+        let cv = sp["cv"].as_f64().unwrap();
+        let settings = all["synth_settings"].to_string();
+        if lo <= 0.8
+            && hi >= 1.2
+            && (0.15..=0.35).contains(&cv)
+            && sp["share"].as_f64() >= Some(0.75)
+        {
+            assert!(settings.contains("speed="), "{settings}");
+            Ok(())
+        } else {
+            Err((
+                format!("factors {f:?}, cv {cv:.3}, share {}: {sp}", sp["share"]),
+                why,
+            ))
         }
     });
 }

@@ -1289,6 +1289,184 @@ def _cold_setting(c: dict[str, Any]) -> str:
     return f"{c['extra']:.4g},tau={_dur(c['tau_ns'])}" + (f",power={p:g}" if p != 1 else "")
 
 
+#: Length of the stretches of wall time over which the host's speed is measured and played
+#: (synth's ``speed=...,every=``): much longer than a queue takes to settle at these loads
+#: (milliseconds), shorter than the runs.
+SPEED_EVERY_NS = 500e6
+#: The speed is written as this many factors: equal-weight quantiles of the stretches'.
+SPEED_FACTORS = 9
+#: The least wander of the speed (cv over stretches, sampling noise taken out) written ...
+SPEED_MIN_CV = 0.03
+#: ... when the stretches' means spread at least this many times as much as sampling alone
+#: would make them (variance ratio).
+SPEED_MIN_RATIO = 2.0
+#: Stretches with fewer measured requests than this tell no speed; the heaviest point
+#: needs this many stretches that do.
+SPEED_MIN_REQUESTS = 50
+SPEED_MIN_STRETCHES = 6
+#: Shares of the measured wander tried by the replay that sets how much of it to model.
+SPEED_SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: Shares whose replay errs within this fraction (+0.5 points) of the least count as a tie,
+#: which the least share wins.
+SPEED_TIE = 0.1
+#: The replay shuffles each share's draws until it has replayed this many requests (at least
+#: two shuffles, at most eight): a point of 20 000 requests at 70 % load sets its p99 by a
+#: few bursts.
+SPEED_REPLAYED = 200_000
+
+
+def _stretches(series, every_ns: float) -> np.ndarray:
+    """The stretch of every measured request (order of :func:`_served`): its start's
+    ``every_ns``-long slice of its run's wall time, numbered across all runs."""
+    out, base = [], 0
+    for _, st, _, keep in series:
+        w = ((st - st[0]) // every_ns).astype(np.int64)
+        out.append(w[keep] + base)
+        base += int(w[-1]) + 1 if len(w) else 0
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def fit_speed(k: np.ndarray, warm: np.ndarray, win: np.ndarray, use: np.ndarray) -> dict[str, Any]:
+    """The host's speed of the moment from the warm service times (synth's ``speed=``).
+
+    On a shared host an app's mean service moves by tens of percent for seconds at a time
+    (the memory system's speed: other guests), and the queue is convex in the load, so such
+    an app queues more than a steady one with its mean service. Per point, each stretch of
+    ``SPEED_EVERY_NS``'s mean warm service over the point's: the spread of these factors,
+    less what sampling alone gives (each stretch's variance / n), is the speed's. The point
+    with the most requests per stretch (the heaviest load, where the queue feels it) sets
+    the factors: its stretches' factors shrunk towards 1 by the share of their spread that
+    is the speed's, summarised as ``SPEED_FACTORS`` quantiles of mean 1. ``divide`` holds
+    per request the factor that takes the speed the synthetic workload adds back out of
+    the mixture's service times (at every point no more than its own wander), 1 where none.
+    ``use``: the requests the means are taken over (pause hits and the slowest few out).
+    """
+    out: dict[str, Any] = {"every_ns": SPEED_EVERY_NS, "points": []}
+    per = []
+    for i in np.unique(k):
+        m = (k == i) & use
+        ids, inv = np.unique(win[m], return_inverse=True)
+        x = warm[m]
+        n = np.bincount(inv)
+        mean = np.bincount(inv, x) / n
+        var = np.maximum(np.bincount(inv, x * x) / n - mean**2, 0)
+        ok = n >= SPEED_MIN_REQUESTS
+        mu = x.mean()
+        f, noise = mean[ok] / mu, var[ok] / n[ok] / mu**2
+        spread = float(f.var()) if len(f) > 1 else 0.0
+        excess = max(spread - float(noise.mean()), 0.0) if len(f) > 1 else 0.0
+        per.append((i, ids[ok], f, spread, excess, float(np.median(n[ok])) if ok.any() else 0.0))
+        out["points"].append(
+            {
+                "index": int(i),
+                "stretches": int(ok.sum()),
+                "requests_per_stretch": per[-1][5],
+                "cv": math.sqrt(excess),
+                "noise_cv": math.sqrt(float(noise.mean())) if len(f) else 0.0,
+            }
+        )
+    i, ids, f, spread, excess, _ = max(per, key=lambda r: r[5])
+    noise2 = out["points"][[r[0] for r in per].index(i)]["noise_cv"] ** 2
+    cv = math.sqrt(excess)
+    out["heaviest"] = int(i)
+    out["cv"] = cv
+    divide = np.ones(len(warm))
+    if len(f) < SPEED_MIN_STRETCHES or cv < SPEED_MIN_CV or spread < SPEED_MIN_RATIO * noise2:
+        out["factors"] = None
+        out["divide"] = divide
+        return out
+    g = 1 + (f - f.mean()) * math.sqrt(excess / spread)
+    q = np.quantile(g, (np.arange(SPEED_FACTORS) + 0.5) / SPEED_FACTORS)
+    out["factors"] = [round(float(v), 3) for v in q / q.mean()]
+    for pi, pids, pf, psp, pex, _ in per:
+        if psp <= 0 or pex <= 0:
+            continue
+        shrink = min(math.sqrt(pex), cv) / math.sqrt(psp)
+        lookup = dict(zip(pids.tolist(), (1 + (pf - pf.mean()) * shrink).tolist(), strict=True))
+        m = k == pi
+        divide[m] = [lookup.get(w, 1.0) for w in win[m].tolist()]
+    out["divide"] = divide
+    return out
+
+
+def _deal(factors: np.ndarray, stretches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per request, the factor of its stretch, dealt as synth deals them: shuffled cycles."""
+    n = len(factors)
+    count = int(stretches.max()) + 1 if len(stretches) else 0
+    order = np.concatenate([rng.permutation(n) for _ in range(count // n + 1)])
+    return factors[order[stretches]]
+
+
+def speed_share(
+    dfs: list[pd.DataFrame],
+    factors: np.ndarray,
+    workers: int,
+    pause_ns: float | None = None,
+    seed: int = 0,
+):
+    """How much of the measured wander queues as the app's own order does.
+
+    A wander the cold-start term already explains (a worker warm in a busy stretch serves
+    faster: fast stretches are the busy ones, and the queue gains little from them) or one
+    of requests that come at quiet moments does not lengthen the queue as much as the same
+    wander laid on the host's clock would. So the point's runs are replayed through a FCFS
+    queue at their send times with their service times taken out of their stretches' wander
+    (``share`` of it), pooled, shuffled and multiplied by ``factors`` shrunk to ``share``
+    and dealt per stretch as synth deals them; the share whose mean, p95 and p99 come
+    closest to the runs replayed in their own order is the one modelled (of those within
+    ``SPEED_TIE`` of it, the least: replays are draws too). Requests a stop-the-world pause
+    hit (``pause_ns``) serve the median of the others on both sides: the pause model's.
+    """
+    rng = np.random.default_rng(seed)
+    runs = []
+    for df in dfs:
+        a, sv, m = _by_send_time(df)
+        st = ((a - a[0]) // SPEED_EVERY_NS).astype(np.int64)
+        if pause_ns:
+            hit = sv >= pause_ns
+            sv = np.where(hit, np.median(sv[~hit]), sv)
+            own = _fcfs(a, sv, workers)[m]
+        else:
+            own = _in_order(df, a, sv, m, workers)
+        runs.append((own, a, sv, m, st))
+    target = _stats3(np.concatenate([own for own, *_ in runs]))
+    # Each run's stretches' mean service over the point's, as fit_speed takes them.
+    allm = np.concatenate([sv[m] for _, _, sv, m, _ in runs])
+    mu = allm[allm <= np.quantile(allm, 1 - COLD_MEANS_TRIM)].mean()
+    wander = []
+    for _, _, sv, m, st in runs:
+        n = np.bincount(st[m], minlength=st.max() + 1)
+        tot = np.bincount(st[m], sv[m], minlength=st.max() + 1)
+        f = np.where(n >= SPEED_MIN_REQUESTS, tot / np.maximum(n, 1) / mu, 1.0)
+        wander.append(f[st])
+    shuffles = int(np.clip(math.ceil(SPEED_REPLAYED / max(len(allm), 1)), 2, 8))
+    tried = []
+    for share in SPEED_SHARES:
+        q = 1 + (factors - 1) * share
+        errs = []
+        for _ in range(shuffles):
+            pool = np.concatenate(
+                [r[2] / (1 + (w - 1) * share) for r, w in zip(runs, wander, strict=True)]
+            )
+            pool = rng.permutation(pool)
+            got, at = [], 0
+            for _, a, sv, m, st in runs:
+                draw = pool[at : at + len(sv)] * _deal(q, st, rng)
+                at += len(sv)
+                got.append(_fcfs(a, draw, workers)[m])
+            errs.append(_stats3(np.concatenate(got)) / target - 1)
+        e = np.mean(errs, axis=0)
+        stats = dict(zip(("mean", "p95", "p99"), e.tolist(), strict=True))
+        tried.append({"share": share, "error": stats})
+    err = [sum(abs(v) for v in t["error"].values()) / 3 for t in tried]
+    bound = min(err) * (1 + SPEED_TIE) + 0.005
+    return next(t["share"] for t, e in zip(tried, err, strict=True) if e <= bound), tried
+
+
+def _speed_setting(sp: dict[str, Any]) -> str:
+    return "/".join(f"{v:g}" for v in sp["factors"]) + f",every={_dur(sp['every_ns'])}"
+
+
 def fewest_thread_points(res: Results) -> list[str]:
     """The points with the fewest workers (a fit across loads pools them)."""
     pts = res.points
@@ -1329,9 +1507,29 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
             f"points {points} have {int((warm > 0).sum())} non-zero service times; "
             f"a fit needs at least {MIN_REQUESTS}"
         )
+    hit = s >= pause["threshold_ns"] if pause else np.zeros(len(s), bool)
+    speed = fit_speed(k, warm, _stretches(series, SPEED_EVERY_NS), ~hit & _means_keep(warm))
+    if speed["factors"]:
+        heavy = dict(recs)[points[speed["heaviest"]]]
+        prow0 = res.points[res.points["point"] == points[0]].iloc[0]
+        workers = int(_plain(prow0.get("threads")) or 1)
+        share, speed["replay"] = speed_share(
+            heavy, np.array(speed["factors"]), workers, pause["threshold_ns"] if pause else None
+        )
+        speed["share"] = share
+        if share > 0:
+            q = 1 + (np.array(speed["factors"]) - 1) * share
+            speed["factors"] = [round(float(v), 3) for v in q / q.mean()]
+            # The synthetic workload adds the host's wander back (speed=).
+            warm = warm / (1 + (speed["divide"] - 1) * share)
+        else:
+            speed["factors"] = None
+    speed.pop("divide")
+    for sp in speed["points"]:
+        sp["point"] = points[sp.pop("index")]
+    speed["heaviest"] = points[speed["heaviest"]]
     if pause:
         # Requests a pause hit are the pause's, not the mixture's.
-        hit = s >= pause["threshold_ns"]
         pause["dropped"] = int(hit.sum())
         warm = warm[~hit]
         pause = pause_sequence(pause, [df for _, dfs in recs for df in dfs])
@@ -1356,6 +1554,9 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
             "no cold-start slowdown found (the app is not slower after idling)"
         )
     settings = [entry["synth_set"], f"cold={setting}"]
+    if speed["factors"]:
+        speed["setting"] = _speed_setting(speed)
+        settings.append(f"speed={speed['setting']}")
     if pause:
         settings.append(f"pause={pause['setting']}")
     out = {
@@ -1369,6 +1570,7 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
         **entry,
         "cold": {**cold, "setting": setting},
         "synth_settings": settings,
+        "speed": speed,
         **({"pause": pause} if pause else {}),
         "by_point": by_point,
         "split": _split(runs),
@@ -1514,6 +1716,15 @@ def order_sentence(o: dict[str, Any]) -> str:
     )
 
 
+def speed_sentence(sp: dict[str, Any]) -> str:
+    """The host's speed of the moment, as the fit saw it."""
+    per = ", ".join(f"{p['point']} {100 * p['cv']:.1f} %" for p in sp["points"])
+    head = f"mean service per {_us(sp['every_ns'])} stretch wandered (cv, sampling noise out) {per}"
+    if not sp["factors"]:
+        return head + "; too little at the heaviest load to model"
+    return head + f"; modelled from {sp['heaviest']} as speed={sp['setting']}"
+
+
 def pause_sentence(p: dict[str, Any]) -> str:
     """A fit's stop-the-world pauses in words."""
     own = (
@@ -1572,6 +1783,8 @@ def text_summary(doc: dict[str, Any]) -> str:
                     f"    {b['point']}: service mean {_us(b['measured_service_mean_ns'])} "
                     f"measured, {_us(b['model_service_mean_ns'])} modelled"
                 )
+        if "speed" in f:
+            lines.append(f"  host speed: {speed_sentence(f['speed'])}")
         if "pause" in f:
             lines.append(f"  pauses: {pause_sentence(f['pause'])}")
         if "periodic" in f:

@@ -619,6 +619,11 @@ def render(
                 )
                 + ".</p>"
             )
+        if fit and fit.get("speed"):
+            from .fit import speed_sentence
+
+            text = speed_sentence(fit["speed"])
+            parts.append(f"<p>The host's speed: {esc(text)}.</p>")
         if fit and fit.get("periodic"):
             from .fit import periodic_sentence
 

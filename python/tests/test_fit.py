@@ -674,3 +674,64 @@ def test_order_effect_replays_the_queue():
     assert order_effect([df], 1)["in_order"]["mean_ns"] == pytest.approx(soj.mean(), rel=1e-3)
     df["ideal_completed"] = (arr + 2 * soj).astype(np.int64)
     assert order_effect([df], 1)["in_order"]["mean_ns"] == pytest.approx(2 * soj.mean(), rel=1e-3)
+
+
+def _wander_records(factors, qps_list, secs=8.0, mean_ns=100e3, seed=5):
+    """Per load, one run of one FIFO worker whose lognormal service (cv 0.3) is multiplied
+    by a factor drawn per 500 ms of wall time from ``factors`` (the host's speed)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    recs = []
+    for q in qps_list:
+        arr = np.cumsum(rng.exponential(1e9 / q, int(secs * q)))
+        f = rng.choice(np.asarray(factors, float), int(secs / 0.5) + 2)
+        sigma = math.sqrt(math.log(1 + 0.3**2))
+        draw = rng.lognormal(math.log(mean_ns) - sigma**2 / 2, sigma, len(arr))
+        draw *= f[(arr // 500e6).astype(int)]
+        st, fi, free = np.empty(len(arr)), np.empty(len(arr)), 0.0
+        for i, (a, s) in enumerate(zip(arr, draw, strict=True)):
+            st[i] = max(a, free)
+            fi[i] = free = st[i] + s
+        df = pd.DataFrame(
+            {
+                "worker": 0,
+                "intended": arr.astype(np.int64),
+                "started": st.astype(np.int64),
+                "finished": fi.astype(np.int64),
+                "measured": 1,
+            }
+        )
+        recs.append((f"q{q}", [df]))
+    return recs
+
+
+def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
+    """Service whose mean moves by ±25 % per half second (the host's speed) at 30 and 65 %
+    load: the fit's factors span it with a cv near the true 0.20, the replay keeps at least
+    three quarters of it, and the mixture's service times lose most of the wander. Steady
+    service gives no speed."""
+    from taillab.fit import SPEED_EVERY_NS, _series, _served, _stretches, fit_speed, speed_share
+
+    def fitted(recs):
+        series = _series(recs)
+        k, s = _served(series)
+        return k, s, fit_speed(k, s, _stretches(series, SPEED_EVERY_NS), s > 0)
+
+    recs = _wander_records([0.75, 1.0, 1.25], (3000, 6500))
+    k, s, sp = fitted(recs)
+    assert sp["heaviest"] == 1 and [p["stretches"] for p in sp["points"]] == [16, 16]
+    assert 0.14 <= sp["cv"] <= 0.28, sp
+    f = np.array(sp["factors"])
+    assert f.mean() == pytest.approx(1.0, abs=0.002) and f[0] <= 0.85 and f[-1] >= 1.15, f
+    # Dividing by the stretches' factors takes most of the wander out of the service times.
+    cv_of = lambda x: np.std([x[w == i].mean() for i in np.unique(w)]) / x.mean()  # noqa: E731
+    w = _stretches(_series(recs), SPEED_EVERY_NS)
+    assert cv_of(s / sp["divide"]) < 0.5 * cv_of(s)
+    share, tried = speed_share(recs[1][1], f, 1)
+    assert share >= 0.75, tried
+    assert [t["share"] for t in tried] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    # Without the wander replays queue less than the app's order: every statistic under.
+    assert all(v < 0 for v in tried[0]["error"].values()), tried[0]
+    _, _, steady = fitted(_wander_records([1.0], (3000, 6500)))
+    assert steady["factors"] is None and steady["cv"] < 0.03, steady

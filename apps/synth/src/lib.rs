@@ -56,6 +56,11 @@
 //! serve at the drawn speed. `taillab fit --pooled` estimates F and D from the
 //! per-request records of runs at several loads.
 //!
+//! `speed=F1/F2/...,every=D` is the host's speed of the moment ([`speed`]): each stretch of
+//! `D` of wall time multiplies the service of the requests that start in it by one of the
+//! factors, dealt in shuffled cycles; an app on a shared host serves at the memory
+//! system's speed, which wanders for seconds at a time, and queues more for it.
+//!
 //! A critical section or disturbance longer than the mean service is allowed (a
 //! lock-bound app is a legitimate study) but warned about on stderr when the server
 //! starts: it usually means a unit slipped.
@@ -63,9 +68,11 @@
 #![warn(missing_docs)]
 pub mod lock;
 pub mod noise;
+pub mod speed;
 
 use lock::HybridLock;
 use noise::{Noise, Pause, PauseClock, WorkerNoise};
+use speed::Speed;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use taillab_core::clock::{now_ns, sleep_until, spin_until};
@@ -130,6 +137,11 @@ const KEYS: &[KeySpec] = &[
         name: "cold",
         default: "none",
         help: "slower after idling: F,tau=D serves a draw times 1+F(1-w), warmth w decaying as exp(-idle/D) (e.g. 0.3,tau=10ms); ,power=P: 1+F(1-w)^P, slow only when quite cold",
+    },
+    KeySpec {
+        name: "speed",
+        default: "none",
+        help: "the host's speed of the moment: 0.8/1/1.2,every=500ms multiplies the service of each 500 ms stretch of wall time by one factor, dealt in shuffled cycles (taillab fit --pooled measures it)",
     },
 ];
 
@@ -355,6 +367,7 @@ struct Config {
     periodic: Option<Periodic>,
     scale: f64,
     cold: Option<Cold>,
+    speed: Option<Speed>,
 }
 
 impl Config {
@@ -379,6 +392,7 @@ impl Config {
     fn service_mean_ns(&self) -> f64 {
         let drawn = self.service.mean();
         self.scale
+            * self.speed.as_ref().map_or(1.0, Speed::mean)
             * match &self.periodic {
                 Some(p) => {
                     let share = 1.0 / p.mean_gap();
@@ -460,8 +474,11 @@ fn config(p: &Params) -> Result<Config, AppError> {
         .filter(|f| *f > 0.0 && f.is_finite())
         .ok_or_else(|| bad("scale", sv, "a factor > 0, e.g. 0.5 (twice as fast) or 2"))?;
     let cold = parse_cold(p.get("cold").unwrap_or("none"))?;
+    let spv = p.get("speed").unwrap_or("none");
+    let speed = Speed::parse(spv).map_err(|e| bad("speed", spv, e))?;
     Ok(Config {
         cold,
+        speed,
         service,
         stall,
         spin,
@@ -559,6 +576,9 @@ impl App for Synth {
             cold: c.cold,
             cold_requests: AtomicU64::new(0),
             cold_factor_micro: AtomicU64::new(0),
+            speed: c.speed.map(|sp| (sp, seeded(SPEED_SEED, seed), now_ns())),
+            speed_requests: AtomicU64::new(0),
+            speed_factor_micro: AtomicU64::new(0),
         }))))
     }
     fn client(&self, _: &DataCtx, params: &Params, seed: u64) -> Result<Box<dyn Client>, AppError> {
@@ -638,12 +658,19 @@ struct Shared {
     /// Requests served with `cold` set, and the sum of their factors in millionths.
     cold_requests: AtomicU64,
     cold_factor_micro: AtomicU64,
+    /// `speed=`: its spec, the seed of its order and the origin of its stretches; requests
+    /// it slowed or sped and the sum of their factors in millionths.
+    speed: Option<(Speed, u64, u64)>,
+    speed_requests: AtomicU64,
+    speed_factor_micro: AtomicU64,
 }
 
 /// The server's pause timeline is seeded from this.
 const PAUSE_SEED: u64 = 0x7061_7573_6531;
 /// The periodic slow requests' gaps and lengths are seeded from this.
 const PERIODIC_SEED: u64 = 0x7065_7269_6f64;
+/// The order of `speed=`'s factors is seeded from this.
+const SPEED_SEED: u64 = 0x7370_6565_6431;
 
 /// Noise processes of worker `w` are seeded from this (with the run's) and `w`.
 const NOISE_SEED: u64 = 0x6e6f_6973_6531;
@@ -740,6 +767,18 @@ impl Server for SynthServer {
                     "extra": c.extra,
                     "tau_ns": c.tau_ns,
                     "power": c.power,
+                    "requests": n,
+                    "mean_factor": if n > 0 { sum / n as f64 } else { 1.0 },
+                }),
+            );
+        }
+        if let Some((sp, _, _)) = &s.speed {
+            let n = s.speed_requests.load(Ordering::Relaxed);
+            let sum = s.speed_factor_micro.load(Ordering::Relaxed) as f64 / 1e6;
+            out.insert(
+                "speed".into(),
+                serde_json::json!({
+                    "spec": sp.to_string(),
                     "requests": n,
                     "mean_factor": if n > 0 { sum / n as f64 } else { 1.0 },
                 }),
@@ -891,6 +930,14 @@ impl Worker for SynthWorker {
                 s.periodic_hits.fetch_add(1, Ordering::Relaxed);
                 s.periodic_ns.fetch_add(svc, Ordering::Relaxed);
             }
+        }
+        if let Some((sp, seed, origin)) = &s.speed {
+            // The host's speed applies to whatever the request serves, slow ones included.
+            let f = sp.factor(*seed, now_ns().saturating_sub(*origin));
+            svc = (svc as f64 * f).round() as u64;
+            s.speed_requests.fetch_add(1, Ordering::Relaxed);
+            s.speed_factor_micro
+                .fetch_add((f * 1e6).round() as u64, Ordering::Relaxed);
         }
         // Only `cold=` reads the clock around the request.
         let cold_start = s.cold.map(|c| {
@@ -1252,6 +1299,40 @@ mod tests {
         );
     }
 
+    /// `speed=` multiplies each stretch's service by its factor: with 5 ms stretches of
+    /// factors 1 and 3, a 200 µs request takes ~200 or ~600 µs, and the two come about
+    /// equally often; the report gives the factors' mean over the requests.
+    #[test]
+    fn speed_stretches_multiply_service() {
+        let p = Params::parse(["service=fixed:200us", "speed=1/3,every=5ms"]).unwrap();
+        assert_eq!(Synth.expected_service_ns(&p), Some(400e3));
+        let server = Synth.server(&ctx(), &p, 1).unwrap();
+        let mut w = server.worker(0).unwrap();
+        let req = 200_000u64.to_le_bytes();
+        let (mut fast, mut slow) = (0, 0);
+        for _ in 0..150 {
+            let t = now_ns();
+            w.handle(&req, &mut Vec::new()).unwrap();
+            let took = now_ns() - t;
+            if took >= 600_000 {
+                slow += 1;
+            } else if took < 400_000 {
+                fast += 1;
+            }
+        }
+        // 150 requests over ~60 ms: a dozen stretches, half of each factor; a preempted
+        // fast one can look slow.
+        assert!(fast >= 30 && slow >= 30, "fast {fast}, slow {slow}");
+        let r = server.report();
+        let m = r["speed"]["mean_factor"].as_f64().unwrap();
+        assert!((1.5..=2.5).contains(&m), "{r}");
+        let spec = r["speed"]["spec"].as_str().unwrap();
+        assert_eq!(
+            Speed::parse(spec).unwrap(),
+            Speed::parse("1/3,every=5ms").unwrap()
+        );
+    }
+
     /// A cold worker (cold=3: four times slower, tau 1 s: it stays cold here) stretches a
     /// periodic slow request too, unless the request says `cold=no`.
     #[test]
@@ -1404,6 +1485,7 @@ mod tests {
             ("recv_lock=exp:1", "recv_lock"),
             ("send_lock=fast", "send_lock"),
             ("lock_spin=10", "lock_spin"),
+            ("speed=1.2", "speed"),
             ("noise=poisson:rate=5", "noise"),
             ("noise=every:1ms,for=2ms", "noise"),
             ("scale=0", "scale"),
