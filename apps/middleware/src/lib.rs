@@ -145,11 +145,13 @@ pub fn app() -> Arc<dyn App> {
 
 impl App for MiddlewareApp {
     /// Its tail is its collector's pauses, about one per 10 000 requests: 20 000 requests
-    /// see one or two (the app moved 50–93 % against itself), 200 000 about 20; the JIT
-    /// warms for a few seconds.
+    /// see one or two (the app moved 50–93 % against itself). They come in clusters (G1's
+    /// young collections a few thousand requests apart, then a long quiet): 200 000 requests
+    /// held about 17 pauses but only 3 clusters (2026-11-25), and the 70 % point missed by
+    /// 55 %; 1 000 000 hold about 17 clusters. The JIT warms for a few seconds.
     fn point_length(&self) -> taillab_core::PointLength {
         taillab_core::PointLength {
-            requests: 200_000,
+            requests: 1_000_000,
             warmup_secs: Some(5.0),
             ..Default::default()
         }
