@@ -23,7 +23,9 @@
 //!    synthetic model's alone, not the app's change of speed with load.
 //!    `--fit-at all` fits one synthetic workload to every fewest-worker point
 //!    at once: a cold-start term (synth's `cold=F,tau=D`: slower after idling)
-//!    from their per-request records, and a mixture of the warm service times.
+//!    from their per-request records, the host's speed of the moment (`speed=`:
+//!    the wander of the mean service per 500 ms, as much as queues like the app),
+//!    and a mixture of the warm service times.
 //! 3. `OUT/synthetic/`: the same points — same thread counts, the same
 //!    absolute rates, the same seeds (so the same arrival times) — with
 //!    `synth` and `service=<spec>` (plus `--synth-set` keys, e.g. locks).
@@ -152,6 +154,19 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
             } else if let Some(t) = own.warmup_secs {
                 pairs.push(("load.warmup".into(), vec![format!("{t}s")]));
             }
+        }
+    }
+    let mem_given = pairs.iter().any(|(p, _)| p.ends_with("max_record_mem"));
+    if !length_given && !mem_given {
+        // The fit reads every request: an app whose tail needs a million of them
+        // (middleware) keeps them all, over the default cap.
+        let own = app_of(&probe.base)?.point_length();
+        let need = (own.requests + own.requests / 4) * taillab_core::harness::RECORD_BYTES;
+        if own.secs.is_none() && need > probe.base.record.max_record_mem.0 {
+            pairs.push((
+                "record.max_record_mem".into(),
+                vec![format!("{}MiB", need.div_ceil(1 << 20))],
+            ));
         }
     }
     if !redo_given {
@@ -490,7 +505,7 @@ mod tests {
     }
 
     /// Without --requests/--duration each app gets its own length per point: middleware
-    /// enough requests for ~20 collector pauses after a warmup; what the user gives wins.
+    /// enough requests for ~17 clusters of collector pauses after a warmup; what the user gives wins.
     /// Either is split over the point's runs (DEFAULT_BLOCKS unless --runs or a CI
     /// target), taken interleaved; every run warms up.
     #[test]
@@ -499,8 +514,19 @@ mod tests {
         let p = plan(&["--app", "middleware"]);
         assert_eq!(p.sweep.runs, DEFAULT_BLOCKS);
         assert_eq!(p.sweep.order, Order::Interleaved);
-        assert_eq!(p.base.load.requests, Some(200_000 / b));
+        assert_eq!(p.base.load.requests, Some(1_000_000 / b));
         assert_eq!(p.base.load.warmup.map(|d| d.secs()), Some(5.0));
+        // Every one of its requests is kept for the fit: the cap on records grows to hold
+        // them (the saturation search runs a whole point's length at once); other apps
+        // keep the default, and a cap the user gives wins.
+        let need = 1_000_000 * taillab_core::harness::RECORD_BYTES;
+        assert!(p.base.record.max_record_mem.0 >= need);
+        assert_eq!(
+            plan(&["--app", "search"]).base.record.max_record_mem.0,
+            64 << 20
+        );
+        let p = plan(&["--app", "middleware", "--max-record-mem", "1GiB"]);
+        assert_eq!(p.base.record.max_record_mem.0, 1 << 30);
         let l = plan(&["--app", "search"]).base.load;
         assert_eq!(
             (l.requests, l.warmup, l.warmup_requests),
@@ -532,7 +558,7 @@ mod tests {
             .load;
         assert_eq!(
             (l.requests, l.warmup, l.warmup_requests),
-            (Some(200_000 / b), None, Some(7))
+            (Some(1_000_000 / b), None, Some(7))
         );
         // Runs and order the user gives win; with a CI target the target decides the
         // runs, and the point's length is each run's.
