@@ -1720,6 +1720,8 @@ def speed_sentence(sp: dict[str, Any]) -> str:
     """The host's speed of the moment, as the fit saw it."""
     per = ", ".join(f"{p['point']} {100 * p['cv']:.1f} %" for p in sp["points"])
     head = f"mean service per {_us(sp['every_ns'])} stretch wandered (cv, sampling noise out) {per}"
+    if not sp["factors"] and sp.get("share") == 0:
+        return head + "; replayed, no share of it queued closer to the app's order than none"
     if not sp["factors"]:
         return head + "; too little at the heaviest load to model"
     return head + f"; modelled from {sp['heaviest']} as speed={sp['setting']}"

@@ -735,3 +735,16 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     assert all(v < 0 for v in tried[0]["error"].values()), tried[0]
     _, _, steady = fitted(_wander_records([1.0], (3000, 6500)))
     assert steady["factors"] is None and steady["cv"] < 0.03, steady
+
+
+def test_speed_sentence_says_why_no_speed_was_written():
+    from taillab.fit import speed_sentence
+
+    pts = [{"point": "q3000", "cv": 0.05}, {"point": "q6500", "cv": 0.06}]
+    base = {"every_ns": 500e6, "points": pts, "heaviest": "q6500"}
+    on = speed_sentence(
+        {**base, "factors": [0.9, 1.1], "share": 1.0, "setting": "0.9/1.1,every=500ms"}
+    )
+    assert "q3000 5.0 %" in on and "modelled from q6500 as speed=0.9/1.1,every=500ms" in on
+    assert "no share of it" in speed_sentence({**base, "factors": None, "share": 0.0})
+    assert "too little" in speed_sentence({**base, "factors": None})
