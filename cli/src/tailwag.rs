@@ -142,6 +142,7 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     if !sweep_given("order") {
         sweep.push(("order".into(), vec!["interleaved".into()]));
     }
+    let mem_given = pairs.iter().any(|(p, _)| p.ends_with("max_record_mem"));
     if !length_given {
         let own = app_of(&probe.base)?.point_length();
         match own.secs {
@@ -155,14 +156,11 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
                 pairs.push(("load.warmup".into(), vec![format!("{t}s")]));
             }
         }
-    }
-    let mem_given = pairs.iter().any(|(p, _)| p.ends_with("max_record_mem"));
-    if !length_given && !mem_given {
         // The fit reads every request: an app whose tail needs a million of them
-        // (middleware) keeps them all, over the default cap.
-        let own = app_of(&probe.base)?.point_length();
+        // (middleware) keeps them all, over the default cap. The saturation search runs
+        // a whole point's length at once; a quarter more leaves room for its warmup.
         let need = (own.requests + own.requests / 4) * taillab_core::harness::RECORD_BYTES;
-        if own.secs.is_none() && need > probe.base.record.max_record_mem.0 {
+        if !mem_given && own.secs.is_none() && need > probe.base.record.max_record_mem.0 {
             pairs.push((
                 "record.max_record_mem".into(),
                 vec![format!("{}MiB", need.div_ceil(1 << 20))],

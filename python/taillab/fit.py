@@ -1326,7 +1326,58 @@ def _stretches(series, every_ns: float) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def fit_speed(k: np.ndarray, warm: np.ndarray, win: np.ndarray, use: np.ndarray) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Stretches:
+    """The stretches of one load (see :func:`_stretch_factors`)."""
+
+    ids: np.ndarray  # stretch numbers with enough requests, sorted
+    f: np.ndarray  # their mean over the load's
+    n: np.ndarray  # their requests
+    spread: float  # variance of f
+    excess: float  # spread less sampling's (each stretch's variance / n), >= 0
+    noise: float  # sampling's mean variance of f
+
+    def shrink(self, cv: float | None = None) -> float:
+        """The share of a factor's deviation that is the speed's (up to ``cv``)."""
+        if self.spread <= 0 or self.excess <= 0:
+            return 0.0
+        wander = math.sqrt(self.excess) if cv is None else min(math.sqrt(self.excess), cv)
+        return wander / math.sqrt(self.spread)
+
+    def per_request(self, win: np.ndarray, shrink: float) -> np.ndarray:
+        """Each request's stretch factor, shrunk towards 1; 1 in a stretch of too few."""
+        if not len(self.ids):
+            return np.ones(len(win))
+        g = 1 + (self.f - self.f.mean()) * shrink
+        pos = np.minimum(np.searchsorted(self.ids, win), len(self.ids) - 1)
+        return np.where(self.ids[pos] == win, g[pos], 1.0)
+
+
+def _stretch_factors(x: np.ndarray, win: np.ndarray, use: np.ndarray) -> _Stretches:
+    """Per stretch ``win`` of one load with at least ``SPEED_MIN_REQUESTS`` requests in
+    ``use``: its mean of ``x`` over the load's, and how much of their spread sampling
+    alone would give."""
+    ids, inv = np.unique(win[use], return_inverse=True)
+    xs = x[use]
+    n = np.bincount(inv)
+    mean = np.bincount(inv, xs) / n
+    var = np.maximum(np.bincount(inv, xs * xs) / n - mean**2, 0)
+    ok = n >= SPEED_MIN_REQUESTS
+    mu = xs.mean()
+    f, noise = mean[ok] / mu, var[ok] / n[ok] / mu**2
+    many = len(f) > 1
+    spread = float(f.var()) if many else 0.0
+    return _Stretches(
+        ids[ok],
+        f,
+        n[ok],
+        spread,
+        max(spread - float(noise.mean()), 0.0) if many else 0.0,
+        float(noise.mean()) if len(f) else 0.0,
+    )
+
+
+def fit_speed(k: np.ndarray, warm: np.ndarray, win: np.ndarray, use: np.ndarray):
     """The host's speed of the moment from the warm service times (synth's ``speed=``).
 
     On a shared host an app's mean service moves by tens of percent for seconds at a time
@@ -1336,57 +1387,45 @@ def fit_speed(k: np.ndarray, warm: np.ndarray, win: np.ndarray, use: np.ndarray)
     less what sampling alone gives (each stretch's variance / n), is the speed's. The point
     with the most requests per stretch (the heaviest load, where the queue feels it) sets
     the factors: its stretches' factors shrunk towards 1 by the share of their spread that
-    is the speed's, summarised as ``SPEED_FACTORS`` quantiles of mean 1. ``divide`` holds
-    per request the factor that takes the speed the synthetic workload adds back out of
-    the mixture's service times (at every point no more than its own wander), 1 where none.
+    is the speed's, summarised as ``SPEED_FACTORS`` quantiles of mean 1.
     ``use``: the requests the means are taken over (pause hits and the slowest few out).
+    Returns the document and per request the factor that takes the speed the synthetic
+    workload adds back out of the mixture's service times (at every point no more than its
+    own wander; 1 where none).
     """
     out: dict[str, Any] = {"every_ns": SPEED_EVERY_NS, "points": []}
-    per = []
+    per = {}
     for i in np.unique(k):
-        m = (k == i) & use
-        ids, inv = np.unique(win[m], return_inverse=True)
-        x = warm[m]
-        n = np.bincount(inv)
-        mean = np.bincount(inv, x) / n
-        var = np.maximum(np.bincount(inv, x * x) / n - mean**2, 0)
-        ok = n >= SPEED_MIN_REQUESTS
-        mu = x.mean()
-        f, noise = mean[ok] / mu, var[ok] / n[ok] / mu**2
-        spread = float(f.var()) if len(f) > 1 else 0.0
-        excess = max(spread - float(noise.mean()), 0.0) if len(f) > 1 else 0.0
-        per.append((i, ids[ok], f, spread, excess, float(np.median(n[ok])) if ok.any() else 0.0))
+        st = per[i] = _stretch_factors(warm, win, (k == i) & use)
         out["points"].append(
             {
                 "index": int(i),
-                "stretches": int(ok.sum()),
-                "requests_per_stretch": per[-1][5],
-                "cv": math.sqrt(excess),
-                "noise_cv": math.sqrt(float(noise.mean())) if len(f) else 0.0,
+                "stretches": len(st.f),
+                "requests_per_stretch": float(np.median(st.n)) if len(st.n) else 0.0,
+                "cv": math.sqrt(st.excess),
+                "noise_cv": math.sqrt(st.noise),
             }
         )
-    i, ids, f, spread, excess, _ = max(per, key=lambda r: r[5])
-    noise2 = out["points"][[r[0] for r in per].index(i)]["noise_cv"] ** 2
-    cv = math.sqrt(excess)
+    i = max(per, key=lambda j: np.median(per[j].n) if len(per[j].n) else 0.0)
+    heavy = per[i]
+    cv = math.sqrt(heavy.excess)
     out["heaviest"] = int(i)
     out["cv"] = cv
+    out["factors"] = None
     divide = np.ones(len(warm))
-    if len(f) < SPEED_MIN_STRETCHES or cv < SPEED_MIN_CV or spread < SPEED_MIN_RATIO * noise2:
-        out["factors"] = None
-        out["divide"] = divide
-        return out
-    g = 1 + (f - f.mean()) * math.sqrt(excess / spread)
+    if (
+        len(heavy.f) < SPEED_MIN_STRETCHES
+        or cv < SPEED_MIN_CV
+        or heavy.spread < SPEED_MIN_RATIO * heavy.noise
+    ):
+        return out, divide
+    g = 1 + (heavy.f - heavy.f.mean()) * heavy.shrink()
     q = np.quantile(g, (np.arange(SPEED_FACTORS) + 0.5) / SPEED_FACTORS)
     out["factors"] = [round(float(v), 3) for v in q / q.mean()]
-    for pi, pids, pf, psp, pex, _ in per:
-        if psp <= 0 or pex <= 0:
-            continue
-        shrink = min(math.sqrt(pex), cv) / math.sqrt(psp)
-        lookup = dict(zip(pids.tolist(), (1 + (pf - pf.mean()) * shrink).tolist(), strict=True))
-        m = k == pi
-        divide[m] = [lookup.get(w, 1.0) for w in win[m].tolist()]
-    out["divide"] = divide
-    return out
+    for j, st in per.items():
+        m = k == j
+        divide[m] = st.per_request(win[m], st.shrink(cv))
+    return out, divide
 
 
 def _deal(factors: np.ndarray, stretches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -1430,25 +1469,21 @@ def speed_share(
             own = _in_order(df, a, sv, m, workers)
         runs.append((own, a, sv, m, st))
     target = _stats3(np.concatenate([own for own, *_ in runs]))
-    # Each run's stretches' mean service over the point's, as fit_speed takes them.
-    allm = np.concatenate([sv[m] for _, _, sv, m, _ in runs])
-    mu = allm[allm <= np.quantile(allm, 1 - COLD_MEANS_TRIM)].mean()
-    wander = []
-    for _, _, sv, m, st in runs:
-        n = np.bincount(st[m], minlength=st.max() + 1)
-        tot = np.bincount(st[m], sv[m], minlength=st.max() + 1)
-        f = np.where(n >= SPEED_MIN_REQUESTS, tot / np.maximum(n, 1) / mu, 1.0)
-        wander.append(f[st])
-    shuffles = int(np.clip(math.ceil(SPEED_REPLAYED / max(len(allm), 1)), 2, 8))
+    # The stretches' wander as fit_speed measures it, over all the point's runs.
+    base = np.cumsum([0] + [int(r[4].max()) + 1 for r in runs[:-1]])
+    win = np.concatenate([r[4] + off for r, off in zip(runs, base, strict=True)])
+    allsv = np.concatenate([r[2] for r in runs])
+    measured = np.concatenate([r[3] for r in runs])
+    use = measured & _means_keep(allsv)
+    wand = _stretch_factors(allsv, win, use)
+    wander = wand.per_request(win, wand.shrink())
+    shuffles = int(np.clip(math.ceil(SPEED_REPLAYED / max(int(measured.sum()), 1)), 2, 8))
     tried = []
     for share in SPEED_SHARES:
         q = 1 + (factors - 1) * share
         errs = []
         for _ in range(shuffles):
-            pool = np.concatenate(
-                [r[2] / (1 + (w - 1) * share) for r, w in zip(runs, wander, strict=True)]
-            )
-            pool = rng.permutation(pool)
+            pool = rng.permutation(allsv / (1 + (wander - 1) * share))
             got, at = [], 0
             for _, a, sv, m, st in runs:
                 draw = pool[at : at + len(sv)] * _deal(q, st, rng)
@@ -1508,11 +1543,11 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
             f"a fit needs at least {MIN_REQUESTS}"
         )
     hit = s >= pause["threshold_ns"] if pause else np.zeros(len(s), bool)
-    speed = fit_speed(k, warm, _stretches(series, SPEED_EVERY_NS), ~hit & _means_keep(warm))
+    speed, divide = fit_speed(k, warm, _stretches(series, SPEED_EVERY_NS), ~hit & _means_keep(warm))
+    prow = res.points[res.points["point"] == points[0]].iloc[0]
     if speed["factors"]:
         heavy = dict(recs)[points[speed["heaviest"]]]
-        prow0 = res.points[res.points["point"] == points[0]].iloc[0]
-        workers = int(_plain(prow0.get("threads")) or 1)
+        workers = int(_plain(prow.get("threads")) or 1)
         share, speed["replay"] = speed_share(
             heavy, np.array(speed["factors"]), workers, pause["threshold_ns"] if pause else None
         )
@@ -1521,10 +1556,9 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
             q = 1 + (np.array(speed["factors"]) - 1) * share
             speed["factors"] = [round(float(v), 3) for v in q / q.mean()]
             # The synthetic workload adds the host's wander back (speed=).
-            warm = warm / (1 + (speed["divide"] - 1) * share)
+            warm = warm / (1 + (divide - 1) * share)
         else:
             speed["factors"] = None
-    speed.pop("divide")
     for sp in speed["points"]:
         sp["point"] = points[sp.pop("index")]
     speed["heaviest"] = points[speed["heaviest"]]
@@ -1546,7 +1580,6 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
                 "mean_factor": float(factor[m].mean()),
             }
         )
-    prow = res.points[res.points["point"] == points[0]].iloc[0]
     entry = _mixture_entry(dist, zeros, mix, bics, kw)
     setting = _cold_setting(cold)
     if cold["extra"] == 0:

@@ -716,10 +716,11 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     def fitted(recs):
         series = _series(recs)
         k, s = _served(series)
-        return k, s, fit_speed(k, s, _stretches(series, SPEED_EVERY_NS), s > 0)
+        sp, divide = fit_speed(k, s, _stretches(series, SPEED_EVERY_NS), s > 0)
+        return s, sp, divide
 
     recs = _wander_records([0.75, 1.0, 1.25], (3000, 6500))
-    k, s, sp = fitted(recs)
+    s, sp, divide = fitted(recs)
     assert sp["heaviest"] == 1 and [p["stretches"] for p in sp["points"]] == [16, 16]
     assert 0.14 <= sp["cv"] <= 0.28, sp
     f = np.array(sp["factors"])
@@ -727,14 +728,15 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     # Dividing by the stretches' factors takes most of the wander out of the service times.
     cv_of = lambda x: np.std([x[w == i].mean() for i in np.unique(w)]) / x.mean()  # noqa: E731
     w = _stretches(_series(recs), SPEED_EVERY_NS)
-    assert cv_of(s / sp["divide"]) < 0.5 * cv_of(s)
+    assert cv_of(s / divide) < 0.5 * cv_of(s)
     share, tried = speed_share(recs[1][1], f, 1)
     assert share >= 0.75, tried
     assert [t["share"] for t in tried] == [0.0, 0.25, 0.5, 0.75, 1.0]
     # Without the wander replays queue less than the app's order: every statistic under.
     assert all(v < 0 for v in tried[0]["error"].values()), tried[0]
-    _, _, steady = fitted(_wander_records([1.0], (3000, 6500)))
+    _, steady, divide = fitted(_wander_records([1.0], (3000, 6500)))
     assert steady["factors"] is None and steady["cv"] < 0.03, steady
+    assert (divide == 1).all()
 
 
 def test_speed_sentence_says_why_no_speed_was_written():

@@ -72,7 +72,7 @@ pub mod speed;
 
 use lock::HybridLock;
 use noise::{Noise, Pause, PauseClock, WorkerNoise};
-use speed::Speed;
+use speed::{Dealer, Speed};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use taillab_core::clock::{now_ns, sleep_until, spin_until};
@@ -712,6 +712,7 @@ impl Server for SynthServer {
             noise,
             warmth: 0.0,
             last_end: None,
+            dealer: Dealer::default(),
         }))
     }
     fn begin_measurement(&self, at_ns: u64) {
@@ -835,6 +836,8 @@ struct SynthWorker {
     /// Warmth for `cold=` (0 = cold), and when this worker last finished a request.
     warmth: f64,
     last_end: Option<u64>,
+    /// `speed=`: the current cycle's order of its factors.
+    dealer: Dealer,
 }
 
 /// Keeps the CPU busy for `ns` of work plus whatever noise hits it meanwhile.
@@ -884,6 +887,7 @@ impl Worker for SynthWorker {
             noise,
             warmth,
             last_end,
+            dealer,
         } = self;
         let s: &Shared = s;
         if req.len() < s.request_len {
@@ -931,17 +935,17 @@ impl Worker for SynthWorker {
                 s.periodic_ns.fetch_add(svc, Ordering::Relaxed);
             }
         }
-        if let Some((sp, seed, origin)) = &s.speed {
+        // Only `cold=` and `speed=` read the clock before the request, once.
+        let begin = (s.cold.is_some() || s.speed.is_some()).then(now_ns);
+        if let (Some((sp, seed, origin)), Some(t)) = (&s.speed, begin) {
             // The host's speed applies to whatever the request serves, slow ones included.
-            let f = sp.factor(*seed, now_ns().saturating_sub(*origin));
+            let f = dealer.factor(sp, *seed, t.saturating_sub(*origin));
             svc = (svc as f64 * f).round() as u64;
             s.speed_requests.fetch_add(1, Ordering::Relaxed);
             s.speed_factor_micro
                 .fetch_add((f * 1e6).round() as u64, Ordering::Relaxed);
         }
-        // Only `cold=` reads the clock around the request.
-        let cold_start = s.cold.map(|c| {
-            let start = now_ns();
+        let cold_start = s.cold.zip(begin).map(|(c, start)| {
             if let Some(end) = *last_end {
                 *warmth = c.cooled(*warmth, start.saturating_sub(end) as f64);
             }

@@ -66,16 +66,35 @@ impl Speed {
         self.factors.iter().sum::<f64>() / self.factors.len() as f64
     }
 
-    /// The factor of the stretch `elapsed_ns` after the origin, for a run seeded `seed`.
-    pub fn factor(&self, seed: u64, elapsed_ns: u64) -> f64 {
-        let k = (elapsed_ns as f64 / self.every_ns) as u64;
-        let n = self.factors.len() as u64;
-        let (cycle, at) = (k / n, (k % n) as usize);
+    /// The order in which cycle `cycle` of a run seeded `seed` deals the factors.
+    fn order(&self, seed: u64, cycle: u64) -> Vec<usize> {
         let mut order: Vec<usize> = (0..self.factors.len()).collect();
         let mut rng =
             Xoshiro256PlusPlus::seed_from_u64(taillab_core::arrival::derive_seed(seed, cycle));
         order.shuffle(&mut rng);
-        self.factors[order[at]]
+        order
+    }
+}
+
+/// One worker's view of the deal: the current cycle's order, drawn once per cycle rather
+/// than per request (every worker draws the same order from the run's seed).
+#[derive(Debug, Default)]
+pub struct Dealer {
+    cycle: Option<u64>,
+    order: Vec<usize>,
+}
+
+impl Dealer {
+    /// The factor of the stretch `elapsed_ns` after the origin, for a run seeded `seed`.
+    pub fn factor(&mut self, speed: &Speed, seed: u64, elapsed_ns: u64) -> f64 {
+        let k = (elapsed_ns as f64 / speed.every_ns) as u64;
+        let n = speed.factors.len() as u64;
+        let (cycle, at) = (k / n, (k % n) as usize);
+        if self.cycle != Some(cycle) {
+            self.order = speed.order(seed, cycle);
+            self.cycle = Some(cycle);
+        }
+        speed.factors[self.order[at]]
     }
 }
 
@@ -116,20 +135,27 @@ mod tests {
         let s = Speed::parse("0.7/0.9/1/1.1/1.3,every=1ms")
             .unwrap()
             .unwrap();
+        let mut d = Dealer::default();
         for cycle in 0..20u64 {
             let mut got: Vec<f64> = (0..5)
-                .map(|i| s.factor(42, (cycle * 5 + i) * 1_000_000 + 500_000))
+                .map(|i| d.factor(&s, 42, (cycle * 5 + i) * 1_000_000 + 500_000))
                 .collect();
             got.sort_by(f64::total_cmp);
             assert_eq!(got, s.factors, "cycle {cycle}");
         }
-        // Within a stretch the factor holds; the order differs between cycles and seeds.
-        assert_eq!(s.factor(42, 0), s.factor(42, 999_999));
+        // Within a stretch the factor holds; the order differs between cycles and seeds,
+        // and a worker that starts late (a fresh dealer) meets the same order.
+        assert_eq!(
+            d.factor(&s, 42, 0),
+            Dealer::default().factor(&s, 42, 999_999)
+        );
         let order = |seed| {
+            let mut d = Dealer::default();
             (0..50)
-                .map(|k| s.factor(seed, k * 1_000_000))
+                .map(|k| d.factor(&s, seed, k * 1_000_000))
                 .collect::<Vec<_>>()
         };
+        assert_eq!(Dealer::default().factor(&s, 42, 37_000_000), order(42)[37]);
         assert_ne!(order(42), order(43));
         let first: Vec<f64> = order(42)[..5].to_vec();
         assert!((5..50).step_by(5).any(|c| order(42)[c..c + 5] != first[..]));
