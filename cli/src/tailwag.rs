@@ -8,8 +8,9 @@
 //!    own, or `--requests`/`--duration`) is split into [`DEFAULT_BLOCKS`] runs
 //!    taken round robin over the points (`sweep.order = interleaved`), so the
 //!    host's slow drift falls on every load alike; `--runs N` (or a CI target)
-//!    sets the runs, `--order points` the old order. The synthetic side and
-//!    later rounds run the same way.
+//!    sets the runs, `--order points` the old order. Every run warms up first
+//!    (the app's own warmup, else [`DEFAULT_WARMUP_SECS`]). The synthetic side
+//!    and later rounds run the same way.
 //! 2. `OUT/measured/fit.json`: `taillab fit` of every measured point. Apps
 //!    serve faster when busy (warm caches; on a shared VM, a host that has not
 //!    descheduled an idle vCPU): img-dnn's mean service was 1.68 ms at 20 %
@@ -152,7 +153,8 @@ fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
         if !warmup_given {
             if let Some(n) = own.warmup_requests {
                 pairs.push(("load.warmup_requests".into(), vec![n.to_string()]));
-            } else if let Some(t) = own.warmup_secs {
+            } else {
+                let t = own.warmup_secs.unwrap_or(DEFAULT_WARMUP_SECS);
                 pairs.push(("load.warmup".into(), vec![format!("{t}s")]));
             }
         }
@@ -228,6 +230,14 @@ fn synthetic_plan(m: &Plan, fitted: &[String], extra: &[String]) -> anyhow::Resu
 /// (kv's service moved 26 % in 20 s of back-to-back runs on the test VM) falls on every
 /// load alike instead of on whichever load ran last — what one fit across the loads needs.
 pub const DEFAULT_BLOCKS: usize = 4;
+
+/// Warmup of every run (block) in seconds for an app whose [`App::point_length`] gives
+/// none, when the user gives no length. The fitted synthetic workload starts each block
+/// cold (synth's `cold=`: warmth 0, warming with a time constant of up to 1 s), as the fit
+/// takes the app's runs to; both are compared once warm. Without a warmup, oltp-mem's
+/// synthetic blocks at 70 % load served their first second 20 % slower than the rest (the
+/// app's 11 %) and one queued 20 ms on average in it: p99 +297 % (2026-11-25).
+pub const DEFAULT_WARMUP_SECS: f64 = 3.0;
 
 /// Rounds when `--rounds` is not given (see [`default_rounds`]).
 pub const DEFAULT_ROUNDS: usize = 2;
@@ -525,16 +535,21 @@ mod tests {
         );
         let p = plan(&["--app", "middleware", "--max-record-mem", "1GiB"]);
         assert_eq!(p.base.record.max_record_mem.0, 1 << 30);
+        // An app without a warmup of its own: every block warms up DEFAULT_WARMUP_SECS.
         let l = plan(&["--app", "search"]).base.load;
         assert_eq!(
-            (l.requests, l.warmup, l.warmup_requests),
-            (Some(20_000 / b), None, None)
+            (l.requests, l.warmup.map(|d| d.secs()), l.warmup_requests),
+            (Some(20_000 / b), Some(DEFAULT_WARMUP_SECS), None)
         );
         // kv's µs requests: 30 s per point, a quarter in each block.
         let l = plan(&["--app", "kv"]).base.load;
         assert_eq!(
-            (l.requests, l.duration.map(|d| d.secs())),
-            (None, Some(30.0 / b as f64))
+            (
+                l.requests,
+                l.duration.map(|d| d.secs()),
+                l.warmup.map(|d| d.secs())
+            ),
+            (None, Some(30.0 / b as f64), Some(DEFAULT_WARMUP_SECS))
         );
         let l = plan(&["--app", "oltp-disk"]).base.load;
         assert_eq!(

@@ -660,16 +660,24 @@ def _server_order(dfs: list[pd.DataFrame], cold: dict[str, Any] | None = None) -
 
 
 def _merge_short_gaps(gaps: np.ndarray) -> np.ndarray:
-    """Gaps with the stray members taken out: each gap shorter than half the upper quartile
-    joins its shorter neighbour (the member between them goes), until none is left.
+    """Gaps with the stray members taken out (see :func:`_in_rhythm`)."""
+    pos = np.concatenate([[0], np.cumsum(np.asarray(gaps, dtype=np.int64))])
+    return np.diff(_in_rhythm(pos))
+
+
+def _in_rhythm(member: np.ndarray) -> np.ndarray:
+    """The members (positions, sorted) left when the strays are taken out: each gap shorter
+    than half the upper quartile joins its shorter neighbour (the member between them goes),
+    until none is left.
 
     A stray member — an ordinary request preempted into the slow component — splits one
     true gap in two short ones; joining puts the true gap back. Independent draws, joined
     so, still vary (robust cv about 0.5); regular ones with strays come out regular.
     """
-    g = [int(x) for x in gaps]
-    if len(g) < 2:
-        return np.array(g)
+    m = [int(x) for x in member]
+    if len(m) < 3:
+        return np.array(m, dtype=np.int64)
+    g = [b - a for a, b in zip(m, m[1:], strict=False)]
     ref = float(np.quantile(g, 0.75)) / 2
     i = 0
     while i < len(g) and len(g) > 1:
@@ -685,8 +693,9 @@ def _merge_short_gaps(gaps: np.ndarray) -> np.ndarray:
         a, b = min(i, j), max(i, j)
         g[a] += g[b]
         del g[b]
+        del m[b]  # the member between gaps a and b
         i = max(a - 1, 0)
-    return np.array(g)
+    return np.array(m, dtype=np.int64)
 
 
 def _independent_cv(p: float) -> float:
@@ -698,20 +707,69 @@ def _independent_cv(p: float) -> float:
     return float((q75 - q25) / 1.349 / med)
 
 
+def _lognormal_of(x: np.ndarray) -> Component:
+    """A log-normal component (weight 1) with the log-mean and log-variance of ``x``."""
+    lx = np.log(np.maximum(x, 1.0))
+    return Component(1.0, float(lx.mean()), max(float(lx.var()), 1e-6))
+
+
+def _rhythm(runs, dens, totals, k: int, c: Component, strict: bool):
+    """The regular gaps of component ``k``'s members, or None if they have none.
+
+    A member is a request whose posterior for ``k`` is over one half; ``strict`` keeps
+    only those above the component's log-mean less one log-sd (a broad component's left
+    tail holds ordinary requests a slow host stretched: kv's pooled fit on a busy host
+    swept in as many of them as reclaimer sweeps, and its gaps looked random). The strays
+    are taken out by :func:`_in_rhythm`. Returns (joined gaps, their median, robust cv,
+    members in rhythm per run, the strays' service times: every member not in rhythm)
+    when the gaps are regular and one in ``median`` requests is about the share of
+    requests in rhythm (not a run of cold-start requests the posterior swept in).
+    """
+    gaps, kept, strays = [], [], []
+    cut = c.mu - math.sqrt(c.s2)
+    for s, d, total in zip(runs, dens, totals, strict=True):
+        post = (total > 0) & (d[:, k] > total / 2)
+        member = np.flatnonzero(post & (np.log(np.maximum(s, 1.0)) > cut) if strict else post)
+        beat = _in_rhythm(member)
+        off = post.copy()
+        off[beat] = False
+        kept.append(beat)
+        strays.append(s[off])
+        gaps.append(np.diff(beat))
+    g = np.concatenate(gaps) if gaps else np.array([])
+    if len(g) < PERIODIC_MIN_GAPS:
+        return None
+    q25, med, q75 = np.quantile(g, [0.25, 0.5, 0.75])
+    cv = (q75 - q25) / 1.349 / med if med > 0 else math.inf
+    share_kept = sum(len(b) for b in kept) / max(sum(len(r) for r in runs), 1)
+    share = 1.0 / med if med > 0 else math.inf
+    if cv > PERIODIC_MAX_CV or med < 2 or not 0.5 * share_kept <= share <= 2.0 * share_kept:
+        return None
+    return g, med, cv, kept, np.concatenate(strays)
+
+
 def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
     """The mixture's rare component whose requests come at regular gaps, if one does.
 
     ``runs``: per run, service times in the server's start order (:func:`_server_order`).
     A request belongs to a component when that component's posterior is over one half.
     Components of at most ``PERIODIC_MAX_WEIGHT``, at least ``PERIODIC_MIN_RATIO`` times the
-    rest's mean, are tried slowest first; the first whose median gap matches its weight
-    (1 / gap within a factor 2 of it) and whose gaps (in requests, within each run, stray
-    members joined out by :func:`_merge_short_gaps`) have a robust cv (interquartile range /
-    1.349 / median) of at most ``PERIODIC_MAX_CV`` is returned with synth's ``periodic=``
-    setting — gaps uniform, with the measured gaps' quartiles — and the rest of the mixture
-    renormalised (``rest``, a :class:`Mixture`, not JSON). Independent draws of a share p
-    have geometric gaps: robust cv about 1.2, about 0.5 once joined
-    (``gap_cv_if_independent``, by simulation).
+    rest's mean, are tried slowest first; the first whose gaps (in requests, within each
+    run, stray members joined out by :func:`_merge_short_gaps`) have a robust cv
+    (interquartile range / 1.349 / median) of at most ``PERIODIC_MAX_CV`` and whose median
+    gap matches the share of its members that are not strays (1 / gap within a factor 2 of
+    it) is returned with synth's ``periodic=`` setting — gaps uniform, with the measured
+    gaps' quartiles — and the rest of the mixture (``rest``, a :class:`Mixture`, not JSON):
+    the other components and the strays, renormalised. Independent draws of a share p have
+    geometric gaps: robust cv about 1.2, about 0.5 once joined (``gap_cv_if_independent``,
+    by simulation).
+
+    The strays are the component's members that do not keep its rhythm: on a busy host,
+    ordinary requests a preemption made slow (kv's 70 % point on a slow host: 630 strays
+    to 925 reclaimer sweeps). The periodic length is a log-normal of the members in rhythm;
+    the strays stay in the mixture as a log-normal component of their own share and times,
+    drawn independently — without them the synthetic workload would lose that share of its
+    slow requests, and with the periodic length they would be too slow.
     """
     comps = mix.components
     if len(comps) < 2 or not runs:
@@ -726,40 +784,43 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
         rest_mean = sum(x.weight * x.mean_ns for i, x in enumerate(comps) if i != k)
         if c.mean_ns * (1 - c.weight) < PERIODIC_MIN_RATIO * rest_mean:
             continue
-        gaps, hits, strays, members = [], 0, 0, []
-        for d, total in zip(dens, totals, strict=True):
-            member = np.flatnonzero((total > 0) & (d[:, k] > total / 2))
-            members.append(member)
-            merged = _merge_short_gaps(np.diff(member))
-            hits += len(merged) + 1 if len(member) else 0
-            strays += max(len(member) - len(merged) - 1, 0)
-            gaps.append(merged)
-        g = np.concatenate(gaps) if gaps else np.array([])
-        if len(g) < PERIODIC_MIN_GAPS:
+        found = None
+        for strict in (False, True):
+            found = _rhythm(runs, dens, totals, k, c, strict)
+            if found is not None:
+                break
+        if found is None:
             continue
-        q25, med, q75 = np.quantile(g, [0.25, 0.5, 0.75])
-        cv = (q75 - q25) / 1.349 / med if med > 0 else math.inf
-        # Regular, and the same thing the mixture saw: one in `med` requests is about the
-        # component's weight (not a run of cold-start requests the posterior swept in).
-        share = 1.0 / med if med > 0 else math.inf
-        if cv > PERIODIC_MAX_CV or med < 2 or not 0.5 <= share / c.weight <= 2.0:
-            continue
+        g, med, cv, members, stray_ns = found
+        n = sum(len(r) for r in runs)
+        hits = sum(len(m) for m in members)
         gap = _one(*_range_of(g))
         rest = [x for i, x in enumerate(comps) if i != k]
+        # The periodic length from the members in rhythm; the strays (as slow, off the
+        # rhythm) stay in the mixture with their own length, drawn independently.
+        beat = np.concatenate([r[m] for r, m in zip(runs, members, strict=True)])
+        own = _lognormal_of(beat) if len(beat) >= PERIODIC_MIN_GAPS else c
+        stray_weight = len(stray_ns) / n
+        if len(stray_ns) >= PERIODIC_MIN_GAPS:
+            lone = _lognormal_of(stray_ns)
+            rest.append(Component(stray_weight, lone.mu, lone.s2))
         left = sum(x.weight for x in rest)
         return {
             "component": k,
             "weight": c.weight,
-            "mean_ns": c.mean_ns,
-            "cv": c.cv,
+            "mean_ns": own.mean_ns,
+            "cv": own.cv,
             "hits": hits,
-            "strays": strays,
+            "strays": len(stray_ns),
+            "stray_weight": stray_weight,
+            "stray_mean_ns": float(stray_ns.mean()) if len(stray_ns) else None,
+            "strict": strict,
             "gap_mean": float(g.mean()),
             "gap_median": float(med),
             "gap_cv": cv,
             "gap_cv_if_independent": _independent_cv(c.weight),
             "gap": gap,
-            "setting": f"requests:{gap},for={_lognormal_spec(c)}",
+            "setting": f"requests:{gap},for={_lognormal_spec(own)}",
             "rest": Mixture(tuple(Component(x.weight / left, x.mu, x.s2) for x in rest)),
             "members": members,
         }
@@ -1728,6 +1789,12 @@ def periodic_sentence(p: dict[str, Any]) -> str:
         f"{p['gap_median']:.0f} requests (robust gap cv {p['gap_cv']:.2f}; independent draws "
         f"would give {p['gap_cv_if_independent']:.2f}): served regularly, "
         f"periodic={p['setting']}, not drawn from the mixture."
+        + (
+            f" Its {p['strays']} strays (requests as slow, off the rhythm) stay in the mixture, "
+            f"a component of {100 * p['stray_weight']:.2f} %."
+            if p.get("strays") and p.get("stray_weight")
+            else ""
+        )
         + (
             " Its measured mean held across the loads (within "
             f"{100 * p['cold_check']['spread']['measured']:.0f} %) where the cold-start term "

@@ -613,6 +613,31 @@ def test_periodic_component_is_found_only_when_regular():
     p2 = periodic([strayed], mix2)
     assert p2 is not None and p2["setting"].startswith("requests:128,"), p2
     assert 50 <= p2["strays"] <= 80
+    # The strays stay in the mixture: a component of their share, as slow as the periodic.
+    rest = p2["rest"].components
+    assert len(rest) == 2 and abs(rest[1].mu - mix2.components[1].mu) < 1e-9
+    assert 0.0025 <= p2["stray_weight"] <= 0.0045, p2["stray_weight"]
+    assert abs(rest[1].weight - p2["stray_weight"] / (1 - 1 / 128)) < 1e-3
+    # A slow host (kv's pooled fit, 2026-11-25): ordinary requests stretched 2.2x, as many
+    # as the sweeps, fall in the left tail of a broad slow component (890 us, cv 1). Its
+    # members' gaps look random; those above its log-mean less one log-sd keep the rhythm,
+    # and the ones under it are strays with their own length.
+    busy = rng.lognormal(math.log(100e3), 0.18, 40_000)
+    busy[rng.random(40_000) < 0.01] *= 2.2
+    busy[50::128] = rng.lognormal(math.log(1.5e6), 0.5, len(busy[50::128]))
+    wb = 0.0178
+    mixb = Mixture(
+        (
+            Component(1 - wb, math.log(100e3), 0.18**2),
+            Component(wb, math.log(890e3) - math.log(2) / 2, math.log(2)),
+        )
+    )
+    pb = periodic([busy[:20_000], busy[20_000:]], mixb)
+    assert pb is not None and pb["strict"] and pb["setting"].startswith("requests:128,"), pb
+    assert 0.85 <= pb["mean_ns"] / (1.5e6 * math.exp(0.125)) <= 1.15, pb["mean_ns"]
+    stray = pb["rest"].components[-1]
+    assert len(pb["rest"].components) == 2 and 200e3 <= math.exp(stray.mu) <= 250e3, stray
+    assert 0.006 <= pb["stray_weight"] <= 0.012, pb["stray_weight"]
     # Independent draws, however many: never periodic.
     for share in (0.005, 0.02, 0.05):
         rnd = fast.copy()
