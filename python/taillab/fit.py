@@ -859,8 +859,7 @@ def periodic_cold(
     per["cold_check"] = {"points": list(by), "mean_ns": means, "spread": spread, "cold": cold}
     if cold:
         return
-    x = np.log(np.maximum(np.concatenate([r[m] for r, m in zip(raw, members, strict=True)]), 1.0))
-    own = Component(1.0, float(x.mean()), float(x.var()))
+    own = _lognormal_of(np.concatenate([r[m] for r, m in zip(raw, members, strict=True)]))
     per["mean_ns"], per["cv"] = own.mean_ns, own.cv
     per["setting"] = f"requests:{per['gap']},for={_lognormal_spec(own)},cold=no"
 
@@ -1790,9 +1789,9 @@ def periodic_sentence(p: dict[str, Any]) -> str:
         f"would give {p['gap_cv_if_independent']:.2f}): served regularly, "
         f"periodic={p['setting']}, not drawn from the mixture."
         + (
-            f" Its {p['strays']} strays (requests as slow, off the rhythm) stay in the mixture, "
-            f"a component of {100 * p['stray_weight']:.2f} %."
-            if p.get("strays") and p.get("stray_weight")
+            f" Its {p['strays']} strays (slow, off the rhythm; {_us(p['stray_mean_ns'])} on "
+            f"average) stay in the mixture, a component of {100 * p['stray_weight']:.2f} %."
+            if p.get("strays", 0) >= PERIODIC_MIN_GAPS and p.get("stray_mean_ns")
             else ""
         )
         + (
