@@ -25,7 +25,8 @@
 //!    `--fit-at all` fits one synthetic workload to every fewest-worker point
 //!    at once: a cold-start term (synth's `cold=F,tau=D`: slower after idling)
 //!    from their per-request records, the host's speed of the moment (`speed=`:
-//!    the wander of the mean service per 500 ms, as much as queues like the app),
+//!    the wander of the mean service per stretch of 100 ms to 1 s, as much as
+//!    queues like the app),
 //!    and a mixture of the warm service times.
 //! 3. `OUT/synthetic/`: the same points — same thread counts, the same
 //!    absolute rates, the same seeds (so the same arrival times) — with

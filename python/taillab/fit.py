@@ -635,6 +635,9 @@ PERIODIC_MIN_GAPS = 10
 PERIODIC_MIN_RATIO = 2.0
 #: Shuffles averaged for the order check.
 ORDER_SHUFFLES = 10
+#: Windows of send time the order check also shuffles within (ns): what is left of the
+#: effect within a window is the clustering at time scales shorter than it.
+ORDER_WINDOWS_NS = (10e6, 100e6, 1e9)
 
 
 def _server_order(dfs: list[pd.DataFrame], cold: dict[str, Any] | None = None) -> list[np.ndarray]:
@@ -866,13 +869,14 @@ def periodic_cold(
 
 def _fcfs(arrivals: np.ndarray, service: np.ndarray, workers: int) -> np.ndarray:
     """Sojourn times of a FCFS queue with ``workers`` servers (arrivals sorted)."""
-    out = np.empty(len(arrivals))
     if workers <= 1:
-        free = -math.inf
-        for i, (a, s) in enumerate(zip(arrivals.tolist(), service.tolist(), strict=True)):
-            free = max(a, free) + s
-            out[i] = free - a
-        return out
+        # Lindley's recursion finish_i = max(a_i, finish_(i-1)) + s_i, unrolled: with S the
+        # running sum of service, finish_i = S_i + max over j <= i of (a_j - S_(j-1)).
+        a = np.asarray(arrivals, dtype=float)
+        total = np.cumsum(np.asarray(service, dtype=float))
+        before = np.concatenate(([0.0], total[:-1]))
+        return total + np.maximum.accumulate(a - before) - a
+    out = np.empty(len(arrivals))
     import heapq
 
     heap = [-math.inf] * workers
@@ -921,29 +925,53 @@ def order_effect(dfs: list[pd.DataFrame], workers: int, seed: int = 0) -> dict[s
     ``taillab_core::ideal``): it is used when present, and only the shuffles are replayed
     here. ``effect`` is in-order / shuffled − 1: positive when the app's order makes the
     queue longer than independent draws would (bursts of slow requests), negative when
-    shorter (regularly spaced slow ones).
+    shorter (regularly spaced slow ones). ``windows``: the same against the service times
+    shuffled only among the requests sent in the same window of ``ORDER_WINDOWS_NS`` — the
+    part of the effect made by clustering at time scales shorter than the window (a burst
+    of slow requests within 100 ms shows at 100 ms and 1 s; a slow second of the host only
+    at 1 s and in the whole-run ``effect``).
     """
     rng = np.random.default_rng(seed)
-    inorder, shuffled = [], [[] for _ in range(ORDER_SHUFFLES)]
+    inorder = []
+    shuffled = {w: [[] for _ in range(ORDER_SHUFFLES)] for w in (None, *ORDER_WINDOWS_NS)}
     for df in dfs:
         a, s, m = _by_send_time(df)
         inorder.append(_in_order(df, a, s, m, workers))
-        for k in range(ORDER_SHUFFLES):
-            shuffled[k].append(_fcfs(a, rng.permutation(s), workers)[m])
+        for w, runs in shuffled.items():
+            for k in range(ORDER_SHUFFLES):
+                runs[k].append(_fcfs(a, _shuffle_within(a, s, w, rng), workers)[m])
 
     def stats(x: np.ndarray) -> dict[str, float]:
         return dict(zip(("mean_ns", "p95_ns", "p99_ns"), _stats3(x).tolist(), strict=True))
 
     rep = stats(np.concatenate(inorder))
-    sh = [stats(np.concatenate(x)) for x in shuffled]
-    shuf = {k: float(np.mean([x[k] for x in sh])) for k in rep}
+
+    def effect(runs: list[list[np.ndarray]]) -> tuple[dict[str, float], dict[str, float]]:
+        sh = [stats(np.concatenate(x)) for x in runs]
+        shuf = {k: float(np.mean([x[k] for x in sh])) for k in rep}
+        return shuf, {k[:-3]: rep[k] / shuf[k] - 1 if shuf[k] else math.nan for k in rep}
+
+    shuf, eff = effect(shuffled[None])
     return {
         "workers": workers,
         "shuffles": ORDER_SHUFFLES,
         "in_order": rep,
         "shuffled": shuf,
-        "effect": {k[:-3]: rep[k] / shuf[k] - 1 if shuf[k] else math.nan for k in rep},
+        "effect": eff,
+        "windows": [{"window_ns": w, "effect": effect(shuffled[w])[1]} for w in ORDER_WINDOWS_NS],
     }
+
+
+def _shuffle_within(
+    a: np.ndarray, s: np.ndarray, window_ns: float | None, rng: np.random.Generator
+) -> np.ndarray:
+    """``s`` shuffled over the whole run (``window_ns`` None) or only among the requests
+    sent in the same ``window_ns`` of time (``a`` sorted)."""
+    if window_ns is None:
+        return rng.permutation(s)
+    w = ((a - a[0]) // window_ns).astype(np.int64)
+    # Sorting by (window, random key) permutes within each window and keeps the windows.
+    return s[np.lexsort((rng.random(len(s)), w))]
 
 
 def _with_periodic(out: dict[str, Any], per: dict[str, Any] | None) -> None:
@@ -1353,6 +1381,11 @@ def _cold_setting(c: dict[str, Any]) -> str:
 #: (synth's ``speed=...,every=``): much longer than a queue takes to settle at these loads
 #: (milliseconds), shorter than the runs.
 SPEED_EVERY_NS = 500e6
+#: Stretch lengths the replay also tries: a host's slow moments last from a tenth of a second
+#: to seconds, and a wander dealt per stretch queues like the app's only at its own scale.
+#: Another length replaces ``SPEED_EVERY_NS`` only where its replay errs less by more than
+#: ``SPEED_TIE`` (the replays are draws too).
+SPEED_EVERIES_NS = (100e6, 250e6, SPEED_EVERY_NS, 1e9)
 #: The speed is written as this many factors: equal-weight quantiles of the stretches'.
 SPEED_FACTORS = 9
 #: The least wander of the speed (cv over stretches, sampling noise taken out) written ...
@@ -1364,8 +1397,12 @@ SPEED_MIN_RATIO = 2.0
 #: needs this many stretches that do.
 SPEED_MIN_REQUESTS = 50
 SPEED_MIN_STRETCHES = 6
-#: Shares of the measured wander tried by the replay that sets how much of it to model.
-SPEED_SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: Shares of the measured wander tried by the replay that sets how much of it to model. Above
+#: 1: the measured wander is a lower bound (the slowest few requests are left out of the
+#: stretches' means, and the spread is shrunk by sampling's share and summarised as quantiles),
+#: and a search point whose replay at 1 still queued 5 / 9 / 20 % short of its own order came
+#: within 1 / 2 / 16 % at 1.25.
+SPEED_SHARES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 #: Shares whose replay errs within this fraction (+0.5 points) of the least count as a tie,
 #: which the least share wins.
 SPEED_TIE = 0.1
@@ -1437,13 +1474,19 @@ def _stretch_factors(x: np.ndarray, win: np.ndarray, use: np.ndarray) -> _Stretc
     )
 
 
-def fit_speed(k: np.ndarray, warm: np.ndarray, win: np.ndarray, use: np.ndarray):
+def fit_speed(
+    k: np.ndarray,
+    warm: np.ndarray,
+    win: np.ndarray,
+    use: np.ndarray,
+    every_ns: float = SPEED_EVERY_NS,
+):
     """The host's speed of the moment from the warm service times (synth's ``speed=``).
 
     On a shared host an app's mean service moves by tens of percent for seconds at a time
     (the memory system's speed: other guests), and the queue is convex in the load, so such
-    an app queues more than a steady one with its mean service. Per point, each stretch of
-    ``SPEED_EVERY_NS``'s mean warm service over the point's: the spread of these factors,
+    an app queues more than a steady one with its mean service. Per point, each stretch's
+    (``win``: ``every_ns`` long) mean warm service over the point's: the spread of these factors,
     less what sampling alone gives (each stretch's variance / n), is the speed's. The point
     with the most requests per stretch (the heaviest load, where the queue feels it) sets
     the factors: its stretches' factors shrunk towards 1 by the share of their spread that
@@ -1453,7 +1496,7 @@ def fit_speed(k: np.ndarray, warm: np.ndarray, win: np.ndarray, use: np.ndarray)
     workload adds back out of the mixture's service times (at every point no more than its
     own wander; 1 where none).
     """
-    out: dict[str, Any] = {"every_ns": SPEED_EVERY_NS, "points": []}
+    out: dict[str, Any] = {"every_ns": every_ns, "points": []}
     per = {}
     for i in np.unique(k):
         st = per[i] = _stretch_factors(warm, win, (k == i) & use)
@@ -1502,6 +1545,7 @@ def speed_share(
     workers: int,
     pause_ns: float | None = None,
     seed: int = 0,
+    every_ns: float = SPEED_EVERY_NS,
 ):
     """How much of the measured wander queues as the app's own order does.
 
@@ -1520,7 +1564,7 @@ def speed_share(
     runs = []
     for df in dfs:
         a, sv, m = _by_send_time(df)
-        st = ((a - a[0]) // SPEED_EVERY_NS).astype(np.int64)
+        st = ((a - a[0]) // every_ns).astype(np.int64)
         if pause_ns:
             hit = sv >= pause_ns
             sv = np.where(hit, np.median(sv[~hit]), sv)
@@ -1556,6 +1600,47 @@ def speed_share(
     err = [sum(abs(v) for v in t["error"].values()) / 3 for t in tried]
     bound = min(err) * (1 + SPEED_TIE) + 0.005
     return next(t["share"] for t, e in zip(tried, err, strict=True) if e <= bound), tried
+
+
+def _replay_error(sp: dict[str, Any]) -> float:
+    """The mean |error| of mean, p95 and p99 of a speed's replay at its chosen share."""
+    t = next(t for t in sp["replay"] if t["share"] == sp["share"])
+    return sum(abs(v) for v in t["error"].values()) / 3
+
+
+def _speed_of_the_moment(k, warm, series, use, recs, points, workers, pause_ns):
+    """:func:`fit_speed` and :func:`speed_share` at every stretch length of
+    ``SPEED_EVERIES_NS``; the length whose replay comes closest to the app's own order wins
+    (``SPEED_EVERY_NS`` unless another errs less by more than ``SPEED_TIE``). Returns the
+    chosen document (with ``every_tried``: each length's wander, share and replay error) and
+    its per-request divide."""
+    tried = {}
+    for every in SPEED_EVERIES_NS:
+        sp, divide = fit_speed(k, warm, _stretches(series, every), use, every)
+        if sp["factors"]:
+            heavy = dict(recs)[points[sp["heaviest"]]]
+            sp["share"], sp["replay"] = speed_share(
+                heavy, np.array(sp["factors"]), workers, pause_ns, every_ns=every
+            )
+        tried[every] = (sp, divide)
+    scored = {e: _replay_error(sp) for e, (sp, _) in tried.items() if sp["factors"]}
+    chosen = SPEED_EVERY_NS
+    if scored:
+        best = min(scored, key=scored.get)
+        own = scored.get(SPEED_EVERY_NS)
+        if own is None or scored[best] * (1 + SPEED_TIE) + 0.005 < own:
+            chosen = best
+    sp, divide = tried[chosen]
+    sp["every_tried"] = [
+        {
+            "every_ns": e,
+            "cv": t["cv"],
+            "share": t.get("share"),
+            "error": scored.get(e),
+        }
+        for e, (t, _) in tried.items()
+    ]
+    return sp, divide
 
 
 def _speed_setting(sp: dict[str, Any]) -> str:
@@ -1603,15 +1688,19 @@ def fit_pooled(res: Results, points: list[str] | None = None, **kw) -> dict[str,
             f"a fit needs at least {MIN_REQUESTS}"
         )
     hit = s >= pause["threshold_ns"] if pause else np.zeros(len(s), bool)
-    speed, divide = fit_speed(k, warm, _stretches(series, SPEED_EVERY_NS), ~hit & _means_keep(warm))
     prow = res.points[res.points["point"] == points[0]].iloc[0]
+    speed, divide = _speed_of_the_moment(
+        k,
+        warm,
+        series,
+        ~hit & _means_keep(warm),
+        recs,
+        points,
+        int(_plain(prow.get("threads")) or 1),
+        pause["threshold_ns"] if pause else None,
+    )
     if speed["factors"]:
-        heavy = dict(recs)[points[speed["heaviest"]]]
-        workers = int(_plain(prow.get("threads")) or 1)
-        share, speed["replay"] = speed_share(
-            heavy, np.array(speed["factors"]), workers, pause["threshold_ns"] if pause else None
-        )
-        speed["share"] = share
+        share = speed["share"]
         if share > 0:
             q = 1 + (np.array(speed["factors"]) - 1) * share
             speed["factors"] = [round(float(v), 3) for v in q / q.mean()]
@@ -1807,10 +1896,21 @@ def periodic_sentence(p: dict[str, Any]) -> str:
 def order_sentence(o: dict[str, Any]) -> str:
     """A fit's order check in words."""
     eff = ", ".join(f"{k} {_pct(v)}" for k, v in o["effect"].items())
+    scales = "; ".join(
+        f"within {_us(w['window_ns'])} {_pct(w['effect']['mean'])} / {_pct(w['effect']['p99'])}"
+        for w in o.get("windows", [])
+    )
     return (
         f"the run's own service times replayed through a FCFS queue of {o['workers']} "
         f"worker(s) at its arrival times, in their order against shuffled ({o['shuffles']} "
-        f"shuffles): {eff}. Far from zero, no synthetic workload that draws each request "
+        f"shuffles): {eff}"
+        + (
+            f"; against shuffled only among requests sent in the same window (mean / p99, "
+            f"the part of it from clustering shorter than the window): {scales}"
+            if scales
+            else ""
+        )
+        + ". Far from zero, no synthetic workload that draws each request "
         "independently can match this run."
     )
 
@@ -1823,7 +1923,15 @@ def speed_sentence(sp: dict[str, Any]) -> str:
         return head + "; replayed, no share of it queued closer to the app's order than none"
     if not sp["factors"]:
         return head + "; too little at the heaviest load to model"
-    return head + f"; modelled from {sp['heaviest']} as speed={sp['setting']}"
+    tried = [t for t in sp.get("every_tried", []) if t["error"] is not None]
+    why = (
+        " (the stretch length whose replay came closest to the app's order: "
+        + ", ".join(f"{_us(t['every_ns'])} {100 * t['error']:.1f} %" for t in tried)
+        + ")"
+        if len(tried) > 1
+        else ""
+    )
+    return head + f"; modelled from {sp['heaviest']} as speed={sp['setting']}" + why
 
 
 def pause_sentence(p: dict[str, Any]) -> str:

@@ -564,7 +564,10 @@ def render(
             "through a FCFS queue at its arrival times, in their order and shuffled: the "
             "synthetic workload draws every request independently, so it can follow the app "
             "only where the two agree. Far apart, the app's order (slow requests in bursts, or "
-            "regularly spaced) sets its queueing, not its distribution.</p>"
+            "regularly spaced) sets its queueing, not its distribution. The last column "
+            "shuffles only among requests sent in the same window: the part of the p99 effect "
+            "made by clustering shorter than the window (the host's slow seconds show only in "
+            "the whole-run effect).</p>"
         )
         rows = []
         for f in order:
@@ -576,10 +579,18 @@ def render(
                     fmt_ns(o["shuffled"][f"{st}_ns"]),
                     _pct(o["effect"][st]),
                 ]
+            wins = o.get("windows", [])
+            row.append(" / ".join(_pct(w["effect"]["p99"]) for w in wins) or "–")
             rows.append(row)
         heads = ["point"]
         for st in STATS:
             heads += [f"{st} in order", "shuffled", "effect"]
+        wins = order[0]["order"].get("windows", [])
+        heads.append(
+            "p99 effect within " + " / ".join(fmt_ns(w["window_ns"]) for w in wins)
+            if wins
+            else "p99 effect within windows"
+        )
         parts.append(_table(heads, rows, left=0))
     parts.append("<h2>Figures</h2>")
     for name, caption, err in _figures(table, fig_dir):

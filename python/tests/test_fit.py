@@ -701,19 +701,66 @@ def test_order_effect_replays_the_queue():
     assert order_effect([df], 1)["in_order"]["mean_ns"] == pytest.approx(2 * soj.mean(), rel=1e-3)
 
 
-def _wander_records(factors, qps_list, secs=8.0, mean_ns=100e3, seed=5):
+def test_fcfs_of_one_worker_is_lindleys_recursion():
+    """The vectorised one-worker queue gives the recursion's sojourns, idle gaps and all."""
+    from taillab.fit import _fcfs
+
+    rng = np.random.default_rng(4)
+    arr = np.cumsum(rng.exponential(100.0, 5000))
+    svc = rng.exponential(90.0, 5000)
+    free, ref = -math.inf, []
+    for a, s in zip(arr, svc, strict=True):
+        free = max(a, free) + s
+        ref.append(free - a)
+    assert np.allclose(_fcfs(arr, svc, 1), ref, rtol=0, atol=1e-6)
+
+
+def test_order_effect_by_time_scale():
+    """Slow stretches of 300 ms every 2 s: shuffling within 10 or 100 ms keeps them, so what
+    is left of the effect there is near zero; within 1 s (a slow 300 ms mixed with 700 ms of
+    normal) most of it shows; over the whole run all."""
+    import pandas as pd
+
+    from taillab.fit import _fcfs, order_effect, order_sentence
+    from taillab.report import fmt_ns
+
+    rng = np.random.default_rng(9)
+    n = 40_000  # 8 s at 5 000 qps
+    arr = np.cumsum(rng.exponential(200e3, n))
+    slow = (arr % 2e9) < 0.3e9
+    svc = rng.exponential(np.where(slow, 180e3, 100e3))
+    soj = _fcfs(arr, svc, 1)
+    df = pd.DataFrame(
+        {
+            "intended": arr.astype(np.int64),
+            "started": (arr + soj - svc).astype(np.int64),
+            "finished": (arr + soj).astype(np.int64),
+            "measured": 1,
+        }
+    )
+    o = order_effect([df], 1)
+    by = {w["window_ns"]: w["effect"] for w in o["windows"]}
+    assert sorted(by) == [10e6, 100e6, 1e9]
+    whole = o["effect"]["p99"]
+    assert whole > 0.3, o
+    assert abs(by[10e6]["p99"]) < 0.1 * whole and abs(by[100e6]["p99"]) < 0.1 * whole, by
+    assert 0.5 * whole < by[1e9]["p99"] <= 1.1 * whole, (by, whole)
+    assert f"within {fmt_ns(100e6)}" in order_sentence(o)
+
+
+def _wander_records(factors, qps_list, secs=8.0, mean_ns=100e3, seed=5, every_s=0.5):
     """Per load, one run of one FIFO worker whose lognormal service (cv 0.3) is multiplied
-    by a factor drawn per 500 ms of wall time from ``factors`` (the host's speed)."""
+    by a factor drawn per ``every_s`` of wall time from ``factors`` (the host's speed)."""
     import pandas as pd
 
     rng = np.random.default_rng(seed)
     recs = []
     for q in qps_list:
         arr = np.cumsum(rng.exponential(1e9 / q, int(secs * q)))
-        f = rng.choice(np.asarray(factors, float), int(secs / 0.5) + 2)
+        f = rng.choice(np.asarray(factors, float), int(secs / every_s) + 2)
         sigma = math.sqrt(math.log(1 + 0.3**2))
         draw = rng.lognormal(math.log(mean_ns) - sigma**2 / 2, sigma, len(arr))
-        draw *= f[(arr // 500e6).astype(int)]
+        draw *= f[(arr // (every_s * 1e9)).astype(int)]
         st, fi, free = np.empty(len(arr)), np.empty(len(arr)), 0.0
         for i, (a, s) in enumerate(zip(arr, draw, strict=True)):
             st[i] = max(a, free)
@@ -756,12 +803,48 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     assert cv_of(s / divide) < 0.5 * cv_of(s)
     share, tried = speed_share(recs[1][1], f, 1)
     assert share >= 0.75, tried
-    assert [t["share"] for t in tried] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert [t["share"] for t in tried] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5]
     # Without the wander replays queue less than the app's order: every statistic under.
     assert all(v < 0 for v in tried[0]["error"].values()), tried[0]
     _, steady, divide = fitted(_wander_records([1.0], (3000, 6500)))
     assert steady["factors"] is None and steady["cv"] < 0.03, steady
     assert (divide == 1).all()
+
+
+def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app():
+    """The stretch length and share come from the replay: a wander per 100 ms (±40 %) is
+    played in stretches shorter than the default 500 ms, whose replay errs more; the lengths
+    tried are reported; another length than 500 ms wins only by more than the tie."""
+    from taillab.fit import SPEED_TIE, _series, _served, _speed_of_the_moment
+
+    def chosen(recs):
+        series = _series(recs)
+        k, s = _served(series)
+        pts = [pid for pid, _ in recs]
+        sp, _ = _speed_of_the_moment(k, s, series, s > 0, recs, pts, 1, None)
+        return sp, {t["every_ns"]: t["error"] for t in sp["every_tried"]}
+
+    for every_s in (0.1, 0.5):
+        sp, err = chosen(_wander_records([0.6, 1.0, 1.4], (3000, 6500), every_s=every_s))
+        assert list(err) == [100e6, 250e6, 500e6, 1e9]
+        assert sp["factors"] and sp["share"] > 0, sp
+        e = sp["every_ns"]
+        assert f"every={_us_of(e)}" in _speed_setting_of(sp)
+        assert e == 500e6 or err[e] * (1 + SPEED_TIE) + 0.005 < err[500e6], err
+        if every_s == 0.1:
+            assert e < 500e6, err
+
+
+def _us_of(ns):
+    from taillab.fit import _dur
+
+    return _dur(ns)
+
+
+def _speed_setting_of(sp):
+    from taillab.fit import _speed_setting
+
+    return _speed_setting(sp)
 
 
 def test_speed_sentence_says_why_no_speed_was_written():
