@@ -1625,10 +1625,13 @@ def _speed_of_the_moment(k, warm, series, use, recs, points, workers, pause_ns):
         tried[every] = (sp, divide)
     scored = {e: _replay_error(sp) for e, (sp, _) in tried.items() if sp["factors"]}
     chosen = SPEED_EVERY_NS
-    if scored:
-        best = min(scored, key=scored.get)
-        own = scored.get(SPEED_EVERY_NS)
-        if own is None or scored[best] * (1 + SPEED_TIE) + 0.005 < own:
+    # Only a length whose replay keeps some of its wander is a model of its own: at share 0
+    # every length replays the same independent draws, and their errors differ by chance.
+    kept = {e: v for e, v in scored.items() if tried[e][0]["share"] > 0}
+    if kept:
+        best = min(kept, key=kept.get)
+        own = kept.get(SPEED_EVERY_NS, scored.get(SPEED_EVERY_NS))
+        if own is None or kept[best] * (1 + SPEED_TIE) + 0.005 < own:
             chosen = best
     sp, divide = tried[chosen]
     sp["every_tried"] = [

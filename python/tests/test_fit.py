@@ -833,6 +833,9 @@ def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app()
         assert e == 500e6 or err[e] * (1 + SPEED_TIE) + 0.005 < err[500e6], err
         if every_s == 0.1:
             assert e < 500e6, err
+    # Steady service: no length keeps a wander, and the default length is the one reported.
+    sp, err = chosen(_wander_records([1.0], (3000, 6500)))
+    assert sp["every_ns"] == 500e6 and not sp["factors"], (sp, err)
 
 
 def _us_of(ns):
