@@ -1382,9 +1382,10 @@ def _cold_setting(c: dict[str, Any]) -> str:
 #: (milliseconds), shorter than the runs.
 SPEED_EVERY_NS = 500e6
 #: Stretch lengths the replay also tries: a host's slow moments last from a tenth of a second
-#: to seconds, and a wander dealt per stretch queues like the app's only at its own scale.
-#: Another length replaces ``SPEED_EVERY_NS`` only where its replay errs less by more than
-#: ``SPEED_TIE`` (the replays are draws too).
+#: to seconds. All are longer than a queue takes to settle, so the replay picks the length
+#: whose factors queue like the app's order rather than telling the wander's time scale.
+#: Another length replaces ``SPEED_EVERY_NS`` only where its replay keeps some of its wander
+#: and errs less by more than ``SPEED_TIE`` (the replays are draws too).
 SPEED_EVERIES_NS = (100e6, 250e6, SPEED_EVERY_NS, 1e9)
 #: The speed is written as this many factors: equal-weight quantiles of the stretches'.
 SPEED_FACTORS = 9
@@ -1611,7 +1612,8 @@ def _replay_error(sp: dict[str, Any]) -> float:
 def _speed_of_the_moment(k, warm, series, use, recs, points, workers, pause_ns):
     """:func:`fit_speed` and :func:`speed_share` at every stretch length of
     ``SPEED_EVERIES_NS``; the length whose replay comes closest to the app's own order wins
-    (``SPEED_EVERY_NS`` unless another errs less by more than ``SPEED_TIE``). Returns the
+    (``SPEED_EVERY_NS`` unless another, at a share above 0, errs less by more than
+    ``SPEED_TIE``). Returns the
     chosen document (with ``every_tried``: each length's wander, share and replay error) and
     its per-request divide."""
     tried = {}
