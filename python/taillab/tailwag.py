@@ -566,8 +566,8 @@ def render(
             "only where the two agree. Far apart, the app's order (slow requests in bursts, or "
             "regularly spaced) sets its queueing, not its distribution. The last column "
             "shuffles only among requests sent in the same window: the part of the p99 effect "
-            "made by clustering shorter than the window (the host's slow seconds show only in "
-            "the whole-run effect).</p>"
+            "made by clustering shorter than the window (a wander slower than the longest "
+            "window shows only in the whole-run effect).</p>"
         )
         rows = []
         for f in order:

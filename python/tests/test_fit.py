@@ -815,7 +815,7 @@ def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app()
     """The stretch length and share come from the replay: a wander per 100 ms (±40 %) is
     played in stretches shorter than the default 500 ms, whose replay errs more; the lengths
     tried are reported; another length than 500 ms wins only by more than the tie."""
-    from taillab.fit import SPEED_TIE, _series, _served, _speed_of_the_moment
+    from taillab.fit import SPEED_TIE, _dur, _series, _served, _speed_of_the_moment, _speed_setting
 
     def chosen(recs):
         series = _series(recs)
@@ -829,25 +829,13 @@ def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app()
         assert list(err) == [100e6, 250e6, 500e6, 1e9]
         assert sp["factors"] and sp["share"] > 0, sp
         e = sp["every_ns"]
-        assert f"every={_us_of(e)}" in _speed_setting_of(sp)
+        assert f"every={_dur(e)}" in _speed_setting(sp)
         assert e == 500e6 or err[e] * (1 + SPEED_TIE) + 0.005 < err[500e6], err
         if every_s == 0.1:
             assert e < 500e6, err
     # Steady service: no length keeps a wander, and the default length is the one reported.
     sp, err = chosen(_wander_records([1.0], (3000, 6500)))
     assert sp["every_ns"] == 500e6 and not sp["factors"], (sp, err)
-
-
-def _us_of(ns):
-    from taillab.fit import _dur
-
-    return _dur(ns)
-
-
-def _speed_setting_of(sp):
-    from taillab.fit import _speed_setting
-
-    return _speed_setting(sp)
 
 
 def test_speed_sentence_says_why_no_speed_was_written():
