@@ -1224,6 +1224,70 @@ fn sweep_killed(kills: usize, points: usize) {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// SIGTERM to a sweep whose stderr reader has gone (a parent script killed first, its pipe
+/// left without a reader): the sweep still ends, as the signal would, within seconds, and a
+/// resume finishes it. Its signal thread once died writing its one line to that stderr, and
+/// every later SIGTERM was caught and ignored.
+#[test]
+fn sigterm_ends_a_sweep_whose_stderr_reader_has_gone() {
+    use std::os::unix::process::ExitStatusExt;
+    let _s = serial();
+    let out = tmp("term-sweep");
+    let args = kill_sweep_args(6);
+    let mut c = Command::new(bin());
+    c.args(&args)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut c = Kid(c.spawn().unwrap());
+    drop(c.0.stderr.take());
+    std::thread::sleep(Duration::from_millis(800));
+    let mut why = vec![];
+    let ended = if c.0.try_wait().unwrap().is_some() {
+        why.push("the sweep had ended before the signal".to_string());
+        None
+    } else {
+        signal(c.0.id(), libc::SIGTERM);
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = c.0.try_wait().unwrap() {
+                why.push(format!("ended after {:?}: {st}", t0.elapsed()));
+                break Some(st);
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                why.push("still running 10 s after SIGTERM".to_string());
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let by_signal =
+        ended.is_some_and(|st| st.signal() == Some(libc::SIGTERM) || st.code() == Some(143));
+    let o = Command::new(bin())
+        .args(&args)
+        .arg("--resume")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let resumed = o.status.success() && finished_runs(&out).len() == 12;
+    why.push(format!(
+        "resume: {}; {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    ));
+    verdict(
+        "SIGTERM to a sweep whose stderr reader is gone",
+        1,
+        usize::from(by_signal && resumed),
+        0,
+        "finished runs",
+        &why,
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn a_sweep_killed_twice_resumes_and_keeps_finished_runs() {
     sweep_killed(2, 4);

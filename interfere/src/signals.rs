@@ -52,7 +52,9 @@ pub fn unregister(id: u64) {
 pub fn run_cleanups() {
     let all = std::mem::take(&mut *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()));
     for (_, f) in all.iter().rev() {
-        f();
+        // One cleanup that panics (say, printing to a stderr whose reader has gone) must
+        // not stop the others.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     }
 }
 
@@ -74,7 +76,12 @@ pub fn install() -> std::io::Result<()> {
         .name("taillab-signal".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                eprintln!(
+                // Not eprintln!: it panics when stderr is a pipe whose reader has gone (a
+                // parent script killed first), and this thread would die before ending the
+                // process, leaving every later SIGTERM caught and ignored.
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
                     "taillab: signal {sig}: stopping interference and restoring tuned settings"
                 );
                 run_cleanups();
