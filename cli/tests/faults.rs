@@ -1136,6 +1136,17 @@ fn finished_runs(out: &Path) -> BTreeMap<PathBuf, BTreeMap<PathBuf, Vec<u8>>> {
     m
 }
 
+/// Resumes the sweep of `args` in `out` to its end.
+fn resume_sweep(args: &[String], out: &Path) -> Output {
+    Command::new(bin())
+        .args(args)
+        .arg("--resume")
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 /// Kills a sweep (SIGKILL) `kills` times at random moments, resuming it
 /// after each, then lets it finish: it completes, and every run folder
 /// finished before a kill keeps its bytes.
@@ -1192,13 +1203,7 @@ fn sweep_killed(kills: usize, points: usize) {
             seen.len()
         ));
     }
-    let o = Command::new(bin())
-        .args(&args)
-        .arg("--resume")
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = resume_sweep(&args, &out);
     let finals = finished_runs(&out);
     for (run, files) in &seen {
         if finals.get(run) != Some(files) {
@@ -1264,13 +1269,7 @@ fn sigterm_ends_a_sweep_whose_stderr_reader_has_gone() {
     };
     let by_signal =
         ended.is_some_and(|st| st.signal() == Some(libc::SIGTERM) || st.code() == Some(143));
-    let o = Command::new(bin())
-        .args(&args)
-        .arg("--resume")
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = resume_sweep(&args, &out);
     let resumed = o.status.success() && finished_runs(&out).len() == 12;
     why.push(format!(
         "resume: {}; {}",
