@@ -93,6 +93,17 @@ fn tailwag(app: &str, extra: &[&str]) {
     assert!(out.join("measured/fit.json").exists());
     let v = json(&out.join("validation/validation.json"));
     assert!(v.to_string().contains("p99"), "{v}");
+    // Every point runs in blocks: its error has a standard error from their spread, and the
+    // summary the noise floor it makes.
+    for p in v["points"].as_array().unwrap() {
+        assert!(p["error_p95_se"].as_f64().is_some_and(|x| x > 0.0), "{p}");
+    }
+    assert!(
+        v["summary"]["stats"]["p95"]["noise_floor"]
+            .as_f64()
+            .is_some_and(|x| x > 0.0),
+        "{v}"
+    );
     if each {
         assert_eq!(tw["rounds"], 1, "--fit-at each runs one round");
     } else {

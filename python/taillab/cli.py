@@ -181,7 +181,19 @@ def _validate(args) -> int:
                 else ""
             )
             + (
-                " (above the goal: this host cannot resolve it)"
+                f"  noise floor {100 * v['noise_floor']:.1f}%"
+                f" ({v['beyond_noise']} of {summ['points']} point(s) beyond it)"
+                if v.get("noise_floor") is not None
+                else ""
+            )
+            + (
+                " (the host's noise is above the goal: these runs cannot resolve it"
+                + (
+                    f"; about {v['runs_to_resolve']} runs per point would"
+                    if v.get("runs_to_resolve")
+                    else ""
+                )
+                + ")"
                 if v.get("resolvable") is False
                 else ""
             )

@@ -128,7 +128,26 @@ def _points(res: Results, metric: str) -> pd.DataFrame:
         raise ValidationError(f"{res.root} has no {missing} estimates; are its runs finished?")
     pts["qps"] = numeric(pts, "qps")
     pts["threads"] = numeric(pts, "threads")
+    runs = res.runs
+    for st in STATS:
+        col = f"{metric}_{st}"
+        spread = (
+            runs.assign(point=runs["point"].astype(str)).groupby("point")[col].agg(_rel_se)
+            if len(runs) and col in runs
+            else pd.Series(dtype=float)
+        )
+        pts[f"{col}_rse"] = [float(spread.get(str(p), math.nan)) for p in pts["point"]]
     return pts
+
+
+def _rel_se(values: pd.Series) -> float:
+    """The relative standard error of a point's statistic from its runs' own values (sd /
+    mean / sqrt(runs)): how far its runs' spread leaves the merged value uncertain. NaN with
+    fewer than two runs."""
+    v = values.dropna().to_numpy(dtype=float)
+    if len(v) < 2 or not np.mean(v):
+        return math.nan
+    return float(np.std(v, ddof=1) / np.mean(v) / math.sqrt(len(v)))
 
 
 def _load_of(p: pd.Series, saturation_qps) -> float:
@@ -238,6 +257,8 @@ def error_table(
             # Runs with a failed self-check (a disturbed host, a saturated server): the
             # comparison is kept and marked, never dropped.
             "runs_failed": int(a.get("runs_failed", 0) or 0) + int(b.get("runs_failed", 0) or 0),
+            # Runs (blocks) per side, the fewer of the two: what the standard errors rest on.
+            "runs": int(min(a["runs"], b["runs"])),
         }
         # Where a sojourn error comes from: the service the synthetic workload actually
         # ran vs the app's at this load (a fit from one load misses load-dependent service).
@@ -247,6 +268,11 @@ def error_table(
             x, y = _stat(a, metric, st), _stat(b, metric, st)
             row.update({f"measured_{st}": x, f"synthetic_{st}": y})
             row[f"error_{st}"] = y / x - 1 if x else math.nan
+            # The error's standard error from both sides' run-to-run spread (a ratio's
+            # relative errors add in quadrature): what the error would be ± with no error
+            # of the model's own.
+            rse = math.hypot(a[f"{metric}_{st}_rse"], b[f"{metric}_{st}_rse"])
+            row[f"error_{st}_se"] = (y / x) * rse if x else math.nan
         rows.append(row)
     if not rows:
         raise ValidationError(
@@ -338,7 +364,15 @@ def summary(
 ) -> dict[str, Any]:
     """Mean |error| per statistic over the rows with ``threads`` workers (and, with
     ``loads``, only those within ``tol`` of one of them — or all of them when none is, e.g. a
-    short test at other loads: ``loads_used`` says which), with TailWAG's and our goal."""
+    short test at other loads: ``loads_used`` says which), with TailWAG's and our goal.
+
+    Where the rows have their errors' standard errors (``error_<s>_se``, from the runs'
+    spread), ``noise_floor`` is the mean |error| a model with no error of its own would
+    show (se · sqrt(2/π) averaged) and ``beyond_noise`` counts the points whose |error|
+    exceeds twice its se (``runs_to_resolve``: the runs per point that would bring a floor
+    above the goal down to it); ``resolvable`` is False when that floor, or the app against
+    itself over later rounds (``app_repeat``), is above the goal: the host's noise alone
+    would miss it."""
     rows = table[table["threads"] == threads]
     used = "all"
     if loads and len(rows):
@@ -361,10 +395,27 @@ def summary(
             # comparison on this host can resolve.
             if col in rows and rows[col].notna().any():
                 out["stats"][st][name] = float(np.nanmean(np.abs(rows[col])))
-        rep = out["stats"][st].get("app_repeat")
-        if rep is not None:
-            # An error below the app's own spread cannot be told from noise on this host.
-            out["stats"][st]["resolvable"] = bool(rep <= GOAL[st])
+        se = rows[f"error_{st}_se"].to_numpy(dtype=float) if f"error_{st}_se" in rows else []
+        if len(se) and np.isfinite(se).all():
+            # What a model without error of its own would show on average: |N(0, se)| has
+            # mean se * sqrt(2 / pi). And the points whose error is beyond twice its se:
+            # there the model's own error shows through the runs' spread.
+            out["stats"][st]["noise_floor"] = float(np.mean(se) * math.sqrt(2 / math.pi))
+            err_pts = np.abs(rows[f"error_{st}"].to_numpy(dtype=float))
+            out["stats"][st]["beyond_noise"] = int(np.sum(err_pts > 2 * se))
+            if "runs" in rows and out["stats"][st]["noise_floor"] > GOAL[st]:
+                # The se falls as 1/sqrt(runs) while the runs' spread is the host's
+                # run-to-run noise: this many runs per point would bring the floor to the goal.
+                runs = float(rows["runs"].min())
+                out["stats"][st]["runs_to_resolve"] = int(
+                    math.ceil(runs * (out["stats"][st]["noise_floor"] / GOAL[st]) ** 2)
+                )
+        floors = [out["stats"][st].get(k) for k in ("noise_floor", "app_repeat")]
+        floors = [f for f in floors if f is not None]
+        if floors:
+            # An error below the runs' spread, or the app's own drift between rounds, cannot
+            # be told from noise on this host.
+            out["stats"][st]["resolvable"] = bool(max(floors) <= GOAL[st])
     if "rounds" in rows and len(rows):
         out["rounds"] = int(rows["rounds"].max())
     return out
@@ -451,9 +502,17 @@ def report_section(validation_dir: Path, fig_dir: Path, out_dir: Path) -> str:
         rows.append(
             [st, _pct(v["mean_abs_error"]).lstrip("+"), f"≤ {v['goal']:.0%}"]
             + [f"{100 * v['tailwag']:.1f}%"]
-            + [_pct(v.get(k, math.nan)).lstrip("+") for k in ("later", "app_repeat")]
+            + [_pct(v.get(k, math.nan)).lstrip("+") for k in ("noise_floor", "later", "app_repeat")]
         )
-    heads = ["statistic", "round 1", "goal", "TailWAG", "later rounds", "app vs itself"]
+    heads = [
+        "statistic",
+        "round 1",
+        "goal",
+        "TailWAG",
+        "noise floor",
+        "later rounds",
+        "app vs itself",
+    ]
     parts.append(_table(heads, rows))
     for name, caption, err in _figures(table, fig_dir):
         parts.append(
@@ -504,23 +563,48 @@ def render(
     )
     rows = []
     repeat = any("app_repeat" in v for v in summ["stats"].values())
+    floor = any("noise_floor" in v for v in summ["stats"].values())
     for st, v in summ["stats"].items():
         verdict = '<span class="ok">met</span>' if v["met"] else '<span class="fail">not met</span>'
         if not v["met"] and v.get("resolvable") is False:
-            verdict += " (the app moved more against itself: below that, noise)"
+            verdict += " (this host's noise alone is above the goal" + (
+                f"; about {v['runs_to_resolve']} runs per point would resolve it)"
+                if v.get("runs_to_resolve")
+                else ")"
+            )
         rows.append(
             [st, _pct(v["mean_abs_error"]).lstrip("+"), f"≤ {v['goal']:.0%}", verdict]
             + [f"{100 * v['tailwag']:.1f}%"]
+            + (
+                [
+                    _pct(v.get("noise_floor", math.nan)).lstrip("+"),
+                    f"{v.get('beyond_noise', '–')} of {summ['points']}",
+                ]
+                if floor
+                else []
+            )
             + (
                 [_pct(v.get(k, math.nan)).lstrip("+") for k in ("later", "app_repeat")]
                 if repeat
                 else []
             )
         )
-    heads = ["statistic", "ours", "goal", "", "TailWAG"] + (
-        ["later rounds", "app vs itself"] if repeat else []
+    heads = (
+        ["statistic", "ours", "goal", "", "TailWAG"]
+        + (["noise floor", "points beyond noise"] if floor else [])
+        + (["later rounds", "app vs itself"] if repeat else [])
     )
     parts.append(_table(heads, rows))
+    if floor:
+        parts.append(
+            "<p class=muted><i>Noise floor</i>: the average error a synthetic workload with no "
+            "error of its own would show here, from the spread of each side's runs (each "
+            "point's error has standard error (1 + error) · √(sd²/n of the measured runs + "
+            "the same of the synthetic runs), relative; a normal error's mean size is √(2/π) "
+            "of that). <i>Points beyond noise</i>: those whose |error| is more than twice "
+            "its standard error — there the model, not the host, is off. With a few runs per "
+            "point the spread is itself rough (±40 % at four runs).</p>"
+        )
     if summ.get("rounds", 1) > 1:
         parts.append(
             f"<p class=muted>{summ['rounds']} rounds: the app and the synthetic workload ran in "
@@ -541,15 +625,17 @@ def render(
         )
         row.append(f"{fmt_ns(r['measured_service_mean'])} / {fmt_ns(r['synthetic_service_mean'])}")
         for st in STATS:
+            se = r.get(f"error_{st}_se", math.nan)
             row += [
                 fmt_ns(r[f"measured_{st}"]),
                 fmt_ns(r[f"synthetic_{st}"]),
-                _pct(r[f"error_{st}"]),
+                _pct(r[f"error_{st}"])
+                + (f" ± {100 * se:.1f}" if se is not None and math.isfinite(se) else ""),
             ]
         rows.append(row)
     heads = ["threads", "QPS", "load", "checks", "service mean measured / synthetic"]
     for st in STATS:
-        heads += [f"{st} measured", f"{st} synthetic", "error"]
+        heads += [f"{st} measured", f"{st} synthetic", "error ± se"]
     parts.append(_table(heads, rows, left=0))
     if table.attrs.get("unmatched"):
         parts.append(

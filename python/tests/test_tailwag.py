@@ -9,6 +9,7 @@ import re
 
 import fixtures
 import numpy as np
+import pandas as pd
 import pytest
 
 import taillab
@@ -116,6 +117,52 @@ def test_summary_over_one_worker_loads(pair):
         v = near["stats"][st]
         assert v["mean_abs_error"] == pytest.approx(one[f"error_{st}"].abs().mean())
         assert v["goal"] == GOAL[st] and v["met"] == (v["mean_abs_error"] <= GOAL[st])
+
+
+def test_each_error_carries_its_standard_error_from_the_runs_spread(pair):
+    """error_<s>_se is (1 + error) times both sides' relative standard errors (sd / mean /
+    sqrt(runs) of the runs' own values) in quadrature; the summary's noise floor is their
+    mean times sqrt(2/pi), and a point counts as beyond noise past twice its se."""
+    m, s = pair
+    t = error_table(m, s, saturation_qps=2000.0)
+    runs = {side: taillab.load(f).runs for side, f in (("m", m), ("s", s))}
+
+    def rse(side, point, st):
+        v = runs[side][runs[side]["point"] == point][f"sojourn_{st}"].to_numpy(dtype=float)
+        assert len(v) == 2
+        return np.std(v, ddof=1) / np.mean(v) / math.sqrt(len(v))
+
+    for _, r in t.iterrows():
+        for st in ("mean", "p95", "p99"):
+            want = (1 + r[f"error_{st}"]) * math.hypot(
+                rse("m", r["measured_point"], st), rse("s", r["synthetic_point"], st)
+            )
+            assert want > 0 and r[f"error_{st}_se"] == pytest.approx(want)
+    one = t[t["threads"] == 1]
+    summ = summary(t, loads=(0.2, 0.5, 0.7))
+    for st in ("mean", "p95", "p99"):
+        v = summ["stats"][st]
+        se = one[f"error_{st}_se"].to_numpy()
+        assert v["noise_floor"] == pytest.approx(se.mean() * math.sqrt(2 / math.pi))
+        assert v["beyond_noise"] == int((one[f"error_{st}"].abs().to_numpy() > 2 * se).sum())
+        assert v["resolvable"] == (v["noise_floor"] <= GOAL[st])
+        assert (one["runs"] == 2).all()
+    # A hand-made table: a 4 % error with a 1 % se is beyond noise and resolvable for the
+    # mean's 3 % goal; with a 10 % se the floor (8 %) is above it: not resolvable.
+    for se, beyond, resolvable in ((0.01, 1, True), (0.10, 0, False)):
+        table = pd.DataFrame(
+            [
+                {"threads": 1, "load": 0.5, "runs": 4, "error_mean": 0.04, "error_mean_se": se}
+                | {f"error_{st}": 0.0 for st in ("p95", "p99")}
+            ]
+        )
+        v = summary(table)["stats"]["mean"]
+        assert v["noise_floor"] == pytest.approx(se * math.sqrt(2 / math.pi))
+        assert (v["beyond_noise"], v["resolvable"]) == (beyond, resolvable)
+        # Four runs with a floor of 8 % against 3 %: (8 / 3)² as many runs would resolve it.
+        want = None if resolvable else math.ceil(4 * (v["noise_floor"] / 0.03) ** 2)
+        assert v.get("runs_to_resolve") == want and want != 4
+        assert "noise_floor" not in summary(table)["stats"]["p95"]
 
 
 def test_page_with_figures_and_table2(pair, tmp_path):
@@ -286,8 +333,10 @@ def test_rounds_keep_round_one_and_add_later_rounds_and_the_app_against_itself(p
     # The same folders again: nothing drifts.
     same = error_table(m, s, rounds=[(m, s)])
     assert same["repeat_p99"].abs().max() < 1e-9
-    assert all(v["resolvable"] for v in summary(same)["stats"].values())
-    assert "resolvable" not in summary(one)["stats"]["mean"]
+    # Then only the runs' spread (the noise floor) decides; without rounds too.
+    for st, v in summary(same)["stats"].items():
+        assert v["app_repeat"] < 1e-9 and v["resolvable"] == (v["noise_floor"] <= GOAL[st])
+    assert "app_repeat" not in summary(one)["stats"]["mean"]
 
 
 def test_the_measured_report_shows_the_validation(pair, tmp_path):
