@@ -370,9 +370,10 @@ def summary(
     spread), ``noise_floor`` is the mean |error| a model with no error of its own would
     show (se · sqrt(2/π) averaged) and ``beyond_noise`` counts the points whose |error|
     exceeds twice its se (``runs_to_resolve``: the runs per point that would bring a floor
-    above the goal down to it); ``resolvable`` is False when that floor, or the app against
-    itself over later rounds (``app_repeat``), is above the goal: the host's noise alone
-    would miss it."""
+    above the goal down to it); ``resolvable`` is False when that floor is above the goal
+    (the host's noise alone would miss it) — without per-run spread, when the app against
+    itself over later rounds (``app_repeat``) is. The drift between rounds bears on the later
+    rounds' comparison, not on round 1's."""
     rows = table[table["threads"] == threads]
     used = "all"
     if loads and len(rows):
@@ -410,12 +411,12 @@ def summary(
                 out["stats"][st]["runs_to_resolve"] = int(
                     math.ceil(runs * (out["stats"][st]["noise_floor"] / GOAL[st]) ** 2)
                 )
-        floors = [out["stats"][st].get(k) for k in ("noise_floor", "app_repeat")]
-        floors = [f for f in floors if f is not None]
-        if floors:
-            # An error below the runs' spread, or the app's own drift between rounds, cannot
-            # be told from noise on this host.
-            out["stats"][st]["resolvable"] = bool(max(floors) <= GOAL[st])
+        # An error below the runs' spread cannot be told from noise on this host. Round 1 is
+        # judged by its own runs' spread; without it (one run per point), by the app's drift
+        # against itself over later rounds.
+        floor = out["stats"][st].get("noise_floor", out["stats"][st].get("app_repeat"))
+        if floor is not None:
+            out["stats"][st]["resolvable"] = bool(floor <= GOAL[st])
     if "rounds" in rows and len(rows):
         out["rounds"] = int(rows["rounds"].max())
     return out
