@@ -129,11 +129,12 @@ def _points(res: Results, metric: str) -> pd.DataFrame:
     pts["qps"] = numeric(pts, "qps")
     pts["threads"] = numeric(pts, "threads")
     runs = res.runs
+    by_point = runs.assign(point=runs["point"].astype(str)).groupby("point") if len(runs) else None
     for st in STATS:
         col = f"{metric}_{st}"
         spread = (
-            runs.assign(point=runs["point"].astype(str)).groupby("point")[col].agg(_rel_se)
-            if len(runs) and col in runs
+            by_point[col].agg(_rel_se)
+            if by_point is not None and col in runs
             else pd.Series(dtype=float)
         )
         pts[f"{col}_rse"] = [float(spread.get(str(p), math.nan)) for p in pts["point"]]
