@@ -839,7 +839,16 @@ fn read_once(sh: &Shared, wire: &dyn Wire, s: &TcpStream, r: &mut Receiver, chun
         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
             return Got::Nothing
         }
-        Err(e) => Some(format!("reading connection {c} failed: {e}")),
+        Err(e) => {
+            // A server that closed while requests were still on their way answers them with
+            // a reset, which can reach the socket before the half frame it left was read:
+            // the frame was cut short all the same.
+            if !r.buf.is_empty() {
+                r.stamps.truncated += 1;
+                r.buf.clear();
+            }
+            Some(format!("reading connection {c} failed: {e}"))
+        }
     };
     if let Some(why) = why {
         sh.lose(why);
