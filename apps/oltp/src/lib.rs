@@ -154,12 +154,15 @@ fn parse_mix(v: &str) -> Result<[u32; 5], AppError> {
 }
 
 impl App for Oltp {
-    /// oltp-disk's requests take ~0.3 ms and its checkpoints 6 ms: 3 000 per point.
+    /// oltp-disk's requests take ~0.3 ms and its checkpoints 6 ms: 3 000 per point. Each
+    /// run starts on a fresh copy of the database with SQLite's page cache empty: its first
+    /// 75 requests took 1.4-1.9x the rest, the next 25 1.1x and the next 150 about 1.05x
+    /// (48 blocks per load, 2026-11-26), so every run warms up for 200.
     fn point_length(&self) -> taillab_core::PointLength {
         if self.disk {
             taillab_core::PointLength {
                 requests: 3_000,
-                warmup_requests: Some(100),
+                warmup_requests: Some(200),
                 ..Default::default()
             }
         } else {
