@@ -748,9 +748,12 @@ def test_order_effect_by_time_scale():
     assert f"within {fmt_ns(100e6)}" in order_sentence(o)
 
 
-def _wander_records(factors, qps_list, secs=8.0, mean_ns=100e3, seed=5, every_s=0.5):
+def _wander_records(
+    factors, qps_list, secs=8.0, mean_ns=100e3, seed=5, every_s=0.5, slow_every=None
+):
     """Per load, one run of one FIFO worker whose lognormal service (cv 0.3) is multiplied
-    by a factor drawn per ``every_s`` of wall time from ``factors`` (the host's speed)."""
+    by a factor drawn per ``every_s`` of wall time from ``factors`` (the host's speed);
+    with ``slow_every`` every that many requests takes 25 times the mean (a checkpoint)."""
     import pandas as pd
 
     rng = np.random.default_rng(seed)
@@ -760,6 +763,8 @@ def _wander_records(factors, qps_list, secs=8.0, mean_ns=100e3, seed=5, every_s=
         f = rng.choice(np.asarray(factors, float), int(secs / every_s) + 2)
         sigma = math.sqrt(math.log(1 + 0.3**2))
         draw = rng.lognormal(math.log(mean_ns) - sigma**2 / 2, sigma, len(arr))
+        if slow_every:
+            draw[slow_every - 1 :: slow_every] = 25 * mean_ns
         draw *= f[(arr // (every_s * 1e9)).astype(int)]
         st, fi, free = np.empty(len(arr)), np.empty(len(arr)), 0.0
         for i, (a, s) in enumerate(zip(arr, draw, strict=True)):
@@ -809,6 +814,32 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     _, steady, divide = fitted(_wander_records([1.0], (3000, 6500)))
     assert steady["factors"] is None and steady["cv"] < 0.03, steady
     assert (divide == 1).all()
+
+
+def test_rare_slow_requests_do_not_hide_the_host_speed(monkeypatch):
+    """A checkpoint-like request every 90 (25x the mean, 1.1 % of the requests) makes each
+    stretch's mean so noisy that the wander (±10 %) hides in it unless the stretches'
+    means leave the slowest 2 % out (SPEED_TRIM); with them out the wander is found, and
+    the replay — the slow requests kept in their places — keeps it. The factors are set at
+    the load with the most requests per second even where its runs are shorter than a
+    stretch."""
+    import taillab.fit as fit
+    from taillab.fit import _series, _served, _speed_of_the_moment
+
+    def speed(recs):
+        series = _series(recs)
+        k, s = _served(series)
+        pts = [pid for pid, _ in recs]
+        return _speed_of_the_moment(k, s, series, s > 0, recs, pts, 1, None)[0]
+
+    recs = _wander_records([0.9, 1.0, 1.1], (700, 1700), secs=12.0, mean_ns=400e3, slow_every=90)
+    sp = speed(recs)
+    assert sp["factors"] and sp["share"] > 0, sp
+    assert sp["heaviest"] == 1 and 0.05 <= sp["cv"] <= 0.15, sp
+    monkeypatch.setattr(fit, "SPEED_TRIM", 0.0)
+    hidden = speed(recs)
+    assert not hidden["factors"], hidden
+    assert [p["noise_cv"] for p in hidden["points"]] > [p["noise_cv"] for p in sp["points"]]
 
 
 def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app():

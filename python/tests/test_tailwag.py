@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import fixtures
 import numpy as np
@@ -13,12 +14,14 @@ import pandas as pd
 import pytest
 
 import taillab
+from taillab.hlog import Dist
 from taillab.tailwag import (
     GOAL,
     SEED_APP,
     TABLE2,
     TAILWAG_ERROR,
     ValidationError,
+    _block_rse,
     error_table,
     summary,
     table2_rows,
@@ -120,17 +123,18 @@ def test_summary_over_one_worker_loads(pair):
 
 
 def test_each_error_carries_its_standard_error_from_the_runs_spread(pair):
-    """error_<s>_se is (1 + error) times both sides' relative standard errors (sd / mean /
-    sqrt(runs) of the runs' own values) in quadrature; the summary's noise floor is their
-    mean times sqrt(2/pi), and a point counts as beyond noise past twice its se."""
+    """error_<s>_se is (1 + error) times both sides' relative standard errors (resampling
+    each point's runs, see test_block_rse_...) in quadrature; the summary's noise floor is
+    their mean times sqrt(2/pi), and a point counts as beyond noise past twice its se."""
     m, s = pair
     t = error_table(m, s, saturation_qps=2000.0)
-    runs = {side: taillab.load(f).runs for side, f in (("m", m), ("s", s))}
+    res = {side: taillab.load(f) for side, f in (("m", m), ("s", s))}
 
     def rse(side, point, st):
-        v = runs[side][runs[side]["point"] == point][f"sojourn_{st}"].to_numpy(dtype=float)
-        assert len(v) == 2
-        return np.std(v, ddof=1) / np.mean(v) / math.sqrt(len(v))
+        runs = res[side].runs
+        paths = runs[runs["point"] == point]["path"]
+        assert len(paths) == 2
+        return _block_rse([res[side]._run_dist(Path(p), "sojourn") for p in paths])[st]
 
     for _, r in t.iterrows():
         for st in ("mean", "p95", "p99"):
@@ -163,6 +167,32 @@ def test_each_error_carries_its_standard_error_from_the_runs_spread(pair):
         want = None if resolvable else math.ceil(4 * (v["noise_floor"] / 0.03) ** 2)
         assert v.get("runs_to_resolve") == want and want != 4
         assert "noise_floor" not in summary(table)["stats"]["p95"]
+
+
+def test_block_rse_is_the_runs_spread_for_a_mean_and_follows_a_slow_block_in_the_tail():
+    """Resampling a point's runs: with alike runs the mean's rse is their sd / mean /
+    sqrt(n), as are the tails'; one slow run of twenty holds the merged p99, which the
+    runs' own p99s (one slow value among twenty) understate by far; fewer than two runs
+    give NaN; the same runs, the same value."""
+    rng = np.random.default_rng(3)
+    blocks = [rng.exponential(100_000, 3000).astype(np.int64) + 1 for _ in range(20)]
+
+    def formula(bs):
+        per = np.array([[b.mean(), np.quantile(b, 0.95), np.quantile(b, 0.99)] for b in bs])
+        return per.std(axis=0, ddof=1) / per.mean(axis=0) / math.sqrt(len(bs))
+
+    got = _block_rse([Dist.from_values(b) for b in blocks])
+    # The mean's is the same estimator up to the draws' noise (400 draws: ~4 %); a tail's
+    # two estimates each carry the noise of twenty runs' spread (~16 %).
+    for st, f, rel in zip(("mean", "p95", "p99"), formula(blocks), (0.1, 0.35, 0.35), strict=True):
+        assert got[st] == pytest.approx(f, rel=rel), st
+    blocks[7] = blocks[7] * 4
+    slow = _block_rse([Dist.from_values(b) for b in blocks])
+    assert slow["mean"] == pytest.approx(formula(blocks)[0], rel=0.1)
+    assert slow["p99"] > 2 * formula(blocks)[2]
+    assert slow == _block_rse([Dist.from_values(b) for b in blocks])
+    one = _block_rse([Dist.from_values(blocks[0]), Dist.empty()])
+    assert all(math.isnan(v) for v in one.values())
 
 
 def test_page_with_figures_and_table2(pair, tmp_path):
