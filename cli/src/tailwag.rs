@@ -575,7 +575,9 @@ mod tests {
             (l.requests, l.duration.map(|d| d.secs())),
             (None, Some(8.0 / b as f64))
         );
-        let l = plan(&["--app", "oltp-disk", "--requests", "36000"]).base.load;
+        let l = plan(&["--app", "oltp-disk", "--requests", "36000"])
+            .base
+            .load;
         assert_eq!(
             (l.requests, l.warmup_requests),
             (Some(36_000 / b), Some(200))
@@ -583,9 +585,16 @@ mod tests {
         let l = plan(&["--app", "search", "--duration", "8s"]).base.load;
         assert_eq!(l.warmup.map(|d| d.secs()), Some(DEFAULT_WARMUP_SECS));
         // --warmup-requests 0 leaves the blocks cold.
-        let l = plan(&["--app", "search", "--requests", "800", "--warmup-requests", "0"])
-            .base
-            .load;
+        let l = plan(&[
+            "--app",
+            "search",
+            "--requests",
+            "800",
+            "--warmup-requests",
+            "0",
+        ])
+        .base
+        .load;
         assert_eq!((l.warmup, l.warmup_requests), (None, Some(0)));
         // A warmup the user gives is kept with the app's own request count.
         let l = plan(&["--app", "middleware", "--warmup-requests", "7"])
