@@ -1060,37 +1060,48 @@ mod tests {
         assert_eq!(c.factor(1.0), 1.0);
     }
 
+    /// A worker preempted in the middle of a request serves it late (the spin ends on the
+    /// clock), which can only make a request look slower: on a busy 2-vCPU host the warm
+    /// request once took 5.5 ms. So up to three tries, each on a fresh server; the last one
+    /// asserts.
     #[test]
     fn a_cold_worker_is_slower_and_warms_up() {
-        let p = Params::parse(["service=fixed:1ms", "cold=1,tau=2ms"]).unwrap();
-        let server = Synth.server(&ctx(), &p, 1).unwrap();
-        let mut w = server.worker(0).unwrap();
-        let req = 1_000_000u64.to_le_bytes();
-        let mut serve = || {
-            let t = now_ns();
-            let mut resp = Vec::new();
-            w.handle(&req, &mut resp).unwrap();
-            assert_eq!(resp, req, "the response carries the drawn time");
-            now_ns() - t
-        };
-        // Cold: 1 ms x 2. Right after 2 ms of serving, warmth 1 - 1/e: x 1.37.
-        let first = serve();
-        let second = serve();
-        std::thread::sleep(std::time::Duration::from_millis(40));
-        let rested = serve();
-        assert!(first >= 2_000_000, "a cold worker spun only {first} ns");
-        assert!(
-            second < first - 300_000 && second >= 1_000_000,
-            "a warm worker took {second} ns after {first}"
-        );
-        assert!(
-            rested >= 2_000_000,
-            "after 40 ms idle (20 tau) it took {rested} ns"
-        );
-        let r = server.report();
-        assert_eq!(r["cold"]["requests"], 3);
-        let mean = r["cold"]["mean_factor"].as_f64().unwrap();
-        assert!((1.7..1.9).contains(&mean), "mean factor {mean}");
+        for attempt in 1..=3 {
+            let p = Params::parse(["service=fixed:1ms", "cold=1,tau=2ms"]).unwrap();
+            let server = Synth.server(&ctx(), &p, 1).unwrap();
+            let mut w = server.worker(0).unwrap();
+            let req = 1_000_000u64.to_le_bytes();
+            let mut serve = || {
+                let t = now_ns();
+                let mut resp = Vec::new();
+                w.handle(&req, &mut resp).unwrap();
+                assert_eq!(resp, req, "the response carries the drawn time");
+                now_ns() - t
+            };
+            // Cold: 1 ms x 2. Right after 2 ms of serving, warmth 1 - 1/e: x 1.37.
+            let first = serve();
+            let second = serve();
+            std::thread::sleep(std::time::Duration::from_millis(40));
+            let rested = serve();
+            let r = server.report();
+            let mean = r["cold"]["mean_factor"].as_f64().unwrap();
+            let warmed = second < first - 300_000 && (1.7..1.9).contains(&mean);
+            if !warmed && attempt < 3 {
+                continue;
+            }
+            assert!(first >= 2_000_000, "a cold worker spun only {first} ns");
+            assert!(
+                second < first - 300_000 && second >= 1_000_000,
+                "a warm worker took {second} ns after {first}"
+            );
+            assert!(
+                rested >= 2_000_000,
+                "after 40 ms idle (20 tau) it took {rested} ns"
+            );
+            assert_eq!(r["cold"]["requests"], 3);
+            assert!((1.7..1.9).contains(&mean), "mean factor {mean}");
+            return;
+        }
     }
 
     #[test]
