@@ -79,6 +79,10 @@ pub struct ProcSample {
     /// their children), % of one CPU: the experiment's, not foreign. Known
     /// per process scan (about 1 s) and spread over its samples.
     pub children_cpu_pct: f64,
+    /// Bytes it made the block layer read or write in the interval
+    /// (`/proc/[pid]/io` `read_bytes` + `write_bytes`; 0 where the kernel
+    /// keeps no task I/O accounting).
+    pub storage_bytes: u64,
 }
 
 /// One thread of the harness over one interval (idle non-worker threads,

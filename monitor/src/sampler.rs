@@ -444,6 +444,7 @@ struct SelfReading {
     nvcsw: u64,
     nivcsw: u64,
     rss_bytes: u64,
+    storage_bytes: u64,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -467,6 +468,7 @@ struct ProcReading {
     rss_bytes: u64,
     vol: u64,
     invol: u64,
+    storage_bytes: u64,
 }
 
 #[derive(Clone)]
@@ -535,6 +537,15 @@ fn read_host(st: &mut State) -> Result<HostStat, MonitorError> {
     Ok(procfs::parse_stat(&st.buf)?)
 }
 
+/// Bytes `path` (`/proc/[pid]/io`) says the process made the block layer read or
+/// write: what the kernel's storage workers did on its behalf. 0 when unreadable.
+fn storage_bytes(st: &mut State, path: &str) -> u64 {
+    procfs::read_into(path.as_ref(), &mut st.buf)
+        .ok()
+        .and_then(|_| procfs::parse_pid_io(&st.buf).ok())
+        .map_or(0, |io| io.read_bytes + io.write_bytes)
+}
+
 fn read_self(st: &mut State) -> SelfReading {
     // SAFETY: getrusage fills the struct we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -556,6 +567,7 @@ fn read_self(st: &mut State) -> SelfReading {
         nvcsw: ru.ru_nvcsw as u64,
         nivcsw: ru.ru_nivcsw as u64,
         rss_bytes: rss_pages * st.page,
+        storage_bytes: storage_bytes(st, "/proc/self/io"),
     }
 }
 
@@ -628,6 +640,7 @@ fn read_proc(st: &mut State, pid: i32) -> Option<ProcReading> {
         minflt: s.minflt,
         majflt: s.majflt,
         rss_bytes: s.rss_pages * st.page,
+        storage_bytes: storage_bytes(st, &format!("/proc/{pid}/io")),
         ..Default::default()
     };
     // The leader's status counts only the leader's switches; sum the threads.
@@ -984,6 +997,7 @@ fn run_thread(
             invol_cs: counter_delta(st.self_r.nivcsw, self_r.nivcsw),
             alive: true,
             children_cpu_pct: 0.0,
+            storage_bytes: counter_delta(st.self_r.storage_bytes, self_r.storage_bytes),
         };
         let mut extra_samples = Vec::new();
         for &pid in &extra {
@@ -999,6 +1013,7 @@ fn run_thread(
                     invol_cs: counter_delta(o.invol, n.invol),
                     alive: true,
                     children_cpu_pct: 0.0,
+                    storage_bytes: counter_delta(o.storage_bytes, n.storage_bytes),
                 },
                 // Added since the last sample: no baseline yet.
                 (None, Some(n)) => ProcSample {
@@ -1452,12 +1467,14 @@ fn split_sample(sample: Sample, start: u64, cuts: &[(u64, Phase)]) -> Vec<Sample
         piece.harness.majflt = share(h.majflt, &mut hl.majflt);
         piece.harness.vol_cs = share(h.vol_cs, &mut hl.vol_cs);
         piece.harness.invol_cs = share(h.invol_cs, &mut hl.invol_cs);
+        piece.harness.storage_bytes = share(h.storage_bytes, &mut hl.storage_bytes);
         for (k, e) in piece.extra.iter_mut().enumerate() {
             let (o, l) = (&sample.extra[k], &mut left.extra[k]);
             e.minflt = share(o.minflt, &mut l.minflt);
             e.majflt = share(o.majflt, &mut l.majflt);
             e.vol_cs = share(o.vol_cs, &mut l.vol_cs);
             e.invol_cs = share(o.invol_cs, &mut l.invol_cs);
+            e.storage_bytes = share(o.storage_bytes, &mut l.storage_bytes);
         }
         for (k, t) in piece.threads.iter_mut().enumerate() {
             let (o, l) = (&sample.threads[k], &mut left.threads[k]);
