@@ -389,3 +389,37 @@ def test_the_measured_report_shows_the_validation(pair, tmp_path):
     assert (page.parent / "figures" / "validation_load.png").exists()
     # Elsewhere (no validation beside it) the report has no such section.
     assert "TailWAG validation" not in write_report(m, tmp_path / "plain").read_text()
+
+
+def test_pauses_per_point_from_the_fits_threshold(pair, tmp_path):
+    """With the fit's pause threshold, each point counts both sides' requests that long
+    (per 100 000) and their mean: exponential service (mean 200 µs) has e^(-t/200 µs) of its
+    requests beyond t, and the synthetic side (3 % slower) more; the page shows them."""
+    m, s = pair
+    t_ns = 800_000.0
+    t = error_table(m, s, slow_ns=t_ns)
+    assert "measured_slow" not in error_table(m, s)
+    one = t[t["threads"] == 1]
+    for side, mean in (("measured", 200e3), ("synthetic", 206e3)):
+        share = one[f"{side}_slow"].sum() / 1e5 / len(one)
+        want = math.exp(-t_ns / mean)
+        assert share == pytest.approx(want, rel=0.25), side
+        # Memoryless: beyond t, the mean is t plus the service mean.
+        got = np.average(one[f"{side}_slow_mean"], weights=one[f"{side}_slow"])
+        assert got == pytest.approx(t_ns + mean, rel=0.1), side
+    assert one["synthetic_slow"].sum() > one["measured_slow"].sum()
+    # A threshold above every request: none, and no mean.
+    none = error_table(m, s, slow_ns=1e12)
+    assert (none["measured_slow"] == 0).all() and none["synthetic_slow_mean"].isna().all()
+    # Rounds keep each later round's count; the page shows the column when the fit has one.
+    r = error_table(m, s, rounds=[(m, s)], slow_ns=t_ns)
+    assert np.allclose(r["measured_slow_r2"], r["measured_slow"])
+    assert np.allclose(r["synthetic_slow_mean_r2"], r["synthetic_slow_mean"])
+    page = write_validation(
+        m, s, tmp_path / "v", fit={"components": [], "pause": {"threshold_ns": t_ns}}
+    )
+    html = page.read_text()
+    assert "pauses per 100 000 measured / synthetic" in html
+    doc = json.loads((page.parent / "validation.json").read_text())
+    assert all(p["measured_slow"] > 0 for p in doc["points"])
+    assert "pauses per 100 000" not in write_validation(m, s, tmp_path / "w").read_text()
