@@ -129,9 +129,10 @@ def _points(res: Results, metric: str) -> pd.DataFrame:
     pts["qps"] = numeric(pts, "qps")
     pts["threads"] = numeric(pts, "threads")
     runs = res.runs
+    of_point = runs["point"].astype(str) if len(runs) else None
     rse = {st: [] for st in STATS}
     for p in pts["point"]:
-        paths = runs[runs["point"].astype(str) == str(p)]["path"] if len(runs) else []
+        paths = runs[of_point == str(p)]["path"] if of_point is not None else []
         got = _block_rse([res._run_dist(Path(x), metric) for x in paths])
         for st in STATS:
             rse[st].append(got[st])
@@ -195,22 +196,27 @@ def _load_of(p: pd.Series, saturation_qps) -> float:
 Folders = Results | str | Path
 
 
-def _synthetic_points(synthetic: Folders | list[Folders], metric: str) -> tuple[pd.DataFrame, str]:
+def _synthetic_points(
+    synthetic: Folders | list[Folders], metric: str
+) -> tuple[pd.DataFrame, str, dict[str, tuple[Results, str]]]:
     """The points of one synthetic folder, or of several (``--fit-at each``: one folder per
-    measured point, named after it); with several, point names get their folder's name."""
+    measured point, named after it); with several, point names get their folder's name.
+    Also the folder and own name of every point, by the name it gets here."""
     many = isinstance(synthetic, list | tuple)
     folders = synthetic if many else [synthetic]
     loaded = [x if isinstance(x, Results) else load(x) for x in folders]
     if not loaded:
         raise ValidationError("no synthetic results folder was given")
-    frames = []
+    frames, owner = [], {}
     for r in loaded:
         pts = _points(r, metric)
+        own = [str(x) for x in pts["point"]]
         if many:
-            pts["point"] = [f"{Path(r.root).name}/{x}" for x in pts["point"]]
+            pts["point"] = [f"{Path(r.root).name}/{x}" for x in own]
+        owner.update({str(k): (r, x) for k, x in zip(pts["point"], own, strict=True)})
         frames.append(pts)
     root = str(loaded[0].root) if not many else str(Path(loaded[0].root).parent)
-    return pd.concat(frames, ignore_index=True), root
+    return pd.concat(frames, ignore_index=True), root, owner
 
 
 def _stat(p: pd.Series, metric: str, st: str) -> float:
@@ -280,8 +286,7 @@ def error_table(
         )
     m = measured if isinstance(measured, Results) else load(measured)
     pm = _points(m, metric)
-    ps, s_root = _synthetic_points(synthetic, metric)
-    ps_res = _synthetic_results(synthetic) if slow_ns else []
+    ps, s_root, owner = _synthetic_points(synthetic, metric)
     rows, used = [], set()
     for _, a in pm.sort_values(["threads", "qps"]).iterrows():
         cand = ps[(ps["threads"] == a["threads"]) & np.isclose(ps["qps"], a["qps"], rtol=rel_tol)]
@@ -316,8 +321,8 @@ def error_table(
             rse = math.hypot(a[f"{metric}_{st}_rse"], b[f"{metric}_{st}_rse"])
             row[f"error_{st}_se"] = (y / x) * rse if x else math.nan
         if slow_ns:
-            for side, res, p in (("measured", m, a["point"]), ("synthetic", None, b["point"])):
-                row.update(_slow(res or _owner(ps_res, p), p, slow_ns, side))
+            row.update(_slow(m, a["point"], slow_ns, "measured"))
+            row.update(_slow(*owner[str(b["point"])], slow_ns, "synthetic"))
         rows.append(row)
     if not rows:
         raise ValidationError(
@@ -331,26 +336,10 @@ def error_table(
     return table
 
 
-def _synthetic_results(synthetic: Folders | list[Folders]) -> list[Results]:
-    many = isinstance(synthetic, list | tuple)
-    return [x if isinstance(x, Results) else load(x) for x in (synthetic if many else [synthetic])]
-
-
-def _owner(results: list[Results], point: str) -> Results:
-    """The synthetic folder of ``point`` (``folder/point`` when there is one per measured
-    point, as :func:`_synthetic_points` names them)."""
-    if len(results) == 1:
-        return results[0]
-    for r in results:
-        if point.startswith(f"{Path(r.root).name}/"):
-            return r
-    raise ValidationError(f"no synthetic folder holds point {point}")
-
-
 def _slow(res: Results, point: str, slow_ns: float, side: str) -> dict[str, float]:
     """Requests of ``point`` whose service took at least ``slow_ns``: per 100 000, and
     their mean service (ns; NaN without any)."""
-    d = _point_dist(res, point.split("/")[-1], "service")
+    d = _point_dist(res, point, "service")
     hit = d.lo >= slow_ns
     n = float(d.count[hit].sum())
     mean = float(d.count[hit] @ d._mid()[hit]) / n if n else math.nan

@@ -297,6 +297,10 @@ def test_one_synthetic_folder_per_point(pair, tmp_path):
     page = write_validation(m, [a, b], tmp_path / "v", saturation_qps=2000.0)
     doc = json.loads((page.parent / "validation.json").read_text())
     assert len(doc["points"]) == 2 and doc["synthetic"] == str(tmp_path.resolve())
+    # Each point's pauses come from its own folder: b's service is 10 % faster than a's.
+    slow = error_table(m, [a, b], saturation_qps=2000.0, slow_ns=600_000.0)
+    want = [math.exp(-600e3 / (200e3 * f)) * 1e5 for f in (1.05, 0.9)]
+    assert list(slow["synthetic_slow"]) == pytest.approx(want, rel=0.3)
 
 
 def test_service_mean_falls_back_to_the_merged_histogram():

@@ -711,6 +711,14 @@ impl Receiver {
         }
     }
 
+    /// The connection ended: a half frame still in the buffer was cut short.
+    fn end(&mut self) {
+        if !self.buf.is_empty() {
+            self.stamps.truncated += 1;
+            self.buf.clear();
+        }
+    }
+
     /// Takes `bytes` that a read returned at `user` with the kernel stamp
     /// `k` of their last segment (every response they finish had arrived
     /// by then). `Err` is garbage from the server.
@@ -826,10 +834,7 @@ fn read_once(sh: &Shared, wire: &dyn Wire, s: &TcpStream, r: &mut Receiver, chun
     let c = r.c;
     let why = match tstamp::recv(s.as_raw_fd(), chunk, 0, &mut r.cm) {
         Ok((0, _)) => {
-            if !r.buf.is_empty() {
-                r.stamps.truncated += 1;
-                r.buf.clear();
-            }
+            r.end();
             (!sh.stop.load(Ordering::Acquire)).then(|| format!("the server closed connection {c}"))
         }
         Ok((n, k)) => match r.take(sh, wire, &chunk[..n], k, now_ns()) {
@@ -843,10 +848,7 @@ fn read_once(sh: &Shared, wire: &dyn Wire, s: &TcpStream, r: &mut Receiver, chun
             // A server that closed while requests were still on their way answers them with
             // a reset, which can reach the socket before the half frame it left was read:
             // the frame was cut short all the same.
-            if !r.buf.is_empty() {
-                r.stamps.truncated += 1;
-                r.buf.clear();
-            }
+            r.end();
             Some(format!("reading connection {c} failed: {e}"))
         }
     };
