@@ -6,7 +6,11 @@ Exit codes: 0 done, 2 bad input (one line on stderr saying what to fix). Other s
 
 from __future__ import annotations
 
+# The commands import their modules when they run: those load matplotlib (and write its
+# caches), which `--help` or a bad argument should not pay for. That defers a heavy import;
+# it dodges no cycle (scripts/import-cycles.py counts imports inside functions too).
 import argparse
+import json
 import sys
 
 from .errors import TaillabError
@@ -61,8 +65,6 @@ def _add_compare(sub) -> None:
 
 
 def _fit(args) -> int:
-    import json
-
     from .fit import fit_results, text_summary, write_fit
 
     doc = fit_results(

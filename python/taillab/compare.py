@@ -23,8 +23,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from . import figures as F
+from . import html
 from .errors import TaillabError
+from .html import esc
 from .results import Results, load
+from .units import fmt_ns, fmt_num
 
 DEFAULT_STATS = ("sojourn_mean", "sojourn_p95", "sojourn_p99")
 KEY = ["app", "config", "threads", "qps"]
@@ -141,9 +145,6 @@ def write_compare(
     a: str | Path | Results, b: str | Path | Results, out: str | Path | None = None
 ) -> Path:
     """Write ``<out>/index.html`` and ``compare.csv`` (default ``<B>/compare``)."""
-    from . import figures as F
-    from .report import CSS, _table, esc, fmt_ns, fmt_num
-
     ra = a if isinstance(a, Results) else load(a)
     rb = b if isinstance(b, Results) else load(b)
     df = compare(ra, rb)
@@ -151,16 +152,19 @@ def write_compare(
     out_dir = (Path(out) if out is not None else rb.root / "compare").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     df.to_csv(out_dir / "compare.csv", index=False)
-    figs = []
-    for stat in ("p99", "mean"):
-        try:
-            F.compare_load(ra, rb, out_dir / "figures" / f"compare_{stat}", stat=stat)
-            figs.append(f"compare_{stat}")
-        except F.FigureError:
-            pass
+    fig_dir = out_dir / "figures"
+    figs = F.draw(
+        [
+            (
+                f"compare_{stat}",
+                "A dashed, B solid; bars: 95% CI.",
+                lambda o, stat=stat: F.compare_load(ra, rb, o, stat=stat),
+            )
+            for stat in ("p99", "mean")
+        ],
+        fig_dir,
+    )
     parts = [
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>taillab compare"
-        f"</title><style>{CSS}</style></head><body><h1>taillab compare</h1>",
         f"<p>A: <code>{esc(ra.root)}</code><br>B: <code>{esc(rb.root)}</code></p>",
         f"<p class=muted>B − A per matched point; tests at the {ALPHA:.0%} level "
         "(welch: Welch's t on per-run values; ci: normal test from the 95% CIs; none: "
@@ -173,12 +177,8 @@ def write_compare(
         )
     nsig = int(df["significant"].sum())
     parts.append(f"<p><b>{nsig}</b> of {len(df)} comparisons changed significantly.</p>")
-    for name in figs:
-        parts.append(
-            f'<figure><a href="figures/{name}.svg"><img src="figures/{name}.png" '
-            f'alt="{name}"></a><figcaption>A dashed, B solid; bars: 95% CI. '
-            f'<a href="figures/{name}.svg">SVG</a></figcaption></figure>'
-        )
+    # A statistic no point has is simply left out.
+    parts += [html.figure_tag(fig_dir, n, cap) for n, cap, err in figs if not err]
     rows = []
     for _, r in df.iterrows():
         cls = "fail" if r["verdict"] == "slower" else "ok" if r["verdict"] == "faster" else ""
@@ -202,7 +202,7 @@ def write_compare(
             ]
         )
     parts.append(
-        _table(
+        html.table(
             [
                 "point",
                 "statistic",
@@ -220,9 +220,9 @@ def write_compare(
             left=2,
         )
     )
-    parts.append('<p><a href="compare.csv">compare.csv</a></p></body></html>')
+    parts.append('<p><a href="compare.csv">compare.csv</a></p>')
     page = out_dir / "index.html"
-    page.write_text("\n".join(parts), encoding="utf-8")
+    page.write_text(html.document("taillab compare", parts), encoding="utf-8")
     return page
 
 

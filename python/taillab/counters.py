@@ -25,15 +25,16 @@ hardware rows are empty. An app's figure is the mean of its runs' figures (all p
 
 from __future__ import annotations
 
-import html
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .results import Results
+from . import html
+from .html import esc
+from .results import Results, read_summary
+from .units import number
 
 #: Rows of the table: (column, label, digits). Hardware first, then software.
 HARDWARE_ROWS = [
@@ -54,21 +55,6 @@ SOFTWARE_ROWS = [
 METRICS = [c for c, _, _ in HARDWARE_ROWS + SOFTWARE_ROWS]
 
 
-def _esc(v: Any) -> str:
-    return html.escape("" if v is None else str(v))
-
-
-def _num(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
-
-
-def _read_summary(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
 def run_table(res: Results) -> pd.DataFrame:
     """Per run with a ``counters`` section: ``point``, ``run``, ``app``, ``kind``, ``note``,
     ``threads`` and the derived ``METRICS`` (NaN where not counted)."""
@@ -76,7 +62,7 @@ def run_table(res: Results) -> pd.DataFrame:
     apps = dict(zip(res.points["point"], app_col, strict=True))
     rows = []
     for _, r in res.runs.iterrows():
-        s = _read_summary(Path(r["path"]))
+        s = read_summary(r["path"])
         c = s.get("counters")
         if not isinstance(c, dict):
             continue
@@ -89,7 +75,7 @@ def run_table(res: Results) -> pd.DataFrame:
             "note": c.get("note"),
             "threads": len(c.get("threads") or []),
         }
-        row.update({m: _num(d.get(m)) for m in METRICS})
+        row.update({m: number(d.get(m)) for m in METRICS})
         rows.append(row)
     return pd.DataFrame(rows, columns=["point", "run", "app", "kind", "note", "threads", *METRICS])
 
@@ -107,7 +93,7 @@ def app_table(per_run: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fmt(v: Any, digits: int) -> str:
-    x = _num(v)
+    x = number(v)
     if math.isnan(x):
         return '<span class="muted">–</span>'
     return f"{x:,.{digits}f}"
@@ -121,12 +107,12 @@ def _runs(n: Any) -> str:
 def _table_html(table: pd.DataFrame) -> str:
     apps = list(table.columns)
     head = '<th class="l">per worker thread, measured phase</th>' + "".join(
-        f"<th>{_esc(a)}</th>" for a in apps
+        f"<th>{esc(a)}</th>" for a in apps
     )
     body = [
         '<tr><td class="l">counted</td>'
         + "".join(
-            f"<td>{_esc(table.at['kind', a])} ({_runs(table.at['runs', a])})</td>" for a in apps
+            f"<td>{esc(table.at['kind', a])} ({_runs(table.at['runs', a])})</td>" for a in apps
         )
         + "</tr>"
     ]
@@ -134,17 +120,14 @@ def _table_html(table: pd.DataFrame) -> str:
         body.append(f'<tr><th class="l" colspan="{len(apps) + 1}">{title}</th></tr>')
         for col, label, digits in rows:
             cells = "".join(f"<td>{_fmt(table.at[col, a], digits)}</td>" for a in apps)
-            body.append(f'<tr><td class="l">{_esc(label)}</td>{cells}</tr>')
+            body.append(f'<tr><td class="l">{esc(label)}</td>{cells}</tr>')
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def page(res: Results, css: str = "") -> str:
+def page(res: Results) -> str:
     """The whole ``counters.html`` page."""
     per_run = run_table(res)
     parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>counters: {_esc(res.root.name)}</title><style>{css}</style></head><body>",
-        f"<h1>Performance counters: {_esc(res.root.name)}</h1>",
         '<p><a href="index.html">back to the report</a></p>',
         "<p class=muted>Counted on each worker thread from the start of the measured phase "
         "until the thread ended (<code>--counters</code>); an app's figure is the mean over "
@@ -155,42 +138,49 @@ def page(res: Results, css: str = "") -> str:
     ]
     if per_run.empty:
         parts.append("<p class=muted>No run has counters (run with --counters auto).</p>")
-        parts.append("</body></html>")
-        return "\n".join(parts)
-    parts.append(_table_html(app_table(per_run)))
+    else:
+        parts += _tables(per_run)
+    name = res.root.name
+    return html.document(f"counters: {name}", parts, heading=f"Performance counters: {name}")
+
+
+def _tables(per_run: pd.DataFrame) -> list[str]:
+    """The apps side by side, why hardware counters are missing, and the runs one by one."""
+    parts = [_table_html(app_table(per_run))]
     notes = sorted(set(per_run["note"].dropna()))
     if notes:
         parts.append(
             '<p class="note">Hardware counters missing on '
             f"{int(per_run['note'].notna().sum())} run(s): "
-            + "; ".join(_esc(n) for n in notes)
+            + "; ".join(esc(n) for n in notes)
             + "</p>"
         )
-    rows = "".join(
-        f'<tr><td class="l">{_esc(r.point)}</td><td>{_esc(r.run)}</td>'
-        f'<td class="l">{_esc(r.app)}</td><td class="l">{_esc(r.kind)}</td>'
-        f"<td>{r.threads}</td><td>{_fmt(r.ipc, 2)}</td>"
-        f"<td>{_fmt(r.cpu_us_per_request, 1)}</td></tr>"
+    rows = [
+        [
+            esc(r.point),
+            esc(r.run),
+            esc(r.app),
+            esc(r.kind),
+            str(r.threads),
+            _fmt(r.ipc, 2),
+            _fmt(r.cpu_us_per_request, 1),
+        ]
         for r in per_run.itertuples()
-    )
+    ]
     parts.append("<h2>Per run</h2>")
-    parts.append(
-        '<table><thead><tr><th class="l">point</th><th>run</th><th class="l">app</th>'
-        '<th class="l">counted</th><th>threads</th><th>IPC</th><th>CPU µs/request</th>'
-        f"</tr></thead><tbody>{rows}</tbody></table>"
-    )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    heads = ["point", "run", "app", "counted", "threads", "IPC", "CPU µs/request"]
+    parts.append(html.table(heads, rows, left=1))
+    return parts
 
 
-def section(res: Results, out_dir: Path, css: str = "") -> str:
-    """Writes ``counters.html`` into ``out_dir`` and returns the index page's short section,
-    or nothing when no run was counted."""
+def section(res: Results, out_dir: Path) -> str | None:
+    """Writes ``counters.html`` into ``out_dir`` and returns the index page's short section;
+    None when no run was counted."""
     per_run = run_table(res)
     if per_run.empty:
-        return ""
-    (out_dir / "counters.html").write_text(page(res, css), encoding="utf-8")
-    apps = ", ".join(_esc(a) for a in dict.fromkeys(per_run["app"]))
+        return None
+    (out_dir / "counters.html").write_text(page(res), encoding="utf-8")
+    apps = ", ".join(esc(a) for a in dict.fromkeys(per_run["app"]))
     kinds = ", ".join(sorted(set(per_run["kind"].dropna())))
     return (
         "<h2>Performance counters</h2>"

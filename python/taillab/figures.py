@@ -25,9 +25,11 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, LogFormatter, NullLocator  # noqa: E402
 
 from .errors import TaillabError  # noqa: E402
+from .hlog import Dist  # noqa: E402
+from .mixture import parse_components  # noqa: E402
 from .results import Results, numeric  # noqa: E402
+from .units import CONFIG_ORDER, unit_for  # noqa: E402
 
-_UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")]
 _STAT_LABEL = {
     "mean": "mean",
     "p50": "p50",
@@ -36,22 +38,23 @@ _STAT_LABEL = {
     "p99": "p99",
     "p999": "p99.9",
 }
-CONFIG_ORDER = ["integrated", "loopback", "networked"]
 
 
 class FigureError(TaillabError):
     """The results hold no data for the figure asked for."""
 
 
-def unit_for(values_ns) -> tuple[float, str]:
-    """The largest unit in which the median value is at least 1 (us for 250_000 ns -> 250 us)."""
-    v = np.asarray(values_ns, dtype=float)
-    v = v[np.isfinite(v) & (v > 0)]
-    med = float(np.median(v)) if len(v) else 1.0
-    for scale, name in _UNITS:
-        if med >= scale:
-            return scale, name
-    return 1.0, "ns"
+def draw(plans, fig_dir: Path) -> list[tuple[str, str, str]]:
+    """Draw each (name, caption, draw) plan into ``fig_dir/name``: (name, caption, error)
+    triples, the error empty when drawn and else why the data cannot support the figure."""
+    done = []
+    for name, caption, plot in plans:
+        try:
+            plot(fig_dir / name)
+            done.append((name, caption, ""))
+        except FigureError as e:
+            done.append((name, caption, str(e)))
+    return done
 
 
 def save(fig: Figure, out: str | Path | None) -> Figure:
@@ -119,8 +122,6 @@ def service_cdf(res: Results, out=None, metric: str = "service") -> Figure:
     curves = []
     for app in sorted(res.runs["app"].dropna().unique()):
         runs = res.runs[res.runs["app"] == app]
-        from .hlog import Dist
-
         d = Dist.merge([res._run_dist(Path(p), metric) for p in runs["path"]])
         if d.total:
             curves.append((app, d))
@@ -147,8 +148,6 @@ def service_fit(fit: dict, out=None) -> Figure:
     components. Measured: grey bars and a black step CDF; fitted: a red line, each component
     dashed, so a mode the fit missed or invented shows as a gap between bars and line.
     """
-    from .fit import parse_components
-
     if "curves" not in fit or not fit.get("components"):
         raise FigureError(f"fit of point {fit.get('point')!r} has no curves or components")
     mix = parse_components(fit["components"])

@@ -56,6 +56,7 @@ What a fit can and cannot see (for calibrating synth's locks and noise):
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 import math
@@ -66,11 +67,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special
 
+from . import html
 from .errors import TaillabError
+from .figures import service_fit
 from .hlog import Dist
-from .results import RUN_SCHEMA, Results, _read_requests, load, read_json
+from .html import esc
+from .mixture import Component, Mixture, duration_spec, lognormal_spec
+from .results import RUN_SCHEMA, Results, _read_requests, load, read_json, read_summary
+from .units import fmt_ns
 
 SCHEMA = "taillab.fit/1"
 MIN_REQUESTS = 1000
@@ -80,110 +85,6 @@ QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 
 class FitError(TaillabError):
     """The data cannot be fitted (too few requests, no service time); says why."""
-
-
-@dataclass(frozen=True)
-class Component:
-    """One log-normal component: ln(ns) ~ Normal(mu, s2), with mixture weight ``weight``."""
-
-    weight: float
-    mu: float
-    s2: float
-
-    @property
-    def mean_ns(self) -> float:
-        return math.exp(self.mu + self.s2 / 2)
-
-    @property
-    def median_ns(self) -> float:
-        return math.exp(self.mu)
-
-    @property
-    def cv(self) -> float:
-        return math.sqrt(math.expm1(self.s2))
-
-    def to_json(self) -> dict[str, float]:
-        return {
-            "weight": self.weight,
-            "mean_ns": self.mean_ns,
-            "median_ns": self.median_ns,
-            "log_mean": self.mu,
-            "log_var": self.s2,
-            "cv": self.cv,
-        }
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> Component:
-        return Component(float(d["weight"]), float(d["log_mean"]), float(d["log_var"]))
-
-
-@dataclass(frozen=True)
-class Mixture:
-    """A mixture of log-normal components, sorted by mean."""
-
-    components: tuple[Component, ...]
-
-    def _arrays(self):
-        w = np.array([c.weight for c in self.components])
-        mu = np.array([c.mu for c in self.components])
-        sd = np.sqrt([c.s2 for c in self.components])
-        return w, mu, sd
-
-    def cdf(self, x_ns) -> np.ndarray:
-        """P(X <= x) for x in ns (0 for x <= 0)."""
-        x = np.atleast_1d(np.asarray(x_ns, dtype=float))
-        w, mu, sd = self._arrays()
-        with np.errstate(divide="ignore"):
-            t = np.log(np.maximum(x, 0.0))[:, None]
-        return (w * special.ndtr((t - mu) / sd)).sum(axis=1)
-
-    def log_pdf_components(self, t) -> np.ndarray:
-        """Density of ln(X) at t (rows) for each component (columns), weighted."""
-        t = np.atleast_1d(np.asarray(t, dtype=float))[:, None]
-        w, mu, sd = self._arrays()
-        return w * np.exp(-0.5 * ((t - mu) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
-
-    @property
-    def mean_ns(self) -> float:
-        return float(sum(c.weight * c.mean_ns for c in self.components))
-
-    def quantile(self, q: float) -> float:
-        """The x (ns) with P(X <= x) = q, solved on ln x."""
-        _, mu, sd = self._arrays()
-        lo, hi = float((mu - 12 * sd).min()), float((mu + 12 * sd).max())
-        return math.exp(optimize.brentq(lambda t: self.cdf(math.exp(t))[0] - q, lo, hi))
-
-    def spec(self) -> str:
-        """The distribution spec synth's ``service=`` parses (weights sum to exactly 1)."""
-        comps = [c for c in self.components if round(c.weight, 6) > 0]
-        if len(comps) == 1:
-            return _lognormal_spec(comps[0])
-        total = sum(c.weight for c in comps)
-        ws = [round(c.weight / total, 6) for c in comps]
-        big = int(np.argmax(ws))
-        ws[big] = round(1.0 - (sum(ws) - ws[big]), 6)
-        return "mix:" + "+".join(
-            f"{w:.6f}".rstrip("0").rstrip(".") + "*" + _lognormal_spec(c)
-            for w, c in zip(ws, comps, strict=True)
-        )
-
-
-def _dur(ns: float) -> str:
-    """A duration for a spec: 4 significant digits in the largest unit that keeps it >= 1."""
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
-        if ns >= scale:
-            v = ns / scale
-            return (f"{v:.4g}" if v < 1e4 else f"{v:.0f}") + unit
-    return f"{ns:.4g}ns"
-
-
-def _lognormal_spec(c: Component) -> str:
-    return f"lognormal:{_dur(c.mean_ns)},cv={c.cv:.4g}"
-
-
-def parse_components(rows: list[dict[str, Any]]) -> Mixture:
-    """A mixture from the ``components`` list of a fit (fit.json)."""
-    return Mixture(tuple(Component.from_json(r) for r in rows))
 
 
 # --- fitting -----------------------------------------------------------------------------
@@ -396,7 +297,7 @@ def noise_hints(run_dirs: list[Path]) -> list[dict[str, Any]]:
 
 
 def _hint(source: str, rate: float, length_ns: float, basis: str) -> dict[str, Any]:
-    spec = f"poisson:rate={rate:.4g},for=exp:{_dur(max(length_ns, 1.0))}"
+    spec = f"poisson:rate={rate:.4g},for=exp:{duration_spec(max(length_ns, 1.0))}"
     return {
         "source": source,
         "rate_per_s": rate,
@@ -424,10 +325,7 @@ def pauses(run_dirs: list[Path]) -> dict[str, Any] | None:
     """
     count = total_ms = seconds = requests = 0.0
     for d in run_dirs:
-        try:
-            summ = json.loads((d / "summary.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+        summ = read_summary(d)
         st = summ.get("app_stats") or {}
         if not isinstance(st, dict) or "pauses" not in st:
             continue
@@ -440,7 +338,7 @@ def pauses(run_dirs: list[Path]) -> dict[str, Any] | None:
     mean_ns = total_ms * 1e6 / count
     rate = count / seconds
     every = max(1, round(requests / count))
-    setting = f"requests:{every},for={_dur(mean_ns)}"
+    setting = f"requests:{every},for={duration_spec(mean_ns)}"
     return {
         "source": "app",
         "pauses": int(count),
@@ -582,7 +480,7 @@ def pause_sequence(pause: dict[str, Any], dfs: list[pd.DataFrame]) -> dict[str, 
         return pause
     lens = np.asarray(lengths)
     mean, cv = float(lens.mean()), float(lens.std() / lens.mean())
-    length = f"lognormal:{_dur(mean)},cv={cv:.3g}" if cv >= 0.05 else _dur(mean)
+    length = f"lognormal:{duration_spec(mean)},cv={cv:.3g}" if cv >= 0.05 else duration_spec(mean)
     cut = PAUSE_SHORT_GAP * np.median(gaps)
     short = gaps < cut
     if 2 <= short.sum() <= len(gaps) - 2:
@@ -823,7 +721,7 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
             "gap_cv": cv,
             "gap_cv_if_independent": _independent_cv(c.weight),
             "gap": gap,
-            "setting": f"requests:{gap},for={_lognormal_spec(own)}",
+            "setting": f"requests:{gap},for={lognormal_spec(own)}",
             "rest": Mixture(tuple(Component(x.weight / left, x.mu, x.s2) for x in rest)),
             "members": members,
         }
@@ -864,7 +762,7 @@ def periodic_cold(
         return
     own = _lognormal_of(np.concatenate([r[m] for r, m in zip(raw, members, strict=True)]))
     per["mean_ns"], per["cv"] = own.mean_ns, own.cv
-    per["setting"] = f"requests:{per['gap']},for={_lognormal_spec(own)},cold=no"
+    per["setting"] = f"requests:{per['gap']},for={lognormal_spec(own)},cold=no"
 
 
 def _fcfs(arrivals: np.ndarray, service: np.ndarray, workers: int) -> np.ndarray:
@@ -877,8 +775,6 @@ def _fcfs(arrivals: np.ndarray, service: np.ndarray, workers: int) -> np.ndarray
         before = np.concatenate(([0.0], total[:-1]))
         return total + np.maximum.accumulate(a - before) - a
     out = np.empty(len(arrivals))
-    import heapq
-
     heap = [-math.inf] * workers
     for i, (a, s) in enumerate(zip(arrivals.tolist(), service.tolist(), strict=True)):
         start = max(a, heapq.heappop(heap))
@@ -1053,10 +949,7 @@ def fit_point(res: Results, point: str, **kw) -> dict[str, Any]:
 
 def _queue_of(run_dir: Path) -> tuple[str, str]:
     """(discipline, dispatch) of a run, from its summary (defaults: fifo, shared)."""
-    try:
-        doc = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        doc = {}
+    doc = read_summary(run_dir)
     return str(doc.get("discipline", "fifo")), str(doc.get("dispatch", "shared"))
 
 
@@ -1374,7 +1267,9 @@ def _simulated_taus(recs, warmth, k, s, keep, tried, pause_ns) -> dict[str, Any]
 
 def _cold_setting(c: dict[str, Any]) -> str:
     p = c.get("power", 1.0)
-    return f"{c['extra']:.4g},tau={_dur(c['tau_ns'])}" + (f",power={p:g}" if p != 1 else "")
+    return f"{c['extra']:.4g},tau={duration_spec(c['tau_ns'])}" + (
+        f",power={p:g}" if p != 1 else ""
+    )
 
 
 #: Length of the stretches of wall time over which the host's speed is measured and played
@@ -1690,7 +1585,7 @@ def _busiest(series) -> int:
 
 
 def _speed_setting(sp: dict[str, Any]) -> str:
-    return "/".join(f"{v:g}" for v in sp["factors"]) + f",every={_dur(sp['every_ns'])}"
+    return "/".join(f"{v:g}" for v in sp["factors"]) + f",every={duration_spec(sp['every_ns'])}"
 
 
 def fewest_thread_points(res: Results) -> list[str]:
@@ -1891,8 +1786,6 @@ def _safe(name: str) -> str:
 
 def write_fit(doc: dict[str, Any], out: str | Path) -> Path:
     """Write ``out/fit.json`` and ``out/fit-figures/<point>.png|svg``; returns fit.json's path."""
-    from .figures import service_fit
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for f in doc["fits"]:
@@ -1906,12 +1799,6 @@ def write_fit(doc: dict[str, Any], out: str | Path) -> Path:
 # --- text and HTML -------------------------------------------------------------------------
 
 
-def _us(ns: float) -> str:
-    from .report import fmt_ns
-
-    return fmt_ns(ns)
-
-
 def _pct(v: float) -> str:
     return "–" if v is None or not math.isfinite(v) else f"{100 * v:+.1f}%"
 
@@ -1919,12 +1806,12 @@ def _pct(v: float) -> str:
 def periodic_sentence(p: dict[str, Any]) -> str:
     """A fit's periodic component in words (the CLI's summary, the report, the validation)."""
     return (
-        f"component {p['component'] + 1} ({_us(p['mean_ns'])}, {p['hits']} requests) came every "
+        f"component {p['component'] + 1} ({fmt_ns(p['mean_ns'])}, {p['hits']} requests) came every "
         f"{p['gap_median']:.0f} requests (robust gap cv {p['gap_cv']:.2f}; independent draws "
         f"would give {p['gap_cv_if_independent']:.2f}): served regularly, "
         f"periodic={p['setting']}, not drawn from the mixture."
         + (
-            f" Its {p['strays']} strays (slow, off the rhythm; {_us(p['stray_mean_ns'])} on "
+            f" Its {p['strays']} strays (slow, off the rhythm; {fmt_ns(p['stray_mean_ns'])} on "
             f"average) stay in the mixture, a component of {100 * p['stray_weight']:.2f} %."
             if p.get("strays", 0) >= PERIODIC_MIN_GAPS and p.get("stray_mean_ns")
             else ""
@@ -1943,7 +1830,7 @@ def order_sentence(o: dict[str, Any]) -> str:
     """A fit's order check in words."""
     eff = ", ".join(f"{k} {_pct(v)}" for k, v in o["effect"].items())
     scales = "; ".join(
-        f"within {_us(w['window_ns'])} {_pct(w['effect']['mean'])} / {_pct(w['effect']['p99'])}"
+        f"within {fmt_ns(w['window_ns'])} {_pct(w['effect']['mean'])} / {_pct(w['effect']['p99'])}"
         for w in o.get("windows", [])
     )
     return (
@@ -1964,7 +1851,9 @@ def order_sentence(o: dict[str, Any]) -> str:
 def speed_sentence(sp: dict[str, Any]) -> str:
     """The host's speed of the moment, as the fit saw it."""
     per = ", ".join(f"{p['point']} {100 * p['cv']:.1f} %" for p in sp["points"])
-    head = f"mean service per {_us(sp['every_ns'])} stretch wandered (cv, sampling noise out) {per}"
+    head = (
+        f"mean service per {fmt_ns(sp['every_ns'])} stretch wandered (cv, sampling noise out) {per}"
+    )
     if not sp["factors"] and sp.get("share") == 0:
         return head + "; replayed, no share of it queued closer to the app's order than none"
     if not sp["factors"]:
@@ -1972,7 +1861,7 @@ def speed_sentence(sp: dict[str, Any]) -> str:
     tried = [t for t in sp.get("every_tried", []) if t["error"] is not None]
     why = (
         " (the stretch length whose replay came closest to the app's order: "
-        + ", ".join(f"{_us(t['every_ns'])} {100 * t['error']:.1f} %" for t in tried)
+        + ", ".join(f"{fmt_ns(t['every_ns'])} {100 * t['error']:.1f} %" for t in tried)
         + ")"
         if len(tried) > 1
         else ""
@@ -1983,14 +1872,14 @@ def speed_sentence(sp: dict[str, Any]) -> str:
 def pause_sentence(p: dict[str, Any]) -> str:
     """A fit's stop-the-world pauses in words."""
     own = (
-        f"the app reported {p['pauses']} ({_us(p['app_mean_ns'])} "
+        f"the app reported {p['pauses']} ({fmt_ns(p['app_mean_ns'])} "
         f"on average) in {p['requests']} requests"
     )
     if p.get("source") != "records":
         return f"{own}; one every {p['requests_per_pause']} requests, each the mean length"
     gaps = ", then ".join(f"{g['times']} × {g['lo']}–{g['hi']}" for g in p["gaps"])
     return (
-        f"{own}; the records show {p['hits']} (mean {_us(p['mean_ns'])}, cv {p['cv']:.2f}), "
+        f"{own}; the records show {p['hits']} (mean {fmt_ns(p['mean_ns'])}, cv {p['cv']:.2f}), "
         f"requests between them: {gaps}" + (", again and again" if len(p["gaps"]) > 1 else "")
     )
 
@@ -2016,27 +1905,29 @@ def text_summary(doc: dict[str, Any]) -> str:
         lines.append(f"  {'weight':>8} {'mean':>10} {'median':>10} {'log var':>8} {'cv':>7}")
         for c in f["components"]:
             lines.append(
-                f"  {c['weight']:8.4f} {_us(c['mean_ns']):>10} {_us(c['median_ns']):>10} "
+                f"  {c['weight']:8.4f} {fmt_ns(c['mean_ns']):>10} {fmt_ns(c['median_ns']):>10} "
                 f"{c['log_var']:8.4f} {c['cv']:7.3f}"
             )
         err = "  ".join(f"{k} {_pct(v['rel_error'])}" for k, v in f["errors"].items())
         lines.append(f"  fitted vs measured: {err}")
         s = f["split"]
         lines.append(
-            f"  sojourn mean {_us(s['sojourn_mean_ns'])} = service {_us(s['service_mean_ns'])} "
-            f"+ queue {_us(s['queue_mean_ns'])} + send lag {_us(s['send_lag_mean_ns'])} "
-            f"+ other {_us(s['other_mean_ns'])}"
+            f"  sojourn mean {fmt_ns(s['sojourn_mean_ns'])} "
+            f"= service {fmt_ns(s['service_mean_ns'])} + queue {fmt_ns(s['queue_mean_ns'])} "
+            f"+ send lag {fmt_ns(s['send_lag_mean_ns'])} "
+            f"+ other {fmt_ns(s['other_mean_ns'])}"
         )
         if "cold" in f:
             c = f["cold"]
             lines.append(
                 f"  across {', '.join(f['points'])}: cold start x{1 + c['extra']:.3f} "
-                f"(tau {_us(c['tau_ns'])}, {_tau_basis(c)}); the mixture is of warm service times"
+                f"(tau {fmt_ns(c['tau_ns'])}, {_tau_basis(c)}); "
+                "the mixture is of warm service times"
             )
             for b in f["by_point"]:
                 lines.append(
-                    f"    {b['point']}: service mean {_us(b['measured_service_mean_ns'])} "
-                    f"measured, {_us(b['model_service_mean_ns'])} modelled"
+                    f"    {b['point']}: service mean {fmt_ns(b['measured_service_mean_ns'])} "
+                    f"measured, {fmt_ns(b['model_service_mean_ns'])} modelled"
                 )
         if "speed" in f:
             lines.append(f"  host speed: {speed_sentence(f['speed'])}")
@@ -2055,11 +1946,14 @@ def text_summary(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def report_section(fit_json: Path, fig_dir: Path) -> str:
-    """HTML for the report: per point, the fit table and the figure (drawn into fig_dir)."""
-    from .figures import service_fit
-    from .report import _table, esc, figure_tag
-
+def section(res: Results, out_dir: Path) -> str | None:
+    """The report's section: per point, the fit table and the figure (drawn into
+    ``out_dir/figures``), from the results folder's ``fit.json`` (``taillab fit RESULTS --out
+    RESULTS`` writes it there); None without one."""
+    fit_json = res.root / "fit.json"
+    if not fit_json.exists():
+        return None
+    fig_dir = out_dir / "figures"
     try:
         doc = read_fit(fit_json)
     except FitError as e:
@@ -2080,20 +1974,22 @@ def report_section(fit_json: Path, fig_dir: Path) -> str:
             [
                 str(i + 1),
                 f"{c['weight']:.4f}",
-                _us(c["mean_ns"]),
-                _us(c["median_ns"]),
+                fmt_ns(c["mean_ns"]),
+                fmt_ns(c["median_ns"]),
                 f"{c['log_var']:.4f}",
                 f"{c['cv']:.3f}",
             ]
             for i, c in enumerate(f["components"])
         ]
         parts.append(f"<h3>point {esc(f['point'])}</h3>")
-        parts.append(_table(["component", "weight", "mean", "median", "variance (ln)", "cv"], rows))
+        parts.append(
+            html.table(["component", "weight", "mean", "median", "variance (ln)", "cv"], rows)
+        )
         err = [
-            [k, _us(v["measured_ns"]), _us(v["fitted_ns"]), _pct(v["rel_error"])]
+            [k, fmt_ns(v["measured_ns"]), fmt_ns(v["fitted_ns"]), _pct(v["rel_error"])]
             for k, v in f["errors"].items()
         ]
-        parts.append(_table(["statistic", "measured", "fitted", "error"], err))
+        parts.append(html.table(["statistic", "measured", "fitted", "error"], err))
         sets = f.get("synth_settings") or [f["synth_set"]]
         parts.append(
             f"<p>KS distance {f['ks']:.4f} over {f['n']} service times ({esc(f['source'])}). "
@@ -2106,7 +2002,7 @@ def report_section(fit_json: Path, fig_dir: Path) -> str:
         name = "fit_" + _safe(f["point"])
         service_fit(f, fig_dir / name)
         parts.append(
-            figure_tag(
+            html.figure_tag(
                 fig_dir,
                 name,
                 "Measured (bars, steps) vs fitted (line; components dashed) density of "

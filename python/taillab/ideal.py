@@ -22,29 +22,25 @@ CIs over runs) and :func:`excess_html` (the report's excess table).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
 from scipy import stats as sps
 
 from . import figures as F
+from . import html
 from .hlog import Dist
-from .results import Results, numeric
+from .html import esc
+from .results import Results, numeric, read_summary
+from .units import fmt_ns
 
 STATS = ["mean", "p50", "p90", "p95", "p99", "p999", "max"]
 _TICKS = {1.0: "p0", 0.1: "p90", 0.01: "p99", 0.001: "p99.9", 1e-4: "p99.99"}
 PROFILE_KINDS = ("steps:", "ramp:", "sine:", "trace:", "mmpp:")
-
-
-def _summary(path: str | Path) -> dict:
-    try:
-        return json.loads((Path(path) / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
 
 
 def ideal_runs(res: Results) -> pd.DataFrame:
@@ -55,7 +51,7 @@ def ideal_runs(res: Results) -> pd.DataFrame:
     ``Results.runs["ideal_skipped"]``."""
     rows = []
     for _, r in res.runs.iterrows():
-        doc = _summary(r["path"])
+        doc = read_summary(r["path"])
         ideal = doc.get("ideal")
         if not isinstance(ideal, dict):
             continue
@@ -220,8 +216,6 @@ def _quantile_marks(ax, row: pd.Series, scale: float, **kw) -> None:
 
 
 def _ccdf_axes(ax, floor: float, unit: str, title: str) -> None:
-    from matplotlib.ticker import FixedLocator, NullLocator
-
     ax.set_yscale("log")
     ax.set_ylim(max(floor, 1e-5), 1.0)
     ticks = [t for t in _TICKS if t >= ax.get_ylim()[0]]
@@ -358,8 +352,6 @@ def load_over_time(res: Results, out=None, max_runs: int = 4) -> Figure:
 def excess_html(res: Results) -> str:
     """The report's table: per point, measured, ideal and excess (measured − ideal) for mean,
     p99 and p99.9 with the ideal's 95 % CI; empty when no run has an ideal."""
-    from .report import _table, esc, fmt_ns
-
     ip = ideal_points(res)
     if ip.empty:
         return ""
@@ -393,8 +385,13 @@ def excess_html(res: Results) -> str:
         "<h2>Measured vs ideal</h2><p class=muted>The ideal replays each run's own arrivals "
         "and measured service times through an exact queue with its workers, discipline and "
         "dispatch; excess = measured − ideal (mean over runs, ideal with its 95% CI). A large "
-        "excess is latency that queueing does not explain.</p>" + _table(heads, rows, left=4)
+        "excess is latency that queueing does not explain.</p>" + html.table(heads, rows, left=4)
     )
+
+
+def section(res: Results, out_dir: Path) -> str | None:
+    """The report's section: :func:`excess_html`, or None when no run has an ideal."""
+    return excess_html(res) or None
 
 
 def figure_plans(res: Results) -> list[tuple[str, str, object]]:

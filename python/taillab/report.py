@@ -8,60 +8,22 @@ with its report keeps them working.
 
 from __future__ import annotations
 
-import html
 import math
-import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from . import counters, resources
+from . import counters, fit, html, ideal, resources, tailwag
 from . import figures as F
-from . import ideal as ideal_figures
+from .html import esc
 from .results import Results, load, numeric
+from .units import fmt_ns, fmt_num
 
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,'DejaVu Sans',sans-serif;margin:2em auto;
-max-width:1200px;color:#222;padding:0 1em}
-h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.6em 0;font-size:13px}
-td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td.l,th.l{text-align:left}
-.ok{color:#17741a;font-weight:600}.fail{color:#b31b1b;font-weight:700}.muted{color:#777}
-figure{margin:1em 0;display:inline-block;max-width:100%}
-figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:13px;color:#444}
-.note{background:#fff8e0;border-left:4px solid #e0b000;padding:.4em .8em}
-"""
-
-UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")]
-
-
-def fmt_ns(v) -> str:
-    """A latency in ns as 3 significant digits in a readable unit ('1.23 ms')."""
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return "–"
-    if not math.isfinite(v):
-        return "–"
-    for scale, unit in UNITS:
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:.3g} ns"
-
-
-def fmt_num(v, digits=4) -> str:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return html.escape(str(v))
-    if not math.isfinite(v):
-        return "–"
-    return f"{v:,.{digits}g}" if abs(v) < 1e6 else f"{v:,.0f}"
-
-
-def esc(v) -> str:
-    return html.escape("" if v is None else str(v))
+#: A section of the page: its HTML for a results folder and the report's folder (drawing
+#: figures into ``out_dir/figures`` and writing pages of its own beside ``index.html`` as it
+#: needs), or None when the results hold nothing for it.
+Section = Callable[[Results, Path], "str | None"]
 
 
 def _est_cell(p: pd.Series, col: str) -> str:
@@ -78,21 +40,10 @@ def _est_cell(p: pd.Series, col: str) -> str:
     return s
 
 
-def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    th = "".join(f'<th class="{"l" if i < left else ""}">{h}</th>' for i, h in enumerate(headers))
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _figures(res: Results, fig_dir: Path) -> list[tuple[str, str, str]]:
-    """Draw every figure that the results can support; (name, caption, error) triples."""
+def _plans(res: Results) -> list[tuple[str, str, Callable]]:
+    """Every figure the results can support: (name, caption, draw) plans."""
     pts = res.points[res.points["runs"] > 0]
-    plans: list[tuple[str, str, object]] = [
+    plans: list[tuple[str, str, Callable]] = [
         (
             "service_cdf",
             "Service-time CDF per app (TailBench Fig. 2). Log x axis.",
@@ -169,7 +120,7 @@ def _figures(res: Results, fig_dir: Path) -> list[tuple[str, str, str]]:
                 lambda o, pid=pid: F.latency_over_time(res, o, point=pid, max_runs=2),
             )
         )
-    plans.extend(ideal_figures.figure_plans(res))
+    plans.extend(ideal.figure_plans(res))
     plans.append(
         (
             "checks_panel",
@@ -177,41 +128,17 @@ def _figures(res: Results, fig_dir: Path) -> list[tuple[str, str, str]]:
             lambda o: F.checks_panel(res, o),
         )
     )
-    done = []
-    for name, caption, draw in plans:
-        try:
-            draw(fig_dir / name)
-            done.append((name, caption, ""))
-        except F.FigureError as e:
-            done.append((name, caption, str(e)))
-    return done
+    return plans
 
 
-def _rel(target: str | Path, out_dir: Path) -> str:
-    return Path(os.path.relpath(Path(target), out_dir)).as_posix()
-
-
-def render(res: Results, out_dir: Path) -> str:
-    fig_dir = out_dir / "figures"
-    # Figures of an earlier report in the same folder would linger as orphans (e.g. a point
-    # that is no longer among those drawn); the folder is ours, so clear our own file kinds.
-    for old in list(fig_dir.glob("*.png")) + list(fig_dir.glob("*.svg")):
-        old.unlink()
-    figs = _figures(res, fig_dir)
+def _heading(res: Results, out_dir: Path) -> str:
+    """What the results are, and the runs that failed a check or points still running."""
+    nruns = len(res.runs)
+    nfail = int((~res.runs["checks_ok"].astype(bool)).sum()) if nruns else 0
     parts = [
-        f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>taillab report: {esc(res.root.name)}</title><style>{CSS}</style></head>"
-        "<body>"
-    ]
-    parts.append(f"<h1>taillab report: {esc(res.root.name)}</h1>")
-    nruns, nfail = (
-        len(res.runs),
-        int((~res.runs["checks_ok"].astype(bool)).sum()) if len(res.runs) else 0,
-    )
-    parts.append(
         f'<p class="muted">{esc(res.kind)} · {len(res.points)} point(s) · {nruns} '
         f"run(s) · results in <code>{esc(res.root)}</code></p>"
-    )
+    ]
     if nfail:
         failed = res.runs[~res.runs["checks_ok"].astype(bool)]
         parts.append(
@@ -233,11 +160,11 @@ def render(res: Results, out_dir: Path) -> str:
             + ", ".join(esc(p) for p in pend["point"])
             + ". Their values merge the finished runs and carry no CI.</p>"
         )
+    return "\n".join(parts)
 
-    parts.append(
-        "<h2>Points</h2><p class=muted>Estimates of sojourn time with their 95% CI "
-        "and relative half-width; n is the number of runs behind each estimate.</p>"
-    )
+
+def _points(res: Results, out_dir: Path) -> str:
+    """One row per point: its estimates with their CIs, the CI target, the checks."""
     rows = []
     for _, p in res.points.iterrows():
         tm = p.get("target_met")
@@ -277,64 +204,47 @@ def render(res: Results, out_dir: Path) -> str:
                 checks,
             ]
         )
-    parts.append(
-        _table(
-            [
-                "point",
-                "app",
-                "config",
-                "threads",
-                "offered QPS",
-                "achieved QPS",
-                "ρ",
-                "runs",
-                "mean",
-                "p95",
-                "p99",
-                "p99.9 (merged)",
-                "CI target",
-                "checks",
-            ],
-            rows,
-            left=3,
-        )
+    heads = [
+        "point",
+        "app",
+        "config",
+        "threads",
+        "offered QPS",
+        "achieved QPS",
+        "ρ",
+        "runs",
+        "mean",
+        "p95",
+        "p99",
+        "p99.9 (merged)",
+        "CI target",
+        "checks",
+    ]
+    return (
+        "<h2>Points</h2><p class=muted>Estimates of sojourn time with their 95% CI "
+        "and relative half-width; n is the number of runs behind each estimate.</p>\n"
+        + html.table(heads, rows, left=3)
     )
 
-    parts.append(ideal_figures.excess_html(res))
-    parts.append("<h2>Figures</h2>")
-    for name, caption, err in figs:
-        if err:
-            parts.append(f'<p class="muted">{esc(name)}: not drawn ({esc(err)})</p>')
-            continue
-        png, svg = f"figures/{name}.png", f"figures/{name}.svg"
-        # Show at 100 px per figure inch (PNGs are 150 dpi): text stays the size of the page's.
-        width = int.from_bytes((fig_dir / f"{name}.png").read_bytes()[16:20], "big") * 2 // 3
-        parts.append(
-            f'<figure id="{esc(name)}"><a href="{svg}"><img src="{png}" width="{width}" '
-            f'alt="{esc(name)}"></a><figcaption>{caption} '
-            f'<a href="{png}">PNG</a> · <a href="{svg}">SVG</a></figcaption></figure>'
-        )
-    if (res.root / "fit.json").exists():  # written by `taillab fit RESULTS --out RESULTS`
-        from .fit import report_section
 
-        parts.append(report_section(res.root / "fit.json", fig_dir))
-    validation = res.root.parent / "validation"
-    if res.root.name == "measured" and (validation / "validation.csv").exists():
-        # `taillab tailwag`'s OUT/measured: its synthetic twin's validation.
-        from . import tailwag
+def _figures(res: Results, out_dir: Path) -> str:
+    """Every figure the results support, drawn into out_dir/figures (or why not)."""
+    fig_dir = out_dir / "figures"
+    return "\n".join(["<h2>Figures</h2>", *html.figures(fig_dir, F.draw(_plans(res), fig_dir))])
 
-        parts.append(tailwag.report_section(validation, fig_dir, out_dir))
 
-    parts.append("<h2>Runs</h2>")
+def _runs(res: Results, out_dir: Path) -> str:
+    """One row per run: its numbers, its checks and links to its raw files."""
     rows = []
     check_cols = sorted(c for c in res.runs.columns if c.startswith("check_"))
     for _, r in res.runs.iterrows():
         rd = Path(r["path"])
-        links = [f'<a href="{esc(_rel(rd / "summary.json", out_dir))}">summary.json</a>']
+        links = [f'<a href="{esc(html.rel(rd / "summary.json", out_dir))}">summary.json</a>']
         for hl in sorted((rd / "hist").glob("*.hlog")):
-            links.append(f'<a href="{esc(_rel(hl, out_dir))}">{esc(hl.name)}</a>')
+            links.append(f'<a href="{esc(html.rel(hl, out_dir))}">{esc(hl.name)}</a>')
         if (rd / "requests.csv").exists():
-            links.append(f'<a href="{esc(_rel(rd / "requests.csv", out_dir))}">requests.csv</a>')
+            csv = html.rel(rd / "requests.csv", out_dir)
+            links.append(f'<a href="{esc(csv)}">requests.csv</a>')
         # The harness's one-line verdict shows on hover and, for a failure, in the cell.
         chk = " ".join(
             f'<span class="{"ok" if r[c] else "fail"}" title="{esc(r.get("verdict_" + c[6:]))}">'
@@ -363,29 +273,25 @@ def render(res: Results, out_dir: Path) -> str:
                 " · ".join(links),
             ]
         )
-    parts.append(
-        _table(
-            [
-                "point",
-                "run",
-                "seed",
-                "achieved QPS",
-                "measured",
-                "sojourn p50",
-                "p99",
-                "max",
-                "send lag p99",
-                "service mean",
-                "checks",
-                "raw files",
-            ],
-            rows,
-            left=2,
-        )
-    )
-    parts.append(resources.section(res, out_dir, CSS))
-    parts.append(counters.section(res, out_dir, CSS))
-    parts.append("<h2>Run metadata</h2>")
+    heads = [
+        "point",
+        "run",
+        "seed",
+        "achieved QPS",
+        "measured",
+        "sojourn p50",
+        "p99",
+        "max",
+        "send lag p99",
+        "service mean",
+        "checks",
+        "raw files",
+    ]
+    return "<h2>Runs</h2>\n" + html.table(heads, rows, left=2)
+
+
+def _metadata(res: Results, out_dir: Path) -> str:
+    """The host, the experiment's parameters and the first run's settings."""
     meta = [["results", f"<code>{esc(res.root)}</code>"], ["kind", esc(res.kind)]]
     for k, v in sorted(res.host.items()):
         meta.append([f"host {esc(k)}", esc(v)])
@@ -401,25 +307,43 @@ def render(res: Results, out_dir: Path) -> str:
         for c in sorted(c for c in res.runs.columns if c.startswith("param_")):
             vals = res.runs[c].dropna().astype(str).unique()
             meta.append([f"app param {esc(c[6:])}", esc(", ".join(vals))])
-    parts.append(_table(["key", "value"], meta, left=2))
-
-    parts.append(
-        '<p class="muted">Written by the taillab Python package. Latencies are '
-        "measured from each request's intended send time (no coordinated omission)."
-        "</p></body></html>"
-    )
-    return "\n".join(parts)
+    return "<h2>Run metadata</h2>\n" + html.table(["key", "value"], meta, left=2)
 
 
-def figure_tag(fig_dir: Path, name: str, caption: str) -> str:
-    """The <figure> of ``fig_dir/name.png|svg`` (drawn already), as the report shows figures."""
-    png, svg = f"{fig_dir.name}/{name}.png", f"{fig_dir.name}/{name}.svg"
-    width = int.from_bytes((fig_dir / f"{name}.png").read_bytes()[16:20], "big") * 2 // 3
+def _footer(res: Results, out_dir: Path) -> str:
     return (
-        f'<figure id="{esc(name)}"><a href="{svg}"><img src="{png}" width="{width}" '
-        f'alt="{esc(name)}"></a><figcaption>{caption} '
-        f'<a href="{png}">PNG</a> · <a href="{svg}">SVG</a></figcaption></figure>'
+        '<p class="muted">Written by the taillab Python package. Latencies are '
+        "measured from each request's intended send time (no coordinated omission).</p>"
     )
+
+
+#: The page, top to bottom. Each page module exposes its own section (criterion's report
+#: fan-out): adding a kind of result is a function here, not an edit of :func:`render`.
+SECTIONS: list[Section] = [
+    _heading,
+    _points,
+    ideal.section,
+    _figures,
+    fit.section,
+    tailwag.section,
+    _runs,
+    resources.section,
+    counters.section,
+    _metadata,
+    _footer,
+]
+
+
+def render(res: Results, out_dir: Path, sections: list[Section] = SECTIONS) -> str:
+    """The report page: ``sections`` walked in order (those with nothing to show left out);
+    they draw their figures into ``out_dir/figures`` and may write pages beside it."""
+    fig_dir = out_dir / "figures"
+    # Figures of an earlier report in the same folder would linger as orphans (e.g. a point
+    # that is no longer among those drawn); the folder is ours, so clear our own file kinds.
+    for old in list(fig_dir.glob("*.png")) + list(fig_dir.glob("*.svg")):
+        old.unlink()
+    parts = [s for s in (section(res, out_dir) for section in sections) if s]
+    return html.document(f"taillab report: {res.root.name}", parts)
 
 
 def write_report(results: str | Path | Results, out: str | Path | None = None) -> Path:

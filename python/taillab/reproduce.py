@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -47,8 +46,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import figures as F
+from . import html, ideal, resources
 from .errors import TaillabError
-from .results import Results, load, numeric
+from .html import esc
+from .ideal import ideal_points
+from .resources import point_table, resource_table
+from .results import Results, load, numeric, read_summary
+from .tailwag import GOAL, TAILWAG_ERROR
+from .units import CONFIG_ORDER, fmt_bytes, fmt_ns, unit_for
 
 SCHEMA = "taillab.reproduce/1"
 STATUSES = ("confirmed", "partly", "not confirmed", "inconclusive")
@@ -322,9 +328,7 @@ def load_item(root: Path, item: dict[str, Any]) -> Data:
         sats[stem] = _saturations(d)
         frames.append(_fractions(res, sats[stem]).assign(stem=stem))
         for _, r in res.runs.iterrows():
-            env.add(
-                f"{stem}/{r['point']} run {r['run']}", _read_json(Path(r["path"]) / "summary.json")
-            )
+            env.add(f"{stem}/{r['point']} run {r['run']}", read_summary(r["path"]))
         for doc in sats[stem].values():
             for p in doc.get("probes") or []:
                 env.probes += 1
@@ -409,12 +413,6 @@ def _x(v: float, digits: int = 3) -> str:
     if v is None or not math.isfinite(v):
         return "–"
     return f"{v:,.0f}×" if abs(v) >= 100 else f"{v:.{digits}g}×"
-
-
-def _ms(v: float) -> str:
-    from .report import fmt_ns
-
-    return fmt_ns(v)
 
 
 def _pct(v: float) -> str:
@@ -521,8 +519,8 @@ def rule_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         [
             a,
             str(names.get(a, "")),
-            _ms(v["ours_p95_ms"] * 1e6),
-            _ms(v["paper_p95_ms"] * 1e6),
+            fmt_ns(v["ours_p95_ms"] * 1e6),
+            fmt_ns(v["paper_p95_ms"] * 1e6),
             _x(v["ratio"]),
             _ok(v["within"] if math.isfinite(v["ratio"]) else None),
         ]
@@ -541,7 +539,7 @@ def rule_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         rows=rows,
         paper=(
             ["app", "TailBench app", "p95 at the lowest load (Table I)"],
-            [[a, str(names.get(a, "")), _ms(v * 1e6)] for a, v in paper.items()],
+            [[a, str(names.get(a, "")), fmt_ns(v * 1e6)] for a, v in paper.items()],
         ),
         figures=[
             (
@@ -578,12 +576,13 @@ def rule_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
     narrow = min(nums, key=lambda a: _finite(nums[a]["spread"], math.inf))
     body = (
         f"service p50 spans {_x(span)} across {len(nums)} apps "
-        f"({lo} {_ms(nums[lo]['service_p50_ns'])} to {hi} {_ms(nums[hi]['service_p50_ns'])}); "
+        f"({lo} {fmt_ns(nums[lo]['service_p50_ns'])} to "
+        f"{hi} {fmt_ns(nums[hi]['service_p50_ns'])}); "
         "p99/p50 ranges from "
         f"{_x(nums[narrow]['spread'])} ({narrow}) to {_x(nums[wide]['spread'])} ({wide})"
     )
     rows = [
-        [a, _ms(v["service_p50_ns"]), _ms(v["service_p99_ns"]), _x(v["spread"])]
+        [a, fmt_ns(v["service_p50_ns"]), fmt_ns(v["service_p99_ns"]), _x(v["spread"])]
         for a, v in sorted(nums.items(), key=lambda t: t[1]["service_p50_ns"])
     ]
     return _verdict(
@@ -611,8 +610,6 @@ def _finite(v: float, default: float = -math.inf) -> float:
 
 
 def _fig(name: str, res: Results, out: Path, **kw):
-    from . import figures as F
-
     return getattr(F, name)(res, out, **kw)
 
 
@@ -779,9 +776,6 @@ def _config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
     return out
 
 
-CONFIG_ORDER = ["integrated", "loopback", "networked"]
-
-
 def rule_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Per app: p95 loopback (and networked) ÷ integrated; the app with the shortest requests
     must differ most, the one with the longest hardly at all."""
@@ -801,12 +795,13 @@ def rule_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         ),
     ]
     body = "p95 loopback ÷ integrated: " + ", ".join(
-        f"{a} {_x(r)} (service mean {_ms(nums[a]['service_mean_ns'])})" for a, r in ratios.items()
+        f"{a} {_x(r)} (service mean {fmt_ns(nums[a]['service_mean_ns'])})"
+        for a, r in ratios.items()
     )
     configs = list(dict.fromkeys(c for v in nums.values() for c in v["p95_ns"]))
     rows = [
-        [a, _ms(v["service_mean_ns"])]
-        + [_ms(v["p95_ns"].get(c)) for c in configs]
+        [a, fmt_ns(v["service_mean_ns"])]
+        + [fmt_ns(v["p95_ns"].get(c)) for c in configs]
         + [_x(v["ratio"].get(c, math.nan)) for c in configs[1:]]
         for a, v in nums.items()
     ]
@@ -853,8 +848,6 @@ def rule_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
 
 def _ideal_points(data: Data, stems: list[str] | None = None) -> pd.DataFrame:
     """Per point of the item: measured ÷ ideal ratios (mean over runs) beside the point."""
-    from .ideal import ideal_points
-
     frames = []
     for stem, res in data.results.items():
         if stems is not None and stem not in stems:
@@ -886,8 +879,8 @@ def rule_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
                 app,
                 str(thr),
                 _load_name(p),
-                _ms(value(p, "sojourn", "p95")),
-                _ms(p["ideal_p95"]),
+                fmt_ns(value(p, "sojourn", "p95")),
+                fmt_ns(p["ideal_p95"]),
                 _x(r),
                 _ok(close),
             ]
@@ -927,8 +920,6 @@ def rule_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
 
 
 def _ideal_fig(name: str, res: Results, out: Path, **kw):
-    from . import ideal
-
     return getattr(ideal, name)(res, out, **kw)
 
 
@@ -957,14 +948,12 @@ def _p99_table(by: dict[str, pd.Series]) -> tuple[dict, list[list[str]]]:
     for name, p in by.items():
         v, r = value(p, "sojourn", "p99"), float(p.get("ratio_p99", math.nan))
         nums[name] = {"p99_ns": v, "ideal_p99_ns": float(p.get("ideal_p99", math.nan)), "ratio": r}
-        rows.append([name, _ms(v), _ms(nums[name]["ideal_p99_ns"]), _x(r)])
+        rows.append([name, fmt_ns(v), fmt_ns(nums[name]["ideal_p99_ns"]), _x(r)])
     return nums, rows
 
 
 def _in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]], str]:
     """Latencies (ns) scaled to the unit their median reads best in, and that unit."""
-    from .figures import unit_for
-
     scale, unit = unit_for([v for vs in series_ns.values() for v in vs])
     return {k: [v / scale for v in vs] for k, vs in series_ns.items()}, unit
 
@@ -1006,7 +995,7 @@ def rule_tales1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         Cond("mmpp has the largest p99", None if mmpp is None else bool(top == mmpp)),
     ]
     body = "p99 " + ", ".join(
-        f"{k} {_ms(v)}" for k, v in sorted(p99.items(), key=lambda t: _finite(t[1]))
+        f"{k} {fmt_ns(v)}" for k, v in sorted(p99.items(), key=lambda t: _finite(t[1]))
     )
     body += "; measured ÷ ideal p99 " + ", ".join(
         f"{k} {_x(v['ratio'], 2)}" for k, v in nums.items()
@@ -1065,8 +1054,8 @@ def rule_tales2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
                 label,
                 f"{float(p['qps']):,.0f}",
                 _num(measured, "{:.2f}"),
-                _ms(v),
-                _ms(p.get("ideal_p99")),
+                fmt_ns(v),
+                fmt_ns(p.get("ideal_p99")),
                 _x(r),
             ]
         )
@@ -1077,7 +1066,7 @@ def rule_tales2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             bool(all(close)) if close else None,
         ),
     ]
-    body = "p99 " + ", ".join(f"{k} {_ms(v['p99_ns'])}" for k, v in nums.items())
+    body = "p99 " + ", ".join(f"{k} {fmt_ns(v['p99_ns'])}" for k, v in nums.items())
     body += "; measured ÷ ideal " + ", ".join(f"{_x(v['ratio'], 3)}" for v in nums.values())
     res = data.combined()
     return _verdict(
@@ -1115,9 +1104,9 @@ def rule_tales3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         label = f"{100 * frac:.0f} % load"
         nums[label] = {f"p99_ns_{t}": value(p, "sojourn", "p99") for t, p in by.items()}
         conds.append(Cond(f"{hi} workers < {lo} at {label}", _less(b, a) if hi > lo else None))
-        rows.append([label, _ms(a), _ms(b), _x(_div(b, a)), _ok(conds[-1].ok)])
+        rows.append([label, fmt_ns(a), fmt_ns(b), _x(_div(b, a)), _ok(conds[-1].ok)])
     body = "p99 " + "; ".join(
-        f"{k}: " + ", ".join(f"{t.split('_')[-1]} worker(s) {_ms(v)}" for t, v in n.items())
+        f"{k}: " + ", ".join(f"{t.split('_')[-1]} worker(s) {fmt_ns(v)}" for t, v in n.items())
         for k, n in nums.items()
     )
     workers = sorted({int(k.split("_")[-1]) for n in nums.values() for k in n})
@@ -1172,7 +1161,7 @@ def rule_tales4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         if k != "fifo+shared"
     ]
     body = "p99 " + ", ".join(
-        f"{k} {_ms(v['p99_ns'])}"
+        f"{k} {fmt_ns(v['p99_ns'])}"
         for k, v in sorted(nums.items(), key=lambda t: _finite(t[1]["p99_ns"]))
     )
     return _verdict(
@@ -1216,7 +1205,7 @@ def rule_tales5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     body = (
         "p99 ÷ p99 with nothing else running: "
         + ", ".join(f"{k} {_x(v, 3)}" for k, v in rel.items() if k != "none")
-        + f" (none: {_ms(none)})"
+        + f" (none: {fmt_ns(none)})"
     )
     return _verdict(
         conds,
@@ -1257,8 +1246,6 @@ def _paper_ratios(item: dict) -> dict[str, dict[str, float]]:
 def _resource_rows(res: Results, stem: str) -> list[list[str]]:
     """Per case: the harness's CPU and involuntary switches, the stress processes' CPU and
     disk writes (from summary.json's environment and interference sections)."""
-    from .resources import fmt_bytes, point_table, resource_table
-
     table = point_table(resource_table(res))
     rows = []
     for point, g in table.groupby("point", sort=False):
@@ -1310,7 +1297,7 @@ def _stress_paper_table(item: dict, paper: dict) -> tuple[list[str], list[list[s
     svc = item.get("paper_svc_ms") or {}
     rows = []
     for c in ("none", *STRESSES):
-        ms = [_ms(1e6 * _float(svc.get(c, {}).get(s))) for s in ("mean", "p95", "p99")]
+        ms = [fmt_ns(1e6 * _float(svc.get(c, {}).get(s))) for s in ("mean", "p95", "p99")]
         rel = [_x(paper.get(c, {}).get(s, math.nan)) for s in ("p95", "p99")]
         rows.append([c, *ms, *rel])
     return ["stress", "SVC mean", "SVC p95", "SVC p99", "p95 ÷ none", "p99 ÷ none"], rows
@@ -1345,7 +1332,7 @@ def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         for a, v in nums.items()
         for c in STRESSES
     ]
-    resources = [r for s, res in data.results.items() for r in _resource_rows(res, s)]
+    resource_rows = [r for s, res in data.results.items() for r in _resource_rows(res, s)]
     series = {
         "ours": [p95(nums[a]["ratio"], c) for a in nums for c in STRESSES],
         "report (sphinx)": [p95(paper, c) for _ in nums for c in STRESSES],
@@ -1374,19 +1361,16 @@ def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
                 ),
             )
         ],
-        sections=[lambda out: _resources_html(data, resources, out)],
+        sections=[lambda out: _resources_html(data, resource_rows, out)],
     )
 
 
 def _resources_html(data: Data, rows: list[list[str]], out: Path) -> str:
     """The resource table per case, and each experiment's full per-process page."""
-    from . import resources
-    from .report import CSS, _table, esc
-
     links = []
     for stem, res in data.results.items():
         name = f"resources-{stem.replace('/', '-')}.html"
-        (out / name).write_text(resources.page(res, out, CSS), encoding="utf-8")
+        (out / name).write_text(resources.page(res, out), encoding="utf-8")
         links.append(f'<a href="{esc(name)}">{esc(stem)}</a>')
     heads = [
         "experiment",
@@ -1402,7 +1386,7 @@ def _resources_html(data: Data, rows: list[list[str]], out: Path) -> str:
         "CPU; the stress processes are the case's planned interference. Every process: "
         + " · ".join(links)
         + ".</p>"
-        + _table(heads, rows, left=2)
+        + html.table(heads, rows, left=2)
     )
 
 
@@ -1428,8 +1412,6 @@ def _pcts(v: dict[str, float]) -> str:
 def rule_tailwag(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Mean |error| of the synthetic workload's mean/p95/p99 at one worker, averaged over
     apps, vs TailWAG's errors and this project's goal."""
-    from .tailwag import GOAL, TAILWAG_ERROR
-
     paper = {k: float(v) / 100 for k, v in (item.get("paper_error_pct") or TAILWAG_ERROR).items()}
     per_app = _tailwag_errors(item, data)
     if not per_app:
@@ -1485,10 +1467,8 @@ def _float(v: Any) -> float:
 
 
 def _validation_links(item: dict, data: Data, out: Path) -> str:
-    from .report import esc
-
     links = [
-        f'<a href="{esc(_rel(data.root / a / "validation" / "index.html", out))}">{esc(a)}</a>'
+        f'<a href="{esc(html.rel(data.root / a / "validation" / "index.html", out))}">{esc(a)}</a>'
         for a in item.get("apps", [])
         if (data.root / a / "validation" / "index.html").exists()
     ]
@@ -1499,10 +1479,6 @@ def _validation_links(item: dict, data: Data, out: Path) -> str:
         + " · ".join(links)
         + "</p>"
     )
-
-
-def _rel(target: Path, out: Path) -> str:
-    return Path(os.path.relpath(target, out)).as_posix()
 
 
 RULES: dict[str, Rule] = {
@@ -1537,8 +1513,6 @@ def bars(
     """Grouped bars: one group per category, one bar per series (NaN bars left out), with
     optional dotted reference lines. The small figure of an item that no figure kind of
     :mod:`taillab.figures` fits (ours beside the paper's, a ratio per app)."""
-    from . import figures as F
-
     vals = np.array([[_finite(v, math.nan) for v in s] for s in series.values()], dtype=float)
     if not cats or not np.isfinite(vals).any():
         raise F.FigureError(f"no values to draw for {title!r}")
@@ -1660,25 +1634,20 @@ def evaluate(
 
 def _draw(page: Page, out: Path) -> list[str]:
     """Draw the verdict's figures into out/figures; the figures' HTML (or why not drawn)."""
-    from .figures import FigureError
-    from .report import esc, figure_tag
-
     fig_dir = out / "figures"
     for old in list(fig_dir.glob("*.png")) + list(fig_dir.glob("*.svg")):
         old.unlink()
-    html = []
+    parts = []
     for name, caption, draw in page.verdict.figures:
         try:
             draw(fig_dir / name)
-            html.append(figure_tag(fig_dir, name, esc(caption)))
-        except (FigureError, TaillabError) as e:
-            html.append(f'<p class="muted">{esc(name)}: not drawn ({esc(e)})</p>')
-    return html
+            parts.append(html.figure_tag(fig_dir, name, esc(caption)))
+        except TaillabError as e:  # a FigureError, or data a rule's own figure cannot use
+            parts.append(html.not_drawn(name, e))
+    return parts
 
 
 def _banners(page: Page) -> list[str]:
-    from .report import esc
-
     out = []
     env = page.env
     if env.disturbed:
@@ -1708,8 +1677,6 @@ def _banners(page: Page) -> list[str]:
 
 
 def _verdict_html(page: Page) -> list[str]:
-    from .report import _table, esc
-
     v = page.verdict
     out = [
         f'<h2>Verdict</h2><p><span class="status {_STATUS_CLASS[v.status]}">{esc(v.status)}</span> '
@@ -1719,7 +1686,7 @@ def _verdict_html(page: Page) -> list[str]:
         out.append(f'<p class="muted">On the numbers alone: {esc(page.status_from_data)}.</p>')
     if v.conds:
         out.append(
-            _table(
+            html.table(
                 ["condition", "holds", ""],
                 [[esc(c.text), _ok(c.ok), "primary" if c.primary else ""] for c in v.conds],
             )
@@ -1728,8 +1695,6 @@ def _verdict_html(page: Page) -> list[str]:
 
 
 def _data_html(page: Page, out: Path) -> list[str]:
-    from .report import esc
-
     d = page.data
     host = d.host
     parts = ["<h2>Data</h2>"]
@@ -1741,7 +1706,7 @@ def _data_html(page: Page, out: Path) -> list[str]:
             f"({esc(host.get('git'))}); started {esc(d.started_at)}.</p>"
         )
     links = [
-        f'<a href="{esc(_rel(r.root, out))}">{esc(s)}</a> '
+        f'<a href="{esc(html.rel(r.root, out))}">{esc(s)}</a> '
         f"({len(r.points)} point(s), {len(r.runs)} run(s))"
         for s, r in d.results.items()
     ]
@@ -1763,13 +1728,9 @@ def _data_html(page: Page, out: Path) -> list[str]:
 
 def render(page: Page, out: Path) -> str:
     """The item's page (HTML); draws its figures into out/figures."""
-    from .report import CSS, _table, esc
-
     it, v = page.item, page.verdict
     title = f"{it.get('paper', '')}: {it.get('figure', '')}"
     parts = [
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(page.item_id)}: "
-        f"{esc(title)}</title><style>{CSS}{_CSS_EXTRA}</style></head><body>",
         f'<p class="muted"><a href="../index.html">all items</a> · {esc(page.item_id)}</p>',
         f"<h1>{esc(title)}</h1>",
         f'<p class="claim">Claim: {esc(it.get("claim", ""))}</p>',
@@ -1780,18 +1741,18 @@ def render(page: Page, out: Path) -> str:
         "<h2>The paper's numbers</h2>",
     ]
     if v.paper:
-        parts.append(_table(*v.paper))
+        parts.append(html.table(*v.paper))
     else:
         parts.append(
             '<p class="muted">The paper gives this figure as a plot only; compare the shape.</p>'
         )
     if v.rows:
-        parts += ["<h2>Our numbers</h2>", _table(v.heads, v.rows)]
+        parts += ["<h2>Our numbers</h2>", html.table(v.heads, v.rows)]
     for section in v.sections:
         parts.append(section(out))
     parts += _data_html(page, out)
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    # The way back to every item comes before the heading.
+    return html.document(f"{page.item_id}: {title}", parts, heading="", css=_CSS_EXTRA)
 
 
 def _jsonable(v: Any) -> Any:
@@ -1845,8 +1806,7 @@ def write_page(
     """Write ``folder/index.html`` and ``folder/verdict.json``; returns the page's path."""
     page = evaluate(item_id, folder, items_path, reuse=reuse, quick=quick)
     out = Path(folder).resolve()
-    html = render(page, out)
-    (out / "index.html").write_text(html, encoding="utf-8")
+    (out / "index.html").write_text(render(page, out), encoding="utf-8")
     doc = verdict_doc(page)
     (out / "verdict.json").write_text(
         json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False), encoding="utf-8"
@@ -1878,8 +1838,6 @@ def _env_cell(doc: dict) -> str:
 
 def write_index(root: str | Path, items_path: str | Path) -> Path:
     """``root/index.html``: every item's status and sentence, linking its page."""
-    from .report import CSS, _table, esc
-
     root = Path(root)
     rows, quick = [], False
     for iid, item, doc in read_verdicts(root, items_path):
@@ -1910,19 +1868,24 @@ def write_index(root: str | Path, items_path: str | Path) -> Path:
             ]
         )
     banner = '<p class="note"><b>--quick</b>: tiny counts: indicative only.</p>' if quick else ""
-    html = (
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>taillab reproduce</title>"
-        f"<style>{CSS}{_CSS_EXTRA}</style></head><body><h1>Reproduction of the papers' figures</h1>"
-        f"{banner}<p class=muted>Each verdict is computed from the results by its rule "
-        "(python/taillab/reproduce.py); a run that failed its environment check is counted, "
-        "never dropped.</p>"
-        + _table(
-            ["item", "paper", "figure", "claim", "status", "verdict", "environment"], rows, left=7
-        )
-        + "</body></html>"
+    text = html.document(
+        "taillab reproduce",
+        [
+            banner,
+            "<p class=muted>Each verdict is computed from the results by its rule "
+            "(python/taillab/reproduce.py); a run that failed its environment check is counted, "
+            "never dropped.</p>",
+            html.table(
+                ["item", "paper", "figure", "claim", "status", "verdict", "environment"],
+                rows,
+                left=7,
+            ),
+        ],
+        heading="Reproduction of the papers' figures",
+        css=_CSS_EXTRA,
     )
     page = root / "index.html"
-    page.write_text(html, encoding="utf-8")
+    page.write_text(text, encoding="utf-8")
     return page
 
 
@@ -1997,7 +1960,7 @@ def markdown(root: str | Path, items_path: str | Path, repo: str | Path | None =
     for iid, item, doc in found:
         cells = [iid, _md(item.get("paper")), _md(item.get("figure")), _md(item.get("claim"))]
         if link:
-            page = _rel(root / iid / "index.html", docs_dir) if doc else ""
+            page = html.rel(root / iid / "index.html", docs_dir) if doc else ""
             cells.append(f"[page]({page})" if doc else "–")
         if doc is None:
             cells += ["not run", "–"]

@@ -49,16 +49,16 @@ maximum of the peak RSS.
 
 from __future__ import annotations
 
-import html
-import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .results import Results
+from . import html
+from .html import esc
+from .results import Results, read_summary
+from .units import fmt_bytes, fmt_ns, number
 
 #: Numeric columns of a resource table, in display order.
 COLUMNS = [
@@ -88,14 +88,10 @@ HEADERS = {
 _SUMMED = [c for c in COLUMNS if c != "rss_max_bytes"]
 
 
-def _num(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
-
-
 def _row(kind: str, process: str, src: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"kind": kind, "process": process, "pid": src.get("pid")}
     for c in COLUMNS:
-        row[c] = _num(src.get(c))
+        row[c] = number(src.get(c))
     row["alive"] = src.get("alive", True) is not False
     return row
 
@@ -125,13 +121,6 @@ def run_processes(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _read_summary(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
 def resource_table(res: Results) -> pd.DataFrame:
     """Per run and process: ``point``, ``run``, ``kind``, ``process``, ``pid`` and ``COLUMNS``.
 
@@ -139,7 +128,7 @@ def resource_table(res: Results) -> pd.DataFrame:
     """
     rows = []
     for _, r in res.runs.iterrows():
-        for p in run_processes(_read_summary(Path(r["path"]))):
+        for p in run_processes(read_summary(r["path"])):
             rows.append({"point": r["point"], "run": r["run"], **p})
     cols = ["point", "run", "kind", "process", "pid", *COLUMNS, "alive"]
     return pd.DataFrame(rows, columns=cols)
@@ -167,44 +156,26 @@ def point_table(per_run: pd.DataFrame) -> pd.DataFrame:
     return within.groupby(keys, sort=False).agg(**means).reset_index()
 
 
-def fmt_bytes(v: Any) -> str:
-    """Bytes as 3 significant digits in binary units ('8.72 MiB')."""
-    v = _num(v)
-    if math.isnan(v):
-        return "–"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.3g} {unit}" if unit != "B" else f"{v:.0f} B"
-        v /= 1024
-    return "–"
-
-
 def _fmt_count(v: Any) -> str:
-    v = _num(v)
+    v = number(v)
     return "–" if math.isnan(v) else f"{v:,.0f}"
 
 
 def _cell(col: str, v: Any) -> str:
     if col == "cpu_pct":
-        v = _num(v)
+        v = number(v)
         return "–" if math.isnan(v) else f"{v:.1f}"
     if col.endswith("_bytes") or col.endswith("_chars"):
         return fmt_bytes(v)
     return _fmt_count(v)
 
 
-def _esc(v: Any) -> str:
-    return html.escape("" if v is None else str(v))
-
-
 def _latency(res: Results, point: str) -> str:
-    from .report import fmt_ns
-
     p = res.points[res.points["point"] == point]
     if p.empty:
         return ""
     p = p.iloc[0]
-    parts = [f"{_esc(p.get('app'))} · {_esc(p.get('config'))} · {_esc(p.get('threads'))} thr"]
+    parts = [f"{esc(p.get('app'))} · {esc(p.get('config'))} · {esc(p.get('threads'))} thr"]
     parts.append(f"offered {_fmt_count(p.get('qps'))} QPS")
     for label, col in (("service p99", "service_p99"), ("sojourn p99", "sojourn_p99")):
         v = p.get(col, p.get(f"merged_{col}"))
@@ -220,11 +191,11 @@ def _point_rows(table: pd.DataFrame, res: Results) -> str:
     body = []
     for point, g in table.groupby("point", sort=False):
         body.append(
-            f'<tr><th class="l" colspan="{len(cols)}">{_esc(point)}'
+            f'<tr><th class="l" colspan="{len(cols)}">{esc(point)}'
             f' <span class="muted">{_latency(res, point)}</span></th></tr>'
         )
         for _, r in g.iterrows():
-            name = f"{_esc(r['kind'])}: {_esc(r['process'])}"
+            name = f"{esc(r['kind'])}: {esc(r['process'])}"
             if r.get("ended_early"):
                 name += f' <span class="fail">({int(r["ended_early"])} ended early)</span>'
             cells = [f'<td class="l">{name}</td>', f"<td>{int(r['n'])}</td>"]
@@ -233,43 +204,39 @@ def _point_rows(table: pd.DataFrame, res: Results) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _rel(target: Path, out_dir: Path) -> str:
-    return Path(os.path.relpath(target, out_dir)).as_posix()
-
-
 def _run_notes(res: Results, out_dir: Path) -> list[list[str]]:
     """Per run: interference specs and problems, and profile links or skip reasons."""
     rows = []
     for _, r in res.runs.iterrows():
         rd = Path(r["path"])
-        s = _read_summary(rd)
+        s = read_summary(rd)
         inter = s.get("interference") or {}
         prof = s.get("profile") or {}
         notes = []
         if inter:
-            specs = ", ".join(_esc(x) for x in inter.get("specs") or [])
-            cpu = _num(inter.get("cpu_pct"))
+            specs = ", ".join(esc(x) for x in inter.get("specs") or [])
+            cpu = number(inter.get("cpu_pct"))
             cpu_txt = "" if math.isnan(cpu) else f" ({cpu:.0f} % of a CPU)"
-            notes.append(f"interference {specs}{cpu_txt}, {_esc(inter.get('containment'))}")
-            notes += [f'<span class="fail">{_esc(p)}</span>' for p in inter.get("problems") or []]
+            notes.append(f"interference {specs}{cpu_txt}, {esc(inter.get('containment'))}")
+            notes += [f'<span class="fail">{esc(p)}</span>' for p in inter.get("problems") or []]
         if (rd / "flame.svg").exists():
-            notes.append(f'<a href="{_esc(_rel(rd / "flame.svg", out_dir))}">flame graph</a>')
+            notes.append(f'<a href="{esc(html.rel(rd / "flame.svg", out_dir))}">flame graph</a>')
             if (rd / "perf.folded").exists():
-                notes.append(f'<a href="{_esc(_rel(rd / "perf.folded", out_dir))}">perf.folded</a>')
+                notes.append(
+                    f'<a href="{esc(html.rel(rd / "perf.folded", out_dir))}">perf.folded</a>'
+                )
         elif prof.get("status") == "skipped":
-            notes.append(f'<span class="muted">profile skipped: {_esc(prof.get("reason"))}</span>')
+            notes.append(f'<span class="muted">profile skipped: {esc(prof.get("reason"))}</span>')
         if notes:
-            rows.append([_esc(r["point"]), _esc(r["run"]), "<br>".join(notes)])
+            rows.append([esc(r["point"]), esc(r["run"]), "<br>".join(notes)])
     return rows
 
 
-def page(res: Results, out_dir: Path, css: str = "") -> str:
-    """The whole ``resources.html`` page."""
+def page(res: Results, out_dir: Path) -> str:
+    """The whole ``resources.html`` page (for ``out_dir``: its links to flame graphs are
+    relative)."""
     table = point_table(resource_table(res))
     parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>resources: {_esc(res.root.name)}</title><style>{css}</style></head><body>",
-        f"<h1>Resources: {_esc(res.root.name)}</h1>",
         '<p><a href="index.html">back to the report</a></p>',
         "<p class=muted>What each process used over the measured phase: CPU as % of one CPU, "
         "peak resident set, page faults, context switches (involuntary ones mean the scheduler "
@@ -287,24 +254,18 @@ def page(res: Results, out_dir: Path, css: str = "") -> str:
     notes = _run_notes(res, out_dir)
     if notes:
         parts.append("<h2>Interference and profiles per run</h2>")
-        rows = "".join(
-            "<tr>" + "".join(f'<td class="l">{c}</td>' for c in r) + "</tr>" for r in notes
-        )
-        parts.append(
-            '<table><thead><tr><th class="l">point</th><th class="l">run</th>'
-            f'<th class="l">notes</th></tr></thead><tbody>{rows}</tbody></table>'
-        )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+        parts.append(html.table(["point", "run", "notes"], notes, left=3))
+    name = res.root.name
+    return html.document(f"resources: {name}", parts, heading=f"Resources: {name}")
 
 
-def section(res: Results, out_dir: Path, css: str = "") -> str:
+def section(res: Results, out_dir: Path) -> str:
     """Writes ``resources.html`` into ``out_dir`` and returns the index page's short section:
     a link, and any interference problem (a hog that ended early) in red."""
-    (out_dir / "resources.html").write_text(page(res, out_dir, css), encoding="utf-8")
+    (out_dir / "resources.html").write_text(page(res, out_dir), encoding="utf-8")
     problems = []
     for _, r in res.runs.iterrows():
-        inter = _read_summary(Path(r["path"])).get("interference") or {}
+        inter = read_summary(r["path"]).get("interference") or {}
         problems += [f"{r['point']} #{r['run']}: {p}" for p in inter.get("problems") or []]
     out = [
         "<h2>Resources</h2>",
@@ -315,7 +276,7 @@ def section(res: Results, out_dir: Path, css: str = "") -> str:
     if problems:
         out.append(
             '<p class="note"><span class="fail">Interference ended early</span>: '
-            + "; ".join(_esc(p) for p in problems)
+            + "; ".join(esc(p) for p in problems)
             + "</p>"
         )
     return "\n".join(out)

@@ -46,8 +46,8 @@ QUANTILE_OF = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 _RUN_DIR = re.compile(r"^run-(\d+)$")
 
 
-def read_json(path: Path, family: str) -> dict[str, Any]:
-    """Read a JSON file and check its ``schema`` is ``<family>/<version we support>``."""
+def _read_object(path: Path) -> dict[str, Any]:
+    """A JSON file holding an object; raises saying which file and what is wrong with it."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -59,6 +59,12 @@ def read_json(path: Path, family: str) -> dict[str, Any]:
         ) from e
     if not isinstance(doc, dict):
         raise SchemaError(f"{path}: expected a JSON object at the top level")
+    return doc
+
+
+def read_json(path: Path, family: str) -> dict[str, Any]:
+    """Read a JSON file and check its ``schema`` is ``<family>/<version we support>``."""
+    doc = _read_object(path)
     schema = doc.get("schema")
     want = ", ".join(f"{family}/{v}" for v in sorted(SUPPORTED[family]))
     if not isinstance(schema, str):
@@ -73,6 +79,17 @@ def read_json(path: Path, family: str) -> dict[str, Any]:
             "(pip install -e python)"
         )
     return doc
+
+
+def read_summary(run_dir: str | Path) -> dict[str, Any]:
+    """A run folder's ``summary.json``, whole: the sections the pages read beside the columns
+    of :attr:`Results.runs` (``environment``, ``interference``, ``counters``, ``ideal``, …).
+
+    Raises :class:`ResultsNotFound` when the file is missing or unreadable and
+    :class:`SchemaError` when it is not a JSON object, each naming the file: a run that
+    :func:`load` listed has one, so a failure here is never an empty section. The schema is
+    not checked again (``load`` did; tests and tools hand in bare sections)."""
+    return _read_object(Path(run_dir) / "summary.json")
 
 
 def _require(doc: dict, key: str, path: Path):

@@ -33,9 +33,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import figures as F
+from . import html
 from .errors import TaillabError
+from .fit import periodic_sentence, speed_sentence
 from .hlog import Dist
+from .html import esc
 from .results import Results, load, numeric
+from .units import fmt_ns
 
 STATS = ("mean", "p95", "p99")
 # TailWAG's average validation error (Fig. 8: one worker, 20/50/70 % load).
@@ -491,8 +496,6 @@ def summary(
 def table2_rows(app: str | None, fit: dict[str, Any] | None) -> list[list[str]]:
     """Rows of the page's parameter table: our fitted components beside TailWAG's for the
     app's counterpart (``app`` is ours, e.g. "oltp-mem", or a Table 2 name)."""
-    from .report import fmt_ns
-
     seed = TABLE2.get(SEED_APP.get(app or "", app or ""))
     ours = (fit or {}).get("components", [])
     theirs = seed.components() if seed else []
@@ -523,38 +526,34 @@ def table2_rows(app: str | None, fit: dict[str, Any] | None) -> list[list[str]]:
 
 
 def _figures(table: pd.DataFrame, fig_dir: Path) -> list[tuple[str, str, str]]:
-    from . import figures as F
-
-    plans = [
-        (
-            "validation_load",
-            "Sojourn mean, p95 and p99 vs load: measured solid, synthetic dashed, one "
-            "panel per worker count (TailWAG Fig. 8).",
-            lambda o: F.validation_load(table, o),
-        ),
-        (
-            "validation_threads",
-            "Sojourn p95 vs load per worker count: measured solid, synthetic dashed "
-            "(TailWAG Fig. 6).",
-            lambda o: F.validation_threads(table, o),
-        ),
-    ]
-    done = []
-    for name, caption, draw in plans:
-        try:
-            draw(fig_dir / name)
-            done.append((name, caption, ""))
-        except F.FigureError as e:
-            done.append((name, caption, str(e)))
-    return done
+    return F.draw(
+        [
+            (
+                "validation_load",
+                "Sojourn mean, p95 and p99 vs load: measured solid, synthetic dashed, one "
+                "panel per worker count (TailWAG Fig. 8).",
+                lambda o: F.validation_load(table, o),
+            ),
+            (
+                "validation_threads",
+                "Sojourn p95 vs load per worker count: measured solid, synthetic dashed "
+                "(TailWAG Fig. 6).",
+                lambda o: F.validation_threads(table, o),
+            ),
+        ],
+        fig_dir,
+    )
 
 
-def report_section(validation_dir: Path, fig_dir: Path, out_dir: Path) -> str:
-    """The TailWAG section of a measured folder's report (``taillab tailwag``'s
-    ``OUT/measured/``): the average errors and the validation figures, redrawn from
-    ``OUT/validation/validation.csv`` into the report's ``fig_dir``."""
-    from .report import _rel, _table, esc, figure_tag
-
+def section(res: Results, out_dir: Path) -> str | None:
+    """The report's TailWAG section when ``res`` is ``taillab tailwag``'s ``OUT/measured/``
+    beside its synthetic twin's ``OUT/validation/``: the average errors and the validation
+    figures, redrawn from ``OUT/validation/validation.csv`` into ``out_dir/figures``; None
+    for any other results folder."""
+    validation_dir = res.root.parent / "validation"
+    if res.root.name != "measured" or not (validation_dir / "validation.csv").exists():
+        return None
+    fig_dir = out_dir / "figures"
     table = pd.read_csv(validation_dir / "validation.csv")
     summ = summary(table, loads=LOADS)
     page = validation_dir / "index.html"
@@ -562,7 +561,7 @@ def report_section(validation_dir: Path, fig_dir: Path, out_dir: Path) -> str:
         "<h2>TailWAG validation</h2><p class=muted>The synthetic workload fitted to these runs "
         "against them: mean |synthetic / measured − 1| of sojourn over the one-worker points "
         f"({summ['points']}); the full page: "
-        f'<a href="{esc(_rel(page, out_dir))}">{esc(page.name)}</a>.</p>'
+        f'<a href="{esc(html.rel(page, out_dir))}">{esc(page.name)}</a>.</p>'
     ]
     rows = []
     for st, v in summ["stats"].items():
@@ -580,13 +579,8 @@ def report_section(validation_dir: Path, fig_dir: Path, out_dir: Path) -> str:
         "later rounds",
         "app vs itself",
     ]
-    parts.append(_table(heads, rows))
-    for name, caption, err in _figures(table, fig_dir):
-        parts.append(
-            f'<p class="muted">{esc(name)}: not drawn ({esc(err)})</p>'
-            if err
-            else figure_tag(fig_dir, name, caption)
-        )
+    parts.append(html.table(heads, rows))
+    parts += html.figures(fig_dir, _figures(table, fig_dir))
     return "\n".join(parts)
 
 
@@ -609,15 +603,10 @@ def render(
     ``point_fits``: the fit.json entries of the measured points; their order checks (the
     run's service times replayed in order and shuffled) get a table of their own.
     """
-    from .report import CSS, _table, esc, figure_tag, fmt_ns
-
     fig_dir = out_dir / "figures"
     summ = summary(table, loads=LOADS)
     title = f"TailWAG validation{': ' + app if app else ''}"
-    parts = [
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)}</title>"
-        f"<style>{CSS}</style></head><body><h1>{esc(title)}</h1>"
-    ]
+    parts = []
     if measured_root or synthetic_root:
         parts.append(
             f'<p class="muted">measured <code>{esc(measured_root)}</code> · synthetic '
@@ -661,7 +650,7 @@ def render(
         + (["noise floor", "points beyond noise"] if floor else [])
         + (["later rounds", "app vs itself"] if repeat else [])
     )
-    parts.append(_table(heads, rows))
+    parts.append(html.table(heads, rows))
     if floor:
         parts.append(
             "<p class=muted><i>Noise floor</i>: the average error a synthetic workload with no "
@@ -715,7 +704,7 @@ def render(
                     for side in ("measured", "synthetic")
                 )
             )
-    parts.append(_table(heads, rows, left=0))
+    parts.append(html.table(heads, rows, left=0))
     if slow:
         parts.append(
             "<p class=muted><i>Pauses</i>: requests whose service took at least the fit's "
@@ -764,14 +753,9 @@ def render(
             if wins
             else "p99 effect within windows"
         )
-        parts.append(_table(heads, rows, left=0))
+        parts.append(html.table(heads, rows, left=0))
     parts.append("<h2>Figures</h2>")
-    for name, caption, err in _figures(table, fig_dir):
-        parts.append(
-            f'<p class="muted">{esc(name)}: not drawn ({esc(err)})</p>'
-            if err
-            else figure_tag(fig_dir, name, caption)
-        )
+    parts += html.figures(fig_dir, _figures(table, fig_dir))
     seed = SEED_APP.get(app or "", app if app in TABLE2 else None)
     if fit or seed:
         parts.append(
@@ -781,7 +765,7 @@ def render(
             "prints.</p>"
         )
         parts.append(
-            _table(
+            html.table(
                 ["", "weight", "mean", "median", "variance", "TailWAG prob.", "mean", "variance"],
                 table2_rows(app, fit),
             )
@@ -804,13 +788,9 @@ def render(
                 + ".</p>"
             )
         if fit and fit.get("speed"):
-            from .fit import speed_sentence
-
             text = speed_sentence(fit["speed"])
             parts.append(f"<p>The host's speed: {esc(text)}.</p>")
         if fit and fit.get("periodic"):
-            from .fit import periodic_sentence
-
             text = periodic_sentence(fit["periodic"])
             parts.append(f"<p>{esc(text[0].upper() + text[1:])}</p>")
         if fit and fit.get("synth_set"):
@@ -820,8 +800,7 @@ def render(
                 + " ".join(f"<code>--set '{esc(x)}'</code>" for x in sets)
                 + "</p>"
             )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return html.document(title, parts)
 
 
 def write_validation(
@@ -873,7 +852,7 @@ def write_validation(
         json.dumps(_finite(doc), indent=1, allow_nan=False), encoding="utf-8"
     )
     page = out_dir / "index.html"
-    html = render(
+    text = render(
         table,
         out_dir,
         app=app,
@@ -882,7 +861,7 @@ def write_validation(
         synthetic_root=s_root,
         point_fits=point_fits,
     )
-    page.write_text(html, encoding="utf-8")
+    page.write_text(text, encoding="utf-8")
     return page
 
 

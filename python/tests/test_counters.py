@@ -75,6 +75,6 @@ def test_runs_without_counters_add_nothing(tmp_path):
     fixtures.make_run(rd, duration_s=1.0)
     res = taillab.load(rd)
     assert counters.run_table(res).empty
-    assert counters.section(res, tmp_path) == ""
+    assert counters.section(res, tmp_path) is None
     assert not (tmp_path / "counters.html").exists()
     assert "No run has counters" in counters.page(res)

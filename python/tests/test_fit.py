@@ -14,9 +14,7 @@ import pytest
 
 from taillab import cli
 from taillab.fit import (
-    Component,
     FitError,
-    Mixture,
     fit_mixture,
     fit_results,
     goodness,
@@ -24,6 +22,7 @@ from taillab.fit import (
     write_fit,
 )
 from taillab.hlog import Dist
+from taillab.mixture import Component, Mixture
 
 
 def _draw(rng, n, comps):
@@ -722,7 +721,7 @@ def test_order_effect_by_time_scale():
     import pandas as pd
 
     from taillab.fit import _fcfs, order_effect, order_sentence
-    from taillab.report import fmt_ns
+    from taillab.units import fmt_ns
 
     rng = np.random.default_rng(9)
     n = 40_000  # 8 s at 5 000 qps
@@ -846,7 +845,8 @@ def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app()
     """The stretch length and share come from the replay: a wander per 100 ms (±40 %) is
     played in stretches shorter than the default 500 ms, whose replay errs more; the lengths
     tried are reported; another length than 500 ms wins only by more than the tie."""
-    from taillab.fit import SPEED_TIE, _dur, _series, _served, _speed_of_the_moment, _speed_setting
+    from taillab.fit import SPEED_TIE, _series, _served, _speed_of_the_moment, _speed_setting
+    from taillab.mixture import duration_spec
 
     def chosen(recs):
         series = _series(recs)
@@ -860,7 +860,7 @@ def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app()
         assert list(err) == [100e6, 250e6, 500e6, 1e9]
         assert sp["factors"] and sp["share"] > 0, sp
         e = sp["every_ns"]
-        assert f"every={_dur(e)}" in _speed_setting(sp)
+        assert f"every={duration_spec(e)}" in _speed_setting(sp)
         assert e == 500e6 or err[e] * (1 + SPEED_TIE) + 0.005 < err[500e6], err
         if every_s == 0.1:
             assert e < 500e6, err

@@ -7,6 +7,7 @@ import pytest
 
 import taillab
 from taillab.errors import ResultsNotFound, SchemaError
+from taillab.results import read_summary
 
 
 def test_single_run(run_dir):
@@ -111,6 +112,21 @@ def test_truncated_json_says_what_to_do(run_dir, tmp_path):
     (d / "summary.json").write_text('{"schema": "taillab.run/1", "app":')
     with pytest.raises(SchemaError, match="not valid JSON.*re-run"):
         taillab.load(d)
+
+
+def test_read_summary_names_the_file_and_the_fault(run_dir, tmp_path):
+    # The pages read a run's sections through it: a broken file is an error, never {}.
+    assert read_summary(run_dir)["latency_ns"]["sojourn"]["p99"] > 0
+    gone = tmp_path / "gone"
+    with pytest.raises(ResultsNotFound, match=f"cannot read {gone / 'summary.json'}"):
+        read_summary(gone)
+    d = _copy(run_dir, tmp_path / "r")
+    (d / "summary.json").write_text('{"app":')
+    with pytest.raises(SchemaError, match=f"{d / 'summary.json'} is not valid JSON"):
+        read_summary(d)
+    (d / "summary.json").write_text("[1]")
+    with pytest.raises(SchemaError, match="expected a JSON object"):
+        read_summary(d)
 
 
 def test_missing_required_key(run_dir, tmp_path):
