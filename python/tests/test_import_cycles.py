@@ -1,0 +1,88 @@
+"""scripts/import-cycles.py on Python packages: it finds a cycle (lazy imports included), and
+taillab has none."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def checker():
+    spec = importlib.util.spec_from_file_location(
+        "import_cycles", REPO / "scripts/import-cycles.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    """``root/python/pkg/`` with ``files`` (path -> source) and an empty ``__init__.py``."""
+    pkg = root / "python" / "pkg"
+    for name, text in {"__init__.py": "", **files}.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    return pkg
+
+
+def test_a_lazy_import_still_closes_a_cycle(checker, tmp_path, capsys):
+    # b imports a only inside a function: the cycle is dodged at import time, not gone.
+    pkg = _package(
+        tmp_path,
+        {
+            "a.py": "from .b import helper\n",
+            "b.py": "def helper():\n    from . import a\n    return a\n",
+            "leaf.py": "import os\n",
+        },
+    )
+    assert checker.python_cycles(pkg) == [["a", "b", "a"]]
+    assert checker.main(tmp_path) == 1
+    assert "python/pkg: import cycle a -> b -> a" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "c_imports_a",
+    [
+        "import pkg.a\n",
+        "from pkg import a\n",
+        "from pkg.a import x\n",
+        "from .. import a\n",
+        "from ..a import x\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import x\n",
+    ],
+)
+def test_every_spelling_of_an_import_counts(checker, tmp_path, c_imports_a):
+    # a -> sub.c (a subpackage's module), and sub.c back to a, spelled each way.
+    pkg = _package(
+        tmp_path,
+        {"a.py": "from .sub import c\nx = 1\n", "sub/__init__.py": "", "sub/c.py": c_imports_a},
+    )
+    assert checker.python_cycles(pkg) == [["a", "sub.c", "a"]]
+
+
+def test_a_name_from_the_package_is_a_dependency_on_its_init(checker, tmp_path):
+    pkg = _package(tmp_path, {"a.py": "from . import VERSION\n"})
+    (pkg / "__init__.py").write_text("from .a import *\nVERSION = 1\n")
+    assert checker.python_cycles(pkg) == [["__init__", "a", "__init__"]]
+
+
+def test_layers_pass(checker, tmp_path, capsys):
+    _package(
+        tmp_path,
+        {
+            "leaf.py": "import json\n",
+            "mid.py": "from . import leaf\n",
+            "top.py": "from .mid import x\n\ndef f():\n    from .leaf import y\n",
+        },
+    )
+    assert checker.main(tmp_path) == 0
+    assert "python/pkg" in capsys.readouterr().out
+
+
+def test_taillab_has_no_import_cycle(checker):
+    assert checker.python_cycles(REPO / "python" / "taillab") == []
