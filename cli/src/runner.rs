@@ -70,10 +70,11 @@ pub fn run_once(
         }
         return Ok(r?);
     }
-    let (spec, note) = cfg.run_spec()?;
+    let (mut spec, note) = cfg.run_spec()?;
     if let Some(n) = note {
         eprintln!("{n}");
     }
+    place(&mut spec);
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)
         .with_context(|| format!("preparing data for {}", app.name()))?;
@@ -149,6 +150,25 @@ pub fn run_once(
     }
     taillab_core::write_run(out, &summary, &result, cfg.record.save_requests)?;
     Ok(summary)
+}
+
+/// Places an integrated run's threads: without `harness.cpus`, workers one per CPU away
+/// from the sampler where they fit ([`taillab_core::placement`]). summary.json and the run's
+/// table say where everything went; more workers than CPUs is a warning here (written so that
+/// a closed stderr cannot end the run).
+fn place(spec: &mut RunSpec) {
+    use std::io::Write;
+    let Some(allowed) = taillab_core::placement::allowed_cpus().filter(|a| !a.is_empty()) else {
+        return;
+    };
+    if spec.cpus.is_empty() {
+        let extra = usize::from(spec.shaper == taillab_core::ShaperMode::Thread);
+        let p = taillab_core::placement::default_placement(spec.threads, extra, &allowed);
+        if p.oversubscribed {
+            let _ = writeln!(std::io::stderr(), "{}", p.line);
+        }
+        spec.cpus = p.cpus;
+    }
 }
 
 /// Whether the measured phase has begun, as far as a progress report (every

@@ -230,6 +230,9 @@ pub struct Summary {
     /// The app's own statistics ([`crate::app::Server::report`]); `null` when it has none.
     #[serde(default)]
     pub app_stats: Value,
+    /// Where an integrated run's threads ran: workers' CPUs, helpers' CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacementSummary>,
     /// Sections added by other parts (environment, ...), kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -461,6 +464,7 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         started_at: rfc3339(r.wall_start),
         interval_s: spec.interval_ns as f64 / 1e9,
         app_stats: r.app_stats.clone(),
+        placement: r.placement.clone(),
         extra: stalls_section(r, config),
     }
 }
@@ -901,6 +905,9 @@ pub fn human_table(s: &Summary) -> String {
         s.wait,
         s.shaper
     ));
+    if let Some(p) = &s.placement {
+        o.push_str(&format!("placement: {}\n", p.describe()));
+    }
     o.push_str(&format!(
         "{} measured ({} warmup) over {:.1} s · achieved {:.1} qps · utilization {:.2}{}\n",
         s.requests.measured,

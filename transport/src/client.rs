@@ -523,6 +523,7 @@ pub fn run_load(
         records: sh.records.clone(),
         wall_start,
         app_stats: serde_json::Value::Null,
+        placement: None,
     };
     let lost = sh.lost.lock().clone();
     Ok(LoadResult {

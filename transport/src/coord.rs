@@ -264,6 +264,7 @@ pub fn merge(
         records: None,
         wall_start,
         app_stats: Value::Null,
+        placement: None,
     };
     Ok((r, transport, transport_sum))
 }

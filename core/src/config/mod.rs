@@ -583,6 +583,7 @@ impl RunConfig {
             drain_timeout_ns: l.drain_timeout.0,
             rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),
             cpus: h.cpus.0.clone(),
+            helpers: h.helpers,
             send_lag_p99_max_ns: self.monitor.max_send_lag.0,
             net_delay: self.net.delay.clone(),
             roi: self.record.roi,

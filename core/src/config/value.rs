@@ -185,20 +185,7 @@ impl ConfigValue for CpuList {
         if self.0.is_empty() {
             return "none".into();
         }
-        let (mut out, v, mut i) = (Vec::new(), &self.0, 0);
-        while i < v.len() {
-            let mut j = i;
-            while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-                j += 1;
-            }
-            out.push(if j > i {
-                format!("{}-{}", v[i], v[j])
-            } else {
-                v[i].to_string()
-            });
-            i = j + 1;
-        }
-        out.join(",")
+        crate::placement::show_cpus(&self.0)
     }
     fn to_toml(&self) -> Option<toml::Value> {
         Some(toml::Value::Array(

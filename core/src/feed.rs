@@ -1,0 +1,471 @@
+//! How inline workers claim their next request without a lock on the way.
+//!
+//! The inline shaper (see [`crate::harness`]) has no shaper thread: a free worker takes the
+//! next arrival of the schedule itself. That claim is on the measured path — whenever a
+//! request is already waiting, the time between one request's `finished` and the next one's
+//! `started` is queueing the run's ideal does not have — so it must cost a few tens of ns
+//! and must not grow with the number of workers. A lock around the schedule did both wrong:
+//! at 10 µs services its hand-offs added 15–30 % to the mean sojourn on 1–8 workers, and
+//! beyond 8 workers the lock convoy collapsed the run (docs/methodology.md).
+//!
+//! So the schedule is split into a **producer** and **claims**:
+//!
+//! - The producer (the [`Schedule`]: arrival times and request payloads, in order) runs
+//!   under a mutex, but only when some worker has nothing better to do: a worker that is
+//!   early for its next arrival generates requests ahead ([`Feed::prefill_one`]), and a
+//!   worker whose request has not been generated yet generates it (and those before it)
+//!   itself. Generation order is the schedule's order whoever runs it, so a seed gives the
+//!   same requests, times and dispatch as before.
+//! - **Shared FIFO** (the default): generated requests wait in a ring; a worker claims the
+//!   next one with one atomic ticket (`fetch_add`) and takes it from its slot, whose
+//!   sequence number says whether it was written yet (Vyukov's bounded queue, with the
+//!   single producer serialised by the mutex). The ticket is the only cache line every
+//!   worker writes per request.
+//! - **Per-worker FIFO**: the producer deals each request to its worker's own queue (the
+//!   seeded assignment of [`Dispatch::PerWorker`]); a worker's queue is touched only by it
+//!   and by whoever produces.
+//! - **LIFO and random order** pick among the requests already due at the moment a worker
+//!   becomes free, which needs one view of the whole backlog: they keep the schedule's
+//!   locked claim ([`Schedule::claim`]), exact but not scaled (queueing studies, not
+//!   throughput).
+//!
+//! Everything a worker does after serving a request — histograms, records, counters — is
+//! its own ([`crate::collector::Shard`], [`crate::harness::RecordWriter`]) and is deferred
+//! to when it is idle (see `inline_worker` in [`crate::harness`]).
+
+use crate::collector::IntervalSink;
+use crate::queue::{Discipline, Dispatch};
+use crate::schedule::{Item, Schedule};
+use crossbeam_utils::CachePadded;
+use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Requests the shared ring holds (generated ahead and not yet claimed); a power of two.
+pub const RING: usize = 4096;
+
+/// Requests generated ahead at most with per-worker queues, over all workers.
+const PER_WORKER_AHEAD: u64 = RING as u64;
+
+/// One place of the ring. `seq` = p: free for position p; p + 1: holds position p's
+/// request; a consumer that took position p frees the slot for p + [`RING`].
+struct Slot {
+    seq: AtomicU64,
+    item: UnsafeCell<Item>,
+    payload: UnsafeCell<Vec<u8>>,
+}
+
+// SAFETY: `item` and `payload` are written only by the producer while `seq` says the slot is
+// free, and read only by the one consumer holding the slot's ticket while `seq` says it is
+// full; `seq`'s release/acquire pairs order those accesses.
+unsafe impl Sync for Slot {}
+
+/// The schedule, and where the next generated request goes in the ring.
+struct Producer {
+    sched: Schedule,
+    /// Next ring position to fill (= requests generated into the ring).
+    pos: u64,
+    /// Payload buffers for per-worker queues.
+    spare: Vec<Vec<u8>>,
+}
+
+/// A worker's own queue (per-worker dispatch).
+#[derive(Default)]
+struct WorkerQueue {
+    items: VecDeque<(Item, Vec<u8>)>,
+    /// Payload buffers the worker gave back, for the producer to reuse.
+    spare: Vec<Vec<u8>>,
+}
+
+enum Mode {
+    Shared {
+        ring: Box<[CachePadded<Slot>]>,
+        /// The next position to claim.
+        ticket: CachePadded<AtomicU64>,
+    },
+    PerWorker {
+        queues: Box<[CachePadded<Mutex<WorkerQueue>>]>,
+        /// Requests each worker took, for bounding how far ahead the producer goes.
+        taken: Box<[CachePadded<AtomicU64>]>,
+        /// Requests the producer dealt.
+        dealt: CachePadded<AtomicU64>,
+    },
+    /// LIFO or random order: the schedule's own locked claim.
+    Locked(Discipline),
+}
+
+/// Where inline workers claim requests (see the module docs).
+pub struct Feed {
+    producer: Mutex<Producer>,
+    /// Requests the schedule has in all, once it ended (`u64::MAX` before).
+    end: CachePadded<AtomicU64>,
+    mode: Mode,
+}
+
+/// What one step of the producer did.
+#[derive(Debug, PartialEq, Eq)]
+enum Produced {
+    One,
+    /// No room ahead (the ring or the per-worker bound is full).
+    Full,
+    /// The schedule is over.
+    End,
+}
+
+impl Feed {
+    /// A feed for `threads` workers serving by `discipline` and `dispatch` from `sched`.
+    pub fn new(
+        sched: Schedule,
+        threads: usize,
+        discipline: Discipline,
+        dispatch: Dispatch,
+    ) -> Feed {
+        let mode = match (discipline, dispatch) {
+            (Discipline::Fifo, Dispatch::Shared) => Mode::Shared {
+                ring: (0..RING)
+                    .map(|i| {
+                        CachePadded::new(Slot {
+                            seq: AtomicU64::new(i as u64),
+                            item: UnsafeCell::new(Item::default()),
+                            payload: UnsafeCell::new(Vec::with_capacity(64)),
+                        })
+                    })
+                    .collect(),
+                ticket: CachePadded::new(AtomicU64::new(0)),
+            },
+            (Discipline::Fifo, Dispatch::PerWorker(_)) => Mode::PerWorker {
+                queues: (0..threads).map(|_| CachePadded::default()).collect(),
+                taken: (0..threads).map(|_| CachePadded::default()).collect(),
+                dealt: CachePadded::default(),
+            },
+            (d, _) => Mode::Locked(d),
+        };
+        Feed {
+            producer: Mutex::new(Producer {
+                sched,
+                pos: 0,
+                spare: Vec::new(),
+            }),
+            end: CachePadded::new(AtomicU64::new(u64::MAX)),
+            mode,
+        }
+    }
+
+    /// The schedule, locked (its bookkeeping, or the thread shaper's `next`).
+    pub fn schedule(&self) -> MappedMutexGuard<'_, Schedule> {
+        MutexGuard::map(self.producer.lock(), |p| &mut p.sched)
+    }
+
+    /// Worker `w`'s next request, its payload swapped into `buf`; `None` when the schedule
+    /// is over. `now` matters only for LIFO and random order (they pick among the requests
+    /// due by then).
+    #[inline]
+    pub fn claim(
+        &self,
+        w: usize,
+        now: u64,
+        buf: &mut Vec<u8>,
+        sink: &IntervalSink,
+    ) -> Option<Item> {
+        match &self.mode {
+            Mode::Shared { ring, ticket } => {
+                let t = ticket.fetch_add(1, Ordering::Relaxed);
+                self.take_shared(ring, t, buf, sink)
+            }
+            Mode::PerWorker { queues, taken, .. } => {
+                self.take_own(&queues[w], &taken[w], buf, sink)
+            }
+            Mode::Locked(d) => self.producer.lock().sched.claim(w, now, *d, buf, sink),
+        }
+    }
+
+    fn take_shared(
+        &self,
+        ring: &[CachePadded<Slot>],
+        t: u64,
+        buf: &mut Vec<u8>,
+        sink: &IntervalSink,
+    ) -> Option<Item> {
+        let slot = &ring[t as usize & (RING - 1)];
+        let mut spins = 0u32;
+        loop {
+            if slot.seq.load(Ordering::Acquire) == t + 1 {
+                // SAFETY: seq = t + 1 hands this slot to the holder of ticket t, us alone.
+                let item = unsafe { *slot.item.get() };
+                unsafe { std::ptr::swap(buf, slot.payload.get()) };
+                slot.seq.store(t + RING as u64, Ordering::Release);
+                return Some(item);
+            }
+            if t >= self.end.load(Ordering::Acquire) {
+                return None;
+            }
+            // Not generated yet: generate up to it. Never block on the lock: its holder may
+            // be waiting for us to empty this very slot (it is generating a ring's length
+            // ahead), so keep looking at the slot while someone else generates.
+            if let Some(mut p) = self.producer.try_lock() {
+                while p.pos <= t {
+                    if self.produce(&mut p, sink, true) == Produced::End {
+                        break;
+                    }
+                }
+            } else {
+                backoff(&mut spins);
+            }
+        }
+    }
+
+    fn take_own(
+        &self,
+        q: &Mutex<WorkerQueue>,
+        taken: &AtomicU64,
+        buf: &mut Vec<u8>,
+        sink: &IntervalSink,
+    ) -> Option<Item> {
+        loop {
+            {
+                let mut q = q.lock();
+                if let Some((item, p)) = q.items.pop_front() {
+                    let old = std::mem::replace(buf, p);
+                    q.spare.push(old);
+                    drop(q);
+                    taken.fetch_add(1, Ordering::Release);
+                    return Some(item);
+                }
+            }
+            if self.end.load(Ordering::Acquire) != u64::MAX {
+                // Everything was dealt before `end` was set: one last look.
+                let mut q = q.lock();
+                let (item, p) = q.items.pop_front()?;
+                let old = std::mem::replace(buf, p);
+                q.spare.push(old);
+                drop(q);
+                taken.fetch_add(1, Ordering::Release);
+                return Some(item);
+            }
+            // Nothing dealt to us yet: generate until something is (or the schedule ends).
+            let mut p = self.producer.lock();
+            while q.lock().items.is_empty() {
+                if self.produce(&mut p, sink, true) == Produced::End {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Generates one request ahead if there is room and nobody else is generating; false
+    /// when it did not (an idle worker calls this while it waits for its next arrival).
+    pub fn prefill_one(&self, sink: &IntervalSink) -> bool {
+        if let Mode::Locked(_) = self.mode {
+            return match self.producer.try_lock() {
+                Some(mut p) => p.sched.prefill_one(sink),
+                None => false,
+            };
+        }
+        match self.producer.try_lock() {
+            Some(mut p) => self.produce(&mut p, sink, false) == Produced::One,
+            None => false,
+        }
+    }
+
+    /// Generates the schedule's next request into the ring or its worker's queue. With
+    /// `needed`, a worker waits for it: a ring slot whose last request was claimed but not
+    /// yet taken is waited for (its claimant is between two instructions), and the
+    /// per-worker bound on requests ahead does not apply.
+    fn produce(&self, p: &mut Producer, sink: &IntervalSink, needed: bool) -> Produced {
+        match &self.mode {
+            Mode::Shared { ring, ticket } => {
+                let pos = p.pos;
+                if pos >= ticket.load(Ordering::Acquire) + RING as u64 {
+                    return Produced::Full;
+                }
+                let slot = &ring[pos as usize & (RING - 1)];
+                let mut spins = 0u32;
+                while slot.seq.load(Ordering::Acquire) != pos {
+                    if !needed {
+                        return Produced::Full;
+                    }
+                    // Its last request was claimed (the ticket is past it) and its claimant
+                    // is taking it without the lock.
+                    backoff(&mut spins);
+                }
+                // SAFETY: seq = pos: the slot is free and we are the only producer (lock).
+                let payload = unsafe { &mut *slot.payload.get() };
+                match p.sched.next(payload, sink) {
+                    None => {
+                        self.end.store(pos, Ordering::Release);
+                        Produced::End
+                    }
+                    Some(item) => {
+                        unsafe { *slot.item.get() = item };
+                        slot.seq.store(pos + 1, Ordering::Release);
+                        p.pos = pos + 1;
+                        Produced::One
+                    }
+                }
+            }
+            Mode::PerWorker {
+                queues,
+                taken,
+                dealt,
+            } => {
+                let d = dealt.load(Ordering::Relaxed);
+                if !needed {
+                    let took: u64 = taken.iter().map(|t| t.load(Ordering::Acquire)).sum();
+                    if d >= took + PER_WORKER_AHEAD {
+                        return Produced::Full;
+                    }
+                }
+                let mut payload = p.spare.pop().unwrap_or_default();
+                match p.sched.next(&mut payload, sink) {
+                    None => {
+                        self.end.store(d, Ordering::Release);
+                        Produced::End
+                    }
+                    Some(item) => {
+                        let mut q = queues[item.worker].lock();
+                        q.items.push_back((item, payload));
+                        if let Some(b) = q.spare.pop() {
+                            p.spare.push(b);
+                        }
+                        drop(q);
+                        dealt.store(d + 1, Ordering::Relaxed);
+                        p.pos += 1;
+                        Produced::One
+                    }
+                }
+            }
+            Mode::Locked(_) => unreachable!("the locked claim generates through the schedule"),
+        }
+    }
+}
+
+/// Spins a while, then yields the CPU (a waiter may share it with whoever it waits for).
+#[inline]
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins > 200 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::Assign;
+    use crate::schedule::Counter;
+    use crate::spec::{Bound, RunSpec};
+    use std::sync::Arc;
+
+    fn spec(n: u64, threads: usize, dispatch: Dispatch) -> RunSpec {
+        RunSpec {
+            qps: 1e6,
+            threads,
+            dispatch,
+            warmup: Bound::Requests(10),
+            measure: Bound::Requests(n),
+            ..RunSpec::default()
+        }
+    }
+
+    /// Every request is claimed exactly once, with its own payload, by workers racing on
+    /// the ring (some prefilling, some not); each worker sees its requests in schedule order.
+    #[test]
+    fn racing_workers_claim_every_request_once_in_order() {
+        for dispatch in [Dispatch::Shared, Dispatch::PerWorker(Assign::Random)] {
+            let threads = 4;
+            let n = 50_000;
+            let s = spec(n, threads, dispatch);
+            let reference: Vec<(u64, u64, usize)> = {
+                let mut sched = Schedule::new(&s, Box::new(Counter(0)), 0);
+                let sink = IntervalSink::new(1);
+                let mut buf = Vec::new();
+                std::iter::from_fn(|| sched.next(&mut buf, &sink))
+                    .map(|it| (it.index, it.intended, it.worker))
+                    .collect()
+            };
+            assert_eq!(reference.len() as u64, n + 10);
+            let sink = Arc::new(IntervalSink::new(threads));
+            let feed = Arc::new(Feed::new(
+                Schedule::new(&s, Box::new(Counter(0)), 0),
+                threads,
+                Discipline::Fifo,
+                dispatch,
+            ));
+            let handles: Vec<_> = (0..threads)
+                .map(|w| {
+                    let (feed, sink) = (feed.clone(), sink.clone());
+                    std::thread::spawn(move || {
+                        let mut buf = Vec::new();
+                        let mut got = Vec::new();
+                        while let Some(it) = feed.claim(w, 0, &mut buf, &sink) {
+                            let payload = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                            got.push((it.index, it.intended, it.worker, payload));
+                            if w % 2 == 0 && got.len() % 3 == 0 {
+                                for _ in 0..5 {
+                                    feed.prefill_one(&sink);
+                                }
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for (w, h) in handles.into_iter().enumerate() {
+                let got = h.join().unwrap();
+                assert!(
+                    got.windows(2).all(|p| p[0].0 < p[1].0),
+                    "{dispatch}: worker {w} out of order"
+                );
+                if dispatch != Dispatch::Shared {
+                    assert!(
+                        got.iter().all(|g| g.2 == w),
+                        "{dispatch}: a request for another worker"
+                    );
+                }
+                all.extend(got);
+            }
+            all.sort();
+            assert_eq!(all.len(), reference.len(), "{dispatch}");
+            for (g, r) in all.iter().zip(&reference) {
+                assert_eq!((g.0, g.1, g.2), *r, "{dispatch}");
+                // The payload is the one generated for this request (the counter is 1-based).
+                assert_eq!(
+                    g.3,
+                    g.0 + 1,
+                    "{dispatch}: request {} got another's payload",
+                    g.0
+                );
+            }
+            assert_eq!(feed.schedule().stats().generated_measured, n);
+        }
+    }
+
+    /// The ring never holds more than it has room for, and generating ahead stops there.
+    #[test]
+    fn generating_ahead_is_bounded_by_the_ring() {
+        let s = spec(3 * RING as u64, 1, Dispatch::Shared);
+        let feed = Feed::new(
+            Schedule::new(&s, Box::new(Counter(0)), 0),
+            1,
+            Discipline::Fifo,
+            Dispatch::Shared,
+        );
+        let sink = IntervalSink::new(1);
+        let mut n = 0;
+        while feed.prefill_one(&sink) {
+            n += 1;
+        }
+        assert_eq!(n, RING);
+        let mut buf = Vec::new();
+        assert_eq!(feed.claim(0, 0, &mut buf, &sink).unwrap().index, 0);
+        assert!(
+            feed.prefill_one(&sink),
+            "a claimed slot makes room for one more"
+        );
+        assert!(!feed.prefill_one(&sink));
+    }
+}

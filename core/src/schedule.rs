@@ -1,0 +1,364 @@
+//! The open-loop schedule: when each request is due, what it carries, which worker a
+//! per-worker dispatch gives it, and the phase bookkeeping (warmup, measured counts,
+//! arrivals per saturation slice). One sequence per seed, whoever draws it.
+
+use crate::app::Client;
+use crate::arrival::derive_seed;
+use crate::collector::IntervalSink;
+use crate::queue::{Assigner, Discipline, Dispatch};
+use crate::spec::{Bound, RunSpec};
+use rand::Rng;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+/// One scheduled request as handed to whoever releases it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Item {
+    /// Position in the schedule, from 0, warmup included.
+    pub index: u64,
+    /// Intended time on the harness clock (ns).
+    pub intended: u64,
+    /// In the measured phase (else warmup).
+    pub measured: bool,
+    /// The first measured request: the measured phase starts with it.
+    pub first_measured: bool,
+    /// The worker a per-worker dispatch assigned (0 with a shared queue).
+    pub worker: usize,
+}
+
+/// The open-loop schedule: arrival times and request contents, in order.
+/// Shared by every way of releasing requests (inline workers, the shaper
+/// thread, transport clients) so they all see the same sequence per seed.
+pub struct Schedule {
+    arrival: Box<dyn crate::arrival::ArrivalProcess>,
+    client: Box<dyn Client>,
+    t0: u64,
+    next_index: u64,
+    warmup: Bound,
+    measure: Bound,
+    measure_start: Option<u64>,
+    generated_warmup: u64,
+    generated_measured: u64,
+    first_measured_intended: u64,
+    last_measured_intended: u64,
+    slice_ns: u64,
+    arrivals_per_slice: Vec<u64>,
+    done: bool,
+    assigner: Option<Assigner>,
+    backlog: Backlog,
+    /// Requests generated ahead by an idle inline worker ([`Schedule::prefill_one`]), in
+    /// arrival order; [`Schedule::next`] takes from here first.
+    ahead: VecDeque<(Item, Vec<u8>)>,
+}
+
+/// At most this many requests are generated ahead of their arrival.
+pub const AHEAD_MAX: usize = 1024;
+
+impl Schedule {
+    /// A schedule for `spec` (arrivals from `spec.arrival`, seeded) starting
+    /// at `t0` (set it later with [`Schedule::set_start`] if not known yet).
+    pub fn new(spec: &RunSpec, client: Box<dyn Client>, t0: u64) -> Self {
+        Schedule {
+            arrival: spec
+                .arrival
+                .build(spec.qps, derive_seed(spec.seed, 1))
+                .expect("RunSpec::validate checked the rate"),
+            client,
+            t0,
+            next_index: 0,
+            warmup: spec.warmup,
+            measure: spec.measure,
+            measure_start: None,
+            generated_warmup: 0,
+            generated_measured: 0,
+            first_measured_intended: 0,
+            last_measured_intended: 0,
+            slice_ns: spec.slice_ns(),
+            arrivals_per_slice: Vec::new(),
+            done: false,
+            assigner: match spec.dispatch {
+                Dispatch::Shared => None,
+                Dispatch::PerWorker(a) => {
+                    Some(Assigner::new(spec.threads, a, derive_seed(spec.seed, 4)))
+                }
+            },
+            backlog: Backlog::new(spec, derive_seed(spec.seed, 5)),
+            ahead: VecDeque::new(),
+        }
+    }
+
+    /// Sets the schedule's start (ns, harness clock) before the first request is drawn.
+    pub fn set_start(&mut self, t0: u64) {
+        self.t0 = t0;
+    }
+
+    /// What the schedule generated so far, for building a [`RunResult`]
+    /// outside [`run_integrated`] (transport clients).
+    pub fn stats(&self) -> ScheduleStats {
+        ScheduleStats {
+            t0: self.t0,
+            measure_start: self.measure_start,
+            generated_warmup: self.generated_warmup,
+            generated_measured: self.generated_measured,
+            first_measured_intended: self.first_measured_intended,
+            last_measured_intended: self.last_measured_intended,
+            slice_ns: self.slice_ns,
+            arrivals_per_slice: self.arrivals_per_slice.clone(),
+        }
+    }
+
+    /// The next request (payload written into `buf`), or `None` when the
+    /// measured phase is over. Sets `sink.measure_start` on the first
+    /// measured request.
+    pub fn next(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
+        if let Some((item, mut p)) = self.ahead.pop_front() {
+            std::mem::swap(buf, &mut p);
+            self.backlog.spare.push(p);
+            return Some(item);
+        }
+        self.generate(buf, sink)
+    }
+
+    /// Generates the next request ahead of time (an inline worker does this while it waits
+    /// for an arrival, so that a backlog later does not wait for the client's request
+    /// generation: that would be charged to queueing). False when the schedule is over or
+    /// [`AHEAD_MAX`] requests are already waiting.
+    pub fn prefill_one(&mut self, sink: &IntervalSink) -> bool {
+        if self.ahead.len() >= AHEAD_MAX {
+            return false;
+        }
+        let mut p = self.backlog.spare.pop().unwrap_or_default();
+        match self.generate(&mut p, sink) {
+            Some(item) => {
+                self.ahead.push_back((item, p));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn generate(&mut self, buf: &mut Vec<u8>, sink: &IntervalSink) -> Option<Item> {
+        if self.done {
+            return None;
+        }
+        let off = self.arrival.next_offset_ns();
+        if off == crate::arrival::END {
+            // A trace ran out (validate makes sure it covers the run).
+            self.done = true;
+            return None;
+        }
+        let intended = self.t0 + off;
+        let measured = match self.warmup {
+            Bound::Requests(n) => self.next_index >= n,
+            Bound::Seconds(s) => off as f64 >= s * 1e9,
+        };
+        let mut first_measured = false;
+        if measured {
+            let start = match self.measure_start {
+                Some(t) => t,
+                None => {
+                    let t = match self.warmup {
+                        Bound::Requests(_) => intended,
+                        Bound::Seconds(s) => self.t0 + (s * 1e9) as u64,
+                    };
+                    self.measure_start = Some(t);
+                    sink.measure_start.store(t, Ordering::Release);
+                    self.first_measured_intended = intended;
+                    first_measured = true;
+                    t
+                }
+            };
+            let over = match self.measure {
+                Bound::Requests(m) => self.generated_measured >= m,
+                Bound::Seconds(d) => (intended - start) as f64 >= d * 1e9,
+            };
+            if over {
+                self.done = true;
+                return None;
+            }
+            self.generated_measured += 1;
+            self.last_measured_intended = intended;
+            let slice = ((intended - start) / self.slice_ns) as usize;
+            if slice >= self.arrivals_per_slice.len() {
+                self.arrivals_per_slice.resize(slice + 1, 0);
+            }
+            self.arrivals_per_slice[slice] += 1;
+        } else {
+            self.generated_warmup += 1;
+        }
+        buf.clear();
+        self.client.next_request(buf);
+        let index = self.next_index;
+        self.next_index += 1;
+        Some(Item {
+            index,
+            intended,
+            measured,
+            first_measured,
+            worker: self.assigner.as_mut().map_or(0, |a| a.next_worker()),
+        })
+    }
+
+    /// Inline workers: the next request worker `w` serves, its payload in
+    /// `buf`. A shared FIFO takes the next arrival; otherwise the worker
+    /// picks by `discipline` among the requests of its queue already due at
+    /// `now` (see the module docs), or takes the earliest one to come.
+    pub fn claim(
+        &mut self,
+        w: usize,
+        now: u64,
+        discipline: Discipline,
+        buf: &mut Vec<u8>,
+        sink: &IntervalSink,
+    ) -> Option<Item> {
+        if discipline == Discipline::Fifo && self.assigner.is_none() {
+            return self.next(buf, sink);
+        }
+        let q = if self.assigner.is_some() { w } else { 0 };
+        // Move every due request, and at least one for `q`, into the queues.
+        loop {
+            if self.backlog.peeked.is_none() {
+                let mut p = self.backlog.spare.pop().unwrap_or_default();
+                match self.next(&mut p, sink) {
+                    Some(it) => self.backlog.peeked = Some((it, p)),
+                    None => break,
+                }
+            }
+            let (it, _) = self.backlog.peeked.as_ref().expect("just filled");
+            if it.intended > now && !self.backlog.queues[q].is_empty() {
+                break;
+            }
+            let (it, p) = self.backlog.peeked.take().expect("just filled");
+            let dst = if self.assigner.is_some() {
+                it.worker
+            } else {
+                0
+            };
+            self.backlog.queues[dst].push_back((it, p));
+        }
+        self.backlog.take(q, now, discipline, buf)
+    }
+}
+
+/// Requests generated but not yet claimed by an inline worker, per queue
+/// (one shared, or one per worker), in arrival order.
+struct Backlog {
+    queues: Vec<VecDeque<(Item, Vec<u8>)>>,
+    /// The next request, generated but not yet due.
+    peeked: Option<(Item, Vec<u8>)>,
+    /// Payload buffers to reuse.
+    spare: Vec<Vec<u8>>,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Backlog {
+    fn new(spec: &RunSpec, seed: u64) -> Self {
+        let n = if spec.dispatch.is_per_worker() {
+            spec.threads
+        } else {
+            1
+        };
+        Backlog {
+            queues: (0..n).map(|_| VecDeque::new()).collect(),
+            peeked: None,
+            spare: Vec::new(),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+        }
+    }
+
+    fn take(&mut self, q: usize, now: u64, d: Discipline, buf: &mut Vec<u8>) -> Option<Item> {
+        let queue = &mut self.queues[q];
+        // Arrival order makes the due requests a prefix.
+        let due = queue.partition_point(|(it, _)| it.intended <= now);
+        let i = match (d, due) {
+            (_, 0) | (Discipline::Fifo, _) => 0,
+            (Discipline::Lifo, _) => due - 1,
+            (Discipline::Random, _) => self.rng.gen_range(0..due),
+        };
+        let (it, p) = queue.remove(i)?;
+        let old = std::mem::replace(buf, p);
+        self.spare.push(old);
+        Some(it)
+    }
+}
+
+/// A snapshot of a [`Schedule`]'s bookkeeping (see [`Schedule::stats`]).
+#[derive(Debug, Clone)]
+pub struct ScheduleStats {
+    /// Schedule start on the harness clock (ns); intended times count from it.
+    pub t0: u64,
+    /// Start of the measured phase (ns), once a measured request was drawn.
+    pub measure_start: Option<u64>,
+    /// Warmup requests drawn.
+    pub generated_warmup: u64,
+    /// Measured requests drawn.
+    pub generated_measured: u64,
+    /// Intended time of the first measured request (ns).
+    pub first_measured_intended: u64,
+    /// Intended time of the last measured request (ns).
+    pub last_measured_intended: u64,
+    /// Width of one saturation-check slice (ns).
+    pub slice_ns: u64,
+    /// Measured arrivals per slice, by intended time.
+    pub arrivals_per_slice: Vec<u64>,
+}
+
+/// A client whose payloads count 1, 2, 3, … (tests of who gets which request).
+#[cfg(test)]
+pub(crate) struct Counter(pub u64);
+
+#[cfg(test)]
+impl Client for Counter {
+    fn next_request(&mut self, out: &mut Vec<u8>) {
+        self.0 += 1;
+        out.extend_from_slice(&self.0.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod prefill_tests {
+    use super::*;
+
+    fn drain(s: &mut Schedule, sink: &IntervalSink, prefill_every: usize) -> Vec<(u64, u64, u64)> {
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            if prefill_every > 0 && got.len() % prefill_every == 0 {
+                for _ in 0..prefill_every {
+                    s.prefill_one(sink);
+                }
+            }
+            let Some(it) = s.next(&mut buf, sink) else {
+                break;
+            };
+            let payload = u64::from_le_bytes(buf[..8].try_into().unwrap());
+            got.push((it.index, it.intended, payload));
+        }
+        got
+    }
+
+    /// Requests generated ahead come out exactly as without: same order, same intended
+    /// times, each with its own payload; the schedule ends at the same request; the
+    /// look-ahead is bounded.
+    #[test]
+    fn generating_ahead_changes_nothing_but_when() {
+        let spec = RunSpec {
+            measure: Bound::Requests(3_000),
+            warmup: Bound::Requests(100),
+            ..RunSpec::default()
+        };
+        let sink = IntervalSink::new(1);
+        let plain = drain(&mut Schedule::new(&spec, Box::new(Counter(0)), 0), &sink, 0);
+        assert_eq!(plain.len(), 3_100);
+        for k in [1, 7, 5_000] {
+            let mut s = Schedule::new(&spec, Box::new(Counter(0)), 0);
+            assert_eq!(drain(&mut s, &sink, k), plain, "prefill {k} at a time");
+            assert_eq!(s.stats().generated_measured, 3_000);
+        }
+        let mut s = Schedule::new(&spec, Box::new(Counter(0)), 0);
+        while s.prefill_one(&sink) {}
+        assert_eq!(s.ahead.len(), AHEAD_MAX);
+    }
+}
