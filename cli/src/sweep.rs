@@ -373,6 +373,7 @@ fn run_points(
     } else {
         let mut aggs = Vec::new();
         for (i, (p, dir)) in dirs.iter().enumerate() {
+            taillab_core::experiment::check_experiment(out)?;
             let base = (i * ci.max_runs) as u64;
             let agg = run_point(p, dir, ci, resume, &mut |k, agg| {
                 tell(i, k, base + k as u64, agg)

@@ -345,6 +345,7 @@ impl<'a> PointRuns<'a> {
         if let Some(a) = self.done {
             return Ok(a);
         }
+        still_there(&self.root)?;
         let k = self.summaries.len();
         let mut agg = self.agg.ok_or_else(|| ResultError::Read {
             path: self.dir.clone(),
@@ -372,6 +373,13 @@ fn experiment_root(dir: &Path) -> Option<PathBuf> {
     dir.ancestors()
         .find(|a| a.join("experiment.json").is_file())
         .map(Path::to_path_buf)
+}
+
+/// Fails when the experiment in `out` (its `experiment.json`) is gone. A sweep checks before
+/// each point: a point opened after the folder was removed finds no experiment above it
+/// and, without this, would recreate the folders and report success over the lost runs.
+pub fn check_experiment(out: &Path) -> Result<(), ResultError> {
+    still_there(&Some(out.to_path_buf()))
 }
 
 /// Fails when the experiment folder found at the start is gone: a run

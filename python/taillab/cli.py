@@ -29,10 +29,12 @@ def _report(args) -> int:
 
 
 def _compare(args) -> int:
-    from .compare import compare, text_summary, write_compare
     from .results import load
 
+    # Refuse bad input before the plotting library starts (it writes caches).
     a, b = load(args.a), load(args.b)
+    from .compare import compare, text_summary, write_compare
+
     page = write_compare(a, b, args.out)
     print(text_summary(compare(a, b)))
     print(page)
