@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Where cli/tests/faults.rs leaves its table's rows (CARGO_TARGET_TMPDIR/faults).
 FAULTS_ROWS = $(or $(CARGO_TARGET_DIR),target)/tmp/faults
 
-.PHONY: setup build demo test test-rust test-python test-long test-faults bench lint reproduce tailwag clean
+.PHONY: setup build demo test test-rust test-python test-long test-faults bench bundle lint reproduce tailwag clean
 
 setup:
 	@scripts/setup.sh
@@ -29,6 +29,11 @@ test-rust:
 test-python:
 	@if [ -d python/tests ]; then $(TAILLAB_PYTHON) -m pytest -q python/tests; fi
 
+## make bundle: a relocatable tarball (stripped binary, its libraries, the Python package,
+## bench/) for hosts that cannot install anything: target/taillab-bundle.tar.gz (docs/bundle.md).
+bundle: build
+	@scripts/bundle.sh
+
 ## Long tests (#[ignore]d in the default suite).
 test-long: build
 	$(CARGO) test --release --workspace -- --ignored
@@ -46,7 +51,7 @@ lint: setup
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	$(TAILLAB_PYTHON) -m ruff check python
 	# The bench and helper scripts (no .py suffix): syntax errors and undefined names.
-	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention scripts/faults-table scripts/import-cycles.py scripts/reproduction-doc.py
+	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention bench/manycore scripts/faults-table scripts/import-cycles.py scripts/reproduction-doc.py
 	python3 scripts/import-cycles.py
 
 ## TailWAG's validation over all eight apps (about an hour; speech with its AN4 set), with its table.
