@@ -13,7 +13,11 @@
 //! when there is one (a taillab `requests.csv` replays that run's
 //! schedule), else the first. A column named `gap…` means gaps, and a name
 //! ending in `_ns`, `_us`, `_ms` or `_s` (or `intended`: ns) gives the unit;
-//! otherwise values are seconds unless `unit=` says otherwise.
+//! otherwise values are seconds unless `unit=` says otherwise. A trace whose
+//! unit was so assumed and that then spans more than a day is refused: a file
+//! of ns timestamps read as seconds plans a run of decades that would sit at
+//! its first request. The message names the unit assumed, the span it gives,
+//! the spans the other units would give, and `unit=` (`unit=s` keeps seconds).
 //!
 //! `scale=X` multiplies the rate: every distance from the start is divided
 //! by X (scale=2 plays the trace twice as fast). Offsets are computed in
@@ -28,6 +32,10 @@
 use super::{ArrivalProcess, END};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The longest span a trace may have when no `unit=` or header gave its unit (seconds
+/// assumed): a day. Longer is far more likely a file in ms, µs or ns.
+pub const MAX_ASSUMED_SPAN_S: f64 = 86_400.0;
 
 /// A unit for trace values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,10 +230,14 @@ impl Trace {
                 "trace file {p} holds no arrivals (empty, or only comments and a header)"
             ));
         }
-        if offsets.len() < 2 || *offsets.last().expect("non-empty") <= 0.0 {
+        let span_ns = *offsets.last().expect("non-empty");
+        if offsets.len() < 2 || span_ns <= 0.0 {
             return Err(format!(
                 "trace file {p} needs at least two arrivals spread over time to define a rate"
             ));
+        }
+        if self.unit.or(header_unit).is_none() && span_ns / 1e9 > MAX_ASSUMED_SPAN_S {
+            return Err(assumed_seconds(&p, span_ns / 1e9));
         }
         self.offsets = Arc::new(offsets);
         self.lines = Arc::new(lines);
@@ -313,6 +325,35 @@ impl std::fmt::Display for Trace {
             write!(f, ",scale={}", self.scale)?;
         }
         Ok(())
+    }
+}
+
+/// Why a trace read in assumed seconds that spans `span_s` is refused, and what to write.
+fn assumed_seconds(p: &str, span_s: f64) -> String {
+    let other: Vec<String> = [Unit::Ms, Unit::Us, Unit::Ns]
+        .iter()
+        .map(|u| format!("as {} {}", u.name(), human_span(span_s * u.ns() / 1e9)))
+        .collect();
+    format!(
+        "trace file {p}: its values have no unit, so they were read as seconds, and the trace \
+         would span {} (more than a day: a file in another unit, most likely); read {}. Give \
+         the unit: trace:{p},unit=ns (or ms, us; a CSV column named e.g. `time_ns` says it \
+         too), or unit=s if it really is in seconds",
+        human_span(span_s),
+        other.join(", ")
+    )
+}
+
+/// A span in seconds as a person reads it: `41.7 min`, `79.2 years`.
+fn human_span(s: f64) -> String {
+    const DAY: f64 = 86_400.0;
+    match s {
+        s if s >= 365.25 * DAY => format!("{:.1} years", s / (365.25 * DAY)),
+        s if s >= DAY => format!("{:.1} days", s / DAY),
+        s if s >= 3600.0 => format!("{:.1} h", s / 3600.0),
+        s if s >= 60.0 => format!("{:.1} min", s / 60.0),
+        s if s >= 1.0 => format!("{s:.1} s"),
+        s => format!("{:.1} ms", s * 1e3),
     }
 }
 
@@ -410,5 +451,30 @@ mod tests {
         assert!(Trace::parse("x.csv,speed=2")
             .unwrap_err()
             .contains("unknown trace option"));
+    }
+
+    /// 2.5 s of ns timestamps without a unit would be 79 years of seconds: refused, naming the unit
+    /// assumed, the span and the fix; a unit given (by `unit=` or the header) is taken as is.
+    #[test]
+    fn a_trace_over_a_day_in_assumed_seconds_is_refused() {
+        let body = "1000000000000\n1000001000000\n1002500000000\n";
+        let p = file("ns.txt", body);
+        let e = Trace::parse(&p.display().to_string()).unwrap_err();
+        for want in [
+            "read as seconds",
+            "79.2 years",
+            "as us 41.7 min, as ns 2.5 s",
+            &format!("trace:{},unit=ns", p.display()),
+        ] {
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        let t = Trace::parse(&format!("{},unit=ns", p.display())).unwrap();
+        assert_eq!(offsets(&t)[1], 1_000_000);
+        let h = file("ns.csv", &format!("time_ns\n{body}"));
+        assert_eq!(Trace::parse(&h.display().to_string()).unwrap().len(), 3);
+        // Seconds said outright are the user's choice; a day in seconds is still accepted.
+        assert!(Trace::parse(&format!("{},unit=s", p.display())).is_ok());
+        let day = file("day.txt", "0\n86400\n");
+        assert!(Trace::parse(&day.display().to_string()).is_ok());
     }
 }
