@@ -184,6 +184,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
             }
             sweep.extend(executor_pairs(a)?);
             let cmd = crate::tailwag::TailwagCmd {
+                app: None,
                 cfg: ConfigFlags { pairs: cfg },
                 sweep: FieldFlags::<Sweep>::from_pairs(sweep),
                 synth_set: vec![],

@@ -60,6 +60,9 @@ use taillab_core::App;
 /// 0.2,0.5,0.7 of saturation).
 #[derive(Args, Debug, Clone)]
 pub struct TailwagCmd {
+    /// The app to measure (as `--app`): `taillab tailwag kv --load 0.2,0.5`.
+    #[arg(value_name = "APP")]
+    pub app: Option<String>,
     #[command(flatten)]
     pub cfg: ConfigFlags<{ view::SWEEP }>,
     #[command(flatten)]
@@ -122,6 +125,16 @@ fn default_rounds(app: &dyn App, fit_at: FitAt) -> usize {
 /// ([`App::point_length`]) where the user gave none.
 fn measured_plan(a: &TailwagCmd) -> anyhow::Result<Plan> {
     let mut pairs = a.cfg.pairs.clone();
+    if let Some(app) = &a.app {
+        match pairs.iter().find(|(k, _)| k == "app.name") {
+            Some((_, flag)) if flag.as_slice() != [app.as_str()] => bail!(
+                "tailwag {app} --app {}: two different apps; give one (the positional APP or --app)",
+                flag.join(",")
+            ),
+            Some(_) => {}
+            None => pairs.push(("app.name".into(), vec![app.clone()])),
+        }
+    }
     pairs.push(("record.save_requests".into(), vec!["true".into()]));
     let probe = Plan::parse(None, &pairs, &a.sweep.pairs, &[])?;
     let on_axis = |k: &str| probe.axes.iter().any(|x| x.key.ends_with(k));
@@ -512,10 +525,29 @@ mod tests {
         a: TailwagCmd,
     }
 
-    fn plan(args: &[&str]) -> Plan {
+    fn try_plan(args: &[&str]) -> anyhow::Result<Plan> {
         let c = Cmd::try_parse_from(std::iter::once("tailwag").chain(args.iter().copied()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-        measured_plan(&c.a).unwrap_or_else(|e| panic!("{args:?}: {e:#}"))
+        measured_plan(&c.a)
+    }
+
+    fn plan(args: &[&str]) -> Plan {
+        try_plan(args).unwrap_or_else(|e| panic!("{args:?}: {e:#}"))
+    }
+
+    /// The app as the README writes it (`taillab tailwag kv --load …`) or as `--app`; both
+    /// only when they agree.
+    #[test]
+    fn the_app_is_positional_or_a_flag() {
+        let name = |args: &[&str]| plan(args).base.app.name;
+        let kv = Some("kv".to_string());
+        assert_eq!(name(&["kv", "--load", "0.2,0.5"]), kv);
+        assert_eq!(name(&["--app", "kv"]), kv);
+        assert_eq!(name(&["kv", "--app", "kv"]), kv);
+        let e = try_plan(&["kv", "--app", "search"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two different apps"), "{e}");
     }
 
     /// Without --requests/--duration each app gets its own length per point: middleware
