@@ -1899,8 +1899,11 @@ def _md(text: Any) -> str:
     return str(text or "").replace("|", "\\|").replace("\n", " ")
 
 
-def _md_header(found: list[tuple[str, dict, dict | None]], root: Path) -> list[str]:
-    """The doc's opening: how it is made, the machine, when, the variant, the environment."""
+def _md_header(found: list[tuple[str, dict, dict | None]], inside: str | None) -> list[str]:
+    """The doc's opening: how it is made, the machine, when, where the results are (``inside``:
+    their folder relative to the repository, or None: on the machine that ran them, so the doc
+    says how to make them instead of naming that machine's folder), the variant, the
+    environment."""
     docs = [d for _, it, d in found if d]
     # An item that reads another's runs would count them twice.
     own = [d for _, it, d in found if d and not it.get("reuse")]
@@ -1934,7 +1937,7 @@ def _md_header(found: list[tuple[str, dict, dict | None]], root: Path) -> list[s
         f"{host.get('cores', '?')} CPUs, kernel {host.get('kernel', '?')}, "
         f"taillab {host.get('taillab', '?')} ({git})",
         f"- When: {times[0] if times else '?'} to {times[-1] if times else '?'}",
-        f"- Results: `{root}` (each item's page is `<id>/index.html` there)",
+        _md_results(inside, quick),
         f"- Variant: {variant}",
         f"- Environment: {disturbed} of {runs} runs failed their environment check"
         + (" (a shared, busy host: read every verdict below as provisional)" if disturbed else ""),
@@ -1943,6 +1946,20 @@ def _md_header(found: list[tuple[str, dict, dict | None]], root: Path) -> list[s
         "namespaces on this one host.",
         "",
     ]
+
+
+def _md_results(inside: str | None, quick: bool) -> str:
+    """The doc's line on where the results are, or how to make them."""
+    if inside is not None:
+        pages = "each item's page is `<id>/index.html` there"
+        return f"- Results: `{inside}` in this repository ({pages})"
+    run = "taillab reproduce all" + (" --quick" if quick else "")
+    return (
+        "- Results: not in this repository (they stayed on the machine that ran them). To make "
+        f"them and this page on yours: `target/release/{run} --out DIR`, then "
+        "`.venv/bin/python scripts/reproduction-doc.py DIR > docs/reproduction.md`; each "
+        "item's page is `DIR/<id>/index.html`"
+    )
 
 
 def markdown(root: str | Path, items_path: str | Path, repo: str | Path | None = None) -> str:
@@ -1955,7 +1972,8 @@ def markdown(root: str | Path, items_path: str | Path, repo: str | Path | None =
     link = docs_dir is not None and root.is_relative_to(docs_dir.parent)
     heads = ["item", "paper", "figure", "claim"] + (["our figure"] if link else [])
     heads += ["verdict (our numbers)", "environment", "command"]
-    lines = _md_header(found, root)
+    inside = str(root.relative_to(docs_dir.parent)) if link else None
+    lines = _md_header(found, inside)
     lines += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for iid, item, doc in found:
         cells = [iid, _md(item.get("paper")), _md(item.get("figure")), _md(item.get("claim"))]

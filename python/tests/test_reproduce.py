@@ -650,8 +650,12 @@ def test_index_and_markdown(tmp_path):
     row = next(line for line in md.splitlines() if line.startswith("| tales-fig5 "))
     assert "**confirmed**" in row and "hog 5×" in row and "`taillab reproduce tales-fig5`" in row
     assert "[page](" in row  # the results lie inside "repo"
+    assert f"Results: `{tmp_path.name}` in this repository" in md
     outside = R.markdown(tmp_path, ITEMS, repo=REPO)
     assert "[page](" not in outside
+    # Results elsewhere: how to make them, not a folder of the machine that ran them.
+    assert str(tmp_path) not in outside
+    assert "`target/release/taillab reproduce all --quick --out DIR`" in outside
     assert sum(line.startswith("| ") for line in md.splitlines()) == 1 + len(R.read_items(ITEMS))
     # One build: named once. An item rerun by another build: each build names its items.
     assert "(git " in md and "git abc: tales-fig5" not in md
