@@ -7,7 +7,8 @@
 //! spec within 3 % of the original's (15 000 requests: the p99's sampling error is ~0.5 %
 //! per run). A host disturbed by other processes or steal preempts workers mid-service,
 //! which adds a slow component of its own; such tries are repeated and, if all are
-//! disturbed, the test says INCONCLUSIVE rather than blame the fit.
+//! disturbed, the test says INCONCLUSIVE and skips rather than blame the fit (it fails where
+//! `TAILLAB_REQUIRE` lists `undisturbed`).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

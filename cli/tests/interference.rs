@@ -79,8 +79,7 @@ fn thp_mode() -> Option<String> {
 fn knobs_are_restored_after_a_run_and_after_ctrl_c() {
     let _s = serial();
     let Some(before) = thp_mode() else {
-        eprintln!("skipped: {THP} does not exist on this host");
-        return;
+        return skip_without("thp", &format!("{THP} does not exist on this host"));
     };
     let other = if before == "never" {
         "madvise"
@@ -208,7 +207,11 @@ fn a_perf_profile_is_written_or_its_absence_explained() {
             assert!(folded.lines().count() > 0, "empty folded stacks");
             assert!(out.join(p["svg"].as_str().unwrap()).exists());
         }
-        Some("skipped") => assert!(p["reason"].as_str().is_some_and(|r| !r.is_empty()), "{p}"),
+        Some("skipped") => {
+            let why = p["reason"].as_str().unwrap_or_default();
+            assert!(!why.is_empty(), "{p}");
+            skip_without("perf", &format!("the run's profile was skipped: {why}"));
+        }
         _ => panic!("no profile section: {s}"),
     }
     let _ = std::fs::remove_dir_all(&out);

@@ -2,10 +2,11 @@
 //! starts munged, slurmctld and three slurmd "nodes" on this host (Debian's
 //! slurm packages), the test submits to it and stops it. Where Slurm cannot
 //! start (packages missing, not root) the Slurm test prints why and passes
-//! without checking anything.
+//! without checking anything, unless `TAILLAB_REQUIRE` lists `slurm` (as `.ci/run`
+//! does): then it fails with the reason.
 
 mod common;
-use common::{bin, json, tmp};
+use common::{bin, json, skip_without, tmp};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -387,10 +388,7 @@ fn interrupted_sweep_cancels_its_jobs(slurm: &LocalSlurm, root: &Path) {
 fn slurm_sweeps_and_networked_runs_on_a_local_cluster() {
     let slurm = match LocalSlurm::start() {
         Ok(s) => s,
-        Err(why) => {
-            eprintln!("SKIPPED slurm_sweeps_and_networked_runs_on_a_local_cluster: {why}");
-            return;
-        }
+        Err(why) => return skip_without("slurm", &why),
     };
     let root = tmp("slurm-results");
     sweep_matches_local(&slurm, &root);

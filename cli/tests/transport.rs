@@ -904,8 +904,10 @@ fn networked_over_netns_veth() {
     let _s = serial();
     // Creating namespaces needs CAP_SYS_ADMIN; say so instead of failing obscurely.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED networked_over_netns_veth: needs root (ip netns add)");
-        return;
+        return skip_without(
+            "netns",
+            "creating network namespaces needs root (ip netns add)",
+        );
     }
     let tag = format!(
         "{}{}",

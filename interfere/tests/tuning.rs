@@ -1,5 +1,6 @@
 //! Knobs changed for a run are back afterwards: read from the real files.
-//! A knob whose file this host lacks is skipped with a message.
+//! A knob whose file this host lacks is skipped with a message (a failure where
+//! `TAILLAB_REQUIRE` lists it: thp, irq, dma-latency).
 
 mod common;
 
@@ -52,8 +53,7 @@ fn irq_values() -> Vec<(std::path::PathBuf, String)> {
 fn thp_is_restored_when_the_guard_drops() {
     let _s = serial();
     let Some(before) = thp_now() else {
-        eprintln!("SKIPPED: {THP} does not exist on this host");
-        return;
+        return skip_without("thp", &format!("{THP} does not exist on this host"));
     };
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("run-tuning.json");
@@ -78,8 +78,8 @@ fn irq_affinity_is_restored() {
     let online = taillab_interfere::tuning::online_cpus();
     let before = irq_values();
     if before.is_empty() || online.len() < 2 {
-        eprintln!("SKIPPED: no /proc/irq/*/smp_affinity_list or a single CPU on this host");
-        return;
+        let why = "no /proc/irq/*/smp_affinity_list or a single CPU on this host";
+        return skip_without("irq", why);
     }
     let target = online[online.len() - 1].to_string();
     let dir = tempfile::tempdir().unwrap();
@@ -91,8 +91,7 @@ fn irq_affinity_is_restored() {
     let guard = match t.apply_with(&journal) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("SKIPPED: this host moves no IRQ: {e}");
-            return;
+            return skip_without("irq", &format!("this host moves no IRQ: {e}"));
         }
     };
     let during = irq_values();
@@ -112,8 +111,8 @@ fn irq_affinity_is_restored() {
 fn c_state_limit_is_held_and_released() {
     let _s = serial();
     let Some(before) = read_dma_latency() else {
-        eprintln!("SKIPPED: /dev/cpu_dma_latency does not exist on this host");
-        return;
+        let why = "/dev/cpu_dma_latency does not exist on this host";
+        return skip_without("dma-latency", why);
     };
     let t = Tuning {
         dma_latency: Some(DmaLatency(3)),
@@ -154,8 +153,7 @@ fn numa_binding_says_when_the_host_has_one_node() {
 fn a_bad_knob_changes_nothing() {
     let _s = serial();
     let Some(before) = thp_now() else {
-        eprintln!("SKIPPED: {THP} does not exist on this host");
-        return;
+        return skip_without("thp", &format!("{THP} does not exist on this host"));
     };
     let dir = tempfile::tempdir().unwrap();
     let t = Tuning {
@@ -191,8 +189,7 @@ fn helper_hold_tuning() {
 fn a_killed_run_is_restored_from_its_journal() {
     let _s = serial();
     let Some(before) = thp_now() else {
-        eprintln!("SKIPPED: {THP} does not exist on this host");
-        return;
+        return skip_without("thp", &format!("{THP} does not exist on this host"));
     };
     let dma_before = read_dma_latency();
     let dir = tempfile::tempdir().unwrap();

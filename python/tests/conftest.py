@@ -6,6 +6,7 @@ from pathlib import Path
 
 import fixtures
 import pytest
+from require import skip_without
 
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "data"
 
@@ -60,5 +61,5 @@ def sweep_report(sweep_dir, tmp_path_factory) -> Path:
 def golden(name: str) -> Path:
     p = GOLDEN / name
     if not p.exists():
-        pytest.skip(f"golden folder {p} not generated yet (run tests/data/regen.sh)")
+        skip_without("test-data", f"golden folder {p} not generated yet (run tests/data/regen.sh)")
     return p

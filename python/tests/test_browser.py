@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib import image as mpimg
+from require import skip_without
 
 FLAGS = [
     "--headless",
@@ -42,7 +43,7 @@ def _chromium() -> str:
         if path:
             return path
     if os.environ.get("TAILLAB_SKIP_BROWSER"):
-        pytest.skip("TAILLAB_SKIP_BROWSER is set and chromium is not installed")
+        skip_without("chromium", "TAILLAB_SKIP_BROWSER is set and chromium is not installed")
     pytest.fail("chromium is not installed: run the project setup (python/apt.txt lists it)")
 
 

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from require import skip_without
 
 from taillab import cli
 from taillab import reproduce as R
@@ -731,7 +732,7 @@ def _agg(path: Path, metric: str) -> float:
 def test_real_numbers_are_the_files(real):
     """The verdicts' numbers are those of aggregate.json and saturation.json."""
     if not _real_items():
-        pytest.skip("no trimmed real run in tests/data/reproduce")
+        skip_without("test-data", "no trimmed real run in tests/data/reproduce")
     doc = _real_page(real, "tailbench-table1")
     for app, v in doc["numbers"]["apps"].items():
         agg = next((real / "tailbench-table1" / f"apps-{app}").glob("points/*/aggregate.json"))

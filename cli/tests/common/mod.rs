@@ -6,6 +6,11 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+#[path = "../../../tests/require.rs"]
+mod require;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use require::skip_without;
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Serialises timing-sensitive tests within one test binary (a failed one
@@ -84,8 +89,10 @@ pub fn host_disturbed(s: &Value) -> Option<String> {
 /// held against the code and is repeated, up to `tries` in all; `max_off`
 /// tries out of bounds on an undisturbed host fail the test, as does any
 /// undisturbed failure once the tries are used up. If every try was
-/// disturbed the comparison is inconclusive and says so loudly: the host,
-/// not the code, was measured.
+/// disturbed the comparison is inconclusive: the host, not the code, was
+/// measured. That skips the test (SKIPPED, feature `undisturbed`) rather than
+/// fail it, since a shared CI machine is sometimes that busy; a host that
+/// must be quiet enough to check timing sets `TAILLAB_REQUIRE=undisturbed`.
 pub fn within_tries(
     name: &str,
     tries: u64,
@@ -111,8 +118,8 @@ pub fn within_tries(
         }
     }
     if off.is_empty() {
-        eprintln!("{name}: INCONCLUSIVE: every try ran on a disturbed host (see above)");
-        return;
+        let why = format!("{name}: INCONCLUSIVE: every try ran on a disturbed host (see above)");
+        return skip_without("undisturbed", &why);
     }
     panic!(
         "{name}: out of bounds on an undisturbed host: {}",

@@ -8,6 +8,11 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../tests/require.rs"]
+mod require;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use require::skip_without;
+
 use rand::SeedableRng;
 use std::sync::{Arc, Mutex, MutexGuard};
 use taillab_core::clock::{now_ns, spin_until};
@@ -151,7 +156,8 @@ pub fn run(spec: &RunSpec, service: &str) -> (RunResult, Summary, Option<String>
 
 /// Runs `attempt` until it is within bounds; a try on a disturbed host
 /// does not count, three undisturbed failures fail the test, and a test
-/// whose every try was disturbed is INCONCLUSIVE (printed, not failed).
+/// whose every try was disturbed is INCONCLUSIVE: skipped, or failed where
+/// `TAILLAB_REQUIRE` lists `undisturbed` (tests/require.rs).
 pub fn within_tries(
     name: &str,
     mut attempt: impl FnMut(u64) -> (Result<(), String>, Option<String>),
@@ -173,8 +179,8 @@ pub fn within_tries(
         }
     }
     if off.is_empty() {
-        eprintln!("{name}: INCONCLUSIVE: every try ran on a disturbed host");
-        return;
+        let why = format!("{name}: INCONCLUSIVE: every try ran on a disturbed host");
+        return skip_without("undisturbed", &why);
     }
     panic!(
         "{name}: out of bounds on an undisturbed host: {}",

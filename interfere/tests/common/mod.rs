@@ -1,6 +1,11 @@
 //! Helpers shared by the integration tests: real processes, real /proc.
 #![allow(dead_code)]
 
+#[path = "../../../tests/require.rs"]
+mod require;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use require::skip_without;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
