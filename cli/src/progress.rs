@@ -5,7 +5,10 @@
 //! Progress bars go through [`bar`]: on a terminal an indicatif bar, on
 //! anything else the same bar drawn through [`PlainLines`], which turns
 //! indicatif's redraws into whole lines — a line only when the text changed,
-//! at most one per `gap`, and never a cursor move or `\r`.
+//! at most one per `gap`, and never a cursor move or `\r`. A text whose only
+//! change is its clock (`[00:01:05]`, ticking while a run's measured phase
+//! goes on) is written at most once per [`HEARTBEAT`]: a log that says the
+//! same every second hides the step that did change.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -27,6 +30,26 @@ pub fn end_line(shown: bool) {
     if shown && std::io::stderr().is_terminal() {
         eprintln!();
     }
+}
+
+/// Least time between two plain lines that differ only in their clock.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// `line` with its clock readings (a word of digits and colons, bracketed or
+/// not) blanked, so two lines of the same step compare equal.
+fn unclocked(line: &str) -> String {
+    line.split(' ')
+        .map(|w| {
+            let t = w.trim_matches(['[', ']']);
+            let clock = t.contains(':') && t.chars().all(|c| c.is_ascii_digit() || c == ':');
+            if clock {
+                "#"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// How often a bar writes a plain line when stderr is not a terminal.
@@ -97,17 +120,25 @@ impl PlainLines {
         let Some(bar) = lines.pop() else {
             // Cleared: the last step shown is the bar's final word.
             let last = st.pending.take().map(|(p, _)| p);
-            let unwritten = last.filter(|p| st.written.as_ref().is_none_or(|(w, _)| w != p));
+            let unwritten = last.filter(|p| {
+                st.written
+                    .as_ref()
+                    .is_none_or(|(w, _)| unclocked(w) != unclocked(p))
+            });
             return unwritten.into_iter().collect();
         };
         if st.pending.as_ref().is_none_or(|(p, _)| *p != bar) {
             st.pending = Some((bar, now));
         }
         let (p, since) = st.pending.clone().expect("set above");
-        let due = st
-            .written
-            .as_ref()
-            .is_none_or(|(w, at)| *w != p && now - *at >= self.pace.gap);
+        let due = st.written.as_ref().is_none_or(|(w, at)| {
+            let gap = if unclocked(w) == unclocked(&p) {
+                HEARTBEAT.max(self.pace.gap)
+            } else {
+                self.pace.gap
+            };
+            *w != p && now - *at >= gap
+        });
         if due && now - since >= self.pace.settle {
             st.written = Some((p.clone(), now));
             lines.push(p);
@@ -196,6 +227,35 @@ mod tests {
             ["3/4 runs point b"],
             "cleared: its last step"
         );
+    }
+
+    /// A sweep's step that takes a while: its clock ticks every second, the line is
+    /// written when the step changes and otherwise once per HEARTBEAT.
+    #[test]
+    fn a_line_whose_clock_alone_moves_is_written_every_heartbeat() {
+        let p = PlainLines::new(Pace {
+            gap: Duration::ZERO,
+            settle: Duration::ZERO,
+        });
+        let t = Instant::now();
+        let at = |s: u64| t + Duration::from_secs(s);
+        let step = |s: u64, pos: u32| format!("[00:00:{s:02}] {pos}/5 runs point a");
+        assert_eq!(feed(&p, &step(0, 1), at(0)), [step(0, 1)]);
+        for s in 1..10 {
+            assert!(feed(&p, &step(s, 1), at(s)).is_empty(), "{s} s");
+        }
+        assert_eq!(feed(&p, &step(10, 1), at(10)), [step(10, 1)]);
+        assert_eq!(
+            feed(&p, &step(11, 2), at(11)),
+            [step(11, 2)],
+            "a new step at once"
+        );
+        assert!(feed(&p, &step(12, 2), at(12)).is_empty());
+        assert!(
+            feed(&p, "", at(13)).is_empty(),
+            "cleared: its last step was written"
+        );
+        assert_eq!(unclocked("run  45% [01:02:03] eta 3s"), "run  45% # eta 3s");
     }
 
     #[test]
