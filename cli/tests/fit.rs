@@ -75,56 +75,6 @@ fn synth_run(spec: &str, qps: &str, requests: &str, seed: u64, out: &Path) -> Va
     )
 }
 
-/// Each true (weight, mean ns, cv) is the mode made of the fitted components whose means
-/// lie within two of its log-sds (a mode of cv 0.15 spans ×0.74–×1.35; the modes here
-/// are 5× or more apart). The mode's weight (their sum) must be within ±0.03 and its
-/// mean (their weighted mean) within 5 %. BIC may split one measured mode into near
-/// components when the host stretches some of its services (a slow CI machine did:
-/// 30 µs came out as 26 + 31.5 + 36 µs, 0.61 in all); that is the same mode, and its
-/// weight and mean are what the fit must get right. Components in no mode (a disturbed
-/// host's slow requests) may hold 0.03 of the weight in all.
-fn check_components(f: &Value, truth: &[(f64, f64, f64)]) -> Result<(), String> {
-    let comps: Vec<(f64, f64)> = f["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["weight"].as_f64().unwrap(),
-                c["mean_ns"].as_f64().unwrap(),
-            )
-        })
-        .collect();
-    let mut used = vec![false; comps.len()];
-    for &(w, m, cv) in truth {
-        let reach = 2.0 * (1.0 + cv * cv).ln().sqrt();
-        let (mut fw, mut sum) = (0.0, 0.0);
-        for (i, &(cw, cm)) in comps.iter().enumerate() {
-            if !used[i] && (cm / m).ln().abs() < reach {
-                used[i] = true;
-                fw += cw;
-                sum += cw * cm;
-            }
-        }
-        let fm = if fw > 0.0 { sum / fw } else { 0.0 };
-        if (fw - w).abs() > 0.03 || (fm / m - 1.0).abs() > 0.05 {
-            return Err(format!(
-                "mode ({w}, {m} ns) fitted as ({fw:.4}, {fm:.0} ns); fit {comps:?}"
-            ));
-        }
-    }
-    let extra: f64 = comps
-        .iter()
-        .zip(&used)
-        .filter(|(_, u)| !**u)
-        .map(|(c, _)| c.0)
-        .sum();
-    if extra > 0.03 {
-        return Err(format!("components in no mode hold {extra:.3}: {comps:?}"));
-    }
-    Ok(())
-}
-
 fn recovers(name: &str, spec: &str, qps: &str, truth: &[(f64, f64, f64)]) {
     let _serial = serial();
     within_tries(name, |k| {
