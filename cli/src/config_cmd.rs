@@ -1,5 +1,5 @@
-//! `taillab config`: the keys of the one run configuration, and a resolved
-//! configuration as `config.toml`.
+//! `taillab config`: the keys of the one run configuration, a resolved
+//! configuration as `config.toml`, and the JSON Schema of the result files.
 
 use crate::args::Sources;
 use clap::{Args, Subcommand};
@@ -13,6 +13,20 @@ pub enum ConfigCmd {
     Keys,
     /// The resolved configuration of these flags (and --from / --file) as config.toml.
     Show(ShowArgs),
+    /// The JSON Schema of a result file, generated from the types that write it
+    /// (`run`: summary.json, checked in as docs/schema/run-2.json).
+    Schema {
+        /// Which file: `run` (summary.json).
+        #[arg(value_enum)]
+        file: SchemaFile,
+    },
+}
+
+/// The result files `taillab config schema` describes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum SchemaFile {
+    /// A run's summary.json (`taillab.run/2`).
+    Run,
 }
 
 /// `taillab config show`.
@@ -39,6 +53,12 @@ pub fn run(c: ConfigCmd) -> anyhow::Result<i32> {
             let cfg =
                 crate::run::resolve(a.src.from.as_deref(), a.src.file.as_deref(), &a.cfg.pairs)?;
             print!("{}", cfg.to_toml());
+        }
+        ConfigCmd::Schema {
+            file: SchemaFile::Run,
+        } => {
+            let s = taillab_core::summary::run_schema();
+            println!("{}", serde_json::to_string_pretty(&s)?);
         }
     }
     Ok(0)

@@ -10,11 +10,12 @@
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use taillab_core::config::{ProfileMode, RunConfig};
+use taillab_core::sections::planned::TuningRecord;
 use taillab_core::summary::Check;
 use taillab_core::Summary;
 use taillab_interfere::{
     check_specs, preflight, profile::start_perf, InterfereOptions, Interference, PerfOptions,
-    PerfTarget, Profile, Tuning, TuningGuard,
+    PerfTarget, Profile, ProfileOutcome, Tuning, TuningGuard,
 };
 
 /// The knobs of `cfg` as the interfere crate applies them.
@@ -108,14 +109,11 @@ impl Planned {
         }
         match self.perf.take() {
             Some(Profile::Recording(r)) => {
-                summary.extra.insert("profile".into(), json!(r.finish()));
+                summary.profile = Some(r.finish());
             }
             Some(Profile::Skipped(why)) => {
                 eprintln!("note: no profile: {why}");
-                summary.extra.insert(
-                    "profile".into(),
-                    json!({"status": "skipped", "reason": why}),
-                );
+                summary.profile = Some(ProfileOutcome::Skipped { reason: why });
             }
             None => {}
         }
@@ -134,15 +132,15 @@ impl Planned {
                 "interference".into(),
                 Check::new(rep.ok, verdict, json!({})),
             );
-            summary.extra.insert("interference".into(), json!(rep));
+            summary.interference = Some(rep);
         }
         if let Some(g) = self.guard.take() {
             let applied = g.applied().clone();
             let failed = g.restore();
-            summary.extra.insert(
-                "tuning".into(),
-                json!({"applied": applied, "restore_failed": failed}),
-            );
+            summary.tuning = Some(TuningRecord {
+                applied,
+                restore_failed: failed,
+            });
         }
     }
 }

@@ -125,15 +125,13 @@ pub fn run_once(
     let mut summary =
         taillab_core::summarize(&result, app.name(), &cfg.settings, cfg.net.topology.name());
     if let Some(c) = counters {
-        let r = c.finish(result.totals.measured);
-        summary
-            .extra
-            .insert("counters".into(), serde_json::to_value(r)?);
+        summary.counters = Some(c.finish(result.totals.measured));
     }
     if spec.roi != taillab_core::roi::RoiMode::None {
-        let issued = taillab_core::roi::emitted().since(roi_before);
-        let roi = serde_json::json!({"mode": spec.roi, "issued": issued});
-        summary.extra.insert("roi".into(), roi);
+        summary.roi = Some(taillab_core::sections::RoiSection {
+            mode: spec.roi,
+            issued: taillab_core::roi::emitted().since(roi_before),
+        });
     }
     planned.finish(&mut summary);
     if let Some(s) = sampler {
@@ -402,7 +400,7 @@ fn attach_environment(
     out: &Path,
 ) -> anyhow::Result<()> {
     let report = sampler.stop_measured(start, end.max(start + 1))?;
-    let mut check = report.summary.check(th);
+    let mut check = taillab_monitor::EnvCheck::of(&report.summary, th);
     stall_item(summary, max_stall_ns, &mut check);
     let s = &report.summary;
     let verdict = if check.ok {
@@ -425,9 +423,7 @@ fn attach_environment(
             serde_json::json!({ "reasons": check.reasons, "items": check.items, "thresholds": check.thresholds, "notes": check.notes }),
         ),
     );
-    summary
-        .extra
-        .insert("environment".to_string(), serde_json::to_value(s)?);
+    summary.environment = Some(s.clone());
     let series = serde_json::json!({
         "schema": "taillab.environment/1",
         "intervals": report.intervals(start, interval_ns),
@@ -445,11 +441,7 @@ fn attach_environment(
 /// freeze (it sleeps between samples, and the hypervisor did not count it as
 /// steal); the records can.
 fn stall_item(summary: &Summary, max_stall_ns: u64, check: &mut taillab_monitor::EnvCheck) {
-    let Some(st) = summary
-        .extra
-        .get("stalls")
-        .and_then(|v| serde_json::from_value::<taillab_core::stalls::Stalls>(v.clone()).ok())
-    else {
+    let Some(st) = &summary.stalls else {
         return;
     };
     let p50 = summary
@@ -481,15 +473,13 @@ fn stall_item(summary: &Summary, max_stall_ns: u64, check: &mut taillab_monitor:
 /// The environment lines of the human table, if the run was monitored.
 pub fn env_lines(s: &Summary) -> String {
     let env = s
-        .extra
-        .get("environment")
-        .and_then(|v| serde_json::from_value::<taillab_monitor::EnvSummary>(v.clone()).ok())
+        .environment
+        .as_ref()
         .map(|e| e.to_string())
         .unwrap_or_default();
     let counters = s
-        .extra
-        .get("counters")
-        .and_then(|v| serde_json::from_value::<taillab_counters::CountersReport>(v.clone()).ok())
+        .counters
+        .as_ref()
         .map(|c| c.line() + "\n")
         .unwrap_or_default();
     env + &counters

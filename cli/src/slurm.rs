@@ -790,7 +790,7 @@ pub fn node_monitor(a: NodeMonitorCmd) -> anyhow::Result<i32> {
         ..Default::default()
     };
     let s = &report.summary;
-    let check = s.check(&th);
+    let check = taillab_monitor::EnvCheck::of(s, &th);
     let v = serde_json::json!({
         "ok": check.ok, "reasons": check.reasons, "notes": check.notes, "measured_s": s.measured_s, "ncpu": s.ncpu,
         "steal_pct": s.steal_pct, "steal_max_1s_pct": s.steal_max_1s_pct,

@@ -247,7 +247,7 @@ fn results_fixtures(dir: &Path) {
         std::fs::write(&p, t.replace(from, to)).unwrap();
     };
     copy("run", "run-newer");
-    edit("run-newer/summary.json", "taillab.run/1", "taillab.run/99");
+    edit("run-newer/summary.json", "taillab.run/2", "taillab.run/99");
     copy("run", "run-cut");
     let s = std::fs::read(dir.join("run/summary.json")).unwrap();
     std::fs::write(dir.join("run-cut/summary.json"), &s[..s.len() / 3]).unwrap();
@@ -260,7 +260,7 @@ fn results_fixtures(dir: &Path) {
     copy("sweep", "sweep-run-newer");
     edit(
         "sweep-run-newer/points/integrated-t1-q2000/run-0/summary.json",
-        "taillab.run/1",
+        "taillab.run/2",
         "taillab.run/99",
     );
     std::fs::remove_file(dir.join("sweep-run-newer/points/integrated-t1-q2000/aggregate.json"))

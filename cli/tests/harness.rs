@@ -86,7 +86,7 @@ fn mm1_matches_theory() {
             ],
             &out,
         );
-        assert_eq!(s["schema"], "taillab.run/1");
+        assert_eq!(s["schema"], "taillab.run/2");
         assert_eq!(s["requests"]["measured"], 60000);
         assert_eq!(s["requests"]["warmup"], 5000);
         let (m, p) = (soj(&s, "mean"), soj(&s, "p99"));

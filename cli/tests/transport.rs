@@ -69,7 +69,7 @@ fn loopback_two_clients_merge_into_one_result() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = read_summary(&out);
-    assert_eq!(s["schema"], "taillab.run/1");
+    assert_eq!(s["schema"], "taillab.run/2");
     assert_eq!(s["config"], "loopback");
     // The server reported what it served (warmup included) when it stopped.
     assert_eq!(s["server"]["requests"], 3201, "{}", s["server"]);

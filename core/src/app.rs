@@ -105,7 +105,9 @@ pub struct KeySpec {
 }
 
 /// The `--set key=value` pairs given for an app, checked against its keys.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Params(BTreeMap<String, String>);
 
 impl Params {

@@ -395,7 +395,9 @@ impl Shard {
 }
 
 /// Summary statistics of one metric, in ns.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct MetricStats {
     /// Requests in the histogram.
     pub count: u64,

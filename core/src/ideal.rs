@@ -102,7 +102,7 @@ pub struct IdealConfig {
 }
 
 /// The `ideal` section of `summary.json`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct IdealSummary {
     /// "replay": the run's own arrivals and service times, exact queue.
     pub method: String,

@@ -33,6 +33,7 @@ pub mod records;
 pub mod roi;
 pub mod schedule;
 pub mod search;
+pub mod sections;
 pub mod sim;
 pub mod spec;
 pub mod stalls;

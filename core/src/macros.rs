@@ -75,7 +75,7 @@ macro_rules! section {
 }
 
 /// Declares an enumeration of named choices with its one parser and printer
-/// (`FromStr`, `Display`, serde as the name, `clap::ValueEnum`,
+/// (`FromStr`, `Display`, serde as the name, its JSON Schema, `clap::ValueEnum`,
 /// [`ConfigValue`](crate::config::ConfigValue)), so every enum setting reads and reports alike.
 #[macro_export]
 macro_rules! names_enum {
@@ -122,6 +122,15 @@ macro_rules! names_enum {
             }
         }
 
+        impl ::schemars::JsonSchema for $name {
+            fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut ::schemars::SchemaGenerator) -> ::schemars::Schema {
+                ::schemars::json_schema!({ "type": "string", "enum": Self::NAMES, "description": $what })
+            }
+        }
+
         impl ::clap::ValueEnum for $name {
             fn value_variants<'a>() -> &'a [Self] {
                 &[$(Self::$v),+]
@@ -147,8 +156,8 @@ macro_rules! names_enum {
     };
 }
 
-/// Serde for types with `Display` and `FromStr`: as their text form (the
-/// same text a flag or TOML key takes).
+/// Serde (and a JSON Schema: a string) for types with `Display` and `FromStr`: as
+/// their text form (the same text a flag or TOML key takes).
 #[macro_export]
 macro_rules! serde_as_display {
     ($($t:ty),*) => {$(
@@ -161,6 +170,14 @@ macro_rules! serde_as_display {
             fn deserialize<D: ::serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = <String as ::serde::Deserialize>::deserialize(d)?;
                 s.parse().map_err(::serde::de::Error::custom)
+            }
+        }
+        impl ::schemars::JsonSchema for $t {
+            fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                stringify!($t).into()
+            }
+            fn json_schema(_: &mut ::schemars::SchemaGenerator) -> ::schemars::Schema {
+                ::schemars::json_schema!({ "type": "string" })
             }
         }
     )*};

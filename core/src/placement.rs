@@ -183,7 +183,9 @@ pub fn place_thread_on(
 }
 
 /// Where an integrated run's threads ran: `placement` in summary.json.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct PlacementSummary {
     /// Worker `i` was pinned to `workers[i % len]`; empty: unpinned.
     pub workers: Vec<usize>,

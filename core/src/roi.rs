@@ -154,7 +154,17 @@ fn cpu_brand() -> String {
 
 /// Markers issued by this process so far (`begin`, `end`, `heartbeat`):
 /// what the tests count, and what a run can report.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 pub struct RoiCounts {
     /// Region begins.
     pub begin: u64,

@@ -21,7 +21,7 @@ use crate::harness::RunResult;
 use crate::stats::quantile;
 
 /// The dispatch gaps of the measured phase.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stalls {
     /// Gaps of any length (> 0 ns) that began in the measured phase.
     pub gaps: u64,

@@ -12,11 +12,27 @@
 //!   `ideal_skipped` (why there is none); `requests.csv` gained the column
 //!   `ideal_completed` when the ideal exists.
 //!
+//! - `taillab.run/2` — the same keys, now typed end to end: every section
+//!   that other parts add (`environment`, `counters`, `transport`, `nodes`,
+//!   `stalls`, `roi`, `interference`, `profile`, `tuning`, `server`,
+//!   `environment_redo`, `incomplete`; [`crate::sections`]) is a field of
+//!   [`Summary`] instead of an untyped map, and the file has a JSON Schema
+//!   generated from these types ([`run_schema`], checked in as
+//!   `docs/schema/run-2.json`). `transport.stamps.*` omit their counts when
+//!   none were counted. A `taillab.run/1` file reads as run/2 (its keys are
+//!   the same; it was never validated).
+//!
 //! Readers must refuse a schema they do not know rather than guess.
 
 use crate::app::Params;
 use crate::collector::{MetricStats, METRICS};
 use crate::harness::{Bound, RunResult};
+use crate::sections::{
+    CountersReport, EnvSummary, EnvironmentRedo, InterferenceReport, NodeReport, ProfileOutcome,
+    RoiSection, ServeStats, TransportSection, TuningRecord,
+};
+use crate::stalls::Stalls;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -24,7 +40,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Schema of `summary.json` (history in the module doc).
-pub const RUN_SCHEMA: &str = "taillab.run/1";
+pub const RUN_SCHEMA: &str = "taillab.run/2";
+/// The earlier schemas [`Summary::read`] still reads (history in the module doc).
+pub const RUN_SCHEMA_READ: &[&str] = &["taillab.run/1", RUN_SCHEMA];
 
 /// Errors writing or reading results; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +85,7 @@ pub enum ResultError {
 }
 
 /// One self-check's verdict: `ok`, a one-line reason, and its numbers.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Check {
     /// Whether the check passed.
     pub ok: bool,
@@ -94,7 +112,7 @@ impl Check {
 }
 
 /// Request counts of a run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Counts {
     /// Warmup requests completed (outside the histograms).
     pub warmup: u64,
@@ -108,7 +126,7 @@ pub struct Counts {
 }
 
 /// Facts about the host that affect the tail, recorded with every result.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Host {
     /// CPU model name from /proc/cpuinfo (`unknown` when absent).
     pub cpu: String,
@@ -163,7 +181,8 @@ fn shared() -> String {
 pub static BUILD_GIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
 
 /// `summary.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
+#[schemars(title = "taillab run summary (summary.json)")]
 pub struct Summary {
     /// [`RUN_SCHEMA`]; readers refuse any other.
     pub schema: String,
@@ -233,9 +252,44 @@ pub struct Summary {
     /// Where an integrated run's threads ran: workers' CPUs, helpers' CPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<crate::placement::PlacementSummary>,
-    /// Sections added by other parts (environment, ...), kept verbatim.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    // The sections below are added by other parts ([`crate::sections`]); each is
+    // absent when its part did not run. Alphabetical, as the files always had them.
+    /// Hardware and software counters of the workers (`record.counters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<CountersReport>,
+    /// What else ran on the host during the measured phase (`monitor.enabled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvSummary>,
+    /// The disturbed runs this run replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_redo: Option<EnvironmentRedo>,
+    /// Why the run was cut short (a lost server or client), when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+    /// The planned interference: what ran and what it used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interference: Option<InterferenceReport>,
+    /// Each Slurm node's environment (networked runs on Slurm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<NodeReport>>,
+    /// The `perf record` profile's files, or why there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileOutcome>,
+    /// The simulator markers issued (`record.roi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roi: Option<RoiSection>,
+    /// What `taillab serve` did (coordinated TCP runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServeStats>,
+    /// The dispatch gaps of an integrated run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<Stalls>,
+    /// How the load crossed the wire (TCP runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportSection>,
+    /// The host knobs held for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningRecord>,
 }
 
 impl Summary {
@@ -248,8 +302,7 @@ impl Summary {
     /// why, and the saturation check fails naming that instead of the load.
     /// What was measured stays as it is.
     pub fn mark_incomplete(&mut self, why: &str) {
-        self.extra
-            .insert("incomplete".into(), Value::String(why.into()));
+        self.incomplete = Some(why.into());
         if let Some(c) = self.checks.get_mut("saturation") {
             c.ok = false;
             c.verdict = format!(
@@ -259,16 +312,50 @@ impl Summary {
         }
     }
 
-    /// Reads a `summary.json`, refusing unknown schemas.
+    /// Reads a `summary.json` of any schema in [`RUN_SCHEMA_READ`], refusing
+    /// others; a key of the wrong shape is an error naming it.
     pub fn read(path: &Path) -> Result<Self, ResultError> {
-        read_with_schema(path, RUN_SCHEMA)
+        read_with_schemas(path, RUN_SCHEMA_READ)
     }
+}
+
+/// The JSON Schema of `summary.json` ([`RUN_SCHEMA`]), generated from [`Summary`]:
+/// what `docs/schema/run-2.json` holds and `taillab config schema run` prints.
+/// It describes what a reader accepts (keys with defaults are optional); keys it
+/// does not name are allowed, as readers ignore them.
+pub fn run_schema() -> Value {
+    let mut s = serde_json::to_value(schemars::schema_for!(Summary)).unwrap_or_default();
+    if let Value::Object(m) = &mut s {
+        m.insert(
+            "$id".into(),
+            Value::String("https://taillab.invalid/schema/run-2.json".into()),
+        );
+        m.insert(
+            "description".into(),
+            Value::String(format!(
+                "summary.json of one taillab run, schema `{RUN_SCHEMA}` (also reads `taillab.run/1` \
+                 files). Generated from the Rust types (core/src/summary.rs, core/src/sections/) \
+                 by `taillab config schema run`; do not edit by hand."
+            )),
+        );
+    }
+    s
 }
 
 /// Reads a JSON result file whose `schema` field must be `want`.
 pub fn read_with_schema<T: serde::de::DeserializeOwned>(
     path: &Path,
     want: &str,
+) -> Result<T, ResultError> {
+    read_with_schemas(path, &[want])
+}
+
+/// Reads a JSON result file whose `schema` field must be one of `want`. A value
+/// of the wrong shape is an error naming its key (`environment.steal_pct: invalid
+/// type: string "x", expected f64`).
+pub fn read_with_schemas<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    want: &[&str],
 ) -> Result<T, ResultError> {
     let read_err = |why: String| ResultError::Read {
         path: path.into(),
@@ -281,14 +368,21 @@ pub fn read_with_schema<T: serde::de::DeserializeOwned>(
         .and_then(|s| s.as_str())
         .unwrap_or("(none)")
         .to_string();
-    if found != want {
+    if !want.contains(&found.as_str()) {
         return Err(ResultError::Schema {
             path: path.into(),
             found,
-            want: want.into(),
+            want: want.join("` or `"),
         });
     }
-    serde_json::from_value(v).map_err(|e| read_err(e.to_string()))
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let key = e.path().to_string();
+        read_err(if key == "." {
+            e.inner().to_string()
+        } else {
+            format!("{key}: {}", e.inner())
+        })
+    })
 }
 
 /// Formats a SystemTime as RFC 3339 UTC (no external date crate needed).
@@ -465,20 +559,22 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         interval_s: spec.interval_ns as f64 / 1e9,
         app_stats: r.app_stats.clone(),
         placement: r.placement.clone(),
-        extra: stalls_section(r, config),
+        // Over TCP the records are the client's, whose gaps include the network.
+        stalls: (config == "integrated")
+            .then(|| crate::stalls::dispatch_gaps(r))
+            .flatten(),
+        counters: None,
+        environment: None,
+        environment_redo: None,
+        incomplete: None,
+        interference: None,
+        nodes: None,
+        profile: None,
+        roi: None,
+        server: None,
+        transport: None,
+        tuning: None,
     }
-}
-
-/// `stalls`: the dispatch gaps of an integrated run ([`crate::stalls`]); over
-/// TCP the records are the client's, whose gaps include the network.
-fn stalls_section(r: &RunResult, config: &str) -> Map<String, Value> {
-    let mut m = Map::new();
-    if config == "integrated" {
-        if let Some(s) = crate::stalls::dispatch_gaps(r) {
-            m.insert("stalls".into(), json!(s));
-        }
-    }
-    m
 }
 
 /// The `client` check of a TCP run: did the client read its responses soon
@@ -985,6 +1081,174 @@ pub fn human_table(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The repository's root (tests/data, docs/schema).
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    /// A copy of `tests/data/run-v1/summary.json` (a real `taillab.run/1` file)
+    /// with `edit` applied, written into a temporary folder.
+    fn edited_v1(tag: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+        let src = root().join("tests/data/run-v1/summary.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+        edit(&mut v);
+        let dir =
+            std::env::temp_dir().join(format!("taillab-summary-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("summary.json");
+        std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+        p
+    }
+
+    #[test]
+    fn the_checked_in_schema_is_the_one_the_types_generate() {
+        let want = serde_json::to_string_pretty(&run_schema()).unwrap() + "\n";
+        // The Python package carries its own copy: it is installed without docs/.
+        for rel in ["docs/schema/run-2.json", "python/taillab/schema/run-2.json"] {
+            let p = root().join(rel);
+            if std::env::var_os("TAILLAB_BLESS").is_some() {
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(&p, &want).unwrap();
+            }
+            let have = std::fs::read_to_string(&p).unwrap_or_default();
+            assert!(
+                have == want,
+                "{rel} is not the schema the types in core/src/summary.rs and core/src/sections/ generate; \
+                 regenerate it with `TAILLAB_BLESS=1 cargo test --release -p taillab-core checked_in_schema` \
+                 (or `taillab config schema run > {rel}`) and commit it with the change of the types"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_1_file_still_reads() {
+        let p = root().join("tests/data/run-v1/summary.json");
+        let s = Summary::read(&p).unwrap();
+        assert_eq!(s.schema, "taillab.run/1");
+        assert!(s.latency_ns["sojourn"].count > 0);
+        assert!(s.environment.is_none() && s.transport.is_none());
+    }
+
+    #[test]
+    fn every_section_reads_back_as_written() {
+        use crate::sections::{environment::*, planned::*, transport::*, RoiSection};
+        let mut s = Summary::read(&root().join("tests/data/run-v1/summary.json")).unwrap();
+        s.schema = RUN_SCHEMA.into();
+        s.counters = Some(Default::default());
+        s.environment = Some(EnvSummary {
+            top_foreign: vec![ForeignProcess {
+                name: "cron".into(),
+                cpu_pct: 1.5,
+                pids: vec![7],
+                cmdline: None,
+            }],
+            ..Default::default()
+        });
+        s.environment_redo = Some(EnvironmentRedo {
+            redone: 1,
+            budget: 2,
+            discarded: vec![DiscardedRun::default()],
+        });
+        s.incomplete = Some("server lost".into());
+        s.interference = Some(Default::default());
+        s.nodes = Some(vec![
+            NodeReport {
+                node: "n1".into(),
+                roles: vec!["server".into()],
+                outcome: NodeOutcome::Env(NodeEnv {
+                    ok: true,
+                    ..Default::default()
+                }),
+            },
+            NodeReport {
+                node: "n2".into(),
+                roles: vec![],
+                outcome: NodeOutcome::Error {
+                    error: "gone".into(),
+                },
+            },
+        ]);
+        s.profile = Some(ProfileOutcome::Skipped {
+            reason: "no perf".into(),
+        });
+        s.roi = Some(RoiSection {
+            mode: crate::roi::RoiMode::Zsim,
+            issued: Default::default(),
+        });
+        s.server = Some(Default::default());
+        s.stalls = None;
+        let counted = StampCounts {
+            user: 3,
+            ..Default::default()
+        };
+        s.transport = Some(TransportSection {
+            stamps: Some(StampSources {
+                enqueued: StampSource::clock("not reported"),
+                completed: StampSource::counted(&counted),
+                ..Default::default()
+            }),
+            per_client: Some(vec![ClientShare::default()]),
+            ..Default::default()
+        });
+        s.tuning = Some(Default::default());
+        let dir = std::env::temp_dir().join(format!("taillab-sections-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("summary.json");
+        write_json_atomic(&p, &s).unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        // The JSON shapes readers rely on.
+        assert_eq!(
+            v["transport"]["stamps"]["enqueued"],
+            json!({"clock": "not reported"})
+        );
+        assert_eq!(v["transport"]["stamps"]["completed"]["user"], 3);
+        assert_eq!(
+            v["nodes"][1],
+            json!({"node": "n2", "roles": [], "error": "gone"})
+        );
+        assert_eq!(
+            v["profile"],
+            json!({"status": "skipped", "reason": "no perf"})
+        );
+        assert_eq!(Summary::read(&p).unwrap(), s);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_key_of_the_wrong_shape_is_named() {
+        for (path, tag) in [
+            (
+                &["latency_ns", "sojourn", "p99"][..],
+                "latency_ns.sojourn.p99",
+            ),
+            (&["requests", "measured"][..], "requests.measured"),
+        ] {
+            let p = edited_v1(tag, |v| {
+                let mut at = v;
+                for k in path {
+                    at = &mut at[*k];
+                }
+                *at = json!("abc");
+            });
+            let e = Summary::read(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&p.display().to_string()) && e.contains(tag),
+                "{e}"
+            );
+        }
+        let p = edited_v1("env", |v| {
+            v["environment"] = json!({"steal_pct": "abc"});
+        });
+        let e = Summary::read(&p).unwrap_err().to_string();
+        assert!(e.contains("environment"), "{e}");
+        let p = edited_v1("schema", |v| v["schema"] = json!("taillab.run/99"));
+        let e = Summary::read(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("taillab.run/99") && e.contains("taillab.run/2"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn rfc3339_known_dates() {

@@ -45,7 +45,7 @@ mod report;
 mod session;
 
 pub use events::Event;
-pub use report::{CountersReport, Derived, Target, ThreadCounts};
+pub use report::{derive, CountersReport, Derived, Target, ThreadCounts, COUNTERS_SCHEMA};
 pub use session::{hardware_unavailable, Counters};
 pub use taillab_core::config::CounterMode;
 

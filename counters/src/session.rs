@@ -7,7 +7,7 @@ use std::path::Path;
 use perf_event::Counter;
 
 use crate::events::Event;
-use crate::report::{CountersReport, Reading, Target};
+use crate::report::{with_readings, CountersReport, Reading, Target, COUNTERS_SCHEMA};
 use crate::{CounterMode, CountersError};
 
 /// Why this host cannot count hardware events, or `None` when it can: it
@@ -191,7 +191,7 @@ impl Counters {
             });
         }
         let head = CountersReport {
-            schema: "taillab.counters/1".into(),
+            schema: COUNTERS_SCHEMA.into(),
             requested: self.requested.name().into(),
             kind: self.kind().into(),
             note: self.note.clone(),
@@ -201,6 +201,6 @@ impl Counters {
             missing: std::mem::take(&mut self.missing),
             ..Default::default()
         };
-        head.with_readings(readings)
+        with_readings(head, readings)
     }
 }

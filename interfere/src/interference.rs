@@ -20,18 +20,14 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::contain::{self, Cgroup, Watchdog};
 use crate::preflight::{self, PreflightError};
 use crate::signals;
 use crate::spec::{Class, CpuList, InterfereSpec};
 use crate::usage::{self, ProcessUsage, UsageSnapshot};
-
-/// Schema of [`InterferenceReport`] (`summary.json` → `interference`).
-///
-/// History: `taillab.interference/1` — first version.
-pub const REPORT_SCHEMA: &str = "taillab.interference/1";
+pub use taillab_core::sections::planned::{
+    HogProcess, HogReport, InterferenceReport, INTERFERENCE_SCHEMA as REPORT_SCHEMA,
+};
 
 /// Why interference could not start. Nothing is left running when this is
 /// returned.
@@ -683,7 +679,7 @@ impl Interference {
         if !keep_logs {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
-        InterferenceReport::assemble(AssembleArgs {
+        assemble(AssembleArgs {
             hogs: hog_reports,
             window: if measured { "measured" } else { "whole" },
             seconds: secs,
@@ -857,56 +853,6 @@ impl Drop for Interference {
     }
 }
 
-/// One process of a hog over the reported window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HogProcess {
-    /// `parent` (stress-ng), `worker` (its workers and their children),
-    /// `server` or `client` (iperf3).
-    pub role: String,
-    /// What it used over the window (flattened into this record in JSON).
-    #[serde(flatten)]
-    pub usage: ProcessUsage,
-}
-
-/// One hog in the report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HogReport {
-    /// The hog's spec as configured.
-    pub spec: InterfereSpec,
-    /// Its kind (`spec.class`, repeated for readers of the JSON).
-    pub class: Class,
-    /// The command line(s) run (iperf3: server `;` client).
-    pub command: Vec<String>,
-    /// Every process of the hog seen while it ran.
-    pub pids: Vec<i32>,
-    /// CPUs the hog was pinned to (`spec.cpus`); `None`: not pinned.
-    pub cpus: Option<CpuList>,
-    /// Nice value it ran at (`spec.nice`); `None`: inherited.
-    pub nice: Option<i32>,
-    /// Each process seen, with its role and usage.
-    pub processes: Vec<HogProcess>,
-    /// CPU seconds over the window, summed over `processes`.
-    pub cpu_s: f64,
-    /// `cpu_s` as % of one CPU over the window (200 = two CPUs busy).
-    pub cpu_pct: f64,
-    /// Bytes the block layer read, summed over `processes` (unreadable ones count 0).
-    pub read_bytes: u64,
-    /// Bytes the block layer wrote, summed over `processes`.
-    pub write_bytes: u64,
-    /// Bytes through read calls (`rchar`; sockets and page cache included), summed.
-    pub read_chars: u64,
-    /// Bytes through write calls (`wchar`), summed.
-    pub write_chars: u64,
-    /// A process of this hog ended before `stop`.
-    pub died_early: bool,
-    /// How each direct child ended (`stress-ng parent: exit status 0`).
-    pub exit: Vec<String>,
-    /// Path of the hog's log file (see [`InterferenceReport::log_dir`] for whether it was kept).
-    pub log: String,
-    /// The last lines of the log when the hog died early.
-    pub log_tail: Vec<String>,
-}
-
 fn hog_report(h: &Hog, usage: &[ProcessUsage], secs: f64) -> HogReport {
     let mut processes: Vec<HogProcess> = Vec::new();
     for (pid, s) in &h.seen {
@@ -980,46 +926,6 @@ fn hog_report(h: &Hog, usage: &[ProcessUsage], secs: f64) -> HogReport {
     }
 }
 
-/// The `interference` section of `summary.json`: what ran, its processes,
-/// what they used over the window, and whether any ended early.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InterferenceReport {
-    /// [`REPORT_SCHEMA`].
-    pub schema: String,
-    /// Every hog's spec, in start order.
-    pub specs: Vec<InterfereSpec>,
-    /// `measured` (between the marks) or `whole` (start to stop).
-    pub window: String,
-    /// Length of the window, s (`CLOCK_MONOTONIC`).
-    pub seconds: f64,
-    /// `cgroup` or `process-group` (see [`crate::contain`]).
-    pub containment: String,
-    /// CPU of all hog processes over the window, s: the cgroup's count
-    /// (which includes processes that exited) where there is one, else the
-    /// sum over processes.
-    pub cpu_s: f64,
-    /// `cpu_s` as % of one CPU.
-    pub cpu_pct: f64,
-    /// Bytes the block layer read for the hogs, summed over [`HogReport::read_bytes`].
-    pub read_bytes: u64,
-    /// Bytes the block layer wrote for the hogs, summed over the hogs.
-    pub write_bytes: u64,
-    /// Bytes through read calls (`rchar`), summed over the hogs.
-    pub read_chars: u64,
-    /// Bytes through write calls (`wchar`), summed over the hogs.
-    pub write_chars: u64,
-    /// One record per hog, in start order.
-    pub hogs: Vec<HogReport>,
-    /// False when a hog ended early or a process could not be killed.
-    pub ok: bool,
-    /// One sentence per problem (empty when ok).
-    pub problems: Vec<String>,
-    /// Pids still alive after stop (should always be empty).
-    pub leftover: Vec<i32>,
-    /// The folder the logs were kept in, if they were.
-    pub log_dir: Option<String>,
-}
-
 struct AssembleArgs {
     hogs: Vec<HogReport>,
     window: &'static str,
@@ -1031,48 +937,37 @@ struct AssembleArgs {
     log_dir: Option<String>,
 }
 
-impl InterferenceReport {
-    fn assemble(a: AssembleArgs) -> InterferenceReport {
-        let cpu_s = a
-            .cgroup_cpu_s
-            .unwrap_or_else(|| a.hogs.iter().map(|h| h.cpu_s).sum());
-        let mut problems = a.problems;
-        if !a.leftover.is_empty() {
-            problems.push(format!(
-                "interference processes {:?} could not be killed; kill them by hand",
-                a.leftover
-            ));
-        }
-        InterferenceReport {
-            schema: REPORT_SCHEMA.into(),
-            specs: a.hogs.iter().map(|h| h.spec.clone()).collect(),
-            window: a.window.into(),
-            seconds: a.seconds,
-            containment: a.containment.into(),
-            cpu_s,
-            cpu_pct: if a.seconds > 0.0 {
-                100.0 * cpu_s / a.seconds
-            } else {
-                0.0
-            },
-            read_bytes: a.hogs.iter().map(|h| h.read_bytes).sum(),
-            write_bytes: a.hogs.iter().map(|h| h.write_bytes).sum(),
-            read_chars: a.hogs.iter().map(|h| h.read_chars).sum(),
-            write_chars: a.hogs.iter().map(|h| h.write_chars).sum(),
-            ok: problems.is_empty(),
-            problems,
-            leftover: a.leftover,
-            log_dir: a.log_dir,
-            hogs: a.hogs,
-        }
+fn assemble(a: AssembleArgs) -> InterferenceReport {
+    let cpu_s = a
+        .cgroup_cpu_s
+        .unwrap_or_else(|| a.hogs.iter().map(|h| h.cpu_s).sum());
+    let mut problems = a.problems;
+    if !a.leftover.is_empty() {
+        problems.push(format!(
+            "interference processes {:?} could not be killed; kill them by hand",
+            a.leftover
+        ));
     }
-
-    /// Every pid of every hog (for telling interference apart from the
-    /// server in the monitor's `extra` processes).
-    pub fn all_pids(&self) -> Vec<i32> {
-        self.hogs
-            .iter()
-            .flat_map(|h| h.pids.iter().copied())
-            .collect()
+    InterferenceReport {
+        schema: REPORT_SCHEMA.into(),
+        specs: a.hogs.iter().map(|h| h.spec.clone()).collect(),
+        window: a.window.into(),
+        seconds: a.seconds,
+        containment: a.containment.into(),
+        cpu_s,
+        cpu_pct: if a.seconds > 0.0 {
+            100.0 * cpu_s / a.seconds
+        } else {
+            0.0
+        },
+        read_bytes: a.hogs.iter().map(|h| h.read_bytes).sum(),
+        write_bytes: a.hogs.iter().map(|h| h.write_bytes).sum(),
+        read_chars: a.hogs.iter().map(|h| h.read_chars).sum(),
+        write_chars: a.hogs.iter().map(|h| h.write_chars).sum(),
+        ok: problems.is_empty(),
+        problems,
+        leftover: a.leftover,
+        log_dir: a.log_dir,
+        hogs: a.hogs,
     }
 }

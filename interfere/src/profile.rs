@@ -21,11 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::preflight;
 
 pub use taillab_core::config::ProfileMode;
+pub use taillab_core::sections::planned::ProfileOutcome;
 
 /// What to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,31 +76,6 @@ pub enum Profile {
     Recording(PerfRecording),
     /// Not recorded; the reason says why and what would make it work.
     Skipped(String),
-}
-
-/// The files a finished profile wrote, for the run's summary and the report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "lowercase")]
-pub enum ProfileOutcome {
-    /// The profile's files are in the run folder.
-    Written {
-        /// The raw `perf record` output (`perf.data`), relative to the run folder.
-        data: String,
-        /// The folded stacks (`perf.folded`), relative to the run folder.
-        folded: String,
-        /// The flame graph (`flame.svg`), relative to the run folder.
-        svg: String,
-        /// Sum of the folded counts. perf weighs each sample by its
-        /// period, so with `cpu-clock` this is sampled CPU time in ns.
-        weight: u64,
-        /// Distinct stacks (lines of the folded file).
-        stacks: usize,
-    },
-    /// No profile: perf missing or not permitted, or it recorded nothing.
-    Skipped {
-        /// Why, and what would make it work.
-        reason: String,
-    },
 }
 
 /// Why perf cannot record here, if it cannot.

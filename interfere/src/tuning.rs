@@ -41,6 +41,7 @@ use taillab_monitor::{SetOutcome, Tuner};
 use crate::signals;
 use crate::spec::CpuList;
 pub use taillab_core::config::{DmaLatency, NumaNode, ThpMode};
+pub use taillab_core::sections::planned::{AppliedTuning, KnobState};
 
 /// Why a knob could not be applied. Knobs already applied are restored
 /// before this is returned.
@@ -117,28 +118,6 @@ pub struct Tuning {
     /// Bind the memory of threads created after `apply` to this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_node: Option<NumaNode>,
-}
-
-/// What happened to one knob (the run's `tuning` record).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KnobState {
-    /// The knob's key: `irq_cpus`, `thp`, `dma_latency` or `numa_node`.
-    pub knob: String,
-    /// The value asked for, as the configuration spells it.
-    pub requested: String,
-    /// The value before the run (the first distinct one for many files).
-    pub before: Option<String>,
-    /// What was done, in words (`moved 18 of 20 IRQs; 2 refused`).
-    pub message: String,
-}
-
-/// The record of [`Tuning::apply`], for `summary.json` / `experiment.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AppliedTuning {
-    /// The knobs applied, in order (IRQs, THP, C-states, NUMA).
-    pub knobs: Vec<KnobState>,
-    /// Settings restored from a journal left by a run that was killed.
-    pub recovered: Vec<String>,
 }
 
 /// Restores every knob of a [`Tuning`] when dropped (or at [`restore`](Self::restore)).

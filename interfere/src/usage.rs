@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+pub use taillab_core::sections::planned::ProcessUsage;
 use taillab_monitor::procfs::{self, PidIo};
 
 /// One reading of a process's counters.
@@ -132,40 +132,6 @@ impl UsageSnapshot {
             .map(|p| usage_between(earlier.readings.get(p), self.readings.get(p), secs))
             .collect()
     }
-}
-
-/// What one process used over a window (one row of a resource table).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessUsage {
-    /// The process id.
-    pub pid: i32,
-    /// `comm` (at most 15 bytes), from the latest reading.
-    pub name: String,
-    /// Still running (not exited, not a zombie) at the end of the window.
-    pub alive: bool,
-    /// CPU seconds over the window.
-    pub cpu_s: f64,
-    /// Mean CPU over the window, % of one CPU.
-    pub cpu_pct: f64,
-    /// Peak resident set since the process started (`VmHWM`).
-    pub rss_max_bytes: u64,
-    /// Minor page faults over the window.
-    pub minflt: u64,
-    /// Major page faults (served from disk) over the window.
-    pub majflt: u64,
-    /// Voluntary context switches (the process blocked) over the window, all threads.
-    pub vol_cs: u64,
-    /// Involuntary context switches (the process was preempted) over the window, all threads.
-    pub invol_cs: u64,
-    /// Bytes the block layer read for it (`/proc/PID/io` `read_bytes`); `None` when unreadable.
-    pub read_bytes: Option<u64>,
-    /// Bytes the block layer wrote for it (`/proc/PID/io` `write_bytes`); `None` when unreadable.
-    pub write_bytes: Option<u64>,
-    /// Bytes through read calls, sockets and page cache included (`rchar`); `None` when unreadable.
-    pub read_chars: Option<u64>,
-    /// Bytes through write calls, sockets and page cache included (`wchar`);
-    /// `None` when unreadable.
-    pub write_chars: Option<u64>,
 }
 
 /// The difference of two readings of one process over `secs` seconds. With

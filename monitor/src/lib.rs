@@ -15,21 +15,24 @@
 //!   the foreign processes by name. Its [`MonitorReport`] holds a time series
 //!   on the harness's monotonic clock and an [`EnvSummary`] over the
 //!   measured phase.
-//! - [`EnvSummary::check`] (module [`summary`]): the verdict
+//! - [`EnvCheck::of`] (module [`summary`]): the verdict
 //!   `checks.environment`, with the limits and why they are what they are.
+//!   [`EnvSummary`] itself, the `environment` section of `summary.json`, is
+//!   plain data in `taillab_core::sections` (re-exported here) so that the
+//!   run's summary holds it typed.
 //! - [`SystemReport`] and [`Tuner`] (module [`system`]): `taillab system
 //!   show|tune|reset`.
 //! - [`procfs`]: the parsers, tested against captured files in `tests/data`.
 //!
 //! ```no_run
-//! use taillab_monitor::{Sampler, SamplerConfig, Thresholds};
+//! use taillab_monitor::{EnvCheck, Sampler, SamplerConfig, Thresholds};
 //! let sampler = Sampler::start(SamplerConfig::default())?;
 //! // ... warm up; each worker thread calls taillab_monitor::register_worker_thread() ...
 //! sampler.mark_measured_start();
 //! // ... measure ...
 //! sampler.mark_measured_end();
 //! let report = sampler.stop()?;
-//! let check = report.summary.check(&Thresholds::default());
+//! let check = EnvCheck::of(&report.summary, &Thresholds::default());
 //! if !check.ok { eprintln!("{check}"); }
 //! # Ok::<(), taillab_monitor::MonitorError>(())
 //! ```
@@ -48,7 +51,9 @@ pub use sampler::{
     register_worker_thread, unregister_worker_thread, IntervalEnv, MonitorReport, Sampler,
     SamplerConfig,
 };
-pub use summary::{CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds};
+pub use summary::{
+    summarize, CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds,
+};
 pub use system::{
     default_run_journal_path, default_state_path, Damon, OpState, SetOutcome, SystemReport, Tuner,
 };

@@ -149,32 +149,7 @@ pub struct ThreadInfo {
     pub worker: bool,
 }
 
-/// CPU use of one foreign process name over a phase.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
-pub struct ForeignProcess {
-    /// `comm` of the process (15 bytes at most), or `parent (children)` for
-    /// CPU of short-lived children reaped by `parent`.
-    pub name: String,
-    /// Mean CPU over the phase, % of one CPU.
-    pub cpu_pct: f64,
-    /// Pids with this name, heaviest first (at most 8).
-    pub pids: Vec<i32>,
-    /// The command line of one of them, when it could still be read.
-    pub cmdline: Option<String>,
-}
-
-/// CPU use of the processes that descend from one experiment process (the
-/// harness, a server or client process, a hog), by name, over a phase.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
-pub struct ChildProcess {
-    /// `comm` of the processes, or `parent (children)` for CPU of
-    /// short-lived children reaped by `parent`.
-    pub name: String,
-    /// Mean CPU over the phase, % of one CPU.
-    pub cpu_pct: f64,
-    /// Pids with this name, heaviest first (at most 8).
-    pub pids: Vec<i32>,
-}
+pub use taillab_core::sections::environment::{ChildProcess, ForeignProcess};
 
 /// What the sampler itself cost.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -1182,7 +1182,7 @@ fn run_thread(
     };
     let no_foreign = Vec::new();
     let mut children = children_by_phase(&st.scans, window, &phase_secs, st.ticks_per_s);
-    let mut summary = EnvSummary::from_samples(
+    let mut summary = crate::summary::summarize(
         &samples,
         summary_phase,
         &threads,

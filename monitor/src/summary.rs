@@ -59,145 +59,12 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sample::{ChildProcess, ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
+use crate::sample::{ForeignProcess, Phase, Sample, SamplerCost, ThreadInfo};
+pub use taillab_core::sections::environment::{
+    EnvSummary, ProcTotals, SamplerCostSummary, ThreadTotals,
+};
 
-/// Totals of a process over the measured phase.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ProcTotals {
-    /// The process id.
-    pub pid: i32,
-    /// Mean CPU, % of one CPU.
-    pub cpu_pct: f64,
-    /// Highest mean CPU over any ~1 s window, % of one CPU.
-    pub cpu_max_1s_pct: f64,
-    /// Largest resident set seen at a sample's end, bytes.
-    pub rss_max_bytes: u64,
-    /// Minor page faults over the phase.
-    pub minflt: u64,
-    /// Major page faults (read from disk) over the phase.
-    pub majflt: u64,
-    /// Voluntary context switches over the phase.
-    pub vol_cs: u64,
-    /// Involuntary context switches (preemptions) over the phase.
-    pub invol_cs: u64,
-    /// Mean CPU of the processes that descend from it (helper processes
-    /// such as translate's Apertium stages, a hog's workers), % of one CPU.
-    /// Part of the experiment, so not in `foreign_cpu_pct`.
-    #[serde(default)]
-    pub children_cpu_pct: f64,
-    /// Those descendants by name, heaviest first.
-    #[serde(default)]
-    pub children: Vec<ChildProcess>,
-    /// Bytes it made the block layer read or write over the phase.
-    #[serde(default)]
-    pub storage_bytes: u64,
-}
-
-/// Totals of one thread of the harness over the measured phase.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ThreadTotals {
-    /// Kernel thread id.
-    pub tid: i32,
-    /// Thread name (`comm`).
-    pub name: String,
-    /// Counted as a worker (see [`ThreadInfo::worker`]).
-    pub worker: bool,
-    /// Mean CPU, % of one CPU.
-    pub cpu_pct: f64,
-    /// Time runnable but waiting for a CPU, % of the phase.
-    pub runq_wait_pct: f64,
-    /// Voluntary context switches over the phase (0 for non-workers).
-    pub vol_cs: u64,
-    /// Involuntary context switches over the phase (0 for non-workers).
-    pub invol_cs: u64,
-    /// `invol_cs` per second of the phase: the figure the check limits.
-    pub invol_per_s: f64,
-    /// Highest involuntary switch rate over any ~1 s window.
-    pub invol_max_1s_per_s: f64,
-    /// Minor page faults over the phase (0 for non-workers).
-    pub minflt: u64,
-    /// Major page faults over the phase (0 for non-workers).
-    pub majflt: u64,
-    /// CPUs it was seen on.
-    pub cpus: Vec<u32>,
-}
-
-/// What the sampler cost, in the summary.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct SamplerCostSummary {
-    /// CPU time per sample without a process scan, µs.
-    pub us_per_sample: f64,
-    /// CPU time per process scan on top of a sample, µs.
-    pub us_per_scan: f64,
-    /// Mean CPU of the sampler thread, % of one CPU.
-    pub cpu_pct: f64,
-    /// Samples that started more than one period late (a starved sampler: a busy host).
-    pub late_samples: u64,
-    /// Longest delay between a phase mark and the sampler's reading, ms.
-    pub max_mark_delay_ms: f64,
-}
-
-/// The `environment` section of `summary.json`: totals and maxima over the
-/// measured phase. CPU figures are % of one CPU.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct EnvSummary {
-    /// False when the harness never marked the measured phase; the figures
-    /// then cover the whole time the sampler ran.
-    pub phase_marked: bool,
-    /// Seconds covered by the samples summarised.
-    pub measured_s: f64,
-    /// Samples summarised.
-    pub samples: usize,
-    /// CPUs seen (highest CPU number + 1, so offline CPUs in between count).
-    pub ncpu: usize,
-    /// Mean hypervisor steal, summed over CPUs: the figure the check limits.
-    pub steal_pct: f64,
-    /// Highest mean steal over any ~1 s window.
-    pub steal_max_1s_pct: f64,
-    /// Mean steal of each CPU (index = CPU number), % of that CPU.
-    pub steal_per_cpu_pct: Vec<f64>,
-    /// Mean busy CPU (user + nice + system + irq + softirq).
-    pub host_busy_pct: f64,
-    /// Mean user-mode CPU, nice included.
-    pub host_user_pct: f64,
-    /// Mean kernel-mode CPU, interrupts excluded.
-    pub host_system_pct: f64,
-    /// Mean idle-with-I/O-outstanding time.
-    pub host_iowait_pct: f64,
-    /// Mean hardware-interrupt time.
-    pub host_irq_pct: f64,
-    /// Mean softirq time.
-    pub host_softirq_pct: f64,
-    /// Mean context switches per second, host-wide.
-    pub ctxt_per_s: f64,
-    /// Highest context-switch rate over any ~1 s window.
-    pub ctxt_max_1s_per_s: f64,
-    /// Mean interrupts per second, host-wide.
-    pub intr_per_s: f64,
-    /// Highest 1-minute load average read at a sample.
-    pub load1_max: f64,
-    /// Host user+nice+system not used by the harness, its extra processes or
-    /// any process descending from them.
-    pub foreign_cpu_pct: f64,
-    /// Highest foreign CPU over any ~1 s window.
-    pub foreign_cpu_max_1s_pct: f64,
-    /// The biggest foreign consumers by name.
-    pub top_foreign: Vec<ForeignProcess>,
-    /// Foreign CPU that the process scans could not put a name on.
-    pub foreign_unattributed_pct: f64,
-    /// This process.
-    pub harness: ProcTotals,
-    /// The experiment's other processes, by pid.
-    pub extra: Vec<ProcTotals>,
-    /// Worker threads seen in the phase.
-    pub workers: Vec<ThreadTotals>,
-    /// The harness's other threads seen in the phase (the sampler's own excepted).
-    pub other_threads: Vec<ThreadTotals>,
-    /// What the sampler cost.
-    pub sampler: SamplerCostSummary,
-}
-
-/// Limits for [`EnvSummary::check`]; see the module docs for the defaults.
+/// Limits for [`EnvCheck::of`]; see the module docs for the defaults.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Thresholds {
     /// Mean steal over the measured phase, % of one CPU.
@@ -318,275 +185,201 @@ fn max_window(samples: &[&Sample], f: impl Fn(&Sample) -> f64 + Copy) -> f64 {
         .fold(0.0, f64::max)
 }
 
-impl EnvSummary {
-    /// Builds the summary from the samples of `phase` (all samples when
-    /// `None`) and the foreign processes charged to that phase.
-    pub fn from_samples(
-        all: &[Sample],
-        phase: Option<Phase>,
-        threads: &[ThreadInfo],
-        foreign: &[ForeignProcess],
-        top_n: usize,
-        cost: &SamplerCost,
-    ) -> EnvSummary {
-        let s: Vec<&Sample> = all
-            .iter()
-            .filter(|x| phase.is_none() || x.phase == phase)
-            .collect();
-        let measured_s: f64 = s.iter().map(|x| x.dt_s).sum();
-        let ncpu = s
-            .iter()
-            .map(|x| x.host.per_cpu_steal_pct.len())
-            .max()
-            .unwrap_or(0);
-        let mut steal_per_cpu = vec![0.0; ncpu];
-        for (c, v) in steal_per_cpu.iter_mut().enumerate() {
-            *v = wmean(&s, |x| {
-                x.host.per_cpu_steal_pct.get(c).copied().unwrap_or(0.0)
-            });
-        }
-        let sum = |f: &dyn Fn(&Sample) -> u64| s.iter().map(|x| f(x)).sum::<u64>();
-        let harness = ProcTotals {
-            pid: s.first().map(|x| x.harness.pid).unwrap_or(0),
-            cpu_pct: wmean(&s, |x| x.harness.cpu_pct),
-            cpu_max_1s_pct: max_window(&s, |x| x.harness.cpu_pct),
-            rss_max_bytes: s.iter().map(|x| x.harness.rss_bytes).max().unwrap_or(0),
-            minflt: sum(&|x| x.harness.minflt),
-            majflt: sum(&|x| x.harness.majflt),
-            vol_cs: sum(&|x| x.harness.vol_cs),
-            invol_cs: sum(&|x| x.harness.invol_cs),
-            children_cpu_pct: wmean(&s, |x| x.harness.children_cpu_pct),
-            children: Vec::new(),
-            storage_bytes: sum(&|x| x.harness.storage_bytes),
-        };
-        let mut extra: BTreeMap<i32, ProcTotals> = BTreeMap::new();
-        for x in &s {
-            for p in &x.extra {
-                let e = extra.entry(p.pid).or_insert_with(|| ProcTotals {
-                    pid: p.pid,
-                    ..Default::default()
-                });
-                e.cpu_pct += p.cpu_pct * x.dt_s;
-                e.children_cpu_pct += p.children_cpu_pct * x.dt_s;
-                e.rss_max_bytes = e.rss_max_bytes.max(p.rss_bytes);
-                e.minflt += p.minflt;
-                e.majflt += p.majflt;
-                e.vol_cs += p.vol_cs;
-                e.invol_cs += p.invol_cs;
-                e.storage_bytes += p.storage_bytes;
-            }
-        }
-        for (pid, e) in extra.iter_mut() {
-            if measured_s > 0.0 {
-                e.cpu_pct /= measured_s;
-                e.children_cpu_pct /= measured_s;
-            }
-            e.cpu_max_1s_pct = max_window(&s, |x| {
-                x.extra
-                    .iter()
-                    .find(|p| p.pid == *pid)
-                    .map(|p| p.cpu_pct)
-                    .unwrap_or(0.0)
-            });
-        }
-        let (mut workers, mut other_threads) = (Vec::new(), Vec::new());
-        for t in threads {
-            let mut tt = ThreadTotals {
-                tid: t.tid,
-                name: t.name.clone(),
-                worker: t.worker,
+/// Builds the summary from the samples of `phase` (all samples when
+/// `None`) and the foreign processes charged to that phase.
+pub fn summarize(
+    all: &[Sample],
+    phase: Option<Phase>,
+    threads: &[ThreadInfo],
+    foreign: &[ForeignProcess],
+    top_n: usize,
+    cost: &SamplerCost,
+) -> EnvSummary {
+    let s: Vec<&Sample> = all
+        .iter()
+        .filter(|x| phase.is_none() || x.phase == phase)
+        .collect();
+    let measured_s: f64 = s.iter().map(|x| x.dt_s).sum();
+    let ncpu = s
+        .iter()
+        .map(|x| x.host.per_cpu_steal_pct.len())
+        .max()
+        .unwrap_or(0);
+    let mut steal_per_cpu = vec![0.0; ncpu];
+    for (c, v) in steal_per_cpu.iter_mut().enumerate() {
+        *v = wmean(&s, |x| {
+            x.host.per_cpu_steal_pct.get(c).copied().unwrap_or(0.0)
+        });
+    }
+    let sum = |f: &dyn Fn(&Sample) -> u64| s.iter().map(|x| f(x)).sum::<u64>();
+    let harness = ProcTotals {
+        pid: s.first().map(|x| x.harness.pid).unwrap_or(0),
+        cpu_pct: wmean(&s, |x| x.harness.cpu_pct),
+        cpu_max_1s_pct: max_window(&s, |x| x.harness.cpu_pct),
+        rss_max_bytes: s.iter().map(|x| x.harness.rss_bytes).max().unwrap_or(0),
+        minflt: sum(&|x| x.harness.minflt),
+        majflt: sum(&|x| x.harness.majflt),
+        vol_cs: sum(&|x| x.harness.vol_cs),
+        invol_cs: sum(&|x| x.harness.invol_cs),
+        children_cpu_pct: wmean(&s, |x| x.harness.children_cpu_pct),
+        children: Vec::new(),
+        storage_bytes: sum(&|x| x.harness.storage_bytes),
+    };
+    let mut extra: BTreeMap<i32, ProcTotals> = BTreeMap::new();
+    for x in &s {
+        for p in &x.extra {
+            let e = extra.entry(p.pid).or_insert_with(|| ProcTotals {
+                pid: p.pid,
                 ..Default::default()
-            };
-            let mut seen = false;
-            for x in &s {
-                if let Some(ts) = x.threads.iter().find(|q| q.tid == t.tid) {
-                    seen = true;
-                    tt.cpu_pct += ts.cpu_pct * x.dt_s;
-                    tt.runq_wait_pct += ts.runq_wait_pct * x.dt_s;
-                    tt.vol_cs += ts.vol_cs;
-                    tt.invol_cs += ts.invol_cs;
-                    tt.minflt += ts.minflt;
-                    tt.majflt += ts.majflt;
-                    if let Some(c) = ts.cpu {
-                        if !tt.cpus.contains(&c) {
-                            tt.cpus.push(c);
-                        }
+            });
+            e.cpu_pct += p.cpu_pct * x.dt_s;
+            e.children_cpu_pct += p.children_cpu_pct * x.dt_s;
+            e.rss_max_bytes = e.rss_max_bytes.max(p.rss_bytes);
+            e.minflt += p.minflt;
+            e.majflt += p.majflt;
+            e.vol_cs += p.vol_cs;
+            e.invol_cs += p.invol_cs;
+            e.storage_bytes += p.storage_bytes;
+        }
+    }
+    for (pid, e) in extra.iter_mut() {
+        if measured_s > 0.0 {
+            e.cpu_pct /= measured_s;
+            e.children_cpu_pct /= measured_s;
+        }
+        e.cpu_max_1s_pct = max_window(&s, |x| {
+            x.extra
+                .iter()
+                .find(|p| p.pid == *pid)
+                .map(|p| p.cpu_pct)
+                .unwrap_or(0.0)
+        });
+    }
+    let (mut workers, mut other_threads) = (Vec::new(), Vec::new());
+    for t in threads {
+        let mut tt = ThreadTotals {
+            tid: t.tid,
+            name: t.name.clone(),
+            worker: t.worker,
+            ..Default::default()
+        };
+        let mut seen = false;
+        for x in &s {
+            if let Some(ts) = x.threads.iter().find(|q| q.tid == t.tid) {
+                seen = true;
+                tt.cpu_pct += ts.cpu_pct * x.dt_s;
+                tt.runq_wait_pct += ts.runq_wait_pct * x.dt_s;
+                tt.vol_cs += ts.vol_cs;
+                tt.invol_cs += ts.invol_cs;
+                tt.minflt += ts.minflt;
+                tt.majflt += ts.majflt;
+                if let Some(c) = ts.cpu {
+                    if !tt.cpus.contains(&c) {
+                        tt.cpus.push(c);
                     }
                 }
             }
-            if !seen {
-                continue;
-            }
-            if measured_s > 0.0 {
-                tt.cpu_pct /= measured_s;
-                tt.runq_wait_pct /= measured_s;
-                tt.invol_per_s = tt.invol_cs as f64 / measured_s;
-            }
-            tt.invol_max_1s_per_s = windows(&s, 1.0)
-                .into_iter()
-                .map(|r| {
-                    let w = &s[r];
-                    let secs: f64 = w.iter().map(|x| x.dt_s).sum();
-                    let n: u64 = w
-                        .iter()
-                        .filter_map(|x| x.threads.iter().find(|q| q.tid == t.tid))
-                        .map(|q| q.invol_cs)
-                        .sum();
-                    if secs > 0.0 {
-                        n as f64 / secs
-                    } else {
-                        0.0
-                    }
-                })
-                .fold(0.0, f64::max);
-            tt.cpus.sort_unstable();
-            if t.worker {
-                workers.push(tt)
-            } else {
-                other_threads.push(tt)
-            }
         }
-        let foreign_cpu_pct = wmean(&s, |x| x.foreign_cpu_pct);
-        let named: f64 = foreign.iter().map(|f| f.cpu_pct).sum();
-        EnvSummary {
-            phase_marked: phase.is_some(),
-            measured_s,
-            samples: s.len(),
-            ncpu,
-            steal_pct: wmean(&s, |x| x.host.steal_pct),
-            steal_max_1s_pct: max_window(&s, |x| x.host.steal_pct),
-            steal_per_cpu_pct: steal_per_cpu,
-            host_busy_pct: wmean(&s, |x| x.host.busy_pct),
-            host_user_pct: wmean(&s, |x| x.host.user_pct + x.host.nice_pct),
-            host_system_pct: wmean(&s, |x| x.host.system_pct),
-            host_iowait_pct: wmean(&s, |x| x.host.iowait_pct),
-            host_irq_pct: wmean(&s, |x| x.host.irq_pct),
-            host_softirq_pct: wmean(&s, |x| x.host.softirq_pct),
-            ctxt_per_s: wmean(&s, |x| x.host.ctxt_per_s),
-            ctxt_max_1s_per_s: max_window(&s, |x| x.host.ctxt_per_s),
-            intr_per_s: wmean(&s, |x| x.host.intr_per_s),
-            load1_max: s.iter().map(|x| x.host.load1).fold(0.0, f64::max),
-            foreign_cpu_pct,
-            foreign_cpu_max_1s_pct: max_window(&s, |x| x.foreign_cpu_pct),
-            top_foreign: foreign.iter().take(top_n).cloned().collect(),
-            foreign_unattributed_pct: (foreign_cpu_pct - named).max(0.0),
-            harness,
-            extra: extra.into_values().collect(),
-            workers,
-            other_threads,
-            sampler: SamplerCostSummary {
-                us_per_sample: cost.us_per_sample,
-                us_per_scan: cost.us_per_scan,
-                cpu_pct: cost.cpu_pct,
-                late_samples: cost.late_samples,
-                max_mark_delay_ms: cost.max_mark_delay_ms,
-            },
+        if !seen {
+            continue;
         }
-    }
-
-    /// Names the descendants of the harness and of each extra process
-    /// (`children`, keyed by the pid they descend from), the `top_n`
-    /// heaviest of each.
-    pub fn attach_children(
-        &mut self,
-        mut children: BTreeMap<i32, Vec<ChildProcess>>,
-        top_n: usize,
-    ) {
-        let mut take = |pid: i32| {
-            let mut v = children.remove(&pid).unwrap_or_default();
-            v.truncate(top_n);
-            v
-        };
-        self.harness.children = take(self.harness.pid);
-        for e in &mut self.extra {
-            e.children = take(e.pid);
+        if measured_s > 0.0 {
+            tt.cpu_pct /= measured_s;
+            tt.runq_wait_pct /= measured_s;
+            tt.invol_per_s = tt.invol_cs as f64 / measured_s;
         }
-    }
-
-    /// The top foreign consumers as `name 12.3 % (pid 42)` or
-    /// `name 20.0 % (pids 42, 43)` (heaviest pids first).
-    pub fn foreign_names(&self) -> String {
-        let v: Vec<String> = self
-            .top_foreign
-            .iter()
-            .filter(|f| f.cpu_pct >= 0.05)
-            .map(|f| match f.pids.len() {
-                0 => format!("{} {:.1} %", f.name, f.cpu_pct),
-                1 => format!("{} {:.1} % (pid {})", f.name, f.cpu_pct, f.pids[0]),
-                _ => {
-                    let p: Vec<String> = f.pids.iter().take(3).map(|p| p.to_string()).collect();
-                    format!("{} {:.1} % (pids {})", f.name, f.cpu_pct, p.join(", "))
+        tt.invol_max_1s_per_s = windows(&s, 1.0)
+            .into_iter()
+            .map(|r| {
+                let w = &s[r];
+                let secs: f64 = w.iter().map(|x| x.dt_s).sum();
+                let n: u64 = w
+                    .iter()
+                    .filter_map(|x| x.threads.iter().find(|q| q.tid == t.tid))
+                    .map(|q| q.invol_cs)
+                    .sum();
+                if secs > 0.0 {
+                    n as f64 / secs
+                } else {
+                    0.0
                 }
             })
-            .collect();
-        if v.is_empty() {
-            "no process could be named".into()
+            .fold(0.0, f64::max);
+        tt.cpus.sort_unstable();
+        if t.worker {
+            workers.push(tt)
         } else {
-            v.join(", ")
+            other_threads.push(tt)
         }
     }
-
-    /// CPU of the experiment's own descendant processes (the harness's and the other
-    /// experiment processes' children), % of one CPU.
-    pub fn own_helpers_cpu_pct(&self) -> f64 {
-        self.harness.children_cpu_pct + self.extra.iter().map(|p| p.children_cpu_pct).sum::<f64>()
+    let foreign_cpu_pct = wmean(&s, |x| x.foreign_cpu_pct);
+    let named: f64 = foreign.iter().map(|f| f.cpu_pct).sum();
+    EnvSummary {
+        phase_marked: phase.is_some(),
+        measured_s,
+        samples: s.len(),
+        ncpu,
+        steal_pct: wmean(&s, |x| x.host.steal_pct),
+        steal_max_1s_pct: max_window(&s, |x| x.host.steal_pct),
+        steal_per_cpu_pct: steal_per_cpu,
+        host_busy_pct: wmean(&s, |x| x.host.busy_pct),
+        host_user_pct: wmean(&s, |x| x.host.user_pct + x.host.nice_pct),
+        host_system_pct: wmean(&s, |x| x.host.system_pct),
+        host_iowait_pct: wmean(&s, |x| x.host.iowait_pct),
+        host_irq_pct: wmean(&s, |x| x.host.irq_pct),
+        host_softirq_pct: wmean(&s, |x| x.host.softirq_pct),
+        ctxt_per_s: wmean(&s, |x| x.host.ctxt_per_s),
+        ctxt_max_1s_per_s: max_window(&s, |x| x.host.ctxt_per_s),
+        intr_per_s: wmean(&s, |x| x.host.intr_per_s),
+        load1_max: s.iter().map(|x| x.host.load1).fold(0.0, f64::max),
+        foreign_cpu_pct,
+        foreign_cpu_max_1s_pct: max_window(&s, |x| x.foreign_cpu_pct),
+        top_foreign: foreign.iter().take(top_n).cloned().collect(),
+        foreign_unattributed_pct: (foreign_cpu_pct - named).max(0.0),
+        harness,
+        extra: extra.into_values().collect(),
+        workers,
+        other_threads,
+        sampler: SamplerCostSummary {
+            us_per_sample: cost.us_per_sample,
+            us_per_scan: cost.us_per_scan,
+            cpu_pct: cost.cpu_pct,
+            late_samples: cost.late_samples,
+            max_mark_delay_ms: cost.max_mark_delay_ms,
+        },
     }
+}
 
-    /// Bytes the experiment's processes (the harness and the extra ones) made the block
-    /// layer read or write over the phase.
-    pub fn own_storage_bytes(&self) -> u64 {
-        self.harness.storage_bytes + self.extra.iter().map(|p| p.storage_bytes).sum::<u64>()
-    }
+/// CPU of the kernel's storage workers among the foreign processes (see
+/// [`is_storage_worker`]), % of one CPU, and their names.
+fn storage_workers(s: &EnvSummary) -> (f64, String) {
+    let w: Vec<&ForeignProcess> = s
+        .top_foreign
+        .iter()
+        .filter(|f| is_storage_worker(&f.name))
+        .collect();
+    let names: Vec<String> = w
+        .iter()
+        .map(|f| format!("{} {:.1} %", f.name, f.cpu_pct))
+        .collect();
+    (w.iter().map(|f| f.cpu_pct).sum(), names.join(", "))
+}
 
-    /// CPU of the kernel's storage workers among the foreign processes (see
-    /// [`is_storage_worker`]), % of one CPU, and their names.
-    pub fn storage_workers(&self) -> (f64, String) {
-        let w: Vec<&ForeignProcess> = self
-            .top_foreign
-            .iter()
-            .filter(|f| is_storage_worker(&f.name))
-            .collect();
-        let names: Vec<String> = w
-            .iter()
-            .map(|f| format!("{} {:.1} %", f.name, f.cpu_pct))
-            .collect();
-        (w.iter().map(|f| f.cpu_pct).sum(), names.join(", "))
-    }
-
-    /// The experiment's own descendant processes, heaviest first (`apertium-transfer 21.0 %, ...`,
-    /// at most five), with their total.
-    pub fn own_helper_names(&self) -> String {
-        let mut v: Vec<&ChildProcess> = std::iter::once(&self.harness)
-            .chain(&self.extra)
-            .flat_map(|p| &p.children)
-            .collect();
-        v.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
-        let names: Vec<String> = v
-            .iter()
-            .take(5)
-            .map(|c| format!("{} {:.1} %", c.name, c.cpu_pct))
-            .collect();
-        format!(
-            "{:.0} % of a CPU: {}",
-            self.own_helpers_cpu_pct(),
-            names.join(", ")
-        )
-    }
-
-    /// Applies the limits. Fails (never panics) on an empty summary.
-    pub fn check(&self, th: &Thresholds) -> EnvCheck {
+impl EnvCheck {
+    /// Applies the limits to `s`. Fails (never panics) on an empty summary.
+    pub fn of(s: &EnvSummary, th: &Thresholds) -> EnvCheck {
         let mut items = Vec::new();
         let mut reasons = Vec::new();
-        if self.samples == 0 || self.measured_s <= 0.0 {
+        if s.samples == 0 || s.measured_s <= 0.0 {
             reasons.push(
                 "the environment was not sampled during the measured phase (was the sampler started before the run?)"
                     .to_string(),
             );
         }
-        let steal_ok = self.steal_pct <= th.max_steal_pct;
+        let steal_ok = s.steal_pct <= th.max_steal_pct;
         items.push(CheckItem {
             name: "steal".into(),
-            value: self.steal_pct,
+            value: s.steal_pct,
             limit: th.max_steal_pct,
             unit: "% of a CPU".into(),
             ok: steal_ok,
@@ -594,18 +387,18 @@ impl EnvSummary {
         if !steal_ok {
             reasons.push(format!(
                 "hypervisor steal averaged {:.2} % of a CPU over the measured phase (limit {} %, worst second {:.1} %): other guests ran on our vCPUs; rerun when `taillab system show` reports low steal",
-                self.steal_pct, th.max_steal_pct, self.steal_max_1s_pct
+                s.steal_pct, th.max_steal_pct, s.steal_max_1s_pct
             ));
         }
         // The kernel's storage workers serve whoever reads and writes blocks: when the
         // experiment did, their CPU is its own disk I/O (oltp-disk's commits: kblockd near
         // 5 % of a CPU), not foreign.
-        let (storage_pct, storage_names) = self.storage_workers();
-        let own_io = self.own_storage_bytes() > 0 && storage_pct > 0.0;
+        let (storage_pct, storage_names) = storage_workers(s);
+        let own_io = s.own_storage_bytes() > 0 && storage_pct > 0.0;
         let foreign = if own_io {
-            (self.foreign_cpu_pct - storage_pct).max(0.0)
+            (s.foreign_cpu_pct - storage_pct).max(0.0)
         } else {
-            self.foreign_cpu_pct
+            s.foreign_cpu_pct
         };
         let foreign_ok = foreign <= th.max_foreign_pct;
         items.push(CheckItem {
@@ -619,7 +412,7 @@ impl EnvSummary {
         if own_io && storage_pct >= 0.5 {
             notes.push(format!(
                 "the kernel's storage workers used {storage_pct:.1} % of a CPU while the experiment read or wrote {:.1} MiB of storage ({storage_names}): counted as its own I/O, not as other processes",
-                self.own_storage_bytes() as f64 / (1 << 20) as f64
+                s.own_storage_bytes() as f64 / (1 << 20) as f64
             ));
         }
         if !foreign_ok {
@@ -627,11 +420,11 @@ impl EnvSummary {
                 "other processes used {:.1} % of a CPU over the measured phase (limit {} %): {}{}",
                 foreign,
                 th.max_foreign_pct,
-                self.foreign_names(),
-                if self.foreign_unattributed_pct >= 1.0 {
+                s.foreign_names(),
+                if s.foreign_unattributed_pct >= 1.0 {
                     format!(
                         "; {:.1} % could not be attributed (short-lived processes)",
-                        self.foreign_unattributed_pct
+                        s.foreign_unattributed_pct
                     )
                 } else {
                     String::new()
@@ -639,12 +432,12 @@ impl EnvSummary {
             ));
         }
         // The app's own helper processes (not foreign) sharing the workers' CPUs.
-        let own_pct = self.own_helpers_cpu_pct();
+        let own_pct = s.own_helpers_cpu_pct();
         let own_helpers = steal_ok
             && foreign_ok
             && own_pct >= OWN_HELPERS_MIN_PCT
             && own_pct >= OWN_HELPERS_OVER_FOREIGN * foreign;
-        let worst_invol = self
+        let worst_invol = s
             .workers
             .iter()
             .max_by(|a, b| a.invol_per_s.total_cmp(&b.invol_per_s));
@@ -656,7 +449,7 @@ impl EnvSummary {
             unit: "per second".into(),
             ok: v <= th.max_worker_invol_per_s || own_helpers,
         });
-        for w in self
+        for w in s
             .workers
             .iter()
             .filter(|w| w.invol_per_s > th.max_worker_invol_per_s)
@@ -668,7 +461,7 @@ impl EnvSummary {
                     w.name,
                     w.invol_per_s,
                     th.max_worker_invol_per_s,
-                    self.own_helper_names(),
+                    s.own_helper_names(),
                     foreign
                 ));
                 continue;
@@ -681,14 +474,14 @@ impl EnvSummary {
                 th.max_worker_invol_per_s,
                 w.invol_max_1s_per_s,
                 // Name the candidates unless the foreign reason above already did.
-                if self.top_foreign.is_empty() || !foreign_ok {
+                if s.top_foreign.is_empty() || !foreign_ok {
                     String::new()
                 } else {
-                    format!(" ({})", self.foreign_names())
+                    format!(" ({})", s.foreign_names())
                 }
             ));
         }
-        let worst_wait = self
+        let worst_wait = s
             .workers
             .iter()
             .map(|w| w.runq_wait_pct)
@@ -700,7 +493,7 @@ impl EnvSummary {
             unit: "% of the phase".into(),
             ok: worst_wait <= th.max_worker_runq_wait_pct || own_helpers,
         });
-        for w in self
+        for w in s
             .workers
             .iter()
             .filter(|w| w.runq_wait_pct > th.max_worker_runq_wait_pct)
@@ -712,7 +505,7 @@ impl EnvSummary {
                     w.name,
                     w.runq_wait_pct,
                     th.max_worker_runq_wait_pct,
-                    self.own_helper_names()
+                    s.own_helper_names()
                 ));
                 continue;
             }
@@ -729,79 +522,6 @@ impl EnvSummary {
             notes,
         }
     }
-}
-
-impl fmt::Display for EnvSummary {
-    /// A few lines for the human run table.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "environment over {:.1} s{}: steal {:.2} % (max 1 s {:.1} %), foreign CPU {:.1} % (max 1 s {:.1} %), host busy {:.0} % of {} CPUs",
-            self.measured_s,
-            if self.phase_marked { "" } else { " (whole run, phase not marked)" },
-            self.steal_pct,
-            self.steal_max_1s_pct,
-            self.foreign_cpu_pct,
-            self.foreign_cpu_max_1s_pct,
-            self.host_busy_pct,
-            self.ncpu
-        )?;
-        if self.foreign_cpu_pct >= 0.5 {
-            writeln!(f, "  foreign: {}", self.foreign_names())?;
-        }
-        writeln!(
-            f,
-            "  harness: CPU {:.0} %, RSS max {:.1} MiB, faults {} minor / {} major, ctx switches {} vol / {} invol",
-            self.harness.cpu_pct,
-            self.harness.rss_max_bytes as f64 / (1 << 20) as f64,
-            self.harness.minflt,
-            self.harness.majflt,
-            self.harness.vol_cs,
-            self.harness.invol_cs
-        )?;
-        write_children(f, &self.harness)?;
-        for x in &self.extra {
-            writeln!(
-                f,
-                "  process {} (server/client): CPU {:.0} %, RSS max {:.1} MiB, faults {} minor / {} major, ctx switches {} vol / {} invol",
-                x.pid,
-                x.cpu_pct,
-                x.rss_max_bytes as f64 / (1 << 20) as f64,
-                x.minflt,
-                x.majflt,
-                x.vol_cs,
-                x.invol_cs
-            )?;
-            write_children(f, x)?;
-        }
-        for w in &self.workers {
-            writeln!(
-                f,
-                "  worker {} ({}): CPU {:.0} %, run-queue wait {:.2} %, invol {:.1}/s, vol {}, CPUs {:?}",
-                w.tid, w.name, w.cpu_pct, w.runq_wait_pct, w.invol_per_s, w.vol_cs, w.cpus
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// `    its processes: CPU 12 % (lt-proc 8.0 %, apertium-transf 3.1 %)`, when any.
-fn write_children(f: &mut fmt::Formatter<'_>, p: &ProcTotals) -> fmt::Result {
-    if p.children_cpu_pct < 0.05 && p.children.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<String> = p
-        .children
-        .iter()
-        .take(4)
-        .map(|c| format!("{} {:.1} %", c.name, c.cpu_pct))
-        .collect();
-    writeln!(
-        f,
-        "    its child processes: CPU {:.1} % ({})",
-        p.children_cpu_pct,
-        names.join(", ")
-    )
 }
 
 impl fmt::Display for EnvCheck {
@@ -844,10 +564,10 @@ mod tests {
             measured_s: 1.0,
             ..Default::default()
         };
-        assert!(quiet.check(&Thresholds::default()).ok);
+        assert!(EnvCheck::of(&quiet, &Thresholds::default()).ok);
         let mut stolen = quiet.clone();
         stolen.steal_pct = 3.0;
-        let c = stolen.check(&Thresholds::default());
+        let c = EnvCheck::of(&stolen, &Thresholds::default());
         assert!(!c.ok && c.reasons[0].contains("steal"));
         let mut busy = quiet.clone();
         busy.foreign_cpu_pct = 60.0;
@@ -857,7 +577,7 @@ mod tests {
             pids: vec![7],
             cmdline: None,
         }];
-        let c = busy.check(&Thresholds::default());
+        let c = EnvCheck::of(&busy, &Thresholds::default());
         assert!(
             !c.ok && c.reasons[0].contains("cc1plus 55.0 % (pid 7)"),
             "{c:?}"
@@ -870,13 +590,13 @@ mod tests {
             invol_per_s: 300.0,
             ..Default::default()
         }];
-        let c = pre.check(&Thresholds::default());
+        let c = EnvCheck::of(&pre, &Thresholds::default());
         assert!(
             !c.ok && c.reasons[0].contains("worker thread 9 (w0)"),
             "{c:?}"
         );
         let empty = EnvSummary::default();
-        assert!(!empty.check(&Thresholds::default()).ok);
+        assert!(!EnvCheck::of(&empty, &Thresholds::default()).ok);
     }
 
     #[test]
@@ -902,7 +622,7 @@ mod tests {
             ..Default::default()
         };
         disk.harness.storage_bytes = 3 << 20;
-        let c = disk.check(&Thresholds::default());
+        let c = EnvCheck::of(&disk, &Thresholds::default());
         assert!(c.ok, "{c:?}");
         let item = c.items.iter().find(|i| i.name == "foreign_cpu").unwrap();
         assert!((item.value - 1.8).abs() < 1e-9, "{item:?}");
@@ -913,7 +633,7 @@ mod tests {
         // Without I/O of the experiment's own, they are someone else's.
         let mut none = disk.clone();
         none.harness.storage_bytes = 0;
-        let c = none.check(&Thresholds::default());
+        let c = EnvCheck::of(&none, &Thresholds::default());
         assert!(!c.ok && c.notes.is_empty(), "{c:?}");
         // A server process's I/O counts too; a heavy foreign process still fails the run.
         let mut server = none.clone();
@@ -922,10 +642,10 @@ mod tests {
             storage_bytes: 1 << 20,
             ..Default::default()
         }];
-        assert!(server.check(&Thresholds::default()).ok);
+        assert!(EnvCheck::of(&server, &Thresholds::default()).ok);
         server.foreign_cpu_pct = 12.0;
         server.top_foreign.push(kw("cc1plus", 5.5));
-        let c = server.check(&Thresholds::default());
+        let c = EnvCheck::of(&server, &Thresholds::default());
         assert!(!c.ok && c.reasons[0].contains("7.3 %"), "{c:?}");
     }
 
@@ -947,12 +667,12 @@ mod tests {
             ..Default::default()
         }];
         own.harness.children_cpu_pct = 60.0;
-        own.harness.children = vec![ChildProcess {
+        own.harness.children = vec![crate::sample::ChildProcess {
             name: "apertium-transfer".into(),
             cpu_pct: 21.0,
             pids: vec![11],
         }];
-        let c = own.check(&Thresholds::default());
+        let c = EnvCheck::of(&own, &Thresholds::default());
         assert!(c.ok, "{c:?}");
         assert_eq!(c.notes.len(), 2, "{c:?}");
         assert!(c.notes[0].contains("apertium-transfer 21.0 %"), "{c:?}");
@@ -960,17 +680,17 @@ mod tests {
         // The same preemption with helpers too light to explain it fails,
         let mut light = own.clone();
         light.harness.children_cpu_pct = 3.0;
-        assert!(!light.check(&Thresholds::default()).ok);
+        assert!(!EnvCheck::of(&light, &Thresholds::default()).ok);
         // and so does it when foreign processes ran about as much as the helpers.
         let mut foreign = own.clone();
         foreign.harness.children_cpu_pct = 12.0;
         foreign.foreign_cpu_pct = 4.0;
-        let c = foreign.check(&Thresholds::default());
+        let c = EnvCheck::of(&foreign, &Thresholds::default());
         assert!(!c.ok && c.notes.is_empty(), "{c:?}");
         // Steal or foreign CPU over their limits still fail the run.
         let mut stolen = own.clone();
         stolen.steal_pct = 3.0;
-        let c = stolen.check(&Thresholds::default());
+        let c = EnvCheck::of(&stolen, &Thresholds::default());
         assert!(!c.ok && c.reasons.len() == 3, "{c:?}");
     }
 }

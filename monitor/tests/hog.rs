@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use taillab_monitor::procfs::gettid;
-use taillab_monitor::{Phase, Sampler, SamplerConfig, Thresholds};
+use taillab_monitor::{EnvCheck, Phase, Sampler, SamplerConfig, Thresholds};
 
 fn pin_current_thread(cpu: usize) {
     // SAFETY: plain data, bounded CPU index.
@@ -155,7 +155,7 @@ fn hog_on_the_workers_cpu_is_named_and_fails_the_check() {
         s.harness
     );
 
-    let check = s.check(&Thresholds::default());
+    let check = EnvCheck::of(s, &Thresholds::default());
     assert!(!check.ok);
     let text = check.reasons.join("\n");
     // Named, with its pid (a busy host may run other `sh` processes too).

@@ -2,18 +2,22 @@
 
 Three layouts are read, told apart by the file at their root:
 
-* a single run: ``summary.json`` (schema ``taillab.run/1``), ``hist/<metric>.hlog``, and
+* a single run: ``summary.json`` (schema ``taillab.run/2``), ``hist/<metric>.hlog``, and
   optionally ``requests.csv``;
 * an experiment or sweep: ``experiment.json`` (schema ``taillab.experiment/1``) and
   ``points/<point-id>/run-<k>/`` run folders, each point with ``aggregate.json`` (schema
   ``taillab.aggregate/1``) once its repeats are done.
 
 Schema versions are checked strictly (an unknown version is an error naming the file and the
-versions this package reads); keys we do not know are ignored, so the harness can add
-sections without breaking old analyses. All latencies are in nanoseconds.
+versions this package reads). A ``taillab.run/2`` summary is validated against
+docs/schema/run-2.json (:mod:`taillab.schema`): a key of the wrong shape is an error naming the
+file and the key. Keys the schema does not name are ignored. All latencies are in nanoseconds.
 
 Schema history (the versions this module reads):
   taillab.run/1, taillab.experiment/1, taillab.aggregate/1 — first versions (Nov 2026).
+  taillab.run/2 — the same keys, each section typed on the Rust side and described by
+  docs/schema/run-2.json, which these files are validated against; run/1 files are still read,
+  unvalidated.
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ import pandas as pd
 
 from .errors import ResultsNotFound, SchemaError, TaillabError
 from .hlog import Dist, read_hlog
+from .schema import validate_run
 
 RUN_SCHEMA = "taillab.run"
 EXPERIMENT_SCHEMA = "taillab.experiment"
 AGGREGATE_SCHEMA = "taillab.aggregate"
-SUPPORTED = {RUN_SCHEMA: {1}, EXPERIMENT_SCHEMA: {1}, AGGREGATE_SCHEMA: {1}}
+SUPPORTED = {RUN_SCHEMA: {1, 2}, EXPERIMENT_SCHEMA: {1}, AGGREGATE_SCHEMA: {1}}
+# From this version on a run's summary.json has a JSON Schema it is validated against.
+RUN_VALIDATED_FROM = 2
 
 # The stamps of requests.csv, in the order a request passes them (docs/design.md).
 STAMPS = ["intended", "sent", "enqueued", "started", "finished", "completed"]
@@ -63,7 +70,8 @@ def _read_object(path: Path) -> dict[str, Any]:
 
 
 def read_json(path: Path, family: str) -> dict[str, Any]:
-    """Read a JSON file and check its ``schema`` is ``<family>/<version we support>``."""
+    """Read a JSON file and check its ``schema`` is ``<family>/<version we support>``; a run's
+    summary of a version with a JSON Schema is validated against it."""
     doc = _read_object(path)
     schema = doc.get("schema")
     want = ", ".join(f"{family}/{v}" for v in sorted(SUPPORTED[family]))
@@ -78,6 +86,8 @@ def read_json(path: Path, family: str) -> dict[str, Any]:
             "install the package from the same taillab checkout that wrote the results "
             "(pip install -e python)"
         )
+    if family == RUN_SCHEMA and int(ver) >= RUN_VALIDATED_FROM:
+        validate_run(doc, path)
     return doc
 
 

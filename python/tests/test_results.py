@@ -90,8 +90,8 @@ def _copy(src, dst):
 @pytest.mark.parametrize(
     "schema, match",
     [
-        ("taillab.run/2", r"reads taillab.run/1"),
-        ("taillab.aggregate/1", r"expected taillab.run/1"),
+        ("taillab.run/3", r"reads taillab.run/1, taillab.run/2"),
+        ("taillab.aggregate/1", r"expected taillab.run/1, taillab.run/2"),
         (None, r"no \"schema\" key"),
     ],
 )

@@ -8,6 +8,7 @@
 #   loads/       a plain folder of three runs at rho = 0.1, 0.3, 0.5 (what make demo writes)
 #   repeat/      `taillab run --ci`: an experiment of kind "run", one point, 3 runs
 #   sweep/       `taillab sweep`: 1 and 2 threads x two loads, 2 runs per point
+#   (run-v1/     a run written as taillab.run/1, kept as it is: not rebuilt here)
 #
 # Timings on a loaded machine make the tails long and some checks fail; the tests only rely
 # on what holds anyway (the files agree with each other, latency grows with load).

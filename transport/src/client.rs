@@ -56,7 +56,7 @@
 //! and counted, and the user-space stamp stands in.
 
 use crate::epoll::Epoll;
-use crate::tstamp::{self, CmsgBuf, KernelStamp, StampCounts};
+use crate::tstamp::{self, CmsgBuf, KernelStamp, StampCounts, Tally};
 use crate::wire::Wire;
 use crate::TransportError;
 use hdrhistogram::Histogram;

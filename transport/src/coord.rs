@@ -43,7 +43,9 @@ use taillab_core::arrival::derive_seed;
 use taillab_core::collector::{
     decode_hist, encode_hist, Hists, IntervalBlob, IntervalSink, MetricStats, Shard, N_METRICS,
 };
+use taillab_core::config::auto::TcpChoice;
 use taillab_core::config::{view, RunConfig, Topology};
+use taillab_core::sections::transport::{ClientShare, ServeStats, TransportSection};
 use taillab_core::{Bound, RunResult, RunSpec, Summary};
 
 /// One client's measurement as it crosses the pipe. Times are relative to
@@ -106,7 +108,7 @@ pub struct ShardDump {
     /// The clocks of the client's stamps and the responses it refused.
     pub stamps: ClientStamps,
     /// The TCP settings the client ran with (resolved).
-    pub choice: Value,
+    pub choice: TcpChoice,
 }
 
 /// One interval's histograms ([`IntervalBlob`]) as they cross the pipe.
@@ -161,7 +163,7 @@ impl ShardDump {
                 .map(|b| IntervalDump { index: b.index, count: b.count, max: b.max, hists: b.hist_b64.clone() })
                 .collect(),
             stamps: r.stamps.clone(),
-            choice: serde_json::to_value(&r.choice).unwrap_or_default(),
+            choice: r.choice.clone(),
         }
     }
 }
@@ -269,8 +271,9 @@ pub fn merge(
     Ok((r, transport, transport_sum))
 }
 
-/// The `transport` section of summary.json: how the load crossed the wire.
-pub struct TransportSection<'a> {
+/// What the `transport` section of summary.json says about how the load
+/// crossed the wire, before the histogram is summarised.
+pub struct TransportFacts<'a> {
     /// Client processes.
     pub clients: usize,
     /// Connections per client.
@@ -280,26 +283,25 @@ pub struct TransportSection<'a> {
     /// Why the server was lost, if it was.
     pub lost: Option<String>,
     /// Per-client counts and histograms (coordinated runs).
-    pub per_client: Option<Vec<Value>>,
+    pub per_client: Option<Vec<ClientShare>>,
 }
 
-impl TransportSection<'_> {
-    /// With the transport-time histogram `h` (exact sum `sum`).
-    pub fn to_json(&self, h: &Histogram<u64>, sum: u128, server_timed: bool) -> Value {
-        let mut v = json!({
-            "clients": self.clients,
-            "connections_per_client": self.connections,
-            "target": self.target,
-            // External servers report nothing: their queue/service read 0 and
-            // `transport` is then everything but send lag.
-            "server_timed": server_timed,
-            "transport_ns": MetricStats::from_hist(h, Some(sum)),
-            "server_lost": self.lost,
-        });
-        if let Some(p) = &self.per_client {
-            v["per_client"] = Value::Array(p.clone());
+impl TransportFacts<'_> {
+    /// The section, with the transport-time histogram `h` (exact sum `sum`);
+    /// [`crate::report::annotate`] adds the stamps' clocks and the TCP choice.
+    pub fn section(self, h: &Histogram<u64>, sum: u128, server_timed: bool) -> TransportSection {
+        TransportSection {
+            clients: self.clients,
+            connections_per_client: self.connections,
+            target: self.target.to_string(),
+            server_timed,
+            transport_ns: MetricStats::from_hist(h, Some(sum)),
+            server_lost: self.lost,
+            per_client: self.per_client,
+            stamps: None,
+            bad_responses: None,
+            choice: None,
         }
-        v
     }
 }
 
@@ -422,34 +424,48 @@ pub fn run_config(
     if let Some(l) = &lost {
         summary.mark_incomplete(l);
     }
-    let per_client: Vec<Value> = shards
+    let per_client: Vec<ClientShare> = shards
         .iter()
         .zip(0..)
         .map(|(d, i)| match d {
-            Some(d) => json!({"seed": d.seed, "qps": d.qps, "measured": d.measured, "warmup": d.warmup,
-                              "errors": d.errors, "lost": d.lost, "sojourn_hist": d.hists[0]}),
-            None => json!({"qps": spec.qps / cfg.net.clients as f64, "measured": 0, "warmup": 0,
-                           "lost": missing.iter().find(|m| m.0 == i).map(|m| &m.1)}),
+            Some(d) => ClientShare {
+                seed: Some(d.seed),
+                qps: d.qps,
+                measured: d.measured,
+                warmup: d.warmup,
+                errors: Some(d.errors),
+                lost: d.lost.clone(),
+                sojourn_hist: Some(d.hists[0].clone()),
+            },
+            None => ClientShare {
+                qps: spec.qps / cfg.net.clients as f64,
+                lost: missing.iter().find(|m| m.0 == i).map(|m| m.1.clone()),
+                ..Default::default()
+            },
         })
         .collect();
     let server_timed = dumps.iter().all(|d| d.server_timed);
-    let section = TransportSection {
+    let section = TransportFacts {
         clients: cfg.net.clients,
         connections: cfg.net.connections,
         target: &fleet.target,
         lost: lost.clone(),
         per_client: Some(per_client),
     };
-    summary.extra.insert("transport".into(), section.to_json(&th, tsum, server_timed));
+    summary.transport = Some(section.section(&th, tsum, server_timed));
     let mut stamps = ClientStamps::default();
     dumps.iter().for_each(|d| stamps.absorb(&d.stamps));
-    let choice = match &here {
-        Some(c) => serde_json::to_value(c).unwrap_or_default(),
-        None => dumps.first().map(|d| d.choice.clone()).unwrap_or_default(),
-    };
+    let choice = here.clone().or_else(|| dumps.first().map(|d| d.choice.clone()));
     crate::report::annotate(&mut summary, cfg, &stamps, choice);
     if let Some(serve) = server_stats.get("serve") {
-        summary.extra.insert("server".into(), serve.clone());
+        // Same binary on both ends: a report that does not read is a version
+        // mismatch, said here rather than kept as an unread blob.
+        match serde_json::from_value::<ServeStats>(serve.clone()) {
+            Ok(s) => summary.server = Some(s),
+            Err(e) => eprintln!(
+                "warning: the server's report does not read ({e}); summary.json has no `server` section (are server and coordinator the same taillab version?)"
+            ),
+        }
     }
     if let Some(m) = monitors {
         m.finish(wall_window(&result, &summary, wall_start), &mut summary);

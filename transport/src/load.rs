@@ -5,7 +5,7 @@
 //! The binary decides exit codes and prints; everything else is here.
 
 use crate::client::{connect, run_load, LoadOpts};
-use crate::coord::{barrier, emit_shard, RunObserver, TransportSection};
+use crate::coord::{barrier, emit_shard, RunObserver, TransportFacts};
 use crate::report::annotate;
 use crate::TransportError;
 use std::net::SocketAddr;
@@ -133,15 +133,15 @@ pub fn load(
     if let Some(l) = &r.lost {
         summary.mark_incomplete(l);
     }
-    let section = TransportSection {
+    let section = TransportFacts {
         clients: 1,
         connections: r.connections,
         target: &opts.target,
         lost: r.lost.clone(),
         per_client: None,
     };
-    summary.extra.insert("transport".into(), section.to_json(&r.transport, r.transport_sum, r.server_timed));
-    annotate(&mut summary, cfg, &r.stamps, serde_json::to_value(&r.choice).unwrap_or_default());
+    summary.transport = Some(section.section(&r.transport, r.transport_sum, r.server_timed));
+    annotate(&mut summary, cfg, &r.stamps, Some(r.choice.clone()));
     let mut env_lines = String::new();
     if let Some(o) = obs {
         // The load's stamps are on this host's clock already.

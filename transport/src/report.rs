@@ -3,7 +3,9 @@
 //! check. Shared by `taillab load` and the coordinator.
 
 use crate::client::ClientStamps;
+use taillab_core::config::auto::TcpChoice;
 use taillab_core::config::RunConfig;
+use taillab_core::sections::transport::{BadResponses, StampSource, StampSources};
 use taillab_core::summary::Summary;
 
 /// Adds to a TCP run's summary what its client saw: where each stamp came
@@ -11,28 +13,25 @@ use taillab_core::summary::Summary;
 /// (`transport.bad_responses`), the resolved TCP settings
 /// (`transport.choice`), and the `client` check. Used by `taillab load` and
 /// by the coordinator on the merged clients.
-pub fn annotate(summary: &mut Summary, cfg: &RunConfig, st: &ClientStamps, choice: serde_json::Value) {
-    use serde_json::json;
-    let clocked = |c: &crate::tstamp::StampCounts| {
-        let mut v = serde_json::to_value(c).unwrap_or_default();
-        v["clock"] = json!(c.clock());
-        v
-    };
-    let server = if st.enqueued.total() > 0 { clocked(&st.enqueued) } else { json!({"clock": "not reported"}) };
-    let stamps = json!({
-        "intended": {"clock": "user"},
-        "sent": {"clock": "user"},
-        "enqueued": server,
-        "completed": clocked(&st.completed),
-        "completed_shared": st.shared,
-        "fallback": st.user_only(),
-    });
-    let bad = json!({"unknown_id": st.unknown_id, "duplicate": st.duplicate, "truncated": st.truncated,
-                     "what": st.bad_responses()});
-    if let Some(t) = summary.extra.get_mut("transport").and_then(|t| t.as_object_mut()) {
-        t.insert("stamps".into(), stamps);
-        t.insert("bad_responses".into(), bad);
-        t.insert("choice".into(), choice);
+pub fn annotate(summary: &mut Summary, cfg: &RunConfig, st: &ClientStamps, choice: Option<TcpChoice>) {
+    let enqueued =
+        if st.enqueued.total() > 0 { StampSource::counted(&st.enqueued) } else { StampSource::clock("not reported") };
+    if let Some(t) = &mut summary.transport {
+        t.stamps = Some(StampSources {
+            intended: StampSource::clock("user"),
+            sent: StampSource::clock("user"),
+            enqueued,
+            completed: StampSource::counted(&st.completed),
+            completed_shared: st.shared,
+            fallback: st.user_only(),
+        });
+        t.bad_responses = Some(BadResponses {
+            unknown_id: st.unknown_id,
+            duplicate: st.duplicate,
+            truncated: st.truncated,
+            what: st.bad_responses(),
+        });
+        t.choice = choice;
     }
     let check = match (summary.latency_ns.get("recv_lag"), summary.latency_ns.get("sojourn")) {
         (Some(lag), Some(soj)) => taillab_core::summary::client_check(

@@ -42,7 +42,7 @@
 
 use crate::epoll::Epoll;
 use crate::proto::{self, Kind};
-use crate::tstamp::{self, CmsgBuf, KernelStamp, StampClock, StampCounts};
+use crate::tstamp::{self, CmsgBuf, KernelStamp, StampClock, StampCounts, Tally};
 use crate::TransportError;
 use parking_lot::Mutex;
 use std::io::Write;
@@ -141,26 +141,7 @@ impl ServeOpts {
     }
 }
 
-/// What the server did, reported when it stops.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct ServeStats {
-    /// Connections accepted.
-    pub connections: u64,
-    /// Connections closed for garbage or a disconnect mid-frame (clean closes not counted).
-    pub dropped: u64,
-    /// Connections closed at accept because `max_connections` were open.
-    pub refused: u64,
-    /// Requests served.
-    pub requests: u64,
-    /// Requests the app failed (each answered with an error frame).
-    pub app_errors: u64,
-    /// The dispatch it ran with (resolved).
-    pub dispatch: String,
-    /// The wait mode its workers ran with (resolved).
-    pub wait: String,
-    /// Where its `enqueued` stamps came from, one per read that completed frames.
-    pub enqueued_stamps: StampCounts,
-}
+pub use taillab_core::sections::transport::ServeStats;
 
 struct Conn {
     w: Mutex<TcpStream>,

@@ -28,13 +28,14 @@
 //!   when any node's environment check failed.
 
 use crate::TransportError;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 use taillab_core::config::sections::Launcher;
 use taillab_core::config::{Items, RunConfig, Topology};
+use taillab_core::sections::environment::{NodeEnv, NodeOutcome, NodeReport};
 use taillab_core::summary::{Check, Summary};
 
 /// The hidden subcommand each node's monitor step runs.
@@ -265,7 +266,9 @@ impl Allocation {
         for (i, (node, roles)) in roles.into_iter().enumerate() {
             match self.spawn_monitor(&node, &argv, i, tx.clone()) {
                 Ok((child, stdin)) => m.nodes.push(NodeMon { node, roles, child, stdin: Some(stdin), result: None }),
-                Err(e) => m.failed.push(json!({"node": node, "roles": roles, "error": e.to_string()})),
+                Err(e) => {
+                    m.failed.push(NodeReport { node, roles, outcome: NodeOutcome::Error { error: e.to_string() } })
+                }
             }
         }
         m.await_started();
@@ -292,7 +295,7 @@ struct NodeMon {
     roles: Vec<String>,
     child: Child,
     stdin: Option<ChildStdin>,
-    result: Option<Value>,
+    result: Option<NodeOutcome>,
 }
 
 /// The running monitor steps of a run's nodes.
@@ -300,7 +303,7 @@ pub struct NodeMonitors {
     nodes: Vec<NodeMon>,
     lines: mpsc::Receiver<(usize, Option<String>)>,
     /// Nodes whose monitor could not be started or did not report.
-    failed: Vec<Value>,
+    failed: Vec<NodeReport>,
 }
 
 impl Drop for NodeMonitors {
@@ -326,14 +329,13 @@ impl NodeMonitors {
                 Ok((_, Some(_))) => {}
                 Ok((i, None)) => {
                     waiting.retain(|w| *w != i);
-                    self.nodes[i].result =
-                        Some(json!({"error": "the monitor exited before sampling; see its error above"}));
+                    self.nodes[i].result = Some(gone("the monitor exited before sampling; see its error above"));
                 }
                 Err(_) => break,
             }
         }
         for i in waiting {
-            self.nodes[i].result = Some(json!({"error": "the monitor did not start within 60 s"}));
+            self.nodes[i].result = Some(gone("the monitor did not start within 60 s"));
         }
     }
 
@@ -353,27 +355,27 @@ impl NodeMonitors {
             match self.lines.recv_timeout(left) {
                 Ok((i, Some(l))) => {
                     if let Some(j) = l.strip_prefix("env ") {
-                        self.nodes[i].result = Some(
-                            serde_json::from_str(j).unwrap_or_else(|e| json!({"error": format!("bad report: {e}")})),
-                        );
+                        self.nodes[i].result = Some(match serde_json::from_str::<NodeEnv>(j) {
+                            Ok(env) => NodeOutcome::Env(env),
+                            Err(e) => NodeOutcome::Error { error: format!("bad report: {e}") },
+                        });
                     }
                 }
                 Ok((i, None)) => {
                     if self.nodes[i].result.is_none() {
-                        self.nodes[i].result = Some(json!({"error": "the monitor exited without a report"}));
+                        self.nodes[i].result = Some(gone("the monitor exited without a report"));
                     }
                 }
                 Err(_) => break,
             }
         }
-        let mut list: Vec<Value> = self
+        let mut list: Vec<NodeReport> = self
             .nodes
             .iter()
-            .map(|n| {
-                let mut v = n.result.clone().unwrap_or_else(|| json!({"error": "no report within 30 s"}));
-                v["node"] = json!(n.node);
-                v["roles"] = json!(n.roles);
-                v
+            .map(|n| NodeReport {
+                node: n.node.clone(),
+                roles: n.roles.clone(),
+                outcome: n.result.clone().unwrap_or_else(|| gone("no report within 30 s")),
             })
             .collect();
         list.append(&mut self.failed);
@@ -397,37 +399,35 @@ pub fn job_pids(job: &str) -> Vec<i32> {
         .collect()
 }
 
+/// A node without a report, and why.
+fn gone(why: &str) -> NodeOutcome {
+    NodeOutcome::Error { error: why.into() }
+}
+
 /// One node's line of the `nodes` check.
-fn node_line(v: &Value) -> String {
-    let who = format!(
-        "{} ({})",
-        v["node"].as_str().unwrap_or("?"),
-        v["roles"]
-            .as_array()
-            .map(|r| r.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default()
-    );
-    match v.get("error").and_then(|e| e.as_str()) {
-        Some(e) => format!("{who}: not monitored: {e}"),
-        None => format!(
+fn node_line(v: &NodeReport) -> String {
+    let who = format!("{} ({})", v.node, v.roles.join(", "));
+    match &v.outcome {
+        NodeOutcome::Error { error } => format!("{who}: not monitored: {error}"),
+        NodeOutcome::Env(e) => format!(
             "{who}: steal {:.2} %, other processes {:.1} % of a CPU{}",
-            v["steal_pct"].as_f64().unwrap_or(f64::NAN),
-            v["foreign_cpu_pct"].as_f64().unwrap_or(f64::NAN),
-            if v["ok"].as_bool() == Some(true) { "" } else { " — disturbed" }
+            e.steal_pct,
+            e.foreign_cpu_pct,
+            if e.ok { "" } else { " — disturbed" }
         ),
     }
 }
 
 /// Adds the nodes' reports to a summary: `nodes` (one object per node) and
 /// the `nodes` check, failed when a node was disturbed or not monitored.
-pub fn attach(summary: &mut Summary, nodes: Vec<Value>) {
+pub fn attach(summary: &mut Summary, nodes: Vec<NodeReport>) {
     summary.checks.insert("nodes".into(), nodes_check(&nodes));
-    summary.extra.insert("nodes".into(), Value::Array(nodes));
+    summary.nodes = Some(nodes);
 }
 
 /// The `nodes` check: every node named with its steal and foreign load.
-pub fn nodes_check(nodes: &[Value]) -> Check {
-    let ok = nodes.iter().all(|v| v["ok"].as_bool() == Some(true));
+pub fn nodes_check(nodes: &[NodeReport]) -> Check {
+    let ok = nodes.iter().all(NodeReport::ok);
     let verdict = nodes.iter().map(node_line).collect::<Vec<_>>().join("; ");
     Check::new(ok, verdict, json!({ "nodes": nodes.len() }))
 }
@@ -488,9 +488,14 @@ mod tests {
 
     #[test]
     fn every_node_is_named_and_one_bad_node_fails_the_check() {
-        let good = json!({"node": "n1", "roles": ["server"], "ok": true, "steal_pct": 0.1, "foreign_cpu_pct": 2.0});
-        let bad = json!({"node": "n2", "roles": ["client 0"], "ok": false, "steal_pct": 4.0, "foreign_cpu_pct": 0.5});
-        let gone = json!({"node": "n3", "roles": ["client 1"], "error": "the monitor did not start within 60 s"});
+        let node =
+            |name: &str, role: &str, outcome| NodeReport { node: name.into(), roles: vec![role.into()], outcome };
+        let env = |ok, steal_pct, foreign_cpu_pct| {
+            NodeOutcome::Env(NodeEnv { ok, steal_pct, foreign_cpu_pct, ..Default::default() })
+        };
+        let good = node("n1", "server", env(true, 0.1, 2.0));
+        let bad = node("n2", "client 0", env(false, 4.0, 0.5));
+        let gone = node("n3", "client 1", super::gone("the monitor did not start within 60 s"));
         let c = nodes_check(&[good.clone(), bad]);
         assert!(!c.ok);
         assert!(

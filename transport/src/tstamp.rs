@@ -179,28 +179,19 @@ pub fn judge(k: Option<KernelStamp>, user: u64, not_before: u64) -> (u64, StampC
     }
 }
 
-/// How many stamps of one kind came from which clock (`summary.json`,
-/// `transport.stamps`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StampCounts {
-    /// Kernel software stamps used.
-    pub kernel_software: u64,
-    /// Kernel hardware stamps used.
-    pub kernel_hardware: u64,
-    /// User-space stamps: the socket gave no kernel stamp.
-    pub user: u64,
-    /// Kernel stamps refused: later than the read that returned them.
-    pub refused_late: u64,
-    /// Kernel stamps refused: earlier than the request's send (client: than
-    /// the server's finish placed on the client's clock).
-    pub refused_early: u64,
-    /// Hardware stamps not on the system clock (software used instead).
-    pub hw_unsynced: u64,
+pub use taillab_core::sections::transport::StampCounts;
+
+/// Counting stamps into [`StampCounts`] (which lives with the summary's
+/// other sections in taillab-core).
+pub trait Tally {
+    /// Counts one stamp.
+    fn count(&mut self, clock: StampClock, fate: Fate, hw_unsynced: bool);
+    /// Counts a stamp whose clock another host reported.
+    fn count_clock(&mut self, clock: StampClock);
 }
 
-impl StampCounts {
-    /// Counts one stamp.
-    pub fn count(&mut self, clock: StampClock, fate: Fate, hw_unsynced: bool) {
+impl Tally for StampCounts {
+    fn count(&mut self, clock: StampClock, fate: Fate, hw_unsynced: bool) {
         match (fate, clock) {
             (Fate::Used, StampClock::Hardware) => self.kernel_hardware += 1,
             (Fate::Used, _) => self.kernel_software += 1,
@@ -211,40 +202,8 @@ impl StampCounts {
         self.hw_unsynced += hw_unsynced as u64;
     }
 
-    /// Counts a stamp whose clock another host reported.
-    pub fn count_clock(&mut self, clock: StampClock) {
+    fn count_clock(&mut self, clock: StampClock) {
         self.count(clock, if clock == StampClock::User { Fate::Missing } else { Fate::Used }, false);
-    }
-
-    /// Adds `o`'s counts.
-    pub fn absorb(&mut self, o: &StampCounts) {
-        self.kernel_software += o.kernel_software;
-        self.kernel_hardware += o.kernel_hardware;
-        self.user += o.user;
-        self.refused_late += o.refused_late;
-        self.refused_early += o.refused_early;
-        self.hw_unsynced += o.hw_unsynced;
-    }
-
-    /// All stamps counted.
-    pub fn total(&self) -> u64 {
-        self.kernel_software + self.kernel_hardware + self.user + self.refused_late + self.refused_early
-    }
-
-    /// The clock most stamps came from: `kernel-hardware`,
-    /// `kernel-software`, `user`, or `mixed` when no kind has 99 %.
-    pub fn clock(&self) -> &'static str {
-        let t = self.total().max(1) as f64;
-        let share = |n: u64| n as f64 / t >= 0.99;
-        if self.total() == 0 || share(self.user + self.refused_late + self.refused_early) {
-            "user"
-        } else if share(self.kernel_hardware) {
-            "kernel-hardware"
-        } else if share(self.kernel_software) {
-            "kernel-software"
-        } else {
-            "mixed"
-        }
     }
 }
 

@@ -86,7 +86,7 @@ fn all_cpus() -> Vec<usize> {
 }
 
 /// A TCP run's resolved settings and why each was chosen.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TcpChoice {
     /// `net.receive`: who reads responses in a client.
     pub receive: Receive,
