@@ -12,7 +12,6 @@ use taillab_core::dist::fmt_ns;
 use taillab_core::experiment::{
     run_point as run_repeats, Aggregate, CiTarget, ExperimentMeta, PointRuns, EXPERIMENT_SCHEMA,
 };
-use taillab_core::sections::environment::{DiscardedRun, EnvironmentRedo};
 use taillab_core::summary::{rfc3339, Host};
 use taillab_core::Summary;
 
@@ -161,19 +160,15 @@ pub fn run_redoing_disturbed(
                 .map(|c| c.verdict.clone())
                 .unwrap_or_default();
             eprintln!("run {name} disturbed ({why}); redoing it with the same seed");
-            discarded.push(DiscardedRun {
-                moved_to: aside.display().to_string(),
-                reason: why,
-            });
+            discarded.push(json!({ "moved_to": aside.display().to_string(), "reason": why }));
             Ok(())
         },
     )?;
     if n > 0 {
-        s.environment_redo = Some(EnvironmentRedo {
-            redone: n,
-            budget,
-            discarded,
-        });
+        s.extra.insert(
+            "environment_redo".to_string(),
+            json!({ "redone": n, "budget": budget, "discarded": discarded }),
+        );
         taillab_core::summary::write_json_atomic(&run_dir.join("summary.json"), &s)?;
     }
     Ok(s)
@@ -266,5 +261,85 @@ pub fn table(aggs: &[Aggregate]) -> String {
             }
         ));
     }
+    for a in aggs {
+        if let Some(why) = why_not_met(a) {
+            o.push_str(&why);
+            o.push('\n');
+        }
+    }
     o
+}
+
+/// Why a point with a CI target stopped without meeting it, in words: its widest interval
+/// after the run cap and about how many runs that spread would need (the half-width
+/// shrinks as one over the root of the runs). None for a point that met its target or
+/// had none.
+fn why_not_met(a: &Aggregate) -> Option<String> {
+    if a.target >= CiTarget::NO_TARGET || a.target_met {
+        return None;
+    }
+    let (m, c) = a
+        .metrics
+        .iter()
+        .filter(|(_, c)| !c.met)
+        .max_by(|x, y| x.1.rel_half_width.total_cmp(&y.1.rel_half_width))?;
+    let id = a.point["id"].as_str().unwrap_or("?");
+    let (hw, target) = (c.rel_half_width * 100.0, a.target * 100.0);
+    let need = if hw.is_finite() {
+        let n = (a.runs as f64 * (hw / target).powi(2)).ceil();
+        format!("at that spread about {n:.0} runs would meet it")
+    } else {
+        "its runs gave no interval".into()
+    };
+    let spread = match a.checks_failed.get("environment").copied().unwrap_or(0) {
+        0 => "its runs differ that much on this host".to_string(),
+        n => format!(
+            "{n} of its runs were disturbed (other processes or steal: the environment check), \
+             which widens it"
+        ),
+    };
+    Some(format!(
+        "{id}: target ±{target:.1} % not met in {} runs (the cap, ci.max_runs): {m} is still \
+         ±{hw:.1} %, as {spread}; {need}, or longer runs (load.duration) narrow it",
+        a.runs
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agg(target_met: bool, p99_hw: f64) -> Aggregate {
+        let ci = |hw: f64| {
+            json!({"estimate": 1e6, "ci_low": 1.0, "ci_high": 2.0, "rel_half_width": hw, "n": 5,
+                   "bootstrap_low": 1.0, "bootstrap_high": 2.0, "per_run": [1e6, 1e6, 1e6, 1e6, 1e6],
+                   "met": hw <= 0.05})
+        };
+        serde_json::from_value(json!({
+            "schema": "x", "point": {"id": "integrated-t1-q500"}, "runs": 5, "seeds": [],
+            "target": 0.05, "target_met": target_met, "stopped": "",
+            "metrics": {"sojourn.mean": ci(0.043), "sojourn.p99": ci(p99_hw)},
+            "merged": {}, "checks_failed": {}, "achieved_qps": 500.0
+        }))
+        .unwrap()
+    }
+
+    /// A point that stopped at the run cap says so in words under the table, with its
+    /// widest interval and about how many runs would do; one that met its target does not.
+    #[test]
+    fn a_point_short_of_its_target_says_why() {
+        let t = table(&[agg(false, 0.085), agg(true, 0.04)]);
+        let why: Vec<&str> = t.lines().skip(3).collect();
+        assert_eq!(why.len(), 1, "{t}");
+        for want in [
+            "integrated-t1-q500: target ±5.0 % not met in 5 runs",
+            "sojourn.p99 is still ±8.5 %",
+            "about 15 runs would meet it",
+        ] {
+            assert!(why[0].contains(want), "{want}: {t}");
+        }
+        let mut busy = agg(false, 0.3);
+        busy.checks_failed.insert("environment".into(), 4);
+        assert!(table(&[busy]).contains("4 of its runs were disturbed"));
+    }
 }
