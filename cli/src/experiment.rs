@@ -12,6 +12,7 @@ use taillab_core::dist::fmt_ns;
 use taillab_core::experiment::{
     run_point as run_repeats, Aggregate, CiTarget, ExperimentMeta, PointRuns, EXPERIMENT_SCHEMA,
 };
+use taillab_core::sections::environment::{DiscardedRun, EnvironmentRedo};
 use taillab_core::summary::{rfc3339, Host};
 use taillab_core::Summary;
 
@@ -160,15 +161,19 @@ pub fn run_redoing_disturbed(
                 .map(|c| c.verdict.clone())
                 .unwrap_or_default();
             eprintln!("run {name} disturbed ({why}); redoing it with the same seed");
-            discarded.push(json!({ "moved_to": aside.display().to_string(), "reason": why }));
+            discarded.push(DiscardedRun {
+                moved_to: aside.display().to_string(),
+                reason: why,
+            });
             Ok(())
         },
     )?;
     if n > 0 {
-        s.extra.insert(
-            "environment_redo".to_string(),
-            json!({ "redone": n, "budget": budget, "discarded": discarded }),
-        );
+        s.environment_redo = Some(EnvironmentRedo {
+            redone: n,
+            budget,
+            discarded,
+        });
         taillab_core::summary::write_json_atomic(&run_dir.join("summary.json"), &s)?;
     }
     Ok(s)
