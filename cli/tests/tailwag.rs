@@ -60,13 +60,7 @@ fn tailwag_in(app: &str, extra: &[&str]) -> PathBuf {
         assert_eq!(tw["fit_point"], "all");
         let set = tw["settings_fitted"].to_string();
         assert!(set.contains("cold=") && set.contains("tau="), "{tw}");
-        let fit = json(&out.join("measured/fit.json"));
-        let all = fit["fits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["point"] == "all")
-            .unwrap_or_else(|| panic!("no pooled fit: {fit}"));
+        let all = pooled_fit(&out);
         assert_eq!(all["by_point"].as_array().unwrap().len(), 2, "{all}");
         let s = json(&out.join("synthetic/experiment.json"));
         let run = out.join("synthetic/points");
@@ -165,6 +159,19 @@ fn tailwag_in(app: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
+/// The fit across the loads (entry `all`) of a tailwag folder's `measured/fit.json`.
+fn pooled_fit(out: &Path) -> serde_json::Value {
+    let fit = json(&out.join("measured/fit.json"));
+    let pooled = fit["fits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["point"] == "all");
+    pooled
+        .cloned()
+        .unwrap_or_else(|| panic!("no pooled fit: {fit}"))
+}
+
 /// Why any measured run of a tailwag folder was disturbed (steal, other processes).
 fn measured_disturbed(out: &Path) -> Option<String> {
     let points = out.join("measured/points");
@@ -195,14 +202,8 @@ fn measured_disturbed(out: &Path) -> Option<String> {
 fn tailwag_synth_recovers_a_known_mixture() {
     let service = "service=mix:0.8*lognormal:50us,cv=0.2+0.2*lognormal:400us,cv=0.2";
     let out = tailwag_in("synth", &["--set", service]);
-    let fit = json(&out.join("measured/fit.json"));
-    let all = fit["fits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["point"] == "all")
-        .unwrap_or_else(|| panic!("no pooled fit: {fit}"));
-    let mut bad: Vec<String> = check_components(all, &[(0.8, 50e3, 0.2), (0.2, 400e3, 0.2)])
+    let all = pooled_fit(&out);
+    let mut bad: Vec<String> = check_components(&all, &[(0.8, 50e3, 0.2), (0.2, 400e3, 0.2)])
         .err()
         .into_iter()
         .collect();
