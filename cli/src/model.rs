@@ -7,10 +7,12 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
+use rand::SeedableRng;
 use std::path::PathBuf;
 use taillab_core::arrival::ArrivalSpec;
 use taillab_core::collector::MetricStats;
 use taillab_core::dist::{fmt_ns, Dist};
+use taillab_core::fanout::{FanoutSpec, FanoutWait};
 use taillab_core::ideal::{self, IdealConfig};
 use taillab_core::model::{self, Empirical, ModelSpec, Service};
 use taillab_core::queue::{Discipline, Dispatch};
@@ -53,6 +55,23 @@ pub struct ModelArgs {
     requests: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Split each request over N leaves (each its own server of --threads workers and its own
+    /// queue) and model the whole request's latency (docs/fanout.md).
+    #[arg(long, value_name = "N")]
+    fanout: Option<usize>,
+    /// Replicas of each leaf (for --hedge and --tied).
+    #[arg(long, value_name = "R", default_value_t = 1)]
+    replicas: usize,
+    /// A request is answered by all its leaves or the first K: all, k=K.
+    #[arg(long, value_name = "WAIT", default_value = "all")]
+    fanout_wait: String,
+    /// Send a copy to another replica after a delay without an answer: after=2ms, or after=p95
+    /// (the running 95th percentile of a leaf's latency).
+    #[arg(long, value_name = "HEDGE", default_value = "none")]
+    hedge: String,
+    /// Send each sub-request to two replicas at once; the first to start cancels the other.
+    #[arg(long)]
+    tied: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -87,13 +106,96 @@ fn sim_config(a: &ModelArgs, run: Option<&Summary>) -> anyhow::Result<SimConfig>
 }
 
 pub fn run(a: ModelArgs) -> anyhow::Result<i32> {
-    match &a.from {
-        Some(dir) => replay_run(&a, dir),
-        None => simulate(&a),
+    let fan = fanout_spec(&a)?;
+    match (&a.from, fan) {
+        (Some(_), Some(_)) => {
+            bail!("--fanout models a load (--qps and --service or --service-from): drop --from")
+        }
+        (Some(dir), None) => replay_run(&a, dir),
+        (None, Some(f)) => simulate_fanout(&a, &f),
+        (None, None) => simulate(&a),
     }
 }
 
-fn simulate(a: &ModelArgs) -> anyhow::Result<i32> {
+/// The fan-out the flags describe, if any (errors name the flag).
+fn fanout_spec(a: &ModelArgs) -> anyhow::Result<Option<FanoutSpec>> {
+    let spec = FanoutSpec {
+        leaves: a.fanout.unwrap_or(1),
+        replicas: a.replicas,
+        wait: parse("fanout-wait", &a.fanout_wait)?,
+        hedge: parse("hedge", &a.hedge)?,
+        tied: a.tied,
+    };
+    if a.fanout.is_none() && !spec.is_on() && spec.wait == FanoutWait::All {
+        return Ok(None);
+    }
+    spec.validate().map_err(anyhow::Error::msg)?;
+    Ok(Some(spec))
+}
+
+/// `taillab model --fanout N …`: the fan-out model of [`taillab_core::fanout`] for a load.
+fn simulate_fanout(a: &ModelArgs, f: &FanoutSpec) -> anyhow::Result<i32> {
+    let (arrival, qps, service) = load_of(a)?;
+    let sim = sim_config(a, None)?;
+    let rho = qps * service.mean() / 1e9 / sim.servers as f64;
+    if rho >= 1.0 {
+        bail!("each leaf's utilization is {rho:.3} ≥ 1 (every leaf sees every request): lower --qps or add --threads");
+    }
+    let mut arr = arrival
+        .build(qps, taillab_core::arrival::derive_seed(a.seed, 1))
+        .map_err(|e| anyhow::anyhow!("--arrival: {e}"))?;
+    // A fan-out request costs N sub-requests: fewer requests keep the model quick.
+    let n = (a.requests / f.leaves as u64).max(20_000);
+    let times = (0..n)
+        .map(|_| arr.next_offset_ns())
+        .take_while(|&t| t != taillab_core::arrival::END);
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(
+        taillab_core::arrival::derive_seed(a.seed, 2),
+    );
+    let mut draw = || service.sample(&mut rng);
+    let h = taillab_core::fanout::simulate(f, times, &mut draw, sim.servers, n / 20);
+    let st = h.stats();
+    let theory = 1.0 - 0.99f64.powi(f.leaves as i32);
+    if a.json {
+        let mut v = serde_json::to_value(&st)?;
+        v["qps"] = serde_json::json!(qps);
+        v["leaves"] = serde_json::json!(f.leaves);
+        v["replicas"] = serde_json::json!(f.replicas);
+        v["wait"] = serde_json::json!(f.wait.to_string());
+        v["hedge"] = serde_json::json!(f.hedge.to_string());
+        v["tied"] = serde_json::json!(f.tied);
+        v["leaf_utilization"] = serde_json::json!(rho);
+        v["above_leaf_p99_independent"] = serde_json::json!(theory);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    println!(
+        "fan-out over {} leaves × {} replica(s), {} worker(s) each, answered by {}, hedge {}{}: {} requests at {qps:.0}/s ({arrival}), leaf utilization {rho:.3}",
+        f.leaves,
+        f.replicas,
+        sim.servers,
+        f.wait,
+        f.hedge,
+        if f.tied { ", tied" } else { "" },
+        st.requests
+    );
+    println!("request  {}", stats_line(&st.e2e));
+    println!("leaf     {}", stats_line(&st.leaf));
+    println!(
+        "above the leaf's p99: {:.1} % of requests (independent leaves, no queueing: 1 − 0.99^{} = {:.1} %)",
+        st.above_leaf_p99 * 100.0,
+        f.leaves,
+        theory * 100.0
+    );
+    println!(
+        "copies per sub-request: {:.3} sent, {:.3} served, {:.3} cancelled",
+        st.sent_per_sub, st.served_per_sub, st.cancelled_per_sub
+    );
+    Ok(0)
+}
+
+/// The arrival process, rate and service times the flags give.
+fn load_of(a: &ModelArgs) -> anyhow::Result<(ArrivalSpec, f64, Service)> {
     let arrival: ArrivalSpec = parse("arrival", &a.arrival)?;
     let qps = match (a.qps, arrival.own_rate()) {
         (Some(q), Some(r)) if (q / r - 1.0).abs() > 1e-6 => {
@@ -118,6 +220,11 @@ fn simulate(a: &ModelArgs) -> anyhow::Result<i32> {
             "give --service DIST or --service-from RUN_DIR (or --from RUN_DIR to replay a run)"
         ),
     };
+    Ok((arrival, qps, service))
+}
+
+fn simulate(a: &ModelArgs) -> anyhow::Result<i32> {
+    let (arrival, qps, service) = load_of(a)?;
     let sim = sim_config(a, None)?;
     let spec = ModelSpec {
         arrival: arrival.clone(),

@@ -161,7 +161,7 @@ fn place(spec: &mut RunSpec) {
     };
     if spec.cpus.is_empty() {
         let extra = usize::from(spec.shaper == taillab_core::ShaperMode::Thread);
-        let p = taillab_core::placement::default_placement(spec.threads, extra, &allowed);
+        let p = taillab_core::placement::default_placement(spec.total_workers(), extra, &allowed);
         if p.oversubscribed {
             let _ = writeln!(std::io::stderr(), "{}", p.line);
         }

@@ -34,6 +34,7 @@ use crate::arrival::derive_seed;
 use crate::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
 use crate::collector::{IntervalBlob, IntervalSink, Shard, Stamps};
 use crate::dist::Dist;
+use crate::fanout::{FanState, FanoutHists};
 use crate::feed::Feed;
 use crate::outbox::{Outbox, Served};
 use crate::queue::{Discipline, RequestQueue};
@@ -100,6 +101,8 @@ pub struct RunResult {
     pub app_stats: serde_json::Value,
     /// Where the threads ran (integrated runs).
     pub placement: Option<crate::placement::PlacementSummary>,
+    /// A fan-out run's leaves and copies.
+    pub fanout: Option<crate::fanout::FanoutRun>,
 }
 
 impl RunResult {
@@ -113,8 +116,19 @@ impl RunResult {
     }
 }
 
-/// What the shaper thread hands workers: the item, its send time, its payload.
-type JobQueue = RequestQueue<(Item, u64, Vec<u8>)>;
+/// What a dispatching thread (the thread shaper, a fan-out's dispatcher) hands a worker.
+struct Job {
+    item: Item,
+    /// When this copy was sent.
+    sent: u64,
+    /// When its request was released (a hedge's copy goes later).
+    released: u64,
+    payload: Vec<u8>,
+    /// A fan-out's first copy of a sub-request (else a hedged or tied one).
+    primary: bool,
+}
+
+type JobQueue = RequestQueue<Job>;
 
 /// The thread shaper's queues: one shared, or one per worker.
 struct Queues(Vec<JobQueue>);
@@ -143,6 +157,8 @@ struct Shared {
     running: AtomicUsize,
     /// Each worker's outbox to its helper (empty without helpers).
     outboxes: Box<[Outbox]>,
+    /// A fan-out's state (`spec.fanout`).
+    fan: Option<FanState>,
     panic: Mutex<Option<(usize, String)>>,
     server: Arc<dyn Server>,
     spec: RunSpec,
@@ -179,7 +195,15 @@ pub fn run_integrated(
 ) -> Result<RunResult, RunError> {
     spec.validate()?;
     let slice_ns = spec.slice_ns();
-    let helper_cpus = if spec.shaper == ShaperMode::Inline && spec.roi == crate::roi::RoiMode::None
+    let fan = spec
+        .fanout
+        .as_ref()
+        .filter(|f| f.is_on() || f.needed() < f.leaves);
+    // Worker threads in all (a fan-out has `threads` per leaf replica).
+    let workers = spec.total_workers();
+    let helper_cpus = if spec.shaper == ShaperMode::Inline
+        && spec.roi == crate::roi::RoiMode::None
+        && fan.is_none()
     {
         let allowed = crate::placement::allowed_cpus().unwrap_or_default();
         crate::placement::helper_cpus(&spec.cpus, spec.threads, spec.helpers, &allowed)
@@ -188,7 +212,7 @@ pub fn run_integrated(
     };
     let records = spec.keep_records.then(|| {
         Arc::new(match spec.shaper {
-            ShaperMode::Inline => Records::sharded(spec.record_capacity(), spec.threads),
+            ShaperMode::Inline => Records::sharded(spec.record_capacity(), workers),
             ShaperMode::Thread => Records::new(spec.record_capacity()),
         })
     });
@@ -199,13 +223,13 @@ pub fn run_integrated(
             spec.discipline,
             spec.dispatch,
         ),
-        sink: IntervalSink::new(spec.threads),
+        sink: IntervalSink::new(workers),
         records,
         abort: AtomicBool::new(false),
-        completed: (0..spec.threads).map(|_| CachePadded::default()).collect(),
+        completed: (0..workers).map(|_| CachePadded::default()).collect(),
         errors: AtomicU64::new(0),
         first_error: Mutex::new(None),
-        running: AtomicUsize::new(spec.threads),
+        running: AtomicUsize::new(workers),
         outboxes: (0..if helper_cpus.is_empty() {
             0
         } else {
@@ -213,37 +237,39 @@ pub fn run_integrated(
         })
             .map(|_| Outbox::default())
             .collect(),
+        fan: fan.map(|f| FanState::new(f.clone(), spec.threads, spec.record_capacity())),
         panic: Mutex::new(None),
         server,
         spec: spec.clone(),
     });
-    let queue: Option<Arc<Queues>> = (spec.shaper == ShaperMode::Thread).then(|| {
-        let n = if spec.dispatch.is_per_worker() {
-            spec.threads
-        } else {
-            1
-        };
-        Arc::new(Queues(
-            (0..n)
-                .map(|i| {
-                    RequestQueue::new(
-                        spec.discipline,
-                        4096,
-                        spec.spin_margin_ns,
-                        derive_seed(spec.seed, 3 + 1000 * i as u64),
-                    )
-                })
-                .collect(),
-        ))
-    });
-    let n_threads = spec.threads + usize::from(queue.is_some());
+    let queue: Option<Arc<Queues>> =
+        (spec.shaper == ShaperMode::Thread || fan.is_some()).then(|| {
+            let n = match fan {
+                Some(f) => f.servers(),
+                None if spec.dispatch.is_per_worker() => spec.threads,
+                None => 1,
+            };
+            Arc::new(Queues(
+                (0..n)
+                    .map(|i| {
+                        RequestQueue::new(
+                            spec.discipline,
+                            4096,
+                            spec.spin_margin_ns,
+                            derive_seed(spec.seed, 3 + 1000 * i as u64),
+                        )
+                    })
+                    .collect(),
+            ))
+        });
+    let n_threads = workers + usize::from(queue.is_some());
     // Two barriers: all workers initialised (engines loaded), then go.
     let ready = Arc::new(Barrier::new(n_threads + 1));
     let go = Arc::new(Barrier::new(n_threads + 1));
     let init_errors: Arc<Mutex<Vec<RunError>>> = Arc::default();
 
     let mut handles = Vec::new();
-    for w in 0..spec.threads {
+    for w in 0..workers {
         let (sh, q, ready, go, ie) = (
             shared.clone(),
             queue.clone(),
@@ -271,9 +297,15 @@ pub fn run_integrated(
                 if sh.abort.load(Ordering::Acquire) {
                     return None;
                 }
-                match &q {
-                    None => inline_worker(&sh, w, wk.as_mut()),
-                    Some(q) => Some(queue_worker(&sh, w, wk.as_mut(), q.of(w))),
+                match (&q, &sh.fan) {
+                    (None, _) => inline_worker(&sh, w, wk.as_mut()),
+                    (Some(q), Some(f)) => Some(fanout_worker(
+                        &sh,
+                        w,
+                        wk.as_mut(),
+                        &q.0[w / f.workers_per_server],
+                    )),
+                    (Some(q), None) => Some(queue_worker(&sh, w, wk.as_mut(), q.of(w))),
                 }
             })
             .expect("spawning a worker thread");
@@ -290,7 +322,11 @@ pub fn run_integrated(
                 }
                 ready.wait();
                 go.wait();
-                shaper_thread(&sh, &q);
+                if sh.fan.is_some() {
+                    fanout_dispatcher(&sh, &q);
+                } else {
+                    shaper_thread(&sh, &q);
+                }
             })
             .expect("spawning the shaper thread")
     });
@@ -455,6 +491,7 @@ pub fn run_integrated(
         records,
         wall_start,
         app_stats,
+        fanout: shared.fan.as_ref().map(|f| fanout_run(f, gw)),
         placement: Some(crate::placement::PlacementSummary {
             workers: spec.cpus.clone(),
             outbox_full_waits: shared
@@ -810,16 +847,248 @@ fn shaper_thread(sh: &Shared, q: &Queues) {
         }
         let sent = wait_until(item.intended, mode, spec.spin_margin_ns);
         let payload = std::mem::replace(&mut buf, Vec::with_capacity(256));
-        q.of(item.worker).push((item, sent, payload));
+        q.of(item.worker).push(Job {
+            item,
+            sent,
+            released: sent,
+            payload,
+            primary: true,
+        });
     }
     q.close();
+}
+
+/// A hedge's copy due at `at` for `leaf` of request `item` (ordered by time, soonest first).
+struct HedgeAt {
+    at: u64,
+    leaf: usize,
+    item: Item,
+}
+
+impl PartialEq for HedgeAt {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for HedgeAt {}
+
+impl Ord for HedgeAt {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.at, o.item.index, o.leaf).cmp(&(self.at, self.item.index, self.leaf))
+    }
+}
+
+impl PartialOrd for HedgeAt {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// A fan-out's dispatcher: releases each request at its intended time as one sub-request per
+/// leaf (to replica `request mod R`, and with `tied` a copy to the next replica at once),
+/// and sends a hedge's copy to the next replica when a sub-request has not answered by its
+/// deadline. Every copy is a fresh draw of the app's requests (see [`crate::fanout`]).
+fn fanout_dispatcher(sh: &Shared, q: &Queues) {
+    let fan = sh.fan.as_ref().expect("a fan-out run");
+    let (spec, f) = (&sh.spec, &fan.spec);
+    let (n, r) = (f.leaves, f.replicas);
+    let mode = if spec.wait == WaitMode::Spin {
+        WaitMode::Spin
+    } else {
+        WaitMode::Hybrid
+    };
+    let mut hedges = std::collections::BinaryHeap::<HedgeAt>::new();
+    let mut next: Option<(Item, Vec<Vec<u8>>)> = None;
+    let mut ended = false;
+    let t0 = sh.feed.schedule().stats().t0;
+    let copy = |to: usize, item: Item, sent: u64, released: u64, primary: bool| {
+        let mut payload = Vec::with_capacity(64);
+        sh.feed.schedule().extra_request(&mut payload);
+        q.0[to].push(Job {
+            item,
+            sent,
+            released,
+            payload,
+            primary,
+        });
+        if item.measured {
+            fan.sent.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    loop {
+        if sh.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        if next.is_none() && !ended {
+            let mut s = sh.feed.schedule();
+            let mut first = Vec::with_capacity(64);
+            match s.next(&mut first, &sh.sink) {
+                Some(item) if item.index < fan.capacity() => {
+                    let mut ps = vec![first];
+                    for _ in 1..n {
+                        let mut b = Vec::with_capacity(64);
+                        s.extra_request(&mut b);
+                        ps.push(b);
+                    }
+                    next = Some((item, ps));
+                }
+                _ => ended = true,
+            }
+        }
+        let t_next = next.as_ref().map_or(u64::MAX, |(it, _)| it.intended);
+        let t_hedge = hedges.peek().map_or(u64::MAX, |h| h.at);
+        if t_next == u64::MAX && t_hedge == u64::MAX {
+            break;
+        }
+        let now = wait_until(t_next.min(t_hedge), mode, spec.spin_margin_ns);
+        while hedges.peek().is_some_and(|h| h.at <= now) {
+            let h = hedges.pop().expect("peeked");
+            if !fan.answered(h.item.index, h.leaf) {
+                let rep = (h.item.index as usize % r + 1) % r;
+                copy(h.leaf * r + rep, h.item, now, h.at, false);
+            }
+        }
+        if t_next > now {
+            continue;
+        }
+        let (item, payloads) = next.take().expect("due");
+        fan.arrivals.lock().push(item.intended - t0);
+        if item.first_measured {
+            crate::roi::begin(spec.roi);
+            sh.server
+                .begin_measurement(sh.sink.measure_start.load(Ordering::Acquire));
+        }
+        let rep = item.index as usize % r;
+        let delay = fan.hedge.lock().delay();
+        for (leaf, payload) in payloads.into_iter().enumerate() {
+            q.0[leaf * r + rep].push(Job {
+                item,
+                sent: now,
+                released: now,
+                payload,
+                primary: true,
+            });
+            if f.tied {
+                copy(leaf * r + (rep + 1) % r, item, now, now, false);
+            } else if let Some(d) = delay {
+                hedges.push(HedgeAt {
+                    at: now + d,
+                    leaf,
+                    item,
+                });
+            }
+        }
+        if item.measured {
+            fan.sent.fetch_add(n as u64, Ordering::Relaxed);
+            fan.subs_measured.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    q.close();
+}
+
+/// A worker of one leaf replica: serves the copies of its queue; a copy whose sub-request
+/// already answered (or, tied, whose twin started) is dropped and counted; the answer that
+/// completes a request (its K-th) records the request, its stamps those of the request's
+/// release and of the copy that completed it.
+fn fanout_worker(
+    sh: &Shared,
+    w: usize,
+    worker: &mut dyn crate::app::Worker,
+    q: &JobQueue,
+) -> Shard {
+    let fan = sh.fan.as_ref().expect("a fan-out run");
+    let leaf = w / fan.workers_per_server / fan.spec.replicas;
+    let k = fan.spec.needed() as u32;
+    let learns = matches!(fan.spec.hedge, crate::fanout::Hedge::Quantile(_));
+    let mut ledger = Ledger::new(sh, w);
+    let mut h = FanoutHists::default();
+    let mut resp = Vec::with_capacity(256);
+    while let Some(job) = q.pop(sh.spec.wait) {
+        if sh.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let (req, m) = (job.item.index, job.item.measured);
+        if !fan.take(req, leaf) {
+            h.cancelled += u64::from(m);
+            continue;
+        }
+        let started = now_ns();
+        resp.clear();
+        let r = worker.handle(&job.payload, &mut resp);
+        let finished = now_ns();
+        if let Err(e) = r {
+            count_error(sh, e);
+        }
+        if m {
+            h.served += 1;
+            h.copy.saturating_record(finished - job.sent);
+            h.service.saturating_record(finished - started);
+        }
+        if job.primary && learns {
+            fan.hedge.lock().observe(finished - job.sent);
+        }
+        let Some(answers) = fan.answer(req, leaf) else {
+            continue;
+        };
+        let intended = job.item.intended;
+        if m {
+            h.leaf.saturating_record(finished - intended);
+        }
+        if answers == k {
+            if m {
+                h.e2e.saturating_record(finished - intended);
+            }
+            let stamps = Stamps::local(
+                intended,
+                job.released,
+                job.released,
+                started,
+                finished,
+                finished,
+            );
+            ledger.record(req, m, &stamps);
+            sh.completed[w].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    fan.per_leaf.lock()[leaf]
+        .add(&h.leaf)
+        .expect("auto-resizing histograms add");
+    fan.hists.lock().absorb(&h);
+    ledger.close()
+}
+
+/// What a fan-out run measured (its model is made when it is summarised).
+fn fanout_run(fan: &FanState, warmup: u64) -> crate::fanout::FanoutRun {
+    let mut hists = std::mem::take(&mut *fan.hists.lock());
+    hists.subs = fan.subs_measured.load(Ordering::Relaxed);
+    hists.sent = fan.sent.load(Ordering::Relaxed);
+    crate::fanout::FanoutRun {
+        spec: fan.spec.clone(),
+        workers_per_replica: fan.workers_per_server,
+        hists,
+        per_leaf: fan
+            .per_leaf
+            .lock()
+            .iter()
+            .map(|h| crate::collector::MetricStats::from_hist(h, None))
+            .collect(),
+        arrivals: std::mem::take(&mut *fan.arrivals.lock()),
+        warmup,
+    }
 }
 
 fn queue_worker(sh: &Shared, w: usize, worker: &mut dyn crate::app::Worker, q: &JobQueue) -> Shard {
     let spec = &sh.spec;
     let mut ledger = Ledger::new(sh, w);
     let mut resp = Vec::with_capacity(256);
-    while let Some((item, sent, payload)) = q.pop(spec.wait) {
+    while let Some(Job {
+        item,
+        sent,
+        payload,
+        ..
+    }) = q.pop(spec.wait)
+    {
         if sh.abort.load(Ordering::Relaxed) {
             break;
         }

@@ -265,6 +265,13 @@ pub fn ideal_of_run(
     measured: &MetricStats,
     mut completions: Option<&mut Vec<u64>>,
 ) -> Result<IdealSummary, String> {
+    if r.fanout.is_some() {
+        // summarize() takes a fan-out run's ideal from its model (fanout_summary, fanout_ideal).
+        return Err(
+            "a fan-out run's ideal is a model of its distribution, not a replay request by request"
+                .into(),
+        );
+    }
     let reqs = requests_of(r)?;
     if let Some(c) = completions.as_deref_mut() {
         let n = reqs.iter().map(|q| q.id + 1).max().unwrap_or(0);
@@ -279,6 +286,66 @@ pub fn ideal_of_run(
     })
     .map_err(|e| e.to_string())?;
     Ok(summary_of(&cfg, &st, measured))
+}
+
+/// A fan-out run's `fanout` section: what it measured and its model — the run's own arrivals
+/// through N×R exact FIFO queues ([`crate::fanout::simulate`]), every copy's service drawn from
+/// the run's measured copies (seeded from the run's seed).
+pub fn fanout_summary(f: &crate::fanout::FanoutRun, seed: u64) -> crate::fanout::FanoutSummary {
+    use rand::SeedableRng;
+    let model = crate::empirical::Empirical::from_hist(&f.hists.service)
+        .ok()
+        .map(|emp| {
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(
+                crate::arrival::derive_seed(seed, 9),
+            );
+            let mut draw = || emp.sample(&mut rng);
+            crate::fanout::simulate(
+                &f.spec,
+                f.arrivals.iter().copied(),
+                &mut draw,
+                f.workers_per_replica,
+                f.warmup,
+            )
+            .stats()
+        });
+    crate::fanout::FanoutSummary::new(
+        &f.spec,
+        f.workers_per_replica,
+        f.hists.stats(),
+        f.per_leaf.clone(),
+        model,
+    )
+}
+
+/// A fan-out run's ideal: its model ([`fanout_summary`]) — a comparison of distributions,
+/// as for LIFO and random order; `Err` when no copy was measured.
+pub fn fanout_ideal(
+    r: &RunResult,
+    f: &crate::fanout::FanoutSummary,
+    measured: &MetricStats,
+) -> Result<IdealSummary, String> {
+    let model = f.model.as_ref().ok_or("no copy was measured")?;
+    let (mut excess, mut ratio) = (BTreeMap::new(), BTreeMap::new());
+    for k in COMPARED {
+        let (m, i) = (
+            measured.get(k).unwrap_or(f64::NAN),
+            model.e2e.get(k).unwrap_or(f64::NAN),
+        );
+        excess.insert(k.to_string(), m - i);
+        ratio.insert(k.to_string(), if i > 0.0 { m / i } else { f64::NAN });
+    }
+    Ok(IdealSummary {
+        method: "fan-out model (the run's arrivals; service times drawn from its measured copies)"
+            .into(),
+        servers: f.leaves * f.replicas * f.workers_per_replica,
+        discipline: "fifo".into(),
+        dispatch: format!("fan-out {}×{}", f.leaves, f.replicas),
+        replayed: r.generated_warmup + r.generated_measured,
+        sojourn: model.e2e.clone(),
+        excess,
+        ratio,
+    })
 }
 
 /// The `ideal` section from a replay's statistics and the measured ones.

@@ -121,6 +121,13 @@ impl Schedule {
         self.generate(buf, sink)
     }
 
+    /// Another request of the client's, not on the schedule (a fan-out's further leaves and
+    /// copies: each its own draw of the app's requests), written into `buf`.
+    pub fn extra_request(&mut self, buf: &mut Vec<u8>) {
+        buf.clear();
+        self.client.next_request(buf);
+    }
+
     /// Generates the next request ahead of time (an inline worker does this while it waits
     /// for an arrival, so that a backlog later does not wait for the client's request
     /// generation: that would be charged to queueing). False when the schedule is over or

@@ -99,6 +99,9 @@ pub struct RunSpec {
     /// Helper threads of the inline shaper (see [`crate::placement::helper_cpus`]); `None`:
     /// chosen from the placement.
     pub helpers: Option<usize>,
+    /// Each request split over leaves (see [`crate::fanout`]); `None`: one server.
+    /// `threads` is then the workers of each leaf's replica.
+    pub fanout: Option<crate::fanout::FanoutSpec>,
     /// Send-lag p99 above this fails the send-lag check.
     pub send_lag_p99_max_ns: u64,
     /// Simulated network delay added in each direction (integrated, inline
@@ -140,6 +143,7 @@ impl Default for RunSpec {
             rt_priority: None,
             cpus: Vec::new(),
             helpers: None,
+            fanout: None,
             net_delay: None,
             roi: crate::roi::RoiMode::None,
             roi_force: false,
@@ -211,6 +215,10 @@ impl RunSpec {
                 );
             }
         }
+        if let Some(f) = &self.fanout {
+            f.validate().map_err(RunError::Invalid)?;
+            self.check_fanout()?;
+        }
         self.check_arrival()?;
         check_cpus("--cpus", &self.cpus)?;
         crate::roi::check(self.roi, self.roi_force)
@@ -222,6 +230,32 @@ impl RunSpec {
                 need_mb: (cap * RECORD_BYTES) >> 20,
                 cap_mb: self.record_mem_cap >> 20,
             });
+        }
+        Ok(())
+    }
+
+    /// Worker threads in all: `threads`, or `threads` per leaf replica of a fan-out.
+    pub fn total_workers(&self) -> usize {
+        self.threads * self.fanout.as_ref().map_or(1, |f| f.servers())
+    }
+
+    /// A fan-out has its own dispatcher: the settings of the other shapers do not apply.
+    fn check_fanout(&self) -> Result<(), RunError> {
+        let bad = |s: &str| Err(RunError::Invalid(s.into()));
+        if self.shaper == ShaperMode::Thread {
+            return bad("--fanout releases requests with its own dispatcher: drop --shaper thread");
+        }
+        if self.discipline != Discipline::Fifo || self.dispatch != Dispatch::Shared {
+            return bad("--fanout's leaves serve their queues FIFO, one queue per leaf replica: drop --discipline and --dispatch");
+        }
+        if self.net_delay.is_some() {
+            return bad("--fanout does not simulate a network delay: drop --net-delay");
+        }
+        if self.roi != crate::roi::RoiMode::None {
+            return bad("--roi marks an integrated run of one server: drop it with --fanout");
+        }
+        if self.total_workers() > 4096 {
+            return bad("--fanout × --replicas × --threads is over 4096 worker threads: fewer leaves, replicas or threads");
         }
         Ok(())
     }

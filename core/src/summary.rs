@@ -252,6 +252,10 @@ pub struct Summary {
     /// Where an integrated run's threads ran: workers' CPUs, helpers' CPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<crate::placement::PlacementSummary>,
+    /// A fan-out run's leaves, copies and model ([`crate::fanout`]); its `latency_ns` are the
+    /// whole requests' (service and queue: of the copy that completed each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fanout: Option<crate::fanout::FanoutSummary>,
     // The sections below are added by other parts ([`crate::sections`]); each is
     // absent when its part did not run. Alphabetical, as the files always had them.
     /// Hardware and software counters of the workers (`record.counters`).
@@ -520,7 +524,15 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         );
     }
 
-    let (ideal, ideal_skipped) = match crate::ideal::ideal_of_run(r, &latency["sojourn"], None) {
+    let fanout = r
+        .fanout
+        .as_ref()
+        .map(|f| crate::ideal::fanout_summary(f, spec.seed));
+    let ideal = match &fanout {
+        Some(f) => crate::ideal::fanout_ideal(r, f, &latency["sojourn"]),
+        None => crate::ideal::ideal_of_run(r, &latency["sojourn"], None),
+    };
+    let (ideal, ideal_skipped) = match ideal {
         Ok(i) => (Some(i), None),
         Err(why) => (None, Some(why)),
     };
@@ -559,8 +571,10 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         interval_s: spec.interval_ns as f64 / 1e9,
         app_stats: r.app_stats.clone(),
         placement: r.placement.clone(),
-        // Over TCP the records are the client's, whose gaps include the network.
-        stalls: (config == "integrated")
+        fanout,
+        // Over TCP the records are the client's, whose gaps include the network; a
+        // fan-out's requests are served by many queues: no one dispatch gap to speak of.
+        stalls: (config == "integrated" && r.fanout.is_none())
             .then(|| crate::stalls::dispatch_gaps(r))
             .flatten(),
         counters: None,
@@ -1003,6 +1017,9 @@ pub fn human_table(s: &Summary) -> String {
     ));
     if let Some(p) = &s.placement {
         o.push_str(&format!("placement: {}\n", p.describe()));
+    }
+    if let Some(f) = &s.fanout {
+        o.push_str(&format!("{}\n", f.describe()));
     }
     o.push_str(&format!(
         "{} measured ({} warmup) over {:.1} s · achieved {:.1} qps · utilization {:.2}{}\n",

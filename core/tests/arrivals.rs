@@ -177,6 +177,7 @@ fn ideal_from_tcp_shaped_records_shows_transport_as_excess() {
         wall_start: std::time::SystemTime::now(),
         app_stats: serde_json::Value::Null,
         placement: None,
+        fanout: None,
     };
     let s = taillab_core::summarize(&r, "null", &Default::default(), "loopback");
     let i = s.ideal.expect("records give an ideal");

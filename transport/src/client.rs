@@ -524,6 +524,7 @@ pub fn run_load(
         wall_start,
         app_stats: serde_json::Value::Null,
         placement: None,
+        fanout: None,
     };
     let lost = sh.lost.lock().clone();
     Ok(LoadResult {

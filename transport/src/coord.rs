@@ -267,6 +267,7 @@ pub fn merge(
         wall_start,
         app_stats: Value::Null,
         placement: None,
+        fanout: None,
     };
     Ok((r, transport, transport_sum))
 }

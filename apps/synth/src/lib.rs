@@ -96,7 +96,7 @@ const KEYS: &[KeySpec] = &[
     KeySpec {
         name: "spin",
         default: "clock",
-        help: "clock = spin on the clock (exact wall time); work = calibrated loop that preemption stretches",
+        help: "clock = spin on the clock (exact wall time); work = calibrated loop that preemption stretches; sleep = sleep for the service (no CPU: many leaves of a fan-out on few CPUs)",
     },
     KeySpec {
         name: "recv_lock",
@@ -353,6 +353,10 @@ fn parse_stall(v: &str) -> Result<Option<Stall>, AppError> {
 enum Spin {
     Clock,
     Work,
+    /// Sleep instead of spinning: the service takes wall time but no CPU, so many servers
+    /// (a fan-out's leaves) can share a few CPUs without queueing for them. The sleep
+    /// overshoots by the host's wake-up delay, which the measured service time includes.
+    Sleep,
 }
 
 struct Config {
@@ -455,7 +459,8 @@ fn config(p: &Params) -> Result<Config, AppError> {
     let spin = match p.get("spin").unwrap_or("clock") {
         "clock" => Spin::Clock,
         "work" => Spin::Work,
-        v => return Err(bad("spin", v, "clock or work")),
+        "sleep" => Spin::Sleep,
+        v => return Err(bad("spin", v, "clock, work or sleep")),
     };
     let ls = p.get("lock_spin").unwrap_or("10us");
     let lock_spin_ns = parse_duration_ns(ls)
@@ -844,7 +849,7 @@ struct SynthWorker {
 fn busy(s: &Shared, noise: &mut WorkerNoise, ns: u64) {
     let start = now_ns();
     let mut end = match s.spin {
-        Spin::Clock => start + ns,
+        Spin::Clock | Spin::Sleep => start + ns,
         Spin::Work => {
             work((ns as f64 / 1e3 * s.iters_per_us) as u64);
             now_ns()
@@ -865,7 +870,11 @@ fn busy(s: &Shared, noise: &mut WorkerNoise, ns: u64) {
         }
         end = stretched;
     }
-    spin_until(end);
+    if s.spin == Spin::Sleep {
+        sleep_until(end);
+    } else {
+        spin_until(end);
+    }
 }
 
 /// A critical section of `ns` under `lock`, if that lock is set.

@@ -26,6 +26,7 @@ fn heading(section: &str) -> &'static str {
         "record" => "Records [record]",
         "monitor" => "Monitor [monitor]",
         "ci" => "Repeats [ci]",
+        "fanout" => "Fan-out [fanout]",
         "interference" => "Interference [interference]",
         "tuning" => "Host tuning [tuning]",
         _ => "App [app]",

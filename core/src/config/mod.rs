@@ -30,8 +30,8 @@ pub use crate::queue::Dispatch;
 pub use interfere::{Class, InterfereSet, InterfereSpec};
 pub use record::CounterMode;
 pub use sections::{
-    view, Ci, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive, Record,
-    Stamping, Topology,
+    view, Ci, Fanout, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
+    Record, Stamping, Topology,
 };
 pub use tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size};
@@ -95,6 +95,8 @@ pub struct RunConfig {
     pub monitor: Monitor,
     /// Section `ci`.
     pub ci: Ci,
+    /// Section `fanout`.
+    pub fanout: Fanout,
     /// Section `interference`.
     pub interference: Interference,
     /// Section `tuning`.
@@ -106,13 +108,14 @@ pub struct RunConfig {
 }
 
 /// The section keys, in the order `config.toml` lists them.
-pub const SECTIONS: [&str; 9] = [
+pub const SECTIONS: [&str; 10] = [
     "load",
     "harness",
     "net",
     "record",
     "monitor",
     "ci",
+    "fanout",
     "interference",
     "tuning",
     "app",
@@ -135,6 +138,7 @@ pub fn fields() -> Vec<Field> {
     v.extend(Record::fields());
     v.extend(Monitor::fields());
     v.extend(Ci::fields());
+    v.extend(Fanout::fields());
     v.extend(Interference::fields());
     v.extend(Knobs::fields());
     v.push(app_field());
@@ -268,6 +272,7 @@ impl RunConfig {
             "record" => self.record.set(f.name, items),
             "monitor" => self.monitor.set(f.name, items),
             "ci" => self.ci.set(f.name, items),
+            "fanout" => self.fanout.set(f.name, items),
             "interference" => self.interference.set(f.name, items),
             "tuning" => self.tuning.set(f.name, items),
             "app" => match items {
@@ -316,6 +321,7 @@ impl RunConfig {
             "record" => self.record.get(f.name),
             "monitor" => self.monitor.get(f.name),
             "ci" => self.ci.get(f.name),
+            "fanout" => self.fanout.get(f.name),
             "interference" => self.interference.get(f.name),
             "tuning" => self.tuning.get(f.name),
             "app" => Some(self.app.name.show()),
@@ -332,6 +338,7 @@ impl RunConfig {
             "record" => self.record.get_toml(f.name),
             "monitor" => self.monitor.get_toml(f.name),
             "ci" => self.ci.get_toml(f.name),
+            "fanout" => self.fanout.get_toml(f.name),
             "interference" => self.interference.get_toml(f.name),
             "tuning" => self.tuning.get_toml(f.name),
             "app" => self.app.name.to_toml(),
@@ -584,6 +591,18 @@ impl RunConfig {
             rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),
             cpus: h.cpus.0.clone(),
             helpers: h.helpers,
+            fanout: {
+                let f = &self.fanout;
+                let spec = crate::fanout::FanoutSpec {
+                    leaves: f.leaves,
+                    replicas: f.replicas,
+                    wait: f.wait,
+                    hedge: f.hedge,
+                    tied: f.tied,
+                };
+                // Any fan-out setting off its default is checked (--fanout 0 included).
+                (spec != crate::fanout::FanoutSpec::default_one()).then_some(spec)
+            },
             send_lag_p99_max_ns: self.monitor.max_send_lag.0,
             net_delay: self.net.delay.clone(),
             roi: self.record.roi,
@@ -831,6 +850,10 @@ mod tests {
             } else {
                 "true"
             }
+        } else if form.contains("k=K") {
+            "k=3"
+        } else if form.contains("after=") {
+            "after=2ms"
         } else if form.contains("CLASS:N") {
             "cpu:1@cpus=0"
         } else if form.contains("C-state") {

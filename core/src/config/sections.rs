@@ -348,6 +348,22 @@ section! {
 }
 
 section! {
+    /// Fan-out: each request split over leaves, answered by all or the first K, with hedged or tied copies to replicas (docs/fanout.md).
+    Fanout "fanout" {
+        /// Leaves each request is split over (each its own server of harness.threads workers and its own queue); 1: no fan-out.
+        leaves: usize = 1, Opts::on(EXP).flag("fanout");
+        /// Replicas of each leaf (hedged and tied copies go to another one).
+        replicas: usize = 1, Opts::on(EXP);
+        /// A request is answered by all its leaves or the first K: all, k=K.
+        wait: crate::fanout::FanoutWait = crate::fanout::FanoutWait::All, Opts::on(EXP).flag("fanout-wait");
+        /// Send a copy of a leaf's sub-request to another replica after this long without an answer: none, after=2ms, or after=p95 (the running 95th percentile of a leaf's latency).
+        hedge: crate::fanout::Hedge = crate::fanout::Hedge::None, Opts::on(EXP);
+        /// Send each sub-request to two replicas at once; the first to start it cancels the other.
+        tied: bool = false, Opts::on(EXP);
+    }
+}
+
+section! {
     /// Planned background load: hogs started before warmup and stopped after the measured phase.
     Interference "interference" {
         /// Background load, `CLASS:N[,KEY=VALUE][@cpus=LIST][,nice=N]` (repeatable; `+` joins several in one value): cpu, vm, io, hdd, cache, net.

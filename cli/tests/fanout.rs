@@ -1,0 +1,167 @@
+//! Fan-out in the integrated harness (issue 38): a request split over N leaves against the
+//! fan-out model of the same run; hedged and tied copies; bad input.
+//!
+//! The leaves are synth with `spin=sleep` (wall time, no CPU), so ten of them share two CPUs
+//! without queueing for them. Bounds are for a shared 2-vCPU VM: a sleeping service wakes
+//! tens of µs late, more under load, which is inside the measured service times the model
+//! draws from but correlates leaves that wake together.
+
+use serde_json::Value;
+use std::process::Command;
+
+mod common;
+use common::*;
+
+fn fan(s: &Value) -> &Value {
+    &s["fanout"]
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[rustfmt::skip]
+const TEN: &[&str] = &[
+    "--app", "synth", "--set", "service=exp:1ms", "--set", "spin=sleep", "--wait", "block",
+    "--qps", "200", "--warmup-requests", "300", "--requests", "2500", "--fanout", "10",
+];
+
+/// The host disturbed one of these runs (steal, other processes), if it did.
+fn disturbed(runs: &[&Value]) -> Option<String> {
+    runs.iter().find_map(|s| host_disturbed(s))
+}
+
+#[test]
+fn ten_leaves_match_the_model_of_the_same_run() {
+    let _s = serial();
+    within_tries("ten leaves", 4, 2, |k| {
+        let out = tmp(&format!("fanout-ten-{k}"));
+        let seed = k.to_string();
+        let mut args = TEN.to_vec();
+        args.extend(["--seed", &seed]);
+        let s = run(&args, &out);
+        let _ = std::fs::remove_dir_all(&out);
+        let fo = fan(&s);
+        assert_eq!(fo["leaves"], 10, "{fo}");
+        assert_eq!(fo["per_leaf"].as_array().map(|a| a.len()), Some(10));
+        assert_eq!(
+            f(&fo["measured"]["sent_per_sub"]),
+            1.0,
+            "no copies without hedging"
+        );
+        // The ideal section is the run's model.
+        assert!(s["ideal"]["method"]
+            .as_str()
+            .unwrap()
+            .starts_with("fan-out model"));
+        // The whole request waits for its slowest leaf: well above a leaf's latency.
+        let (e2e, leaf) = (
+            f(&fo["measured"]["e2e"]["p50"]),
+            f(&fo["measured"]["leaf"]["p50"]),
+        );
+        let r = f(&fo["ratio"]["p99"]);
+        let above = f(&fo["measured"]["above_leaf_p99"]);
+        let model_above = f(&fo["model"]["above_leaf_p99"]);
+        let ok =
+            e2e > 2.0 * leaf && (0.8..=1.25).contains(&r) && (above - model_above).abs() < 0.06;
+        if ok {
+            return Ok(());
+        }
+        Err((
+            format!("request p50 {e2e} vs leaf {leaf}; measured ÷ model p99 {r}; above the leaf p99 {above} vs model {model_above}"),
+            disturbed(&[&s]),
+        ))
+    });
+}
+
+#[rustfmt::skip]
+const HEAVY: &[&str] = &[
+    "--app", "synth", "--set", "service=mix:0.98*exp:1ms+0.02*fixed:20ms", "--set", "spin=sleep",
+    "--wait", "block", "--qps", "100", "--warmup-requests", "600", "--requests", "2500",
+    "--replicas", "2",
+];
+
+#[test]
+fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
+    let _s = serial();
+    within_tries("hedged and tied", 4, 2, |k| {
+        let seed = k.to_string();
+        let one = |name: &str, extra: &[&str]| {
+            let out = tmp(&format!("fanout-{name}-{k}"));
+            let mut args = HEAVY.to_vec();
+            args.extend(["--seed", &seed]);
+            args.extend(extra);
+            let s = run(&args, &out);
+            let _ = std::fs::remove_dir_all(&out);
+            s
+        };
+        let plain = one("plain", &[]);
+        let hedged = one("hedged", &["--hedge", "after=p95"]);
+        let tied = one("tied", &["--tied"]);
+        // Tied: both replicas get every sub-request, the first to start cancels the other.
+        let t = &fan(&tied)["measured"];
+        assert_eq!(f(&t["sent_per_sub"]), 2.0, "{t}");
+        assert!(
+            f(&t["cancelled_per_sub"]) > 0.5,
+            "the twin that did not start: {t}"
+        );
+        let h = &fan(&hedged)["measured"];
+        assert!(f(&h["sent_per_sub"]) > 1.01, "{h}");
+        assert!(f(&h["served_per_sub"]) < 1.15, "extra load {h}");
+        // 2 % of services take 20 ms: the plain p99 is one of them; a hedge after the leaf's
+        // p95 (about 4 ms) sends a copy that is slow only 2 % of the time (model: 20 → 5.4 ms).
+        let p99 = |s: &Value| f(&s["latency_ns"]["sojourn"]["p99"]);
+        let (a, b) = (p99(&plain), p99(&hedged));
+        let r = f(&fan(&hedged)["ratio"]["p99"]);
+        if a > 2.5 * b && (0.75..=1.3).contains(&r) {
+            return Ok(());
+        }
+        Err((
+            format!("p99 {a} → {b} hedged; hedged measured ÷ model p99 {r}"),
+            disturbed(&[&plain, &hedged, &tied]),
+        ))
+    });
+}
+
+#[test]
+fn bad_fanout_settings_get_one_clear_line() {
+    let base = ["run", "--app", "synth", "--qps", "100", "--requests", "10"];
+    for (extra, want) in [
+        (&["--fanout", "0"][..], "--fanout must be in 1..=1024"),
+        (
+            &["--fanout", "4", "--fanout-wait", "k=5"][..],
+            "at most --fanout",
+        ),
+        (
+            &["--fanout", "4", "--hedge", "after=2ms"][..],
+            "--replicas 2",
+        ),
+        (&["--fanout", "4", "--tied"][..], "--replicas 2"),
+        (
+            &["--fanout", "2", "--replicas", "2", "--hedge", "after=0ms"][..],
+            "positive",
+        ),
+        (
+            &["--fanout", "2", "--shaper", "thread"][..],
+            "own dispatcher",
+        ),
+    ] {
+        let out = tmp("fanout-bad");
+        let o = Command::new(bin())
+            .args(base)
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{extra:?}: {err}"
+        );
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert!(!out.join("summary.json").exists());
+    }
+}
