@@ -145,6 +145,33 @@ fn bad_fanout_settings_get_one_clear_line() {
             &["--fanout", "2", "--shaper", "thread"][..],
             "own dispatcher",
         ),
+        (
+            &[
+                "--topology",
+                "loopback",
+                "--fanout",
+                "2",
+                "--replicas",
+                "2",
+                "--tied",
+            ][..],
+            "integrated configuration only",
+        ),
+        (
+            &["--topology", "loopback", "--fanout", "2", "--clients", "2"][..],
+            "one client per leaf",
+        ),
+        (
+            &[
+                "--topology",
+                "loopback",
+                "--fanout",
+                "3",
+                "--target",
+                "127.0.0.1:1,127.0.0.1:2",
+            ][..],
+            "--fanout 3 needs 3 servers",
+        ),
     ] {
         let out = tmp("fanout-bad");
         let o = Command::new(bin())
@@ -164,4 +191,84 @@ fn bad_fanout_settings_get_one_clear_line() {
         assert!(err.contains(want), "{extra:?}: {err}");
         assert!(!out.join("summary.json").exists());
     }
+}
+
+/// Per request id, the sojourns (completed − intended) of its measured leaf rows in requests.csv.
+fn leaf_sojourns(csv: &str) -> std::collections::BTreeMap<u64, Vec<u64>> {
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let (id, int, comp, meas) = (
+        col("id"),
+        col("intended"),
+        col("completed"),
+        col("measured"),
+    );
+    assert_eq!(
+        head.last(),
+        Some(&"leaf"),
+        "a fan-out's rows name their leaf"
+    );
+    let mut m: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+    for l in lines {
+        let v: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect();
+        if v[meas] == 1 {
+            m.entry(v[id]).or_default().push(v[comp] - v[int]);
+        }
+    }
+    m
+}
+
+/// Over real TCP: three `taillab serve` leaves, one client each, every client sending the
+/// run's schedule; the whole request is its slowest leaf's answer, joined by request id.
+#[test]
+fn a_loopback_fanout_over_three_servers_joins_their_answers() {
+    let _s = serial();
+    let out = tmp("fanout-loopback");
+    #[rustfmt::skip]
+    let s = run(&[
+        "--app", "synth", "--set", "service=exp:500us", "--set", "spin=sleep", "--wait", "block",
+        "--topology", "loopback", "--fanout", "3", "--qps", "200", "--warmup-requests", "200",
+        "--requests", "1500", "--save-requests",
+    ], &out);
+    let fo = fan(&s);
+    assert_eq!(
+        (s["config"].as_str(), fo["leaves"].as_u64()),
+        (Some("loopback"), Some(3))
+    );
+    assert_eq!(s["transport"]["clients"], 3, "one client per leaf");
+    assert_eq!(s["requests"]["measured"], 1500);
+    assert_eq!(fo["per_leaf"].as_array().map(|a| a.len()), Some(3));
+    assert!(s["ideal"]["method"]
+        .as_str()
+        .unwrap()
+        .starts_with("fan-out model"));
+    let r = f(&fo["ratio"]["p99"]);
+    assert!((0.5..4.0).contains(&r), "measured ÷ model p99 {r}");
+    // Each leaf draws its own requests (its own service times): the slowest of three is well
+    // above one leaf (for exponential leaves the median of three's maximum is 2.3× a leaf's).
+    let (e2e, leaf) = (
+        f(&fo["measured"]["e2e"]["p50"]),
+        f(&fo["measured"]["leaf"]["p50"]),
+    );
+    assert!(
+        e2e > 1.5 * leaf,
+        "request p50 {e2e} vs a leaf's {leaf}: are the leaves' requests the same?"
+    );
+    // Every leaf answered every measured request; the whole latency is the slowest answer.
+    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+    let per = leaf_sojourns(&csv);
+    assert_eq!(per.len(), 1500);
+    assert!(per.values().all(|v| v.len() == 3));
+    let mut whole: Vec<u64> = per.values().map(|v| *v.iter().max().unwrap()).collect();
+    whole.sort_unstable();
+    for (q, key) in [(0.5, "p50"), (0.99, "p99")] {
+        let exact = whole[((q * whole.len() as f64).ceil() as usize).max(1) - 1] as f64;
+        let got = f(&s["latency_ns"]["sojourn"][key]);
+        assert!(
+            (got / exact - 1.0).abs() < 0.01,
+            "{key}: summary {got} vs rows {exact}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -136,4 +136,6 @@ smoke! {
     smoke_tales_fig4: "tales-fig4";
     smoke_profiling_table7: "profiling-table7";
     smoke_tailwag_table2: "tailwag-table2";
+    smoke_tail_at_scale_fanout: "tail-at-scale-fanout";
+    smoke_tail_at_scale_hedging: "tail-at-scale-hedging";
 }

@@ -899,15 +899,16 @@ fn ip(args: &[&str]) {
     );
 }
 
-#[test]
-fn networked_over_netns_veth() {
-    let _s = serial();
+/// Two network namespaces joined by a veth pair: the server side 10.231.0.1, the client
+/// side 10.231.0.2; `None` (a skip said) without root.
+fn veth_pair() -> Option<(Netns, String, String)> {
     // Creating namespaces needs CAP_SYS_ADMIN; say so instead of failing obscurely.
     if unsafe { libc::geteuid() } != 0 {
-        return skip_without(
+        skip_without(
             "netns",
             "creating network namespaces needs root (ip netns add)",
         );
+        return None;
     }
     let tag = format!(
         "{}{}",
@@ -915,7 +916,7 @@ fn networked_over_netns_veth() {
         Instant::now().elapsed().subsec_nanos() % 1000
     );
     let (ns_s, ns_c) = (format!("tlsrv{tag}"), format!("tlcli{tag}"));
-    let _guard = Netns(vec![ns_s.clone(), ns_c.clone()]);
+    let guard = Netns(vec![ns_s.clone(), ns_c.clone()]);
     let (va, vb) = (format!("tva{tag}"), format!("tvb{tag}"));
     ip(&["netns", "add", &ns_s]);
     ip(&["netns", "add", &ns_c]);
@@ -928,28 +929,20 @@ fn networked_over_netns_veth() {
         ip(&["-n", ns, "link", "set", dev, "up"]);
         ip(&["-n", ns, "link", "set", "lo", "up"]);
     }
-    let out = tmp("netns");
-    let o = Command::new(bin())
-        .args([
-            "run",
-            "--app",
-            "null",
-            "--config",
-            "networked",
-            "--clients",
-            "2",
-            "--connections",
-            "2",
-        ])
-        .args([
-            "--qps",
-            "1500",
-            "--warmup-requests",
-            "100",
-            "--requests",
-            "2001",
-            "-q",
-        ])
+    Some((guard, ns_s, ns_c))
+}
+
+/// `taillab run --app null --config networked ARGS` with the server in `ns_s` (listening on
+/// the veth's 10.231.0.1) and the clients in `ns_c`.
+fn run_across(
+    ns_s: &str,
+    ns_c: &str,
+    args: &[&str],
+    out: &std::path::Path,
+) -> std::process::Output {
+    Command::new(bin())
+        .args(["run", "--app", "null", "--config", "networked", "-q"])
+        .args(args)
         .args(["--listen", "10.231.0.1:0"])
         .args([
             "--server-launcher",
@@ -960,9 +953,23 @@ fn networked_over_netns_veth() {
             &format!("ip netns exec {ns_c} {{cmd}}"),
         ])
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn networked_over_netns_veth() {
+    let _s = serial();
+    let Some((_guard, ns_s, ns_c)) = veth_pair() else {
+        return;
+    };
+    let out = tmp("netns");
+    #[rustfmt::skip]
+    let o = run_across(&ns_s, &ns_c, &[
+        "--clients", "2", "--connections", "2",
+        "--qps", "1500", "--warmup-requests", "100", "--requests", "2001",
+    ], &out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = read_summary(&out);
     assert_eq!(s["config"], "networked");
@@ -979,5 +986,41 @@ fn networked_over_netns_veth() {
         .unwrap();
     assert_eq!(p(&s, "sojourn", "p99"), h.value_at_quantile(0.99));
     assert_eq!(p(&s, "sojourn", "p50"), h.value_at_quantile(0.5));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A networked fan-out: two leaf servers in one namespace, their clients in another,
+/// every sub-request over the veth pair; the whole request is the slower of its two answers.
+#[test]
+fn networked_fanout_over_netns_veth() {
+    let _s = serial();
+    let Some((_guard, ns_s, ns_c)) = veth_pair() else {
+        return;
+    };
+    let out = tmp("netns-fanout");
+    #[rustfmt::skip]
+    let o = run_across(&ns_s, &ns_c, &[
+        "--fanout", "2", "--qps", "1000", "--warmup-requests", "100", "--requests", "1500",
+    ], &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = read_summary(&out);
+    let targets: Vec<&str> = s["transport"]["target"]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(targets.len(), 2, "{targets:?}");
+    assert!(targets.iter().all(|t| t.starts_with("10.231.0.1:")));
+    assert_ne!(targets[0], targets[1], "two servers");
+    assert_eq!(s["fanout"]["leaves"], 2);
+    assert_eq!(s["requests"]["measured"], 1500);
+    let (e2e, leaf) = (
+        s["fanout"]["measured"]["e2e"]["p50"].as_f64().unwrap(),
+        s["fanout"]["measured"]["leaf"]["p50"].as_f64().unwrap(),
+    );
+    assert!(
+        e2e >= leaf,
+        "the slower of two answers: p50 {e2e} vs a leaf's {leaf}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -9,7 +9,10 @@
 //!   to the next replica; the first answer wins and the copy still queued is cancelled. The
 //!   extra load is the copies served per sub-request.
 //! - **tied** requests (`tied`): both replicas get the sub-request at once; the first to start
-//!   it cancels the other's copy (both run when both start at the same moment).
+//!   it cancels the other's copy. A worker claims a tied sub-request atomically, so a copy
+//!   that finds its twin started is dropped however soon after (two real servers would both
+//!   run it within their cancellation message's delay): on idle replicas the primary runs and
+//!   the twin is cancelled, and tying helps only where a copy would wait in a queue.
 //!
 //! [`FanoutSpec`] is the configuration (`[fanout]`), [`simulate`] the exact discrete-event
 //! model: N×R servers with W workers each, FIFO, every copy its own service draw. It is
@@ -745,7 +748,13 @@ impl Model {
         if self.counted(logical) {
             self.out.sent += 1;
         }
-        if self.free[server] > 0 {
+        if self.spec.tied && self.subs[&sub].started {
+            // Its twin started first: dropped unserved, as the harness's worker drops it.
+            self.cancel(id);
+            self.copies.remove(&id);
+            self.subs.get_mut(&sub).expect("live sub").live -= 1;
+            self.drop_if_over(sub);
+        } else if self.free[server] > 0 {
             self.free[server] -= 1;
             self.start(id, t);
         } else {
@@ -1010,6 +1019,12 @@ mod tests {
         let t = simulate(&tied, arr(), &mut mk(8), 1, 5_000).stats();
         assert_eq!(t.sent_per_sub, 2.0);
         assert!(t.cancelled_per_sub > 0.0 && t.served_per_sub < 2.0, "{t:?}");
+        // At this light load the replicas are idle: the primary starts at once and its twin is
+        // dropped unserved, as a worker that finds it started drops it.
+        assert!(
+            t.served_per_sub < 1.001 && t.cancelled_per_sub > 0.999,
+            "{t:?}"
+        );
     }
 
     #[test]

@@ -97,6 +97,17 @@ PROF_CPU, PROF_ALONE = 1.5, 1.3
 # harness rounds rates to 0.01 QPS).
 FRACTION_SNAP = 0.02
 
+# The Tail at Scale, fan-out: the fraction of requests slower than a leaf's p99 within 3 points
+# of 1 − 0.99^N (the paper's arithmetic for independent leaves; leaves that share a host wake
+# through one scheduler and come out a little more alike), and the whole request's p99 within
+# 10 % of the fan-out model of the same run (its arrivals, its measured service times). The
+# amplification is the claim up to TAS_PRIMARY_LEAVES leaves; beyond, on a small host, many
+# sleeping leaves wake together and correlate more than independent machines would.
+TAS_POINTS, TAS_MODEL, TAS_PRIMARY_LEAVES = 0.03, 0.10, 10
+# Hedging after the leaf's p95: p99.9 cut at least 5x (the paper: 24x) for at most 10 % more
+# served copies (the paper: 2 %), the measured p99.9 within 10 % of its model.
+TAS_HEDGE_CUT, TAS_HEDGE_LOAD = 5.0, 0.10
+
 # A verdict sentence names at most this many failed conditions (the page lists them all).
 MAX_LISTED = 3
 
@@ -1481,6 +1492,207 @@ def _validation_links(item: dict, data: Data, out: Path) -> str:
     )
 
 
+def _fanouts(data: Data, p: pd.Series) -> list[dict]:
+    """The ``fanout`` sections of a point's runs (none for a point without fan-out)."""
+    res = data.results.get(p.get("stem"))
+    if res is None or res.runs.empty:
+        return []
+    runs = res.runs[res.runs["point"] == p["point"]]
+    return [f for f in (read_summary(r).get("fanout") for r in runs["path"]) if f]
+
+
+def _fan_value(fans: list[dict], *path: str) -> float:
+    """The mean over runs of a nested number of their ``fanout`` sections (NaN if none)."""
+    vals = []
+    for f in fans:
+        v: Any = f
+        for k in path:
+            v = v.get(k) if isinstance(v, dict) else None
+        if isinstance(v, int | float):
+            vals.append(float(v))
+    return _mean(vals)
+
+
+def rule_tas_fanout(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per leaf count: the fraction above the leaf's p99 against 1 − 0.99^N, and the whole
+    request's p99 against the fan-out model of the same run."""
+    by = _by_axis(data.points, "case")
+    fans = {name: _fanouts(data, p) for name, p in by.items()}
+    fans = {k: v for k, v in fans.items() if v}
+    if not fans:
+        return _no_data(data, "fan-out points over [[case]]")
+    nums, rows, conds = {}, [], []
+    for fs in sorted(fans.values(), key=lambda f: _fan_value(f, "leaves")):
+        n = int(_fan_value(fs, "leaves"))
+        above = _fan_value(fs, "measured", "above_leaf_p99")
+        model = _fan_value(fs, "model", "above_leaf_p99")
+        indep = 1.0 - 0.99**n
+        ratio = _fan_value(fs, "ratio", "p99")
+        nums[str(n)] = {
+            "above_leaf_p99": above,
+            "model_above_leaf_p99": model,
+            "independent": indep,
+            "p99_ns": _fan_value(fs, "measured", "e2e", "p99"),
+            "model_p99_ns": _fan_value(fs, "model", "e2e", "p99"),
+            "ratio_p99": ratio,
+        }
+        rows.append(
+            [
+                str(n),
+                _pct(above),
+                _pct(model),
+                _pct(indep),
+                fmt_ns(nums[str(n)]["p99_ns"]),
+                fmt_ns(nums[str(n)]["model_p99_ns"]),
+                _x(ratio),
+            ]
+        )
+        close = None if not math.isfinite(above) else bool(abs(above - indep) <= TAS_POINTS)
+        conds.append(
+            Cond(
+                f"N = {n}: above the leaf p99 within {TAS_POINTS * 100:g} points of 1 − 0.99^N",
+                close,
+                n <= TAS_PRIMARY_LEAVES,
+            )
+        )
+        conds.append(
+            Cond(
+                f"N = {n}: p99 within {TAS_MODEL * 100:g} % of the model",
+                _within(ratio, 1 + TAS_MODEL),
+            )
+        )
+    paper = item.get("paper_above_leaf_p99") or {}
+    body = "requests slower than the leaves p99: " + ", ".join(
+        f"N = {n} {_pct(v['above_leaf_p99'])} (1 − 0.99^N {_pct(v['independent'])})"
+        for n, v in nums.items()
+    )
+    cats = list(nums)
+    return _verdict(
+        conds,
+        body,
+        {"leaves": nums},
+        heads=[
+            "leaves",
+            "above the leaf p99",
+            "model",
+            "1 − 0.99^N",
+            "request p99",
+            "model p99",
+            "÷ model",
+        ],
+        rows=rows,
+        paper=(
+            ["leaves", "requests slower than a leaf's p99"],
+            [[str(k), _pct(float(v))] for k, v in paper.items()],
+        )
+        if paper
+        else None,
+        figures=[
+            (
+                "amplification",
+                "The fraction of whole requests slower than a leaf's own p99, per number of "
+                "leaves: measured, the fan-out model of the same run, and 1 − 0.99^N "
+                "(independent leaves).",
+                lambda o: bars(
+                    o,
+                    cats,
+                    {
+                        "measured": [nums[c]["above_leaf_p99"] for c in cats],
+                        "model": [nums[c]["model_above_leaf_p99"] for c in cats],
+                        "1 − 0.99^N": [nums[c]["independent"] for c in cats],
+                    },
+                    "fraction of requests",
+                    "Fan-out amplification",
+                    log=False,
+                ),
+            )
+        ],
+    )
+
+
+def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """No copies, hedged after the leaf's p95, tied: p99.9, its model, the load copies add."""
+    by = _by_axis(data.points, "case")
+    fans = {name: _fanouts(data, p) for name, p in by.items()}
+    fans = {k: v for k, v in fans.items() if v}
+    if not fans:
+        return _no_data(data, "fan-out points over [[case]]")
+    nums, rows = {}, []
+    for name, fs in fans.items():
+        v = {
+            "p99_ns": _fan_value(fs, "measured", "e2e", "p99"),
+            "p999_ns": _fan_value(fs, "measured", "e2e", "p999"),
+            "model_p999_ns": _fan_value(fs, "model", "e2e", "p999"),
+            "served_per_sub": _fan_value(fs, "measured", "served_per_sub"),
+            "cancelled_per_sub": _fan_value(fs, "measured", "cancelled_per_sub"),
+        }
+        nums[name] = v
+        rows.append(
+            [
+                name,
+                fmt_ns(v["p99_ns"]),
+                fmt_ns(v["p999_ns"]),
+                fmt_ns(v["model_p999_ns"]),
+                f"{v['served_per_sub']:.3f}",
+                f"{v['cancelled_per_sub']:.3f}",
+            ]
+        )
+    none, hedged, tied = (nums.get(k, {}) for k in ("none", "hedged", "tied"))
+    cut = _div(none.get("p999_ns", math.nan), hedged.get("p999_ns", math.nan))
+    extra = hedged.get("served_per_sub", math.nan) - 1.0
+    model = _div(hedged.get("p999_ns", math.nan), hedged.get("model_p999_ns", math.nan))
+    cancelled = tied.get("cancelled_per_sub", math.nan)
+    conds = [
+        Cond(f"hedging cuts p99.9 ≥ {TAS_HEDGE_CUT:g}×", _ge(cut, TAS_HEDGE_CUT), True),
+        Cond(
+            f"for ≤ {TAS_HEDGE_LOAD * 100:g} % more served copies",
+            None if not math.isfinite(extra) else bool(extra <= TAS_HEDGE_LOAD),
+            True,
+        ),
+        Cond(
+            f"hedged p99.9 within {TAS_MODEL * 100:g} % of its model", _within(model, 1 + TAS_MODEL)
+        ),
+        Cond(
+            "tied copies are cancelled",
+            None if not math.isfinite(cancelled) else bool(cancelled > 0),
+        ),
+    ]
+    body = (
+        f"hedged after the leaf's p95: p99.9 {fmt_ns(hedged.get('p999_ns', math.nan))} "
+        f"from {fmt_ns(none.get('p999_ns', math.nan))} ({_x(cut)} shorter) for "
+        f"{_pct(extra)} more served copies; tied: {cancelled:.3f} copies cancelled per sub-request"
+    )
+    cats = list(nums)
+    return _verdict(
+        conds,
+        body,
+        {"cases": nums, "cut_p999": cut, "extra_load": extra},
+        heads=["copies", "p99", "p99.9", "model p99.9", "served per sub-request", "cancelled"],
+        rows=rows,
+        paper=(
+            ["", "the paper"],
+            [[k, str(v)] for k, v in (item.get("paper_hedging") or {}).items()],
+        ),
+        figures=[
+            (
+                "hedging",
+                "The whole request's p99.9 per way of sending copies, measured and modelled "
+                "(the load the copies add is in the table).",
+                lambda o: bars(
+                    o,
+                    cats,
+                    {
+                        "measured": [nums[c]["p999_ns"] / 1e6 for c in cats],
+                        "model": [nums[c]["model_p999_ns"] / 1e6 for c in cats],
+                    },
+                    "p99.9 (ms, log scale)",
+                    "Hedged and tied requests",
+                ),
+            )
+        ],
+    )
+
+
 RULES: dict[str, Rule] = {
     "tailbench-table1": rule_table1,
     "tailbench-fig2": rule_fig2,
@@ -1495,6 +1707,8 @@ RULES: dict[str, Rule] = {
     "tales-fig5": rule_tales5,
     "profiling-table7": rule_profiling,
     "tailwag-table2": rule_tailwag,
+    "tail-at-scale-fanout": rule_tas_fanout,
+    "tail-at-scale-hedging": rule_tas_hedging,
 }
 
 

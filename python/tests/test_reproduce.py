@@ -497,6 +497,67 @@ def test_tales5_either_way(tmp_path, hog, rt, elsewhere, status):
     assert f"hog {hog:.3g}×" in doc["verdict"]
 
 
+def _fan(
+    leaves, above, model_above, ratio=1.02, p999=None, model_p999=None, served=1.0, cancelled=0.0
+):
+    e2e = _stats(mean=3 * MS, p99=8 * MS)
+    if p999 is not None:
+        e2e["p999"] = p999
+    model = {**e2e, "p999": model_p999 or e2e["p999"], "p99": e2e["p99"] / ratio}
+    return {
+        "fanout": {
+            "leaves": leaves,
+            "measured": {
+                "e2e": e2e,
+                "above_leaf_p99": above,
+                "served_per_sub": served,
+                "cancelled_per_sub": cancelled,
+            },
+            "model": {"e2e": model, "above_leaf_p99": model_above},
+            "ratio": {"p99": ratio},
+        }
+    }
+
+
+@pytest.mark.parametrize(("above50", "status"), [(0.37, "confirmed"), (0.29, "partly")])
+def test_tail_at_scale_fanout_against_one_minus_099_to_the_n(tmp_path, above50, status):
+    cases = {"5 leaves": (5, 0.047), "10 leaves": (10, 0.088), "50 leaves": (50, above50)}
+    pts = [
+        point(f"integrated-t1-q50-{i}", axes={"case": name}, extra=_fan(n, a, a + 0.005))
+        for i, (name, (n, a)) in enumerate(cases.items())
+    ]
+    experiment(tmp_path / "tail-at-scale-fanout" / "tas-fanout", pts)
+    doc = page(tmp_path, "tail-at-scale-fanout")
+    assert doc["status"] == status
+    assert doc["numbers"]["leaves"]["10"]["independent"] == pytest.approx(1 - 0.99**10)
+    assert doc["numbers"]["leaves"]["50"]["above_leaf_p99"] == pytest.approx(above50)
+    # 10 leaves far from 1 − 0.99^N is the claim failing.
+    pts[1] = point("integrated-t1-q50-1", axes={"case": "10 leaves"}, extra=_fan(10, 0.02, 0.02))
+    experiment(tmp_path / "tail-at-scale-fanout" / "tas-fanout", pts)
+    assert page(tmp_path, "tail-at-scale-fanout")["status"] == "not confirmed"
+
+
+@pytest.mark.parametrize(
+    ("hedged_p999", "served", "status"),
+    [(2 * MS, 1.05, "confirmed"), (2 * MS, 1.4, "not confirmed"), (8 * MS, 1.05, "not confirmed")],
+)
+def test_tail_at_scale_hedging_cut_for_its_load(tmp_path, hedged_p999, served, status):
+    cases = {
+        "none": _fan(1, 0.01, 0.01, p999=20 * MS, model_p999=20 * MS),
+        "hedged": _fan(1, 0.01, 0.01, p999=hedged_p999, model_p999=hedged_p999, served=served),
+        "tied": _fan(1, 0.01, 0.01, p999=3 * MS, served=1.1, cancelled=0.6),
+    }
+    pts = [
+        point(f"integrated-t1-q500-{i}", axes={"case": k}, extra=v)
+        for i, (k, v) in enumerate(cases.items())
+    ]
+    experiment(tmp_path / "tail-at-scale-hedging" / "tas-hedging", pts)
+    doc = page(tmp_path, "tail-at-scale-hedging")
+    assert doc["status"] == status
+    assert doc["numbers"]["cut_p999"] == pytest.approx(20 * MS / hedged_p999)
+    assert doc["numbers"]["extra_load"] == pytest.approx(served - 1)
+
+
 def _stress(root: Path, app: str, p95: dict[str, float]) -> None:
     pts = []
     for i, (case, r) in enumerate(p95.items()):

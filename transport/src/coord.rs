@@ -58,6 +58,9 @@ pub struct ShardDump {
     pub seed: u64,
     /// Connections the client used.
     pub connections: usize,
+    /// The client's schedule start on its own clock (ns): its `req` rows are on that clock.
+    #[serde(default)]
+    pub t0: u64,
     /// Responses carried the server's queue and service times (a taillab server).
     pub server_timed: bool,
     /// Measured requests completed.
@@ -135,6 +138,7 @@ impl ShardDump {
             qps,
             seed,
             connections: r.connections,
+            t0: x.t0,
             server_timed: r.server_timed,
             measured: t.measured,
             warmup: t.warmup,
@@ -272,6 +276,31 @@ pub fn merge(
     Ok((r, transport, transport_sum))
 }
 
+/// A fan-out's run from its leaves' clients ([`crate::fanout`]): the schedule of the first
+/// leaf that reported (every leaf's), the whole requests joined from all leaves' rows, the
+/// transport times and failures of all of them.
+fn join_leaves(
+    spec: &RunSpec,
+    f: &taillab_core::fanout::FanoutSpec,
+    shards: &[Option<ShardDump>],
+    reqs: &[Vec<ReqRow>],
+    wall_start: std::time::SystemTime,
+) -> Result<(RunResult, Histogram<u64>, u128), TransportError> {
+    let dumps: Vec<ShardDump> = shards.iter().flatten().cloned().collect();
+    let (mut r, _, _) = merge(spec, &dumps[..1], wall_start)?;
+    let (all, th, tsum) = merge(spec, &dumps, wall_start)?;
+    let t0s: Vec<u64> = shards.iter().map(|d| d.as_ref().map_or(0, |d| d.t0)).collect();
+    let axis =
+        crate::fanout::Axis { measure_start: r.measure_start, slice_ns: r.slice_ns, interval_ns: spec.interval_ns };
+    let j = crate::fanout::join(f, &t0s, reqs, &axis, spec.threads);
+    r.totals = j.totals;
+    r.intervals = j.intervals;
+    r.records = Some(std::sync::Arc::new(j.records));
+    r.fanout = Some(j.fanout);
+    (r.errors, r.first_error, r.aborted) = (all.errors, all.first_error, all.aborted);
+    Ok((r, th, tsum))
+}
+
 /// What the `transport` section of summary.json says about how the load
 /// crossed the wire, before the histogram is summarised.
 pub struct TransportFacts<'a> {
@@ -350,8 +379,10 @@ pub trait RunObserver {
 /// The server and clients of a coordinated run, and their output lines.
 struct Fleet {
     kids: Children,
-    /// The server's stdout lines (tag 0), when this run started one.
-    server_lines: Option<mpsc::Receiver<(usize, Option<String>)>>,
+    /// The servers' stdout lines (tag: the leaf), when this run started them.
+    server_lines: Vec<mpsc::Receiver<(usize, Option<String>)>>,
+    /// Each server's address (one per leaf of a fan-out).
+    targets: Vec<String>,
     /// The clients' stdout lines, tagged by client number.
     client_lines: mpsc::Receiver<(usize, Option<String>)>,
     stdins: Vec<Option<ChildStdin>>,
@@ -380,7 +411,7 @@ pub fn run_config(
         fleet.target = a.reachable(cfg, &fleet.target)?;
     }
     start_clients(cfg, &spec, &exe, &mut fleet)?;
-    await_ready(&fleet, cfg.net.clients)?;
+    await_ready(&fleet, clients(cfg))?;
     let monitors = alloc.as_ref().filter(|_| cfg.monitor.enabled).map(|a| a.start_monitors(cfg, &exe));
     if let Some(o) = obs.as_deref_mut() {
         let mut pids: Vec<i32> = fleet.kids.0.iter().map(|(_, k)| k.id() as i32).collect();
@@ -396,8 +427,8 @@ pub fn run_config(
             cfg.net.topology, cfg.net.clients, cfg.net.connections, fleet.target
         );
     }
-    let (shards, reqs) = collect_shards(&fleet, &spec, cfg.net.clients)?;
-    let server_stats = stop_server(&mut fleet);
+    let (shards, reqs) = collect_shards(&fleet, &spec, clients(cfg))?;
+    let server_stats = stop_servers(&mut fleet).into_iter().next().unwrap_or(Value::Null);
     // 6. Merge into one result folder: the clients that reported, and why
     // the others did not (a client that died takes only its own part).
     let missing: Vec<(usize, String)> =
@@ -406,7 +437,11 @@ pub fn run_config(
     let lost = missing.first().map(|(i, why)| format!("client {i} {why}")).or_else(|| {
         shards.iter().enumerate().find_map(|(i, d)| d.as_ref()?.lost.as_ref().map(|l| format!("client {i}: {l}")))
     });
-    let (mut result, th, tsum) = merge(&spec, &dumps, wall_start)?;
+    let fan = spec.fanout.clone().filter(|_| leaves(cfg) > 1);
+    let (mut result, th, tsum) = match &fan {
+        None => merge(&spec, &dumps, wall_start)?,
+        Some(f) => join_leaves(&spec, f, &shards, &reqs, wall_start)?,
+    };
     let many = cfg.net.clients > 1;
     // Kept stamps feed the sequence checks (inter-arrival fit, independence)
     // as in an integrated run: one client's as they are; several loopback
@@ -415,7 +450,7 @@ pub fn run_config(
     // of the total rate). Networked clients' clocks are their hosts' own,
     // so their streams are not merged.
     let kept = reqs.iter().any(|r| !r.is_empty());
-    if kept && (!many || cfg.net.topology == Topology::Loopback) {
+    if fan.is_none() && kept && (!many || cfg.net.topology == Topology::Loopback) {
         result.records = Some(std::sync::Arc::new(records_of(&reqs)));
     }
     // The server's app statistics cover its whole life (warmup included):
@@ -439,7 +474,7 @@ pub fn run_config(
                 sojourn_hist: Some(d.hists[0].clone()),
             },
             None => ClientShare {
-                qps: spec.qps / cfg.net.clients as f64,
+                qps: if fan.is_some() { spec.qps } else { spec.qps / cfg.net.clients as f64 },
                 lost: missing.iter().find(|m| m.0 == i).map(|m| m.1.clone()),
                 ..Default::default()
             },
@@ -447,7 +482,7 @@ pub fn run_config(
         .collect();
     let server_timed = dumps.iter().all(|d| d.server_timed);
     let section = TransportFacts {
-        clients: cfg.net.clients,
+        clients: clients(cfg),
         connections: cfg.net.connections,
         target: &fleet.target,
         lost: lost.clone(),
@@ -477,10 +512,12 @@ pub fn run_config(
     // One client's records are the run's (written by write_run as in
     // integrated); several clients' rows get a `client` column.
     let save = cfg.record.save_requests && kept;
-    if save && many {
-        write_requests(out, &reqs)?;
+    // A fan-out's rows are its leaves' (column `leaf`); its whole requests are in the histograms.
+    let apart = many || fan.is_some();
+    if save && apart {
+        write_requests(out, &reqs, if fan.is_some() { "leaf" } else { "client" })?;
     }
-    taillab_core::write_run(out, &summary, &result, save && !many)?;
+    taillab_core::write_run(out, &summary, &result, save && !apart)?;
     drop(fleet);
     if let Some(l) = lost {
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
@@ -536,6 +573,9 @@ fn check(cfg: &RunConfig) -> Result<RunSpec, TransportError> {
         )));
     }
     crate::slurm::check(cfg)?;
+    if let Some(f) = cfg.spec().map_err(invalid)?.fanout {
+        crate::fanout::check(&f, cfg.net.clients, cfg.net.launcher == taillab_core::config::sections::Launcher::Slurm)?;
+    }
     taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
     if cfg.net.clients > 1 && cfg.load.arrival.own_rate().is_some() {
         return Err(TransportError::Invalid(format!(
@@ -563,13 +603,26 @@ pub fn serve_defaults() -> RunConfig {
     c
 }
 
-/// Starts `taillab serve` (unless `net.target` names a running server) and
-/// waits for its `listening ADDR` line.
+/// Leaves of a coordinated run: a fan-out's, or 1.
+fn leaves(cfg: &RunConfig) -> usize {
+    cfg.fanout.leaves.max(1)
+}
+
+/// Starts `taillab serve` — one per leaf of a fan-out, the launcher's `{i}` the leaf —
+/// unless `net.target` names running servers, and waits for their `listening ADDR` lines.
 fn start_server(cfg: &RunConfig, exe: &str) -> Result<Fleet, TransportError> {
     let (_, client_lines) = mpsc::channel();
-    let mut fleet =
-        Fleet { kids: Children(Vec::new()), server_lines: None, client_lines, stdins: vec![], target: String::new() };
+    let mut fleet = Fleet {
+        kids: Children(Vec::new()),
+        server_lines: Vec::new(),
+        targets: Vec::new(),
+        client_lines,
+        stdins: vec![],
+        target: String::new(),
+    };
+    let n = leaves(cfg);
     if let Some(t) = &cfg.net.target {
+        fleet.targets = if n > 1 { crate::fanout::targets(t, n)? } else { vec![t.clone()] };
         fleet.target = t.clone();
         return Ok(fleet);
     }
@@ -579,20 +632,46 @@ fn start_server(cfg: &RunConfig, exe: &str) -> Result<Fleet, TransportError> {
     let mut argv = vec![exe.to_string(), "serve".into()];
     argv.extend(sc.flags_for(view::SERVE, &serve_defaults()));
     argv.push("--exit-on-eof".into());
-    let line = expand(&cfg.net.server_launcher, &argv, 0)?;
-    let mut child = spawn("server", &line)?;
-    let (stx, srx) = mpsc::channel();
-    lines_of(&mut child, 0, stx);
-    fleet.kids.0.push(("server".into(), child));
+    let mut waiting = Vec::new();
+    for i in 0..n {
+        let line = expand(&cfg.net.server_launcher, &argv, i)?;
+        let mut child = spawn(&server_name(i, n), &line)?;
+        let (stx, srx) = mpsc::channel();
+        lines_of(&mut child, i, stx);
+        fleet.kids.0.push((server_name(i, n), child));
+        waiting.push((line, srx));
+    }
     // Engines load before the port opens, so allow a slow app start.
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    for (line, srx) in waiting {
+        fleet.targets.push(await_listening(&line, &srx, deadline)?);
+        fleet.server_lines.push(srx);
+    }
+    fleet.target = fleet.targets.join(",");
+    Ok(fleet)
+}
+
+/// `server`, or `server I` of a fan-out's leaves.
+fn server_name(i: usize, n: usize) -> String {
+    if n > 1 {
+        format!("server {i}")
+    } else {
+        "server".into()
+    }
+}
+
+/// The address a server printed (`listening ADDR`).
+fn await_listening(
+    line: &str,
+    srx: &mpsc::Receiver<(usize, Option<String>)>,
+    deadline: std::time::Instant,
+) -> Result<String, TransportError> {
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match srx.recv_timeout(left) {
             Ok((_, Some(l))) => {
                 if let Some(a) = l.strip_prefix("listening ") {
-                    fleet.target = a.trim().to_string();
-                    break;
+                    return Ok(a.trim().to_string());
                 }
             }
             Ok((_, None)) => {
@@ -607,16 +686,23 @@ fn start_server(cfg: &RunConfig, exe: &str) -> Result<Fleet, TransportError> {
             }
         }
     }
-    fleet.server_lines = Some(srx);
-    Ok(fleet)
 }
 
 /// Client `i`'s configuration: its share of the rate and of a request
 /// count, its own seed (the base seed when alone, so one client sends what
 /// an integrated run would), and the coordinator's target.
 fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> RunConfig {
-    let c = cfg.net.clients;
     let mut k = cfg.clone();
+    k.net.target = Some(target.to_string());
+    if leaves(cfg) > 1 {
+        // A fan-out's leaf: the whole schedule (same seed, rate and counts at every leaf),
+        // its rows kept for the join (crate::fanout), the record cap shared by the leaves.
+        k.record.save_requests = true;
+        k.net.request_stream = i as u64;
+        k.record.max_record_mem.0 = cfg.record.max_record_mem.0 / leaves(cfg) as u64;
+        return k;
+    }
+    let c = cfg.net.clients;
     k.load.qps = Some(spec.qps / c as f64);
     k.load.seed = if c == 1 { cfg.load.seed } else { derive_seed(cfg.load.seed, 1000 + i as u64) };
     if let Bound::Requests(n) = split_bound(spec.warmup, c, i) {
@@ -625,24 +711,39 @@ fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> Run
     if let Bound::Requests(n) = split_bound(spec.measure, c, i) {
         k.load.requests = Some(n);
     }
-    k.net.target = Some(target.to_string());
     // The records of all clients meet in the coordinator: the cap is the run's.
     k.record.max_record_mem.0 = cfg.record.max_record_mem.0 / c as u64;
     k
+}
+
+/// Client processes: one per leaf of a fan-out, else `net.clients`.
+fn clients(cfg: &RunConfig) -> usize {
+    if leaves(cfg) > 1 {
+        leaves(cfg)
+    } else {
+        cfg.net.clients
+    }
 }
 
 /// Starts the clients; each connects, then prints `ready`.
 fn start_clients(cfg: &RunConfig, spec: &RunSpec, exe: &str, fleet: &mut Fleet) -> Result<(), TransportError> {
     let (tx, rx) = mpsc::channel();
     let base = RunConfig::default();
-    for i in 0..cfg.net.clients {
+    for i in 0..clients(cfg) {
         let mut argv = vec![exe.to_string(), "load".into()];
-        argv.extend(client_config(cfg, spec, &fleet.target, i).flags_for(view::LOAD, &base));
+        let target = fleet.targets.get(i).unwrap_or(&fleet.target);
+        argv.extend(client_config(cfg, spec, target, i).flags_for(view::LOAD, &base));
         argv.extend(["--barrier".into(), "--emit-shard".into()]);
         let tpl = match cfg.net.client_launcher.0.as_slice() {
             [] => "{cmd}",
             [one] => one.as_str(),
-            many => many[i].as_str(),
+            many => many.get(i).map(String::as_str).ok_or_else(|| {
+                TransportError::Invalid(format!(
+                    "--client-launcher lists {} launchers for {} clients: give one (with {{i}}) or one per client",
+                    many.len(),
+                    clients(cfg)
+                ))
+            })?,
         };
         let line = expand(tpl, &argv, i)?;
         let mut child = spawn(&format!("client {i}"), &line)?;
@@ -749,27 +850,31 @@ fn collect_shards(fleet: &Fleet, spec: &RunSpec, c: usize) -> Result<Collected, 
 
 /// EOF on the server's stdin, then its last line: what it and the app saw
 /// (killed by `Children`'s drop if stuck).
-fn stop_server(fleet: &mut Fleet) -> Value {
-    let mut stats = Value::Null;
-    let Some(srx) = &fleet.server_lines else { return stats };
-    for (name, k) in &mut fleet.kids.0 {
-        if name == "server" {
-            drop(k.stdin.take());
-            let until = std::time::Instant::now() + Duration::from_secs(5);
-            while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
-                match srx.recv_timeout(left) {
-                    Ok((_, Some(l))) => {
-                        if let Some(j) = l.strip_prefix("stats ") {
-                            stats = serde_json::from_str(j).unwrap_or(Value::Null);
-                        }
-                    }
-                    _ => break,
-                }
-            }
-            let _ = k.try_wait();
-        }
+/// Stops every server (a fan-out's leaves, or the one), in leaf order: their stdins
+/// closed together, then each one's last line.
+fn stop_servers(fleet: &mut Fleet) -> Vec<Value> {
+    let servers: Vec<usize> = (0..fleet.kids.0.len()).filter(|&i| fleet.kids.0[i].0.starts_with("server")).collect();
+    for &i in &servers {
+        drop(fleet.kids.0[i].1.stdin.take());
     }
-    stats
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let mut all = Vec::new();
+    for (srx, &i) in fleet.server_lines.iter().zip(&servers) {
+        let mut stats = Value::Null;
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            match srx.recv_timeout(left) {
+                Ok((_, Some(l))) => {
+                    if let Some(j) = l.strip_prefix("stats ") {
+                        stats = serde_json::from_str(j).unwrap_or(Value::Null);
+                    }
+                }
+                _ => break,
+            }
+        }
+        let _ = fleet.kids.0[i].1.try_wait();
+        all.push(stats);
+    }
+    all
 }
 
 /// A coordinated client's start: print `ready`, read `go DELAY_NS`.
@@ -815,7 +920,7 @@ pub fn emit_server_stats(stats: &crate::server::ServeStats, app_report: Value) {
 /// One `req` line's numbers, in `requests.csv` order. Kept as numbers the
 /// moment they arrive: a million requests are 88 MB so, several times that
 /// as lines of text.
-type ReqRow = [u64; 11];
+use crate::fanout::ReqRow;
 
 fn parse_req(line: &str) -> Result<ReqRow, TransportError> {
     let mut row = [0u64; 11];
@@ -863,12 +968,12 @@ fn records_of(clients: &[Vec<ReqRow>]) -> taillab_core::harness::Records {
 }
 
 /// `requests.csv` of a run with several clients: the integrated columns
-/// plus `client` (ids and clocks are each client's own).
-fn write_requests(out: &Path, reqs: &[Vec<ReqRow>]) -> Result<(), TransportError> {
+/// plus `client` (ids and clocks are each client's own) — or `leaf`, a fan-out's.
+fn write_requests(out: &Path, reqs: &[Vec<ReqRow>], column: &str) -> Result<(), TransportError> {
     let io = |e| TransportError::Io { what: format!("writing {}/requests.csv", out.display()), source: e };
     std::fs::create_dir_all(out).map_err(io)?;
     let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("requests.csv")).map_err(io)?);
-    writeln!(w, "{},client", taillab_core::summary::REQUESTS_CSV_HEADER).map_err(io)?;
+    writeln!(w, "{},{column}", taillab_core::summary::REQUESTS_CSV_HEADER).map_err(io)?;
     for (i, rows) in reqs.iter().enumerate() {
         for r in rows {
             for x in r {

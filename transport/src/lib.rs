@@ -12,6 +12,8 @@
 //! - [`coord`]: `taillab run --topology loopback|networked`, which launches a
 //!   server and C clients, starts them behind a barrier and merges their
 //!   histograms into one ordinary result folder;
+//! - [`fanout`]: a fan-out over N leaf servers, one client per leaf, their
+//!   answers joined by request id into whole requests;
 //! - [`load`]: `taillab load` as a library (a result folder, or a shard for
 //!   the coordinator);
 //! - [`epoll`]: the epoll set behind per-worker dispatch and the polling
@@ -29,6 +31,7 @@ pub mod apps;
 pub mod client;
 pub mod coord;
 pub mod epoll;
+pub mod fanout;
 pub mod launch;
 pub mod load;
 pub mod proto;

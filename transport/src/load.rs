@@ -105,8 +105,13 @@ pub fn load(
     }
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)?;
-    // Stream 2 as in `taillab run`: one seed, one request sequence, any configuration.
-    let client = app.client(&ctx, &cfg.settings, derive_seed(spec.seed, 2))?;
+    // Stream 2 as in `taillab run`: one seed, one request sequence, any configuration (a
+    // fan-out's other leaves: streams of their own, net.request_stream).
+    let stream = match cfg.net.request_stream {
+        0 => derive_seed(spec.seed, 2),
+        j => derive_seed(derive_seed(spec.seed, 2), 1000 + j),
+    };
+    let client = app.client(&ctx, &cfg.settings, stream)?;
     let max_frame = u32::try_from(cfg.net.max_frame.0).unwrap_or(u32::MAX);
     let wire = crate::apps::wire_for(app.name(), &cfg.settings, max_frame)?;
     let streams = connect(&opts, wire.as_ref())?;

@@ -286,6 +286,8 @@ section! {
         delay: Option<Dist> = None, Opts::on(EXP).flag("net-delay");
         /// Label for summary.json's `config` of a `taillab load` (default: loopback for 127.x targets, else networked).
         label: Option<String> = None, Opts::on(LOAD).flag("config-label");
+        /// Which stream of the app's requests a `taillab load` sends (0: the run's own); a fan-out's leaf j is given stream j, so its leaves get different requests — synth: different service draws — at the same instants.
+        request_stream: u64 = 0, Opts::on(LOAD);
     }
 }
 
