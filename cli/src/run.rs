@@ -11,7 +11,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 use taillab_core::config::experiment::{point_id, Point};
 use taillab_core::config::flags::ConfigFlags;
-use taillab_core::config::{read_toml, view, RunConfig};
+use taillab_core::config::{read_toml, view, ConfigError, RunConfig};
 use taillab_core::experiment::open_experiment;
 
 /// `taillab run`: every configuration key is a flag (see `taillab config keys`).
@@ -53,10 +53,10 @@ pub fn resolve(
             bail!("{} is an experiment with axes ([grid]/[sweep]); run it with `taillab sweep --file`", f.display());
         }
         cfg.apply_toml(&doc, &f.display().to_string(), &[])
-            .map_err(|e| anyhow::anyhow!("{e}{}", list_hint(&e.to_string())))?;
+            .map_err(|e| anyhow::anyhow!("{e}{}", list_hint(&e)))?;
     }
     cfg.apply(flags, "flags")
-        .map_err(|e| anyhow::anyhow!("{e}{}", list_hint(&e.to_string())))?;
+        .map_err(|e| anyhow::anyhow!("{e}{}", list_hint(&e)))?;
     Ok(cfg)
 }
 
@@ -84,8 +84,8 @@ pub fn forget_unused(out: &Path, created: &[PathBuf]) {
     created.iter().try_for_each(std::fs::remove_dir).ok();
 }
 
-fn list_hint(e: &str) -> &'static str {
-    if e.contains("takes one value") {
+fn list_hint(e: &ConfigError) -> &'static str {
+    if matches!(e, ConfigError::OneValue { .. }) {
         " — a list of values is a sweep axis: use `taillab sweep`"
     } else {
         ""
@@ -146,7 +146,7 @@ fn run_repeated(a: &RunCmd, cfg: &RunConfig, out: &Path) -> anyhow::Result<i32> 
     };
     let mut m = meta("run", run_parameters(cfg), cfg.load.seed, &ci);
     m.points = vec![crate::experiment::point_value(&point)];
-    open_experiment(out, &m, a.resume).map_err(anyhow::Error::msg)?;
+    open_experiment(out, &m, a.resume)?;
     let bar = (!a.output.quiet).then(|| point_bar(ci.max_runs as u64));
     let agg = run_point(
         &point,

@@ -284,7 +284,7 @@ pub fn execute(
         Executor::Local => None,
     };
     let mut m = meta("sweep", parameters, plan.base.load.seed, &ci);
-    open_experiment(out, &m, resume).map_err(anyhow::Error::msg)?;
+    open_experiment(out, &m, resume)?;
     // Expand the points (saturation first where loads are relative).
     let (mut points, mut sats) = (Vec::new(), Vec::new());
     for g in &groups {

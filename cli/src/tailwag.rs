@@ -475,7 +475,13 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
 /// On `--resume`, a synthetic folder run with other settings than this fit's (the fit
 /// changed: new code, other measured runs) is refused by the sweep; say what to do.
 fn refit_hint(e: anyhow::Error, dir: &Path) -> anyhow::Error {
-    if format!("{e:#}").contains("different parameters") {
+    let refit = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<taillab_core::experiment::ResumeError>(),
+            Some(taillab_core::experiment::ResumeError::Parameters { .. })
+        )
+    });
+    if refit {
         e.context(format!(
             "the synthetic workload's settings (the fit, or --synth-set) differ from those {} \
              was run with: remove that folder (and OUT/round-* after it) and --resume again",

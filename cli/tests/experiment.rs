@@ -260,6 +260,25 @@ fn experiment_files_are_validated_with_the_key_named() {
         assert_eq!(o.status.code(), Some(2), "{body}: {err}");
         assert!(err.contains(needle), "{body}: `{err}` lacks `{needle}`");
     }
+    // A list where `taillab run` takes one value: the error points to sweeps.
+    std::fs::write(
+        &f,
+        format!("{head}[load]\nqps = 100\nduration = \"1s\"\n[harness]\nthreads = [1, 2]\n"),
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .args(["run", "--file"])
+        .arg(&f)
+        .arg("--out")
+        .arg(dir.join("r"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("harness.threads: takes one value, got 2")
+            && err.contains("use `taillab sweep`"),
+        "{err}"
+    );
     // The shipped files parse and validate.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
     let mut files = Vec::new();

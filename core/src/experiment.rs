@@ -500,86 +500,146 @@ pub struct ExperimentMeta {
     pub started_at: String,
 }
 
+/// Why an experiment folder cannot be started or resumed ([`open_experiment`]); each says
+/// what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// The folder holds an experiment and `--resume` was not given.
+    #[error("{0} already holds an experiment; add --resume to continue it, or pick a new --out")]
+    Exists(PathBuf),
+    /// Its `experiment.json` cannot be read or parsed.
+    #[error("{path}: {why}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong and what to do.
+        why: String,
+    },
+    /// It was written by a taillab with another experiment schema.
+    #[error("{path} has schema `{found}`, this taillab resumes `{EXPERIMENT_SCHEMA}`: resume it with the taillab that started it, or pick a new --out")]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// Its schema.
+        found: String,
+    },
+    /// It was started with other parameters (keys, seed or CI settings).
+    #[error("cannot resume {out}: it was started with different parameters ({what}); use the same flags/file or a new --out")]
+    Parameters {
+        /// The folder.
+        out: PathBuf,
+        /// The keys that differ (or "seed or CI settings").
+        what: String,
+    },
+    /// It was measured on another kind of host.
+    #[error("cannot resume {out}: it was measured on another host ({was}) than this one ({now}); results would be mixed")]
+    Host {
+        /// The folder.
+        out: PathBuf,
+        /// The host it was measured on.
+        was: String,
+        /// This host.
+        now: String,
+    },
+    /// It cannot be created or written.
+    #[error(transparent)]
+    Write(#[from] ResultError),
+}
+
 /// Starts an experiment in `out`: writes `experiment.json`, or — when
 /// resuming — checks that the stored one describes the same experiment on
 /// the same kind of host, so runs made differently are never mixed.
-pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Result<(), String> {
+pub fn open_experiment(out: &Path, meta: &ExperimentMeta, resume: bool) -> Result<(), ResumeError> {
     let path = out.join("experiment.json");
     if path.exists() {
         if !resume {
-            return Err(format!(
-                "{} already holds an experiment; add --resume to continue it, or pick a new --out",
-                out.display()
-            ));
+            return Err(ResumeError::Exists(out.to_path_buf()));
         }
+        let unreadable = |why: String| ResumeError::Unreadable {
+            path: path.clone(),
+            why,
+        };
         let txt = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            .map_err(|e| unreadable(format!("cannot read it: {e}")))?;
         let old: Value = serde_json::from_str(&txt).map_err(|e| {
-            format!(
-                "{} is not valid JSON ({e}): it cannot be resumed; start again in a new --out",
-                path.display()
-            )
+            unreadable(format!(
+                "not valid JSON ({e}): it cannot be resumed; start again in a new --out"
+            ))
         })?;
         let found = old.get("schema").and_then(|s| s.as_str()).unwrap_or("none");
         if found != EXPERIMENT_SCHEMA {
-            return Err(format!(
-                "{} has schema `{found}`, this taillab resumes `{EXPERIMENT_SCHEMA}`: resume it with the taillab that started it, or pick a new --out",
-                path.display()
-            ));
+            return Err(ResumeError::Schema {
+                path,
+                found: found.to_string(),
+            });
         }
         let old: ExperimentMeta =
-            serde_json::from_value(old).map_err(|e| format!("{}: {e}", path.display()))?;
-        if old.parameters != meta.parameters || old.base_seed != meta.base_seed || old.ci != meta.ci
-        {
-            let diff = diff_keys(&old.parameters, &meta.parameters);
-            return Err(format!(
-                "cannot resume {}: it was started with different parameters ({}); use the same flags/file or a new --out",
-                out.display(),
-                if diff.is_empty() { "seed or CI settings".to_string() } else { diff.join(", ") }
-            ));
-        }
-        let (a, b) = (&old.host, &meta.host);
-        if a.cpu != b.cpu || a.cores != b.cores || a.kernel != b.kernel {
-            return Err(format!(
-                "cannot resume {}: it was measured on another host ({} × {}, kernel {}) than this one ({} × {}, kernel {}); results would be mixed",
-                out.display(), a.cores, a.cpu, a.kernel, b.cores, b.cpu, b.kernel
-            ));
-        }
-        // Tuning that moves tails but not the host's identity: resuming is
-        // allowed, never silently.
-        if let (Some(x), Some(y)) = (&old.system, &meta.system) {
-            let changed: Vec<&str> = [
-                "smt_active",
-                "governors",
-                "turbo",
-                "sched_rt_runtime_us",
-                "transparent_hugepage",
-                "isolated_cpus",
-                "nohz_full",
-                "clocksource",
-                "cpuidle_driver",
-            ]
-            .into_iter()
-            // A key the old report lacks was not recorded then (older taillab).
-            .filter(|k| x.get(*k).is_some() && x.get(*k) != y.get(*k))
-            .collect();
-            if !changed.is_empty() {
-                eprintln!(
-                    "warning: resuming {} on a host whose settings changed since it started ({}); the new runs are merged with the old ones",
-                    out.display(),
-                    changed.join(", ")
-                );
-            }
-        }
+            serde_json::from_value(old).map_err(|e| unreadable(e.to_string()))?;
+        check_resumable(out, &old, meta)?;
         return Ok(());
     }
-    std::fs::create_dir_all(out).map_err(|e| {
-        format!(
-            "cannot create {}: {e} (pick a writable --out)",
-            out.display()
-        )
+    std::fs::create_dir_all(out).map_err(|e| ResultError::Write {
+        path: out.to_path_buf(),
+        source: e,
     })?;
-    write_json_atomic(&path, meta).map_err(|e| e.to_string())
+    Ok(write_json_atomic(&path, meta)?)
+}
+
+/// Whether `meta` continues the experiment `old` started in `out`: same parameters, same
+/// kind of host (a change of the host's tuning is allowed, and said).
+fn check_resumable(
+    out: &Path,
+    old: &ExperimentMeta,
+    meta: &ExperimentMeta,
+) -> Result<(), ResumeError> {
+    if old.parameters != meta.parameters || old.base_seed != meta.base_seed || old.ci != meta.ci {
+        let diff = diff_keys(&old.parameters, &meta.parameters);
+        let what = if diff.is_empty() {
+            "seed or CI settings".to_string()
+        } else {
+            diff.join(", ")
+        };
+        return Err(ResumeError::Parameters {
+            out: out.to_path_buf(),
+            what,
+        });
+    }
+    let (a, b) = (&old.host, &meta.host);
+    if a.cpu != b.cpu || a.cores != b.cores || a.kernel != b.kernel {
+        let host = |h: &Host| format!("{} × {}, kernel {}", h.cores, h.cpu, h.kernel);
+        return Err(ResumeError::Host {
+            out: out.to_path_buf(),
+            was: host(a),
+            now: host(b),
+        });
+    }
+    // Tuning that moves tails but not the host's identity: resuming is
+    // allowed, never silently.
+    if let (Some(x), Some(y)) = (&old.system, &meta.system) {
+        let changed: Vec<&str> = [
+            "smt_active",
+            "governors",
+            "turbo",
+            "sched_rt_runtime_us",
+            "transparent_hugepage",
+            "isolated_cpus",
+            "nohz_full",
+            "clocksource",
+            "cpuidle_driver",
+        ]
+        .into_iter()
+        // A key the old report lacks was not recorded then (older taillab).
+        .filter(|k| x.get(*k).is_some() && x.get(*k) != y.get(*k))
+        .collect();
+        if !changed.is_empty() {
+            eprintln!(
+                "warning: resuming {} on a host whose settings changed since it started ({}); the new runs are merged with the old ones",
+                out.display(),
+                changed.join(", ")
+            );
+        }
+    }
+    Ok(())
 }
 
 fn diff_keys(a: &Value, b: &Value) -> Vec<String> {

@@ -60,6 +60,14 @@ pub enum ConfigError {
         /// What is wrong and the expected form.
         why: String,
     },
+    /// Several values for a key that takes one (a list of values is a sweep's axis).
+    #[error("{key}: takes one value, got {got}")]
+    OneValue {
+        /// The key.
+        key: String,
+        /// How many values were given.
+        got: usize,
+    },
     /// Settings that contradict each other or are out of range.
     #[error("{0}")]
     Invalid(String),
@@ -243,9 +251,9 @@ impl RunConfig {
                 match items {
                     [v] => self.settings.insert(&k, v),
                     _ => {
-                        return Err(ConfigError::BadValue {
+                        return Err(ConfigError::OneValue {
                             key: format!("app.{k}"),
-                            why: "takes one value".into(),
+                            got: items.len(),
                         })
                     }
                 }
@@ -257,6 +265,12 @@ impl RunConfig {
 
     /// Sets a declared field; the error names the key and the expected form.
     pub fn set_field(&mut self, f: &Field, items: &[&str]) -> Result<(), ConfigError> {
+        if items.len() != 1 && !(f.list || f.repeated) {
+            return Err(ConfigError::OneValue {
+                key: f.key(),
+                got: items.len(),
+            });
+        }
         let bad = |why: String| ConfigError::BadValue {
             key: f.key(),
             why: if why.contains(f.form) {
@@ -1027,6 +1041,22 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not both"));
+        // Several values where one is taken: a variant of its own (a caller hints at sweeps).
+        for (k, v) in [
+            ("harness.threads", &["1", "2"][..]),
+            ("app.service", &["a", "b"]),
+            ("app.name", &[]),
+        ] {
+            let e = c.set(k, v).unwrap_err();
+            assert!(
+                matches!(&e, ConfigError::OneValue { got, .. } if *got == v.len()),
+                "{k}: {e}"
+            );
+        }
+        // A list or repeated key takes several.
+        c.set("harness.cpus", &["0", "1"]).unwrap();
+        c.set("net.client_launcher", &["a {cmd}", "b {cmd}"])
+            .unwrap();
     }
 
     /// Under `rt_priority` a hybrid wait blocks (a spinning SCHED_FIFO worker is throttled),
