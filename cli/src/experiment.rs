@@ -118,7 +118,7 @@ pub fn run_interleaved(
 
 /// One run of point `p` with seed `seed` into `run_dir`, redone while disturbed
 /// (`ci.redo_disturbed`).
-fn one_run<'a>(
+pub fn one_run<'a>(
     p: &'a Point,
     app: &'a std::sync::Arc<dyn taillab_core::App>,
 ) -> impl FnMut(u64, &Path) -> anyhow::Result<Summary> + 'a {

@@ -7,6 +7,7 @@
 mod analysis;
 mod apps;
 mod args;
+mod attribute;
 mod config_cmd;
 mod experiment;
 mod fit;
@@ -43,6 +44,10 @@ enum Cmd {
     /// A grid of runs over any configuration keys (loads, threads, topologies,
     /// app settings, ...), each point optionally repeated to a CI target; resumable.
     Sweep(Box<sweep::SweepCmd>),
+    /// Attribute the tail to its causes: a factorial (or resolution-IV fractional) design
+    /// over configuration keys, replicated in randomised blocks, analysed by quantile
+    /// regression with CIs from a cluster bootstrap over runs (docs/attribute.md).
+    Attribute(Box<attribute::AttributeCmd>),
     /// TailWAG's validation: measure an app, fit its service times, run the
     /// fitted synthetic workload at the same loads, and compare the tails.
     ///
@@ -200,7 +205,12 @@ fn usage_error(e: clap::Error) -> ! {
 fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
     if matches!(
         cmd,
-        Cmd::Run(_) | Cmd::Sweep(_) | Cmd::Tailwag(_) | Cmd::Reproduce(_) | Cmd::SlurmTask(_)
+        Cmd::Run(_)
+            | Cmd::Sweep(_)
+            | Cmd::Attribute(_)
+            | Cmd::Tailwag(_)
+            | Cmd::Reproduce(_)
+            | Cmd::SlurmTask(_)
     ) {
         // Ctrl-C or SIGTERM stops a run's hogs and restores its knobs before exiting.
         taillab_interfere::signals::install()?;
@@ -214,6 +224,7 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Serve(a) => serve::serve_cmd(*a),
         Cmd::Load(a) => serve::load_cmd(*a),
         Cmd::Config { cmd } => config_cmd::run(cmd),
+        Cmd::Attribute(a) => attribute::attribute(*a),
         Cmd::Tailwag(a) => tailwag::tailwag(*a),
         Cmd::Reproduce(a) => reproduce::reproduce(*a),
         Cmd::SlurmTask(a) => slurm::task(a),

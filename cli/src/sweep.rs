@@ -233,7 +233,7 @@ pub fn sweep(a: SweepCmd) -> anyhow::Result<i32> {
 }
 
 /// Whether any run under `dir` finished (wrote its summary.json).
-fn holds_a_run(dir: &Path) -> bool {
+pub fn holds_a_run(dir: &Path) -> bool {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()

@@ -347,6 +347,13 @@ pub trait App: Send + Sync {
     fn expected_service_ns(&self, _params: &Params) -> Option<f64> {
         None
     }
+    /// Checks the settings' values without building anything, where the app can (synth
+    /// can), so that a design of many configurations refuses a bad one before any runs
+    /// (`taillab attribute`). By default every value is accepted here and checked when
+    /// the server starts.
+    fn check_params(&self, _params: &Params) -> Result<(), AppError> {
+        Ok(())
+    }
     /// Builds a client whose request sequence is determined by `seed`.
     fn client(
         &self,

@@ -19,6 +19,7 @@ pub mod collector;
 #[macro_use]
 mod macros;
 pub mod config;
+pub mod design;
 pub mod dist;
 pub mod drain;
 pub mod empirical;

@@ -283,6 +283,35 @@ def _add_reproduce_index(sub) -> None:
     p.set_defaults(func=_reproduce_index)
 
 
+def _attribute(args) -> int:
+    from .attribute import read_design
+
+    # Refuse a folder that is no attribution before the plotting library starts.
+    read_design(args.root)
+    from .attribute import run, text_table
+
+    doc = run(args.root, bootstrap=args.bootstrap, out_dir=args.out)
+    print(text_table(doc), end="")
+    out = args.out or f"{args.root}/attribution"
+    print(f"attribution: {out}/attribution.json, page {out}/index.html")
+    return 0
+
+
+def _add_attribute(sub) -> None:
+    p = sub.add_parser(
+        "attribute",
+        help="analyse a taillab attribute folder (quantile regression, cluster bootstrap)",
+        description="Regress every request's sojourn, service and queue time on the design's "
+        "factor levels (and two-way interactions) at p50/p95/p99 (p99.9 with enough requests) "
+        "with statsmodels' QuantReg; CIs from a cluster bootstrap over runs. Writes "
+        "ROOT/attribution/attribution.json and index.html and prints the table.",
+    )
+    p.add_argument("root", help="the folder taillab attribute wrote (design.json, points/)")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (default 200)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default ROOT/attribution)")
+    p.set_defaults(func=_attribute)
+
+
 COMMANDS = [
     _add_report,
     _add_compare,
@@ -290,6 +319,7 @@ COMMANDS = [
     _add_validate,
     _add_reproduce_page,
     _add_reproduce_index,
+    _add_attribute,
 ]
 
 

@@ -63,3 +63,18 @@ def golden(name: str) -> Path:
     if not p.exists():
         skip_without("test-data", f"golden folder {p} not generated yet (run tests/data/regen.sh)")
     return p
+
+
+@pytest.fixture(scope="session")
+def attribution_dir(tmp_path_factory) -> Path:
+    """A ``taillab attribute`` folder with planted causes (fixtures.ATTRIBUTION_FACTORS)."""
+    return fixtures.make_attribution(tmp_path_factory.mktemp("attribute") / "a")
+
+
+@pytest.fixture(scope="session")
+def attribution_page(attribution_dir) -> Path:
+    """Its analysis, run once through the CLI entry point (40 resamples); returns the page."""
+    from taillab import cli
+
+    assert cli.main(["attribute", str(attribution_dir), "--bootstrap", "40"]) == 0
+    return attribution_dir / "attribution" / "index.html"

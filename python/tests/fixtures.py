@@ -264,3 +264,77 @@ def make_sweep(
     }
     (root / "experiment.json").write_text(json.dumps(exp, indent=1))
     return root
+
+
+#: The planted causes of :func:`make_attribution`: key, levels, and what the second level
+#: does to a service time (ns) drawn from ``base_ns + Exp(jitter_ns)``.
+ATTRIBUTION_FACTORS = [
+    {"key": "app.scale", "levels": ["1", "1.5"]},  # +20 µs to every service
+    {"key": "app.noise", "levels": ["none", "slow"]},  # 3 % of services +300 µs
+    {"key": "app.lock_spin", "levels": ["10us", "20us"]},  # nothing
+]
+
+
+def attribution_service(cell: list[int], base_ns=100_000.0, jitter_ns=5_000.0):
+    """The service draw of a cell of :data:`ATTRIBUTION_FACTORS`."""
+
+    def draw(rng, n):
+        s = base_ns + rng.exponential(jitter_ns, n)
+        if cell[0]:
+            s = s + 20_000.0
+        if cell[1]:
+            s = s + np.where(rng.random(n) < 0.03, 300_000.0, 0.0)
+        return s
+
+    return draw
+
+
+def make_attribution(root: Path, *, blocks=3, duration_s=1.5, qps=1000.0) -> Path:
+    """A ``taillab attribute`` folder over :data:`ATTRIBUTION_FACTORS` (full factorial): the
+    design.json and experiment.json the command writes, every cell's run per block with its
+    requests, services drawn by :func:`attribution_service`."""
+    root.mkdir(parents=True, exist_ok=True)
+    cells = [[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)]
+    ids = [
+        "integrated-t1-q1000-"
+        + "-".join(
+            f"{f['key'].split('.')[-1]}-{f['levels'][lv]}"
+            for f, lv in zip(ATTRIBUTION_FACTORS, cell, strict=True)
+        )
+        for cell in cells
+    ]
+    rng = np.random.default_rng(5)
+    design = {
+        "schema": "taillab.design/1",
+        "factors": ATTRIBUTION_FACTORS,
+        "kind": "full",
+        "resolution": None,
+        "generators": [],
+        "aliases": [],
+        "cells": cells,
+        "blocks": blocks,
+        "seed": 5,
+        "order": [list(rng.permutation(len(cells)).tolist()) for _ in range(blocks)],
+        "cell_ids": ids,
+    }
+    (root / "design.json").write_text(json.dumps(design, indent=1))
+    for b in range(blocks):
+        for i in design["order"][b]:
+            make_run(
+                root / "points" / ids[i] / f"run-{b}",
+                qps=qps,
+                seed=100 * b + i + 1,
+                duration_s=duration_s,
+                save_requests=True,
+                service_fn=attribution_service(cells[i]),
+            )
+    exp = {
+        "schema": "taillab.experiment/1",
+        "kind": "attribute",
+        "parameters": {"attribute": {"factors": ATTRIBUTION_FACTORS, "blocks": blocks}},
+        "points": [{"id": pid, "qps": qps, "threads": 1, "config": "integrated"} for pid in ids],
+        "host": HOST,
+        "taillab": "0.1.0",
+    }
+    (root / "experiment.json").write_text(json.dumps(exp, indent=1))
+    return root

@@ -96,3 +96,9 @@ def test_probe_catches_a_broken_image(tmp_path):
     page.write_text('<!doctype html><html><body><img src="missing.png"></body></html>')
     probe = _probe(page, tmp_path)
     assert probe["n"] == 1 and len(probe["broken"]) == 1
+
+
+def test_attribution_page_renders_in_chromium(attribution_page, tmp_path):
+    # taillab attribute's page: its effects plots, interaction plots and CCDF all load.
+    probe = _probe(attribution_page, tmp_path)
+    assert probe["n"] >= 4 and probe["broken"] == [], probe

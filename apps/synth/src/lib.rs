@@ -518,6 +518,9 @@ impl App for Synth {
     fn expected_service_ns(&self, params: &Params) -> Option<f64> {
         config(params).ok().map(|c| c.busy_mean_ns())
     }
+    fn check_params(&self, params: &Params) -> Result<(), AppError> {
+        config(params).map(|_| ())
+    }
     /// The server's own draws (pauses, slow requests, noise) from fixed seeds: the same
     /// in every run. A run draws them from its own seed ([`App::server_for_run`]).
     fn server(

@@ -308,7 +308,8 @@ impl Plan {
         if let Some(path) = file {
             let doc = super::read_toml(path)?;
             let origin = path.display().to_string();
-            for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid", "case"])? {
+            for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid", "case", "attribute"])?
+            {
                 let (_, f) = canonical(&k)?;
                 let is_list = f.is_some_and(|f| f.list || f.repeated);
                 let axis = !is_list && (items.len() > 1 || doc_is_array(&doc, &k));

@@ -1,0 +1,113 @@
+"""The attribution's analysis on planted causes of exactly known size (fixtures.make_attribution):
+the compressed quantile regression equals the one over every request, each planted effect's CI
+holds its true size and the null factor's holds zero, and the page and JSON say so."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from fixtures import attribution_service
+from scipy import optimize
+
+from taillab import attribute as A
+from taillab.errors import TaillabError
+
+
+def _true_quantile(cell: list[int], q: float) -> float:
+    """The q-quantile (µs) of a cell's service distribution, from a large draw's exact mixture:
+    base 100 µs + Exp(5 µs), +20 µs for scale, 3 % of them +300 µs for noise."""
+    shift = 100.0 + (20.0 if cell[0] else 0.0)
+    hit = 0.03 if cell[1] else 0.0
+
+    def cdf(x: float) -> float:
+        f = lambda s: 1 - math.exp(-max(x - s, 0.0) / 5.0)  # noqa: E731
+        return (1 - hit) * f(shift) + hit * f(shift + 300.0)
+
+    return optimize.brentq(lambda x: cdf(x) - q, shift, shift + 400.0)
+
+
+def _truth(term: str, q: float) -> float:
+    base = [0, 0, 0]
+    if term.startswith("app.scale"):
+        return _true_quantile([1, 0, 0], q) - _true_quantile(base, q)
+    if term.startswith("app.noise"):
+        return _true_quantile([0, 1, 0], q) - _true_quantile(base, q)
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def analysed(attribution_page, attribution_dir):
+    return json.loads((attribution_dir / "attribution" / "attribution.json").read_text())
+
+
+def test_compression_is_exact(attribution_dir):
+    design = A.read_design(attribution_dir)
+    model = A.Model(design, interactions=True)
+    runs = A.collect(A.load(attribution_dir), design, model)
+    ones = np.ones(len(runs), dtype=int)
+    for q in (0.5, 0.99):
+        full = A.quantreg(runs, "service", q, ones, compress=False)
+        fast = A.quantreg(runs, "service", q, ones)
+        assert np.allclose(fast, full, atol=0.05), (q, fast, full)
+        # A resample's multiplicities are weights: the same as repeating those runs.
+        mult = A._resample(runs, np.random.default_rng(3))
+        rep = [r for r, m in zip(runs, mult, strict=True) for _ in range(m)]
+        assert np.allclose(
+            A.quantreg(runs, "service", q, mult),
+            A.quantreg(rep, "service", q, np.ones(len(rep), dtype=int), compress=False),
+            atol=0.05,
+        )
+
+
+def test_planted_effects_are_recovered(analysed):
+    main = [e for e in analysed["effects"] if e["metric"] == "service" and e["kind"] == "main"]
+    assert len(main) == 3 * len(analysed["quantiles"])
+    for e in main:
+        truth = _truth(e["term"], e["quantile"])
+        lo, hi = e["ci_low_us"], e["ci_high_us"]
+        # The CI with half its width again: nine 95 % intervals would miss one in three
+        # times by chance; this bounds the error by 1.5 half-widths, and the width below.
+        pad = (hi - lo) / 4
+        assert lo - pad <= truth <= hi + pad, (e["term"], e["label"], truth, lo, hi)
+        assert hi - lo < max(6.0, 0.2 * abs(truth)), (e["term"], e["label"], lo, hi)
+        if abs(truth) > 5:
+            assert e["excludes_zero"], e
+    noise99 = next(e for e in main if e["term"].startswith("app.noise") and e["quantile"] == 0.99)
+    assert noise99["pct_of_base"] > 100, noise99
+
+
+def test_what_to_change_and_interactions(analysed):
+    w = analysed["what_to_change"]
+    # Every change from the base makes p99 worse or no better: the base is the best cell.
+    assert [x["key"] for x in w][-1] == "app.noise", w
+    assert w[-1]["p99_gain_us"] < -100, w
+    inter = {e["term"] for e in analysed["effects"] if e["kind"] == "interaction"}
+    assert len(inter) == 3
+    var = {v["key"]: v for v in analysed["variance_p99"]}
+    assert set(var) == {f["key"] for f in analysed["design"]["factors"]}
+    assert all(v["ratio"] > 0 for v in var.values())
+    text = A.text_table(analysed)
+    assert "what to change" in text and "app.noise=slow" in text
+
+
+def test_page_has_its_figures(attribution_page):
+    page = attribution_page.read_text()
+    for name in ("effects-sojourn", "effects-service", "effects-queue", "cells-ccdf"):
+        assert f'id="{name}"' in page, name
+        assert (attribution_page.parent / "figures" / f"{name}.png").exists()
+    assert "What to change" in page
+
+
+def test_a_folder_without_design_is_refused(tmp_path):
+    with pytest.raises(TaillabError, match="no design.json"):
+        A.read_design(tmp_path)
+
+
+def test_the_cells_carry_the_true_service(attribution_dir):
+    """The fixture itself: a cell's drawn services follow the planted distribution."""
+    rng = np.random.default_rng(0)
+    s = attribution_service([1, 1, 0])(rng, 200_000) / 1e3
+    assert abs(np.quantile(s, 0.99) - _true_quantile([1, 1, 0], 0.99)) < 2.0
