@@ -225,7 +225,8 @@ fn thresholds(cfg: &RunConfig) -> taillab_monitor::Thresholds {
     let mut t = taillab_monitor::Thresholds {
         max_steal_pct: cfg.monitor.max_steal,
         max_foreign_pct: cfg.monitor.max_foreign,
-        ..Default::default()
+        max_worker_invol_per_s: cfg.monitor.max_worker_preemptions,
+        max_worker_runq_wait_pct: cfg.monitor.max_worker_runq_wait,
     };
     if hogs_share_worker_cpus(cfg) {
         // Planned interference on the workers' CPUs preempts them by design:

@@ -38,6 +38,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use taillab_core::config::experiment::{Point, Sweep};
+use taillab_core::config::sections::monitor_defaults;
 use taillab_core::config::sections::Launcher;
 use taillab_core::config::{Dur, RunConfig, Topology};
 use taillab_core::experiment::{run_point as aggregate_point, run_seed, Aggregate, CiTarget};
@@ -733,13 +734,13 @@ pub fn task(a: TaskCmd) -> anyhow::Result<i32> {
 #[derive(Args, Debug, Clone)]
 pub struct NodeMonitorCmd {
     /// Sampling period.
-    #[arg(long, default_value = "100ms")]
+    #[arg(long, default_value_t = Dur(monitor_defaults::PERIOD_NS))]
     pub period: Dur,
     /// Steal limit, % of one CPU.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = monitor_defaults::MAX_STEAL_PCT)]
     pub max_steal: f64,
     /// Foreign CPU limit, % of one CPU.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = monitor_defaults::MAX_FOREIGN_PCT)]
     pub max_foreign: f64,
 }
 

@@ -113,6 +113,25 @@ fn hog_on_the_workers_cpu_fails_the_environment_check_and_is_named() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Every limit of the environment check is a setting, and the check applies the one given.
+#[test]
+fn the_monitor_limits_are_settings() {
+    let _s = serial();
+    let out = tmp("limits");
+    #[rustfmt::skip]
+    let s = run(&[
+        "--app", "synth", "--qps", "1000", "--requests", "1500", "--max-steal", "2.5",
+        "--max-foreign", "6", "--max-worker-preemptions", "7", "--max-worker-runq-wait", "0.5",
+    ], &out);
+    let items = s["checks"]["environment"]["items"].as_array().unwrap();
+    let limit = |n: &str| items.iter().find(|i| i["name"] == n).map(|i| i["limit"].as_f64().unwrap());
+    assert_eq!(limit("steal"), Some(2.5));
+    assert_eq!(limit("foreign_cpu"), Some(6.0));
+    assert_eq!(limit("worker_invol_cs"), Some(7.0));
+    assert_eq!(limit("worker_runq_wait"), Some(0.5));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn no_monitor_leaves_the_summary_without_environment() {
     let _s = serial();

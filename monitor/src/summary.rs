@@ -79,11 +79,12 @@ pub struct Thresholds {
 
 impl Default for Thresholds {
     fn default() -> Self {
+        use taillab_core::config::sections::monitor_defaults as d;
         Thresholds {
-            max_steal_pct: 1.0,
-            max_foreign_pct: 5.0,
-            max_worker_invol_per_s: 20.0,
-            max_worker_runq_wait_pct: 1.0,
+            max_steal_pct: d::MAX_STEAL_PCT,
+            max_foreign_pct: d::MAX_FOREIGN_PCT,
+            max_worker_invol_per_s: d::MAX_WORKER_PREEMPTIONS_PER_S,
+            max_worker_runq_wait_pct: d::MAX_WORKER_RUNQ_WAIT_PCT,
         }
     }
 }

@@ -311,17 +311,37 @@ section! {
     }
 }
 
+/// The environment monitor's period and limits, declared once: the `[monitor]` defaults, the
+/// monitor crate's `Thresholds::default()` and `SamplerConfig::default()`, and the Slurm node
+/// monitor's flags all read these. Why these values: monitor/src/summary.rs.
+pub mod monitor_defaults {
+    /// Sampling period (ns).
+    pub const PERIOD_NS: u64 = 100_000_000;
+    /// Mean hypervisor steal over the measured phase, % of one CPU.
+    pub const MAX_STEAL_PCT: f64 = 1.0;
+    /// Mean CPU use of other processes over the measured phase, % of one CPU.
+    pub const MAX_FOREIGN_PCT: f64 = 5.0;
+    /// Involuntary context switches per second of any worker thread.
+    pub const MAX_WORKER_PREEMPTIONS_PER_S: f64 = 20.0;
+    /// Run-queue wait of any worker thread, % of the measured phase.
+    pub const MAX_WORKER_RUNQ_WAIT_PCT: f64 = 1.0;
+}
+
 section! {
     /// The environment monitor and the limits of the self-checks.
     Monitor "monitor" {
         /// Sample the environment (steal, other processes' CPU, own resource use) during runs.
         enabled: bool = true, Opts::on(EXP | LOAD).flag("no-monitor").negated();
         /// Sampling period of the environment monitor (10ms..60s).
-        period: Dur = Dur(100_000_000), Opts::on(EXP | LOAD).flag("monitor-period");
+        period: Dur = Dur(monitor_defaults::PERIOD_NS), Opts::on(EXP | LOAD).flag("monitor-period");
         /// Mean hypervisor steal over the measured phase (% of one CPU) above which a run is disturbed.
-        max_steal: f64 = 1.0, Opts::on(EXP | LOAD);
+        max_steal: f64 = monitor_defaults::MAX_STEAL_PCT, Opts::on(EXP | LOAD);
         /// Mean CPU use of other processes (% of one CPU) above which a run is disturbed.
-        max_foreign: f64 = 5.0, Opts::on(EXP | LOAD);
+        max_foreign: f64 = monitor_defaults::MAX_FOREIGN_PCT, Opts::on(EXP | LOAD);
+        /// Involuntary context switches per second of any worker thread above which a run is disturbed (unless the app's own helper processes explain them).
+        max_worker_preemptions: f64 = monitor_defaults::MAX_WORKER_PREEMPTIONS_PER_S, Opts::on(EXP | LOAD);
+        /// Run-queue wait of any worker thread (% of the measured phase) above which a run is disturbed (unless the app's own helper processes explain it).
+        max_worker_runq_wait: f64 = monitor_defaults::MAX_WORKER_RUNQ_WAIT_PCT, Opts::on(EXP | LOAD);
         /// Send-lag p99 above this fails the send-lag check.
         max_send_lag: Dur = Dur(50_000), Opts::on(EXP | LOAD);
         /// An integrated run whose longest dispatch gap (a request due and a worker free, yet nothing started: the VM's CPU taken away) exceeds the larger of this and the service p50 is disturbed.
