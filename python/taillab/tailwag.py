@@ -10,7 +10,9 @@ with one worker (its Fig. 8; average errors 6.2 % / 1.9 % / 7.3 %), and p95 agai
 * :func:`error_table` — one row per matched point: measured and synthetic sojourn mean,
   p95, p99 and the relative error (synthetic / measured − 1);
 * :func:`summary` — mean absolute error per statistic over the one-worker rows, next to
-  TailWAG's and this project's goal;
+  TailWAG's and this project's goal; with later rounds, the headline out of sample
+  (:func:`out_of_sample`): their errors, each point within the floor of the same rounds,
+  beyond it (named) or unresolved, round 1 kept as in sample;
 * :func:`write_validation` — ``validation.csv``, ``validation.json``, the figures
   (measured solid, synthetic dashed) and ``index.html``, with the fitted components next to
   TailWAG's Table 2 row for the app's counterpart.
@@ -351,10 +353,15 @@ def _slow(res: Results, point: str, slow_ns: float, side: str) -> dict[str, floa
     return {f"{side}_slow": 1e5 * n / d.total if d.total else math.nan, f"{side}_slow_mean": mean}
 
 
+def _run_dists(res: Results, point: str, metric: str) -> list[Dist]:
+    """The histogram of ``metric`` of every run (block) of ``point``."""
+    runs = res.runs[res.runs["point"].astype(str) == str(point)]
+    return [res._run_dist(Path(p), metric) for p in runs["path"]]
+
+
 def _point_dist(res: Results, point: str, metric: str) -> Dist:
     """The merged histogram of ``metric`` over every run of ``point``."""
-    runs = res.runs[res.runs["point"].astype(str) == str(point)]
-    dists = [res._run_dist(Path(p), metric) for p in runs["path"]]
+    dists = _run_dists(res, point, metric)
     if not dists:
         raise ValidationError(f"{res.root}: point {point} has no finished run")
     return Dist.merge(dists)
@@ -407,27 +414,131 @@ def _pooled_table(
                 row[f"{side}_slow_r{k + 1}"] = r[f"{side}_slow"]
                 row[f"{side}_slow_mean_r{k + 1}"] = r[f"{side}_slow_mean"]
         if mates:
-            # The later rounds, each side's histograms merged (never averaged percentiles):
-            # the synthetic workload out of the sample it was fitted from.
-            later = {
-                side: Dist.merge(
-                    [_point_dist(loaded[k][i], r[f"{side}_point"], metric) for k, r in mates]
-                ).stats()
-                for i, side in enumerate(("measured", "synthetic"))
-            }
-            first_m = _point_dist(loaded[0][0], first["measured_point"], metric).stats()
-            for st in STATS:
-                x, y = later["measured"][st], later["synthetic"][st]
-                row[f"later_measured_{st}"] = x
-                row[f"later_synthetic_{st}"] = y
-                row[f"later_error_{st}"] = y / x - 1 if x else math.nan
-                # The app against itself: its later rounds vs its first.
-                row[f"repeat_{st}"] = x / first_m[st] - 1 if first_m[st] else math.nan
+            row.update(_later(loaded, first, mates, metric))
         extra.append(row)
     table = pd.concat([table, pd.DataFrame(extra, index=table.index)], axis=1)
     table.attrs["unmatched"] = sorted({u for t in tables for u in t.attrs.get("unmatched", [])})
     table.attrs["rounds"] = len(pairs)
     return table
+
+
+def _later(loaded, first: pd.Series, mates, metric: str) -> dict[str, Any]:
+    """The columns of one point's later rounds (see :func:`error_table`): each side's runs
+    of those rounds merged (never averaged percentiles) — the synthetic workload out of the
+    sample it was fitted from — with the error's standard error from resampling those
+    runs, the app's later rounds against its first with theirs, and the verdict
+    (:func:`_judge`)."""
+    blocks = {
+        side: [d for k, r in mates for d in _run_dists(loaded[k][i], r[f"{side}_point"], metric)]
+        for i, side in enumerate(("measured", "synthetic"))
+    }
+    first_blocks = _run_dists(loaded[0][0], first["measured_point"], metric)
+    later = {side: Dist.merge(b).stats() for side, b in blocks.items()}
+    rse = {side: _block_rse(b) for side, b in blocks.items()}
+    rse_first = _block_rse(first_blocks)
+    first_m = Dist.merge(first_blocks).stats()
+    row: dict[str, Any] = {"later_runs": min(len(b) for b in blocks.values())}
+    for st in STATS:
+        x, y = later["measured"][st], later["synthetic"][st]
+        row[f"later_measured_{st}"] = x
+        row[f"later_synthetic_{st}"] = y
+        row[f"later_error_{st}"] = y / x - 1 if x else math.nan
+        row[f"later_error_{st}_se"] = (
+            (y / x) * math.hypot(rse["measured"][st], rse["synthetic"][st]) if x else math.nan
+        )
+        # The app against itself: its later rounds vs its first.
+        r = x / first_m[st] - 1 if first_m[st] else math.nan
+        row[f"repeat_{st}"] = r
+        row[f"repeat_{st}_se"] = (1 + r) * math.hypot(rse["measured"][st], rse_first[st])
+    svc = {
+        side: float(np.mean([r[f"{side}_service_mean"] for _, r in mates]))
+        for side in ("measured", "synthetic")
+    }
+    row["later_service_error"] = svc["synthetic"] / svc["measured"] - 1
+    row.update(_judge(row))
+    return row
+
+
+#: Verdicts of a point's out-of-sample error (see :func:`_judge`).
+WITHIN, BEYOND, UNRESOLVED = "within the floor", "beyond it", "unresolved"
+
+
+def _judge(row: dict[str, Any]) -> dict[str, Any]:
+    """Each statistic's verdict on a point's out-of-sample error against the floor of the
+    same rounds: ``floor_<s>`` is the larger of twice the error's standard error (the
+    blocks' spread on both sides) and the app against itself between rounds (|repeat|: the
+    host's drift, which the blocks of one round do not show). Beyond the floor the model
+    errs (``BEYOND``; ``term_<s>`` says where: the service time the synthetic workload ran
+    against the app's — the mixture, cold start and speed — or, with the service mean
+    close, the queueing its order makes — periodic requests, pauses, the speed's pattern).
+    Within a floor above the goal the runs cannot tell whether the goal is met
+    (``UNRESOLVED``; ``runs_to_resolve_<s>``: the blocks per point that would bring twice the
+    se to the goal — the drift between rounds does not shrink with blocks). Else
+    ``WITHIN``."""
+    out: dict[str, Any] = {}
+    for st in STATS:
+        err, se = row[f"later_error_{st}"], row[f"later_error_{st}_se"]
+        drift = abs(row.get(f"repeat_{st}", math.nan))
+        parts = [v for v in (2 * se, drift) if math.isfinite(v)]
+        floor = max(parts) if parts else math.nan
+        out[f"floor_{st}"] = floor
+        if math.isfinite(err) and math.isfinite(floor) and abs(err) > floor:
+            out[f"verdict_{st}"] = BEYOND
+            svc = row.get("later_service_error", math.nan)
+            off = f"service mean {_pct(svc)}"
+            out[f"term_{st}"] = (
+                f"service time (mixture, cold start, speed: {off})"
+                if math.isfinite(svc) and abs(svc) >= abs(err) / 2
+                else f"queueing (order: periodic requests, pauses, the speed's pattern; {off})"
+            )
+        elif not math.isfinite(floor) or floor > GOAL[st]:
+            out[f"verdict_{st}"] = UNRESOLVED
+            if math.isfinite(se) and se > 0:
+                runs = row.get("later_runs", 1)
+                out[f"runs_to_resolve_{st}"] = int(math.ceil(runs * (2 * se / GOAL[st]) ** 2))
+        else:
+            out[f"verdict_{st}"] = WITHIN
+    return out
+
+
+def out_of_sample(rows: pd.DataFrame) -> dict[str, Any] | None:
+    """The headline: the later rounds' errors (the synthetic workload on runs it was not
+    fitted to) per statistic — mean |error|, the mean floor of the same rounds, the app
+    against itself, how many points are within the floor, beyond it or unresolved — and
+    every point beyond it (named, with its term) or unresolved (with the runs that would
+    resolve it). None without later rounds."""
+    if "later_error_mean" not in rows or not rows["later_error_mean"].notna().any():
+        return None
+    rows = rows[rows["later_error_mean"].notna()]
+    stats, beyond, unresolved = {}, [], []
+    for st in STATS:
+        verdicts = rows[f"verdict_{st}"].tolist()
+        stats[st] = {
+            "mean_abs_error": float(np.mean(np.abs(rows[f"later_error_{st}"]))),
+            "floor": float(np.nanmean(rows[f"floor_{st}"])),
+            "app_repeat": float(np.nanmean(np.abs(rows[f"repeat_{st}"]))),
+            "goal": GOAL[st],
+            **{v: verdicts.count(v) for v in (WITHIN, BEYOND, UNRESOLVED)},
+        }
+        for _, r in rows.iterrows():
+            at = {"point": str(r["measured_point"]), "load": float(r["load"]), "stat": st}
+            if r[f"verdict_{st}"] == BEYOND:
+                beyond.append(
+                    at
+                    | {
+                        "error": float(r[f"later_error_{st}"]),
+                        "se": float(r[f"later_error_{st}_se"]),
+                        "floor": float(r[f"floor_{st}"]),
+                        "term": r[f"term_{st}"],
+                    }
+                )
+            elif r[f"verdict_{st}"] == UNRESOLVED:
+                runs = r.get(f"runs_to_resolve_{st}")
+                ok = runs is not None and not pd.isna(runs)
+                unresolved.append(
+                    at | {"floor": float(r[f"floor_{st}"]), "runs": int(runs) if ok else None}
+                )
+    return {"points": len(rows), "stats": stats, "beyond": beyond, "unresolved": unresolved}
 
 
 def summary(
@@ -444,7 +555,11 @@ def summary(
     above the goal down to it); ``resolvable`` is False when that floor is above the goal
     (the host's noise alone would miss it) — without per-run spread, when the app against
     itself over later rounds (``app_repeat``) is. The drift between rounds bears on the later
-    rounds' comparison, not on round 1's."""
+    rounds' comparison, not on round 1's.
+
+    ``stats`` is round 1's, in sample. Where later rounds ran, ``out_of_sample`` is the
+    headline (:func:`out_of_sample`: their errors judged against the floor of the same
+    rounds); ``headline`` says which of the two leads."""
     rows = table[table["threads"] == threads]
     used = "all"
     if loads and len(rows):
@@ -490,6 +605,11 @@ def summary(
             out["stats"][st]["resolvable"] = bool(floor <= GOAL[st])
     if "rounds" in rows and len(rows):
         out["rounds"] = int(rows["rounds"].max())
+    # The headline: out of sample where later rounds ran; round 1 (``stats``) is in-sample.
+    oos = out_of_sample(rows) if len(rows) else None
+    out["headline"] = "out_of_sample" if oos else "in_sample"
+    if oos:
+        out["out_of_sample"] = oos
     return out
 
 
@@ -563,22 +683,15 @@ def section(res: Results, out_dir: Path) -> str | None:
         f"({summ['points']}); the full page: "
         f'<a href="{esc(html.rel(page, out_dir))}">{esc(page.name)}</a>.</p>'
     ]
+    parts += _headline(summ)
     rows = []
     for st, v in summ["stats"].items():
         rows.append(
             [st, _pct(v["mean_abs_error"]).lstrip("+"), f"≤ {v['goal']:.0%}"]
             + [f"{100 * v['tailwag']:.1f}%"]
-            + [_pct(v.get(k, math.nan)).lstrip("+") for k in ("noise_floor", "later", "app_repeat")]
+            + [_pct(v.get("noise_floor", math.nan)).lstrip("+")]
         )
-    heads = [
-        "statistic",
-        "round 1",
-        "goal",
-        "TailWAG",
-        "noise floor",
-        "later rounds",
-        "app vs itself",
-    ]
+    heads = ["statistic", "round 1 (in sample)", "goal", "TailWAG", "noise floor"]
     parts.append(html.table(heads, rows))
     parts += html.figures(fig_dir, _figures(table, fig_dir))
     return "\n".join(parts)
@@ -586,6 +699,75 @@ def section(res: Results, out_dir: Path) -> str | None:
 
 def _pct(v: float) -> str:
     return "–" if not math.isfinite(v) else f"{100 * v:+.1f}%"
+
+
+def _per_point_out_of_sample(table: pd.DataFrame) -> list[str]:
+    """Each point's out-of-sample error ± its standard error, floor and verdict."""
+    if "later_error_mean" not in table:
+        return []
+    rows = []
+    for _, r in table[table["later_error_mean"].notna()].iterrows():
+        row = [esc(r["threads"]), f"{r['qps']:,.4g}", f"{r['load']:.0%}"]
+        for st in STATS:
+            row += [
+                f"{_pct(r[f'later_error_{st}'])} ± {100 * r[f'later_error_{st}_se']:.1f}",
+                _pct(r[f"floor_{st}"]).lstrip("+"),
+                esc(r[f"verdict_{st}"]),
+            ]
+        rows.append(row)
+    heads = ["threads", "QPS", "load"]
+    for st in STATS:
+        heads += [f"{st} error ± se", "floor", "verdict"]
+    return ["<h2>Per point, out of sample</h2>", html.table(heads, rows, left=0)]
+
+
+def _headline(summ: dict[str, Any]) -> list[str]:
+    """The page's headline: the out-of-sample errors against the floor of the same rounds,
+    with every point beyond it named and every unresolved one with the runs it needs."""
+    oos = summ.get("out_of_sample")
+    if not oos:
+        return [
+            "<p class=note>One round only: every error below is in sample (the synthetic "
+            "workload against the runs it was fitted to); run <code>--rounds 2</code> or more "
+            "for the out-of-sample headline.</p>"
+        ]
+    rows = [
+        [
+            st,
+            _pct(v["mean_abs_error"]).lstrip("+"),
+            _pct(v["floor"]).lstrip("+"),
+            _pct(v["app_repeat"]).lstrip("+"),
+            f"≤ {v['goal']:.0%}",
+            f"{v[WITHIN]} / {v[BEYOND]} / {v[UNRESOLVED]}",
+            _pct(summ["stats"][st]["mean_abs_error"]).lstrip("+"),
+        ]
+        for st, v in oos["stats"].items()
+    ]
+    heads = ["statistic", "out of sample", "floor", "app vs itself", "goal"]
+    heads += ["points within / beyond / unresolved", "round 1 (in sample)"]
+    parts = [
+        "<h2>Out of sample</h2><p class=muted>The synthetic workload against the app's later "
+        f"rounds (fresh runs of both, {oos['points']} one-worker point(s)): mean |synthetic / "
+        "measured − 1|, each side's runs of those rounds merged. A point's <i>floor</i> is "
+        "the larger of twice its error's standard error (resampling both sides' blocks) and "
+        "the app against itself between its rounds (the host's drift); within it the error "
+        "cannot be told from zero, beyond it the model errs, and where the floor is above the "
+        "goal the runs cannot tell whether the goal is met (unresolved).</p>",
+        html.table(heads, rows),
+    ]
+    for b in oos["beyond"]:
+        parts.append(
+            f"<p class=fail>beyond the floor: {esc(b['point'])} ({b['load']:.0%} load) "
+            f"{b['stat']} {_pct(b['error'])} ± {100 * b['se']:.1f} (floor "
+            f"{100 * b['floor']:.1f} %): {esc(b['term'])}</p>"
+        )
+    for u in oos["unresolved"]:
+        runs = f"; about {u['runs']} blocks per point would resolve it" if u["runs"] else ""
+        parts.append(
+            f"<p class=muted>unresolved: {esc(u['point'])} {u['stat']} (floor "
+            f"{100 * u['floor']:.1f} % above the goal{runs})</p>"
+        )
+    return parts
 
 
 def render(
@@ -612,10 +794,15 @@ def render(
             f'<p class="muted">measured <code>{esc(measured_root)}</code> · synthetic '
             f"<code>{esc(synthetic_root)}</code></p>"
         )
+    parts += _headline(summ)
     parts.append(
-        "<h2>Average error</h2><p class=muted>Mean |synthetic / measured − 1| of sojourn "
+        "<h2>Round 1 (in sample)</h2><p class=muted>Mean |synthetic / measured − 1| of sojourn "
         f"time over the one-worker points at {', '.join(f'{x:.0%}' for x in LOADS)} load "
-        f"({summ['points']} point(s)), next to TailWAG's (its Fig. 8) and our goal.</p>"
+        f"({summ['points']} point(s)), next to TailWAG's (its Fig. 8) and our goal: the "
+        "synthetic workload against the very runs it was fitted to, which a flexible enough "
+        "model matches whatever it has learnt"
+        + (" (the headline above is out of sample)" if "out_of_sample" in summ else "")
+        + ".</p>"
     )
     rows = []
     repeat = any("app_repeat" in v for v in summ["stats"].values())
@@ -667,12 +854,14 @@ def render(
         parts.append(
             f"<p class=muted>{summ['rounds']} rounds: the app and the synthetic workload ran in "
             "turn with fresh seeds. <i>Ours</i> is round 1, the synthetic workload against the "
-            "app runs it was fitted from (as TailWAG compares); <i>later rounds</i> is the same "
-            "synthetic workload against later runs of the app, each side's histograms merged "
-            "over those rounds (out of sample); <i>app vs itself</i> is the app's later rounds "
-            "against its first: what this host's drift alone does to a comparison.</p>"
+            "app runs it was fitted from (as TailWAG compares: in sample); <i>later rounds</i> "
+            "is the same synthetic workload against later runs of the app, each side's "
+            "histograms merged over those rounds (out of sample: the headline); <i>app vs "
+            "itself</i> is the app's later rounds against its first: what this host's drift "
+            "alone does to a comparison.</p>"
         )
-    parts.append("<h2>Per point</h2>")
+        parts += _per_point_out_of_sample(table)
+    parts.append("<h2>Per point, round 1 (in sample)</h2>")
     rows = []
     for _, r in table.iterrows():
         row = [esc(r["threads"]), f"{r['qps']:,.4g}", f"{r['load']:.0%}"]

@@ -427,3 +427,75 @@ def test_pauses_per_point_from_the_fits_threshold(pair, tmp_path):
     doc = json.loads((page.parent / "validation.json").read_text())
     assert all(p["measured_slow"] > 0 for p in doc["points"])
     assert "pauses per 100 000" not in write_validation(m, s, tmp_path / "w").read_text()
+
+
+def test_the_headline_is_out_of_sample_and_judged_against_the_floor(pair, tmp_path):
+    """With later rounds the headline is theirs: each point's later error with its standard
+    error from resampling the later rounds' blocks of both sides, a floor (twice that se, or
+    the app against itself between rounds when larger) and a verdict; round 1 stays on the
+    page, labelled in sample. A synthetic workload that matches the app's later rounds is
+    within the floor (or unresolved, where the floor is above the goal); one 30 % slower is
+    beyond it at every point, named with its term (the service time: its service mean is off
+    as much)."""
+    from taillab.tailwag import BEYOND, UNRESOLVED, WITHIN, _run_dists
+
+    m, s = pair
+    kw = dict(qps=(400.0, 1000.0, 1400.0), threads=(1,), runs=3, duration_s=1.0)
+    app2 = fixtures.make_sweep(tmp_path / "m2", seed0=20, **kw)
+    # The synthetic workload's later round the app's very runs: no error at all.
+    twin = fixtures.make_sweep(tmp_path / "s2", seed0=20, **kw)
+    slow = fixtures.make_sweep(tmp_path / "x2", slowdown=1.3, seed0=25, **kw)
+    good = error_table(m, s, rounds=[(app2, twin)])
+    loaded = taillab.load(app2), taillab.load(twin)
+    for _, r in good[good["threads"] == 1].iterrows():
+        for st in ("mean", "p95", "p99"):
+            rse = [
+                _block_rse(_run_dists(res, r[f"{side}_point"], "sojourn"))[st]
+                for res, side in zip(loaded, ("measured", "synthetic"), strict=True)
+            ]
+            se = (1 + r[f"later_error_{st}"]) * math.hypot(*rse)
+            assert se > 0 and r[f"later_error_{st}_se"] == pytest.approx(se)
+            assert r[f"floor_{st}"] == pytest.approx(max(2 * se, abs(r[f"repeat_{st}"])))
+            assert r[f"verdict_{st}"] in (WITHIN, UNRESOLVED), r
+    summ = summary(good)
+    assert summ["headline"] == "out_of_sample"
+    oos = summ["out_of_sample"]
+    assert oos["beyond"] == [] and oos["points"] == 3
+    bad = summary(error_table(m, s, rounds=[(app2, slow)]))["out_of_sample"]
+    assert bad["stats"]["mean"]["mean_abs_error"] > 0.25
+    assert bad["stats"]["mean"][BEYOND] == bad["points"] == 3
+    named = [b for b in bad["beyond"] if b["stat"] == "mean"]
+    assert sorted(b["point"] for b in named) == sorted(good[good["threads"] == 1]["measured_point"])
+    assert all(b["term"].startswith("service time") for b in named), named
+    # One round: the headline says it is in sample.
+    assert summary(error_table(m, s))["headline"] == "in_sample"
+    page = write_validation(m, s, tmp_path / "v", rounds=[(app2, slow)]).read_text()
+    assert "Out of sample" in page and "Round 1 (in sample)" in page
+    assert "beyond the floor" in page
+
+
+def test_a_points_verdict():
+    """Beyond the floor: a model error, named with its term; within a floor above the goal:
+    unresolved, with the blocks per point that would bring twice the se to the goal; within
+    a floor below it: within."""
+    from taillab.tailwag import BEYOND, UNRESOLVED, WITHIN, _judge
+
+    def row(err, se, repeat, svc=0.0):
+        r = {"later_runs": 4, "later_service_error": svc}
+        for st in ("mean", "p95", "p99"):
+            r |= {f"later_error_{st}": err, f"later_error_{st}_se": se, f"repeat_{st}": repeat}
+        return r
+
+    v = _judge(row(0.10, 0.01, 0.02, svc=0.09))
+    assert v["verdict_mean"] == BEYOND and v["floor_mean"] == pytest.approx(0.02)
+    assert v["term_mean"].startswith("service time")
+    assert _judge(row(0.10, 0.01, 0.02, svc=0.01))["term_mean"].startswith("queueing")
+    v = _judge(row(0.01, 0.005, 0.012))
+    assert v["verdict_mean"] == WITHIN and v["floor_mean"] == pytest.approx(0.012)
+    # p99's goal is 5 %: the same 1.2 % floor is within it too.
+    assert v["verdict_p99"] == WITHIN
+    v = _judge(row(0.02, 0.05, 0.01))
+    assert v["verdict_mean"] == UNRESOLVED and v["floor_mean"] == pytest.approx(0.10)
+    assert v["runs_to_resolve_mean"] == math.ceil(4 * (0.10 / 0.03) ** 2)
+    # The drift between rounds alone above the goal: unresolved too.
+    assert _judge(row(0.02, 0.001, 0.08))["verdict_mean"] == UNRESOLVED
