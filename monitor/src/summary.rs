@@ -369,28 +369,58 @@ fn storage_workers(s: &EnvSummary) -> (f64, String) {
 impl EnvCheck {
     /// Applies the limits to `s`. Fails (never panics) on an empty summary.
     pub fn of(s: &EnvSummary, th: &Thresholds) -> EnvCheck {
-        let mut items = Vec::new();
-        let mut reasons = Vec::new();
+        let mut c = EnvCheck {
+            ok: false,
+            reasons: Vec::new(),
+            items: Vec::new(),
+            thresholds: th.clone(),
+            notes: Vec::new(),
+        };
         if s.samples == 0 || s.measured_s <= 0.0 {
-            reasons.push(
+            c.reasons.push(
                 "the environment was not sampled during the measured phase (was the sampler started before the run?)"
                     .to_string(),
             );
         }
-        let steal_ok = s.steal_pct <= th.max_steal_pct;
-        items.push(CheckItem {
-            name: "steal".into(),
-            value: s.steal_pct,
-            limit: th.max_steal_pct,
-            unit: "% of a CPU".into(),
-            ok: steal_ok,
+        let steal_ok = c.steal(s, th);
+        let (foreign_ok, foreign) = c.foreign(s, th);
+        // The app's own helper processes (not foreign) sharing the workers' CPUs.
+        let own_pct = s.own_helpers_cpu_pct();
+        let own_helpers = steal_ok
+            && foreign_ok
+            && own_pct >= OWN_HELPERS_MIN_PCT
+            && own_pct >= OWN_HELPERS_OVER_FOREIGN * foreign;
+        c.worker_preemptions(s, th, own_helpers, (foreign_ok, foreign));
+        c.worker_runq_wait(s, th, own_helpers);
+        c.ok = c.reasons.is_empty();
+        c
+    }
+
+    fn item(&mut self, name: &str, value: f64, limit: f64, unit: &str, ok: bool) {
+        self.items.push(CheckItem {
+            name: name.into(),
+            value,
+            limit,
+            unit: unit.into(),
+            ok,
         });
-        if !steal_ok {
-            reasons.push(format!(
+    }
+
+    /// Hypervisor steal against its limit; whether it passed.
+    fn steal(&mut self, s: &EnvSummary, th: &Thresholds) -> bool {
+        let ok = s.steal_pct <= th.max_steal_pct;
+        self.item("steal", s.steal_pct, th.max_steal_pct, "% of a CPU", ok);
+        if !ok {
+            self.reasons.push(format!(
                 "hypervisor steal averaged {:.2} % of a CPU over the measured phase (limit {} %, worst second {:.1} %): other guests ran on our vCPUs; rerun when `taillab system show` reports low steal",
                 s.steal_pct, th.max_steal_pct, s.steal_max_1s_pct
             ));
         }
+        ok
+    }
+
+    /// Other processes' CPU against its limit; whether it passed, and the figure judged.
+    fn foreign(&mut self, s: &EnvSummary, th: &Thresholds) -> (bool, f64) {
         // The kernel's storage workers serve whoever reads and writes blocks: when the
         // experiment did, their CPU is its own disk I/O (oltp-disk's commits: kblockd near
         // 5 % of a CPU), not foreign.
@@ -401,23 +431,16 @@ impl EnvCheck {
         } else {
             s.foreign_cpu_pct
         };
-        let foreign_ok = foreign <= th.max_foreign_pct;
-        items.push(CheckItem {
-            name: "foreign_cpu".into(),
-            value: foreign,
-            limit: th.max_foreign_pct,
-            unit: "% of a CPU".into(),
-            ok: foreign_ok,
-        });
-        let mut notes = Vec::new();
+        let ok = foreign <= th.max_foreign_pct;
+        self.item("foreign_cpu", foreign, th.max_foreign_pct, "% of a CPU", ok);
         if own_io && storage_pct >= 0.5 {
-            notes.push(format!(
+            self.notes.push(format!(
                 "the kernel's storage workers used {storage_pct:.1} % of a CPU while the experiment read or wrote {:.1} MiB of storage ({storage_names}): counted as its own I/O, not as other processes",
                 s.own_storage_bytes() as f64 / (1 << 20) as f64
             ));
         }
-        if !foreign_ok {
-            reasons.push(format!(
+        if !ok {
+            self.reasons.push(format!(
                 "other processes used {:.1} % of a CPU over the measured phase (limit {} %): {}{}",
                 foreign,
                 th.max_foreign_pct,
@@ -432,49 +455,49 @@ impl EnvCheck {
                 }
             ));
         }
-        // The app's own helper processes (not foreign) sharing the workers' CPUs.
-        let own_pct = s.own_helpers_cpu_pct();
-        let own_helpers = steal_ok
-            && foreign_ok
-            && own_pct >= OWN_HELPERS_MIN_PCT
-            && own_pct >= OWN_HELPERS_OVER_FOREIGN * foreign;
-        let worst_invol = s
-            .workers
-            .iter()
-            .max_by(|a, b| a.invol_per_s.total_cmp(&b.invol_per_s));
-        let v = worst_invol.map(|w| w.invol_per_s).unwrap_or(0.0);
-        items.push(CheckItem {
-            name: "worker_invol_cs".into(),
-            value: v,
-            limit: th.max_worker_invol_per_s,
-            unit: "per second".into(),
-            ok: v <= th.max_worker_invol_per_s || own_helpers,
-        });
-        for w in s
-            .workers
-            .iter()
-            .filter(|w| w.invol_per_s > th.max_worker_invol_per_s)
-        {
+        (ok, foreign)
+    }
+
+    /// Each worker's involuntary context switches against their limit (a note instead of a
+    /// reason when the app's own helpers explain them); `foreign` is that check's outcome.
+    fn worker_preemptions(
+        &mut self,
+        s: &EnvSummary,
+        th: &Thresholds,
+        own_helpers: bool,
+        foreign: (bool, f64),
+    ) {
+        let (foreign_ok, foreign_pct) = foreign;
+        let limit = th.max_worker_invol_per_s;
+        let worst = s.workers.iter().map(|w| w.invol_per_s).fold(0.0, f64::max);
+        self.item(
+            "worker_invol_cs",
+            worst,
+            limit,
+            "per second",
+            worst <= limit || own_helpers,
+        );
+        for w in s.workers.iter().filter(|w| w.invol_per_s > limit) {
             if own_helpers {
-                notes.push(format!(
+                self.notes.push(format!(
                     "worker thread {} ({}) was preempted {:.0} times per second (limit {}) by the app's own helper processes ({}; foreign {:.1} %): not counted as a disturbance",
                     w.tid,
                     w.name,
                     w.invol_per_s,
-                    th.max_worker_invol_per_s,
+                    limit,
                     s.own_helper_names(),
-                    foreign
+                    foreign_pct
                 ));
                 continue;
             }
-            reasons.push(format!(
+            self.reasons.push(format!(
                 "worker thread {} ({}) was preempted {:.0} times per second (limit {}, worst second {:.0}): something else ran on its CPU{}",
                 w.tid,
                 w.name,
                 w.invol_per_s,
-                th.max_worker_invol_per_s,
+                limit,
                 w.invol_max_1s_per_s,
-                // Name the candidates unless the foreign reason above already did.
+                // Name the candidates unless the foreign reason already did.
                 if s.top_foreign.is_empty() || !foreign_ok {
                     String::new()
                 } else {
@@ -482,45 +505,40 @@ impl EnvCheck {
                 }
             ));
         }
-        let worst_wait = s
+    }
+
+    /// Each worker's run-queue wait against its limit (a note instead of a reason when the
+    /// app's own helpers explain it).
+    fn worker_runq_wait(&mut self, s: &EnvSummary, th: &Thresholds, own_helpers: bool) {
+        let limit = th.max_worker_runq_wait_pct;
+        let worst = s
             .workers
             .iter()
             .map(|w| w.runq_wait_pct)
             .fold(0.0, f64::max);
-        items.push(CheckItem {
-            name: "worker_runq_wait".into(),
-            value: worst_wait,
-            limit: th.max_worker_runq_wait_pct,
-            unit: "% of the phase".into(),
-            ok: worst_wait <= th.max_worker_runq_wait_pct || own_helpers,
-        });
-        for w in s
-            .workers
-            .iter()
-            .filter(|w| w.runq_wait_pct > th.max_worker_runq_wait_pct)
-        {
+        self.item(
+            "worker_runq_wait",
+            worst,
+            limit,
+            "% of the phase",
+            worst <= limit || own_helpers,
+        );
+        for w in s.workers.iter().filter(|w| w.runq_wait_pct > limit) {
             if own_helpers {
-                notes.push(format!(
+                self.notes.push(format!(
                     "worker thread {} ({}) waited for a CPU {:.1} % of the measured phase (limit {} %) behind the app's own helper processes ({}): not counted as a disturbance",
                     w.tid,
                     w.name,
                     w.runq_wait_pct,
-                    th.max_worker_runq_wait_pct,
+                    limit,
                     s.own_helper_names()
                 ));
                 continue;
             }
-            reasons.push(format!(
+            self.reasons.push(format!(
                 "worker thread {} ({}) waited for a CPU {:.1} % of the measured phase (limit {} %)",
-                w.tid, w.name, w.runq_wait_pct, th.max_worker_runq_wait_pct
+                w.tid, w.name, w.runq_wait_pct, limit
             ));
-        }
-        EnvCheck {
-            ok: reasons.is_empty(),
-            reasons,
-            items,
-            thresholds: th.clone(),
-            notes,
         }
     }
 }
