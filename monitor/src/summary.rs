@@ -406,6 +406,21 @@ impl EnvCheck {
         });
     }
 
+    /// The item of a per-worker figure (its worst worker against `limit`; passed when the
+    /// app's own helpers explain it), and the workers over the limit.
+    fn worker_item<'s>(
+        &mut self,
+        (name, unit): (&str, &str),
+        s: &'s EnvSummary,
+        figure: fn(&ThreadTotals) -> f64,
+        limit: f64,
+        own_helpers: bool,
+    ) -> Vec<&'s ThreadTotals> {
+        let worst = s.workers.iter().map(figure).fold(0.0, f64::max);
+        self.item(name, worst, limit, unit, worst <= limit || own_helpers);
+        s.workers.iter().filter(|w| figure(w) > limit).collect()
+    }
+
     /// Hypervisor steal against its limit; whether it passed.
     fn steal(&mut self, s: &EnvSummary, th: &Thresholds) -> bool {
         let ok = s.steal_pct <= th.max_steal_pct;
@@ -469,15 +484,14 @@ impl EnvCheck {
     ) {
         let (foreign_ok, foreign_pct) = foreign;
         let limit = th.max_worker_invol_per_s;
-        let worst = s.workers.iter().map(|w| w.invol_per_s).fold(0.0, f64::max);
-        self.item(
-            "worker_invol_cs",
-            worst,
+        let over = self.worker_item(
+            ("worker_invol_cs", "per second"),
+            s,
+            |w| w.invol_per_s,
             limit,
-            "per second",
-            worst <= limit || own_helpers,
+            own_helpers,
         );
-        for w in s.workers.iter().filter(|w| w.invol_per_s > limit) {
+        for w in over {
             if own_helpers {
                 self.notes.push(format!(
                     "worker thread {} ({}) was preempted {:.0} times per second (limit {}) by the app's own helper processes ({}; foreign {:.1} %): not counted as a disturbance",
@@ -511,19 +525,14 @@ impl EnvCheck {
     /// app's own helpers explain it).
     fn worker_runq_wait(&mut self, s: &EnvSummary, th: &Thresholds, own_helpers: bool) {
         let limit = th.max_worker_runq_wait_pct;
-        let worst = s
-            .workers
-            .iter()
-            .map(|w| w.runq_wait_pct)
-            .fold(0.0, f64::max);
-        self.item(
-            "worker_runq_wait",
-            worst,
+        let over = self.worker_item(
+            ("worker_runq_wait", "% of the phase"),
+            s,
+            |w| w.runq_wait_pct,
             limit,
-            "% of the phase",
-            worst <= limit || own_helpers,
+            own_helpers,
         );
-        for w in s.workers.iter().filter(|w| w.runq_wait_pct > limit) {
+        for w in over {
             if own_helpers {
                 self.notes.push(format!(
                     "worker thread {} ({}) waited for a CPU {:.1} % of the measured phase (limit {} %) behind the app's own helper processes ({}): not counted as a disturbance",
