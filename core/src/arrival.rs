@@ -25,6 +25,20 @@
 //! sine:mean=3000,amp=1000,period=30s  (see profile.rs)
 //! ```
 //!
+//! ```
+//! use taillab_core::arrival::ArrivalSpec;
+//! // Bursts: 50 ms on at 8× the rate of the 200 ms off, 1000 requests/s on average.
+//! let spec: ArrivalSpec = "mmpp:on=50ms,off=200ms,ratio=8".parse().unwrap();
+//! let mut p = spec.build(1000.0, 7).unwrap();
+//! let times: Vec<u64> = (0..20_000).map(|_| p.next_offset_ns()).collect();
+//! assert!(times.windows(2).all(|w| w[0] <= w[1]), "an absolute, non-decreasing schedule");
+//! let rate = 20_000.0 / (times[19_999] as f64 / 1e9);
+//! assert!((rate / 1000.0 - 1.0).abs() < 0.1, "mean rate {rate}");
+//! // A load profile sets its own rate: the run's qps must be its mean.
+//! let steps: ArrivalSpec = "steps:1000@10s,3000@10s".parse().unwrap();
+//! assert_eq!(steps.own_rate(), Some(2000.0));
+//! ```
+//!
 //! **Rate.** The first six take their mean rate from the run's `qps`. A trace
 //! or a load profile defines its own rate over time: the run's `qps` must then
 //! be its mean ([`ArrivalSpec::own_rate`]; [`crate::harness::RunSpec::validate`]

@@ -12,6 +12,19 @@
 //! A top-level `mix:` prefix is allowed: `mix:0.9*exp:100us+0.1*fixed:2ms`.
 //! Every parameter is a *mean* (or bound) in nanoseconds once parsed, so the
 //! harness can tell offered utilization from the spec alone.
+//!
+//! ```
+//! use taillab_core::dist::Dist;
+//! // A leaf that is slow one time in a hundred: mean 0.99 × 100 µs + 0.01 × 10 ms.
+//! let d: Dist = "mix:0.99*exp:100us+0.01*fixed:10ms".parse().unwrap();
+//! assert!((d.mean() - 199_000.0).abs() < 1e-6);
+//! assert!(d.cv() > 3.0, "a heavy tail");
+//! // Printed back in the same grammar.
+//! assert_eq!(d.to_string().parse::<Dist>().unwrap(), d);
+//! // A bad spec says what is wrong and shows the grammar.
+//! let e = "exp:100".parse::<Dist>().unwrap_err().to_string();
+//! assert!(e.contains("exp:100") && e.contains("units ns, us, ms, s"));
+//! ```
 
 use rand::Rng;
 use rand_distr::{Distribution, Exp, LogNormal, Pareto};

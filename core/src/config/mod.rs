@@ -16,6 +16,24 @@
 //! written the same way everywhere. Setting one half of an either/or pair
 //! (`requests` / `duration`) in a later layer unsets the other half; giving
 //! both in one layer is an error.
+//!
+//! ```
+//! use taillab_core::config::RunConfig;
+//! let mut cfg = RunConfig::default();
+//! // A file layer, then a flag layer: flags win, and `duration` unsets the file's `requests`.
+//! let file: toml::Table = "[load]\nqps = 500\nrequests = 1000\n[harness]\nthreads = 2\n".parse().unwrap();
+//! cfg.apply_toml(&file, "run.toml", &[]).unwrap();
+//! let flags = vec![("threads".to_string(), vec!["4".to_string()]), ("duration".into(), vec!["2s".into()])];
+//! cfg.apply(&flags, "flags").unwrap();
+//! assert_eq!((cfg.load.qps, cfg.harness.threads), (Some(500.0), 4));
+//! assert_eq!((cfg.load.requests, cfg.load.duration.map(|d| d.0)), (None, Some(2_000_000_000)));
+//! // The resolved file a run folder keeps reads back to the same configuration.
+//! let text = cfg.to_toml();
+//! let again: toml::Table = text.parse().unwrap();
+//! let mut back = RunConfig::default();
+//! back.apply_toml(&again, "config.toml", &[]).unwrap();
+//! assert_eq!(back, cfg);
+//! ```
 
 pub mod auto;
 pub mod experiment;
