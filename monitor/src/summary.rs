@@ -206,111 +206,21 @@ pub fn summarize(
         .map(|x| x.host.per_cpu_steal_pct.len())
         .max()
         .unwrap_or(0);
-    let mut steal_per_cpu = vec![0.0; ncpu];
-    for (c, v) in steal_per_cpu.iter_mut().enumerate() {
-        *v = wmean(&s, |x| {
-            x.host.per_cpu_steal_pct.get(c).copied().unwrap_or(0.0)
-        });
-    }
-    let sum = |f: &dyn Fn(&Sample) -> u64| s.iter().map(|x| f(x)).sum::<u64>();
-    let harness = ProcTotals {
-        pid: s.first().map(|x| x.harness.pid).unwrap_or(0),
-        cpu_pct: wmean(&s, |x| x.harness.cpu_pct),
-        cpu_max_1s_pct: max_window(&s, |x| x.harness.cpu_pct),
-        rss_max_bytes: s.iter().map(|x| x.harness.rss_bytes).max().unwrap_or(0),
-        minflt: sum(&|x| x.harness.minflt),
-        majflt: sum(&|x| x.harness.majflt),
-        vol_cs: sum(&|x| x.harness.vol_cs),
-        invol_cs: sum(&|x| x.harness.invol_cs),
-        children_cpu_pct: wmean(&s, |x| x.harness.children_cpu_pct),
-        children: Vec::new(),
-        storage_bytes: sum(&|x| x.harness.storage_bytes),
-    };
-    let mut extra: BTreeMap<i32, ProcTotals> = BTreeMap::new();
-    for x in &s {
-        for p in &x.extra {
-            let e = extra.entry(p.pid).or_insert_with(|| ProcTotals {
-                pid: p.pid,
-                ..Default::default()
-            });
-            e.cpu_pct += p.cpu_pct * x.dt_s;
-            e.children_cpu_pct += p.children_cpu_pct * x.dt_s;
-            e.rss_max_bytes = e.rss_max_bytes.max(p.rss_bytes);
-            e.minflt += p.minflt;
-            e.majflt += p.majflt;
-            e.vol_cs += p.vol_cs;
-            e.invol_cs += p.invol_cs;
-            e.storage_bytes += p.storage_bytes;
-        }
-    }
-    for (pid, e) in extra.iter_mut() {
-        if measured_s > 0.0 {
-            e.cpu_pct /= measured_s;
-            e.children_cpu_pct /= measured_s;
-        }
-        e.cpu_max_1s_pct = max_window(&s, |x| {
-            x.extra
-                .iter()
-                .find(|p| p.pid == *pid)
-                .map(|p| p.cpu_pct)
-                .unwrap_or(0.0)
-        });
-    }
+    let steal_per_cpu: Vec<f64> = (0..ncpu)
+        .map(|c| {
+            wmean(&s, |x| {
+                x.host.per_cpu_steal_pct.get(c).copied().unwrap_or(0.0)
+            })
+        })
+        .collect();
+    let harness = harness_totals(&s);
+    let extra = extra_totals(&s, measured_s);
     let (mut workers, mut other_threads) = (Vec::new(), Vec::new());
     for t in threads {
-        let mut tt = ThreadTotals {
-            tid: t.tid,
-            name: t.name.clone(),
-            worker: t.worker,
-            ..Default::default()
-        };
-        let mut seen = false;
-        for x in &s {
-            if let Some(ts) = x.threads.iter().find(|q| q.tid == t.tid) {
-                seen = true;
-                tt.cpu_pct += ts.cpu_pct * x.dt_s;
-                tt.runq_wait_pct += ts.runq_wait_pct * x.dt_s;
-                tt.vol_cs += ts.vol_cs;
-                tt.invol_cs += ts.invol_cs;
-                tt.minflt += ts.minflt;
-                tt.majflt += ts.majflt;
-                if let Some(c) = ts.cpu {
-                    if !tt.cpus.contains(&c) {
-                        tt.cpus.push(c);
-                    }
-                }
-            }
-        }
-        if !seen {
-            continue;
-        }
-        if measured_s > 0.0 {
-            tt.cpu_pct /= measured_s;
-            tt.runq_wait_pct /= measured_s;
-            tt.invol_per_s = tt.invol_cs as f64 / measured_s;
-        }
-        tt.invol_max_1s_per_s = windows(&s, 1.0)
-            .into_iter()
-            .map(|r| {
-                let w = &s[r];
-                let secs: f64 = w.iter().map(|x| x.dt_s).sum();
-                let n: u64 = w
-                    .iter()
-                    .filter_map(|x| x.threads.iter().find(|q| q.tid == t.tid))
-                    .map(|q| q.invol_cs)
-                    .sum();
-                if secs > 0.0 {
-                    n as f64 / secs
-                } else {
-                    0.0
-                }
-            })
-            .fold(0.0, f64::max);
-        tt.cpus.sort_unstable();
-        if t.worker {
-            workers.push(tt)
-        } else {
-            other_threads.push(tt)
+        match thread_totals(&s, t, measured_s) {
+            Some(tt) if t.worker => workers.push(tt),
+            Some(tt) => other_threads.push(tt),
+            None => {}
         }
     }
     let foreign_cpu_pct = wmean(&s, |x| x.foreign_cpu_pct);
@@ -338,7 +248,7 @@ pub fn summarize(
         top_foreign: foreign.iter().take(top_n).cloned().collect(),
         foreign_unattributed_pct: (foreign_cpu_pct - named).max(0.0),
         harness,
-        extra: extra.into_values().collect(),
+        extra,
         workers,
         other_threads,
         sampler: SamplerCostSummary {
@@ -349,6 +259,114 @@ pub fn summarize(
             max_mark_delay_ms: cost.max_mark_delay_ms,
         },
     }
+}
+
+/// The harness process over the samples `s`.
+fn harness_totals(s: &[&Sample]) -> ProcTotals {
+    let sum = |f: &dyn Fn(&Sample) -> u64| s.iter().map(|x| f(x)).sum::<u64>();
+    ProcTotals {
+        pid: s.first().map(|x| x.harness.pid).unwrap_or(0),
+        cpu_pct: wmean(s, |x| x.harness.cpu_pct),
+        cpu_max_1s_pct: max_window(s, |x| x.harness.cpu_pct),
+        rss_max_bytes: s.iter().map(|x| x.harness.rss_bytes).max().unwrap_or(0),
+        minflt: sum(&|x| x.harness.minflt),
+        majflt: sum(&|x| x.harness.majflt),
+        vol_cs: sum(&|x| x.harness.vol_cs),
+        invol_cs: sum(&|x| x.harness.invol_cs),
+        children_cpu_pct: wmean(s, |x| x.harness.children_cpu_pct),
+        children: Vec::new(),
+        storage_bytes: sum(&|x| x.harness.storage_bytes),
+    }
+}
+
+/// The experiment's other processes over the samples `s` (`measured_s` long), by pid.
+fn extra_totals(s: &[&Sample], measured_s: f64) -> Vec<ProcTotals> {
+    let mut extra: BTreeMap<i32, ProcTotals> = BTreeMap::new();
+    for x in s {
+        for p in &x.extra {
+            let e = extra.entry(p.pid).or_insert_with(|| ProcTotals {
+                pid: p.pid,
+                ..Default::default()
+            });
+            e.cpu_pct += p.cpu_pct * x.dt_s;
+            e.children_cpu_pct += p.children_cpu_pct * x.dt_s;
+            e.rss_max_bytes = e.rss_max_bytes.max(p.rss_bytes);
+            e.minflt += p.minflt;
+            e.majflt += p.majflt;
+            e.vol_cs += p.vol_cs;
+            e.invol_cs += p.invol_cs;
+            e.storage_bytes += p.storage_bytes;
+        }
+    }
+    for (pid, e) in extra.iter_mut() {
+        if measured_s > 0.0 {
+            e.cpu_pct /= measured_s;
+            e.children_cpu_pct /= measured_s;
+        }
+        e.cpu_max_1s_pct = max_window(s, |x| {
+            x.extra
+                .iter()
+                .find(|p| p.pid == *pid)
+                .map(|p| p.cpu_pct)
+                .unwrap_or(0.0)
+        });
+    }
+    extra.into_values().collect()
+}
+
+/// Thread `t` over the samples `s` (`measured_s` long); `None` when no sample saw it.
+fn thread_totals(s: &[&Sample], t: &ThreadInfo, measured_s: f64) -> Option<ThreadTotals> {
+    let mut tt = ThreadTotals {
+        tid: t.tid,
+        name: t.name.clone(),
+        worker: t.worker,
+        ..Default::default()
+    };
+    let mut seen = false;
+    for x in s {
+        if let Some(ts) = x.threads.iter().find(|q| q.tid == t.tid) {
+            seen = true;
+            tt.cpu_pct += ts.cpu_pct * x.dt_s;
+            tt.runq_wait_pct += ts.runq_wait_pct * x.dt_s;
+            tt.vol_cs += ts.vol_cs;
+            tt.invol_cs += ts.invol_cs;
+            tt.minflt += ts.minflt;
+            tt.majflt += ts.majflt;
+            if let Some(c) = ts.cpu {
+                if !tt.cpus.contains(&c) {
+                    tt.cpus.push(c);
+                }
+            }
+        }
+    }
+    if !seen {
+        return None;
+    }
+    if measured_s > 0.0 {
+        tt.cpu_pct /= measured_s;
+        tt.runq_wait_pct /= measured_s;
+        tt.invol_per_s = tt.invol_cs as f64 / measured_s;
+    }
+    // The worst one-second window of preemptions.
+    tt.invol_max_1s_per_s = windows(s, 1.0)
+        .into_iter()
+        .map(|r| {
+            let w = &s[r];
+            let secs: f64 = w.iter().map(|x| x.dt_s).sum();
+            let n: u64 = w
+                .iter()
+                .filter_map(|x| x.threads.iter().find(|q| q.tid == t.tid))
+                .map(|q| q.invol_cs)
+                .sum();
+            if secs > 0.0 {
+                n as f64 / secs
+            } else {
+                0.0
+            }
+        })
+        .fold(0.0, f64::max);
+    tt.cpus.sort_unstable();
+    Some(tt)
 }
 
 /// CPU of the kernel's storage workers among the foreign processes (see
