@@ -390,7 +390,30 @@ def _analyse(root, design, res, runs, per_cell, model, bootstrap, seed) -> dict[
         if e["kind"] == "interaction" and e["metric"] == "sojourn" and e["excludes_zero"]
     ]
     doc["what_to_change"] = _what_to_change(effects)
+    doc["precision"] = _precision(effects, n_runs)
     return doc
+
+
+def _precision(effects: list[dict], blocks: int) -> dict:
+    """How wide the main effects' CIs on sojourn p99 are, and the blocks a design needs for
+    a half-width of a given size (it shrinks as one over the root of the blocks)."""
+    hw = [
+        (e["ci_high_us"] - e["ci_low_us"]) / 2
+        for e in effects
+        if e["kind"] == "main" and e["metric"] == "sojourn" and e["quantile"] == 0.99
+    ]
+    hw = [h for h in hw if math.isfinite(h)]
+    if not hw:
+        return {}
+    h = float(np.median(hw))
+    return {
+        "metric": "sojourn p99 main effects",
+        "median_half_width_us": h,
+        "blocks": blocks,
+        "blocks_for_half_width_us": {
+            f"{t:g}": math.ceil(blocks * (h / t) ** 2) for t in (h / 2, h / 4) if t > 0
+        },
+    }
 
 
 def _ci(est: float, boot: np.ndarray | None, scale: float) -> tuple[float, float]:
@@ -522,6 +545,16 @@ def text_table(doc: dict) -> str:
             f"  {i}. {w['key']}={w['level']}: {_signed(-w['p99_gain_us'])} "
             f"({-w['pct_of_base']:+.1f}%) "
             f"[{_signed(-w['ci_high_us'])}, {_signed(-w['ci_low_us'])}]{sure}"
+        )
+    p = doc.get("precision") or {}
+    if p:
+        need = ", ".join(
+            f"±{_us(float(t))} in about {n} blocks"
+            for t, n in p["blocks_for_half_width_us"].items()
+        )
+        lines.append(
+            f"precision: the main effects on sojourn p99 are ±{_us(p['median_half_width_us'])} "
+            f"(median half-width) with {p['blocks']} blocks; {need}"
         )
     for v in doc["variance_p99"]:
         lines.append(
@@ -674,6 +707,20 @@ def _effects_html(doc: dict, metric: str) -> str:
     return html.table(["term", "effect", "% of base", "95 % CI", "excludes 0"], rows)
 
 
+def _precision_html(doc: dict) -> str:
+    p = doc.get("precision") or {}
+    if not p:
+        return ""
+    need = ", ".join(
+        f"±{_us(float(t))} in about {n} blocks" for t, n in p["blocks_for_half_width_us"].items()
+    )
+    return (
+        f'<p class="muted">Precision: the main effects on sojourn p99 are '
+        f"±{esc(_us(p['median_half_width_us']))} (median 95 % half-width) with {p['blocks']} "
+        f"blocks; the half-width shrinks as one over the root of the blocks: {esc(need)}.</p>"
+    )
+
+
 def write_page(
     root: str | Path, doc: dict, out_dir: str | Path | None = None, res: Results | None = None
 ) -> Path:
@@ -783,6 +830,7 @@ def write_page(
         alias,
         "<h2>What to change</h2>",
         change,
+        _precision_html(doc),
         "<h2>Effects</h2>",
         *html.figures(fig_dir, drawn[: len(doc["metrics"])]),
         *(f"<h3>{esc(m)}</h3>" + _effects_html(doc, m) for m in doc["metrics"]),

@@ -89,6 +89,11 @@ def test_what_to_change_and_interactions(analysed):
     var = {v["key"]: v for v in analysed["variance_p99"]}
     assert set(var) == {f["key"] for f in analysed["design"]["factors"]}
     assert all(v["ratio"] > 0 for v in var.values())
+    p = analysed["precision"]
+    assert p["blocks"] == 3 and p["median_half_width_us"] > 0
+    # A quarter of the half-width needs sixteen times the blocks.
+    widths = sorted(p["blocks_for_half_width_us"].values())
+    assert widths[1] >= 15 * 3, p
     text = A.text_table(analysed)
     assert "what to change" in text and "app.noise=slow" in text
 
