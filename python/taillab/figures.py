@@ -61,13 +61,16 @@ def save(fig: Figure, out: str | Path | None) -> Figure:
     """Write ``out.png`` (150 dpi) and ``out.svg`` when ``out`` is given; return the figure."""
     if out is not None:
         out = Path(out)
+        # A name may hold dots (a point id with `scale-1.5`): only .png/.svg is a suffix.
+        if out.suffix in (".png", ".svg"):
+            out = out.with_suffix("")
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out.with_suffix(".png"), dpi=150)
+        fig.savefig(out.with_name(out.name + ".png"), dpi=150)
         # The PNG draw already placed every axes; freezing that layout for the SVG halves the
         # cost (constrained layout measures every tick label on each draw).
         engine = fig.get_layout_engine()
         fig.set_layout_engine("none")
-        fig.savefig(out.with_suffix(".svg"))
+        fig.savefig(out.with_name(out.name + ".svg"))
         fig.set_layout_engine(engine)
     return fig
 

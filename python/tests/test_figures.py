@@ -123,3 +123,14 @@ def test_unit_choice():
     assert F.unit_for([250_000]) == (1e3, "µs")
     assert F.unit_for([3e9]) == (1e9, "s")
     assert F.unit_for([]) == (1.0, "ns")
+
+
+def test_a_name_with_dots_keeps_them(tmp_path):
+    # Point ids hold axis values such as scale-1.5: the dot is no suffix to replace.
+    from matplotlib.figure import Figure
+
+    F.save(Figure(), tmp_path / "over_time_q1000-scale-1.5-noise")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "over_time_q1000-scale-1.5-noise.png",
+        "over_time_q1000-scale-1.5-noise.svg",
+    ]
