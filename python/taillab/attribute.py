@@ -142,27 +142,33 @@ class RunData:
         self.p99 = float(np.quantile(soj, 0.99)) if soj is not None and len(soj) else math.nan
 
 
-def _window(q: float, n: int, widen: int) -> tuple[float, float]:
-    """The quantile levels a run of n requests keeps around q: five standard errors of its
-    own q-quantile's level (and at least 25 requests) each side, doubled with each retry."""
+def _window(q: float, n: int, centre: tuple[float, float], widen: int) -> tuple[float, float]:
+    """The quantile levels a run of n requests keeps: its ``centre`` levels (q, and where an
+    earlier fit put the run) and five standard errors of a q-quantile's level (at least 25
+    requests) each side, doubled with each retry."""
     h = max(5 * math.sqrt(q * (1 - q) / n), 25 / n) * 2**widen
-    return max(0.0, q - h), min(1.0, q + h)
+    return max(0.0, centre[0] - h), min(1.0, centre[1] + h)
 
 
 def _compressed(
-    runs: list[RunData], metric: str, q: float, mult: np.ndarray, widen: int
+    runs: list[RunData],
+    metric: str,
+    q: float,
+    mult: np.ndarray,
+    centres: list[tuple[float, float]],
+    widen: int,
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[float, float]]]:
     """Rows (w·y, w·x) of every run with multiplicity > 0, each run's far requests globbed
     into two weighted pseudo-observations; and each run's (low, high) limits within which
     its fitted value must lie for the globbing to be exact."""
     ys, xs, limits = [], [], []
-    for r, m in zip(runs, mult, strict=True):
+    for r, m, c in zip(runs, mult, centres, strict=True):
         y = r.sorted[metric]
         n = len(y)
         if m == 0 or n == 0:
             limits.append((-math.inf, math.inf))
             continue
-        lo_q, hi_q = _window(q, n, widen) if widen < LAST_WIDENING else (0.0, 1.0)
+        lo_q, hi_q = _window(q, n, c, widen) if widen < LAST_WIDENING else (0.0, 1.0)
         lo, hi = int(math.floor(lo_q * n)), int(math.ceil(hi_q * n))
         kept = y[lo:hi]
         parts_y = [kept]
@@ -185,23 +191,34 @@ def quantreg(
 ) -> np.ndarray:
     """The quantile-regression coefficients of ``metric`` at ``q`` over ``runs`` (each
     counted ``mult`` times): statsmodels' QuantReg on the exactly compressed rows
-    (``compress=False``: on every request)."""
+    (``compress=False``: on every request). A run whose fitted value left the window it
+    kept gets a window around that value too, twice as wide, and the fit is redone."""
     from statsmodels.regression.quantile_regression import QuantReg
 
+    centres = [(q, q)] * len(runs)
     for widen in range(LAST_WIDENING + 1) if compress else (LAST_WIDENING,):
-        y, x, limits = _compressed(runs, metric, q, mult, widen)
+        y, x, limits = _compressed(runs, metric, q, mult, centres, widen)
+        # The coefficients to a nanosecond, or to 1e-5 of the latencies where they are
+        # milliseconds (an overloaded cell): IRLS crawls the last digits of large values.
+        scale = float(np.median(np.abs(y / np.maximum(np.abs(x[:, 0]), 1e-300))))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # p_tol in µs: the coefficients to a nanosecond.
-            beta = QuantReg(y, x).fit(q=q, max_iter=5000, p_tol=1e-3, vcov="iid").params
+            fit = QuantReg(y, x).fit(q=q, max_iter=2000, p_tol=max(1e-3, 1e-5 * scale), vcov="iid")
+        beta = fit.params
         beta = np.asarray(beta)
         fitted = [float(r.x @ beta) for r in runs]
         # Exact when every used run's fit lies among the requests it kept (1 ns slack).
-        if all(
-            m == 0 or (lo - 1e-3 <= f <= hi + 1e-3)
-            for f, (lo, hi), m in zip(fitted, limits, mult, strict=True)
-        ):
+        outside = [
+            i
+            for i, (f, (lo, hi), m) in enumerate(zip(fitted, limits, mult, strict=True))
+            if m > 0 and not (lo - 1e-3 <= f <= hi + 1e-3)
+        ]
+        if not outside:
             return beta
+        for i in outside:
+            ys = runs[i].sorted[metric]
+            level = np.searchsorted(ys, fitted[i]) / len(ys)
+            centres[i] = (min(centres[i][0], level), max(centres[i][1], level))
     return beta
 
 
