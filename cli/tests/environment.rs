@@ -124,7 +124,12 @@ fn the_monitor_limits_are_settings() {
         "--max-foreign", "6", "--max-worker-preemptions", "7", "--max-worker-runq-wait", "0.5",
     ], &out);
     let items = s["checks"]["environment"]["items"].as_array().unwrap();
-    let limit = |n: &str| items.iter().find(|i| i["name"] == n).map(|i| i["limit"].as_f64().unwrap());
+    let limit = |n: &str| {
+        items
+            .iter()
+            .find(|i| i["name"] == n)
+            .map(|i| i["limit"].as_f64().unwrap())
+    };
     assert_eq!(limit("steal"), Some(2.5));
     assert_eq!(limit("foreign_cpu"), Some(6.0));
     assert_eq!(limit("worker_invol_cs"), Some(7.0));

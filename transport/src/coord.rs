@@ -460,26 +460,9 @@ pub fn run_config(
     if let Some(l) = &lost {
         summary.mark_incomplete(l);
     }
-    let per_client: Vec<ClientShare> = shards
-        .iter()
-        .zip(0..)
-        .map(|(d, i)| match d {
-            Some(d) => ClientShare {
-                seed: Some(d.seed),
-                qps: d.qps,
-                measured: d.measured,
-                warmup: d.warmup,
-                errors: Some(d.errors),
-                lost: d.lost.clone(),
-                sojourn_hist: Some(d.hists[0].clone()),
-            },
-            None => ClientShare {
-                qps: if fan.is_some() { spec.qps } else { spec.qps / cfg.net.clients as f64 },
-                lost: missing.iter().find(|m| m.0 == i).map(|m| m.1.clone()),
-                ..Default::default()
-            },
-        })
-        .collect();
+    // A fan-out's clients each send the whole rate; others share it.
+    let each_qps = if fan.is_some() { spec.qps } else { spec.qps / cfg.net.clients as f64 };
+    let per_client = client_shares(&shards, &missing, each_qps);
     let server_timed = dumps.iter().all(|d| d.server_timed);
     let section = TransportFacts {
         clients: clients(cfg),
@@ -493,16 +476,7 @@ pub fn run_config(
     dumps.iter().for_each(|d| stamps.absorb(&d.stamps));
     let choice = here.clone().or_else(|| dumps.first().map(|d| d.choice.clone()));
     crate::report::annotate(&mut summary, cfg, &stamps, choice);
-    if let Some(serve) = server_stats.get("serve") {
-        // Same binary on both ends: a report that does not read is a version
-        // mismatch, said here rather than kept as an unread blob.
-        match serde_json::from_value::<ServeStats>(serve.clone()) {
-            Ok(s) => summary.server = Some(s),
-            Err(e) => eprintln!(
-                "warning: the server's report does not read ({e}); summary.json has no `server` section (are server and coordinator the same taillab version?)"
-            ),
-        }
-    }
+    summary.server = server_section(&server_stats);
     if let Some(m) = monitors {
         m.finish(wall_window(&result, &summary, wall_start), &mut summary);
     }
@@ -523,6 +497,46 @@ pub fn run_config(
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
     }
     Ok(summary)
+}
+
+/// Each client's share of the run (`each_qps`: the rate one was asked for); a client that
+/// sent no shard has only its rate and why it is `missing`.
+fn client_shares(shards: &[Option<ShardDump>], missing: &[(usize, String)], each_qps: f64) -> Vec<ClientShare> {
+    shards
+        .iter()
+        .zip(0..)
+        .map(|(d, i)| match d {
+            Some(d) => ClientShare {
+                seed: Some(d.seed),
+                qps: d.qps,
+                measured: d.measured,
+                warmup: d.warmup,
+                errors: Some(d.errors),
+                lost: d.lost.clone(),
+                sojourn_hist: Some(d.hists[0].clone()),
+            },
+            None => ClientShare {
+                qps: each_qps,
+                lost: missing.iter().find(|m| m.0 == i).map(|m| m.1.clone()),
+                ..Default::default()
+            },
+        })
+        .collect()
+}
+
+/// The `server` section from the server's last line. Same binary on both ends: a report that
+/// does not read is a version mismatch, said here rather than kept as an unread blob.
+fn server_section(stats: &Value) -> Option<ServeStats> {
+    let serve = stats.get("serve")?;
+    match serde_json::from_value::<ServeStats>(serve.clone()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!(
+                "warning: the server's report does not read ({e}); summary.json has no `server` section (are server and coordinator the same taillab version?)"
+            );
+            None
+        }
+    }
 }
 
 /// The measured phase in wall-clock time (for monitors on other hosts):
