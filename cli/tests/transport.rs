@@ -9,7 +9,7 @@
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -706,35 +706,6 @@ fn bad_responses_are_counted_and_named() {
 
 // ---- real external servers -------------------------------------------------
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn need(prog: &str) -> PathBuf {
-    for d in ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"] {
-        let p = Path::new(d).join(prog);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("{prog} is not installed: run `make setup` (transport/apt.txt lists it)");
-}
-
-fn wait_port(port: u16) {
-    let t = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "server on port {port} did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn external_load(app: &str, port: u16, sets: &[&str]) -> Value {
     let out = tmp(&format!("ext-{app}"));
     let addr = format!("127.0.0.1:{port}");
@@ -846,33 +817,8 @@ fn redis_real_server() {
 #[test]
 fn nginx_real_server() {
     let _s = serial();
-    let port = free_port();
     let dir = tmp("nginx");
-    std::fs::create_dir_all(dir.join("html")).unwrap();
-    std::fs::create_dir_all(dir.join("logs")).unwrap();
-    std::fs::write(dir.join("html/index.html"), "x".repeat(612)).unwrap();
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
-         events {{ worker_connections 256; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/tmp_body;\n  proxy_temp_path {d}/tmp_proxy;\n\
-           fastcgi_temp_path {d}/tmp_fcgi;\n  uwsgi_temp_path {d}/tmp_uwsgi;\n  scgi_temp_path {d}/tmp_scgi;\n\
-           keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
-           server {{ listen 127.0.0.1:{port}; root {d}/html; }}\n}}\n",
-        d = dir.display()
-    );
-    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-    let _n = Kid(Command::new(need("nginx"))
-        .arg("-p")
-        .arg(&dir)
-        .arg("-c")
-        .arg(dir.join("nginx.conf"))
-        .arg("-e")
-        .arg(dir.join("logs/error.log"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
-    wait_port(port);
+    let (_n, port) = nginx(&dir, "", "");
     external_load("http", port, &["path=/index.html"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,6 +17,7 @@ pub fn apps() -> Vec<Arc<dyn App>> {
         Arc::new(External(Ext::Memcached)),
         Arc::new(External(Ext::Redis)),
         Arc::new(External(Ext::Http)),
+        Arc::new(External(Ext::Grpc)),
     ]
 }
 
@@ -91,8 +92,10 @@ pub enum Ext {
     Memcached,
     /// redis-server, RESP (`GET`/`SET`).
     Redis,
-    /// An HTTP/1.1 server, keep-alive `GET`.
+    /// An HTTP server, keep-alive `GET` (HTTP/1.1, or HTTP/2 with `version=2`).
     Http,
+    /// A gRPC server: unary calls of one method with one request message.
+    Grpc,
 }
 
 /// An adapter app: taillab writes the external server's requests and reads its
@@ -109,7 +112,33 @@ const KV_KEYS: &[KeySpec] = &[
 ];
 const HTTP_KEYS: &[KeySpec] = &[
     KeySpec { name: "path", default: "/", help: "path to GET (keep-alive)" },
-    KeySpec { name: "host", default: "localhost", help: "Host header" },
+    KeySpec { name: "host", default: "localhost", help: "Host header (HTTP/2: :authority)" },
+    KeySpec {
+        name: "version",
+        default: "1.1",
+        help: "HTTP version: 1.1, or 2 (cleartext with prior knowledge, or TLS with ALPN h2)",
+    },
+    KeySpec { name: "tls", default: "false", help: "HTTP/2 over TLS (version=2 only)" },
+    KeySpec {
+        name: "ca",
+        default: "",
+        help: "PEM file of CA certificates to trust with tls=true (default: the system's)",
+    },
+];
+const GRPC_KEYS: &[KeySpec] = &[
+    KeySpec { name: "method", default: "", help: "method path /package.Service/Method (required)" },
+    KeySpec {
+        name: "request",
+        default: "",
+        help: "the request message, serialized protobuf: a FILE, or hex:0a03616263 (default: the empty message)",
+    },
+    KeySpec { name: "authority", default: "", help: ":authority of each call (default: the target)" },
+    KeySpec { name: "tls", default: "false", help: "TLS with ALPN h2 (default: cleartext HTTP/2, h2c)" },
+    KeySpec {
+        name: "ca",
+        default: "",
+        help: "PEM file of CA certificates to trust with tls=true (default: the system's)",
+    },
 ];
 
 /// Parsed key-value workload settings (memcached and redis).
@@ -243,22 +272,75 @@ impl Client for KvClient {
 struct HttpClient {
     req: Vec<u8>,
 }
+
+/// The same request message every call (a gRPC server's latency is what is measured).
+struct GrpcClient {
+    msg: Vec<u8>,
+}
+impl Client for GrpcClient {
+    fn next_request(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.msg);
+    }
+}
+
+fn bad(key: &str, value: &str, expected: impl Into<String>) -> AppError {
+    AppError::BadParam { key: key.into(), value: value.into(), expected: expected.into() }
+}
+
+/// The HTTP/2 run `app` makes with `p`: gRPC always, `http` with
+/// `version=2`; `None` for every other app (they speak over plain TCP).
+pub fn h2_spec(app: &str, p: &Params) -> Result<Option<crate::http2::H2Spec>, AppError> {
+    use crate::http2::{H2Kind, H2Spec};
+    use crate::tls::TlsSpec;
+    let tls_on: bool = p.get_parsed("tls", false, "true or false")?;
+    let tls = tls_on.then(|| TlsSpec { ca: p.get("ca").filter(|c| !c.is_empty()).map(Into::into) });
+    if tls.is_none() && p.get("ca").is_some_and(|c| !c.is_empty()) {
+        return Err(bad("ca", p.get("ca").unwrap_or(""), "a CA file only with tls=true"));
+    }
+    match app {
+        "grpc" => {
+            let method = p.get("method").unwrap_or("");
+            if method.is_empty() {
+                return Err(bad("method", "", "a gRPC method path: --set method=/package.Service/Method"));
+            }
+            crate::grpc::check_method(method).map_err(|e| bad("method", method, e))?;
+            let authority = p.get("authority").filter(|a| !a.is_empty()).map(Into::into);
+            Ok(Some(H2Spec { kind: H2Kind::Grpc { method: method.into() }, authority, tls }))
+        }
+        "http" => match p.get("version").unwrap_or("1.1") {
+            "1.1" | "1" => {
+                if tls_on {
+                    return Err(bad("tls", "true", "TLS only with version=2 (HTTP/1.1 runs are cleartext)"));
+                }
+                Ok(None)
+            }
+            "2" | "2.0" => {
+                let path = http_path(p)?;
+                let authority = p.get("host").map(Into::into);
+                Ok(Some(H2Spec { kind: H2Kind::Get { path }, authority, tls }))
+            }
+            v => Err(bad("version", v, "1.1 or 2")),
+        },
+        _ => Ok(None),
+    }
+}
 impl Client for HttpClient {
     fn next_request(&mut self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.req);
     }
 }
 
-fn http_request(p: &Params) -> Result<Vec<u8>, AppError> {
+fn http_path(p: &Params) -> Result<String, AppError> {
     let path = p.get("path").unwrap_or("/");
-    let host = p.get("host").unwrap_or("localhost");
     if !path.starts_with('/') || path.bytes().any(|c| c.is_ascii_whitespace() || c.is_ascii_control()) {
-        return Err(AppError::BadParam {
-            key: "path".into(),
-            value: path.into(),
-            expected: "an absolute path like /index.html without spaces".into(),
-        });
+        return Err(bad("path", path, "an absolute path like /index.html without spaces"));
     }
+    Ok(path.into())
+}
+
+fn http_request(p: &Params) -> Result<Vec<u8>, AppError> {
+    let path = http_path(p)?;
+    let host = p.get("host").unwrap_or("localhost");
     if host.is_empty() || host.bytes().any(|c| c.is_ascii_whitespace() || c.is_ascii_control()) {
         return Err(AppError::BadParam {
             key: "host".into(),
@@ -275,6 +357,7 @@ impl External {
             Ext::Memcached => ("memcached", "11211"),
             Ext::Redis => ("redis-server", "6379"),
             Ext::Http => ("an HTTP server such as nginx", "80"),
+            Ext::Grpc => ("a gRPC server", "50051"),
         }
     }
 }
@@ -285,6 +368,7 @@ impl App for External {
             Ext::Memcached => "memcached",
             Ext::Redis => "redis",
             Ext::Http => "http",
+            Ext::Grpc => "grpc",
         }
     }
     fn about(&self) -> &'static str {
@@ -293,14 +377,19 @@ impl App for External {
                 "external memcached (text protocol get/set, Zipf keys); `taillab load --target`; sojourn only"
             }
             Ext::Redis => "external redis-server (RESP GET/SET, Zipf keys); `taillab load --target`; sojourn only",
-            Ext::Http => "external HTTP/1.1 server (keep-alive GET); `taillab load --target`; sojourn only",
+            Ext::Http => {
+                "external HTTP server (keep-alive GET; HTTP/1.1, or HTTP/2 with version=2); `taillab load --target`; sojourn only"
+            }
+            Ext::Grpc => {
+                "external gRPC server (unary calls of one method, raw protobuf bytes, h2c or TLS); `taillab load --target`; sojourn only"
+            }
         }
     }
     fn keys(&self) -> &'static [KeySpec] {
-        if self.0 == Ext::Http {
-            HTTP_KEYS
-        } else {
-            KV_KEYS
+        match self.0 {
+            Ext::Http => HTTP_KEYS,
+            Ext::Grpc => GRPC_KEYS,
+            _ => KV_KEYS,
         }
     }
     fn server(&self, _: &DataCtx, _: &Params, _: usize) -> Result<Arc<dyn Server>, AppError> {
@@ -315,8 +404,17 @@ impl App for External {
         })
     }
     fn client(&self, _: &DataCtx, p: &Params, seed: u64) -> Result<Box<dyn Client>, AppError> {
-        if self.0 == Ext::Http {
-            return Ok(Box::new(HttpClient { req: http_request(p)? }));
+        match self.0 {
+            Ext::Http => return Ok(Box::new(HttpClient { req: http_request(p)? })),
+            Ext::Grpc => {
+                h2_spec("grpc", p)?;
+                let msg = match p.get("request").filter(|r| !r.is_empty()) {
+                    Some(r) => crate::grpc::request_message(r).map_err(|e| bad("request", r, e))?,
+                    None => Vec::new(),
+                };
+                return Ok(Box::new(GrpcClient { msg }));
+            }
+            _ => {}
         }
         let spec = KvSpec::from_params(p)?;
         let zipf = (spec.zipf > 0.0).then(|| Zipf::new(spec.keys, spec.zipf).expect("validated n ≥ 1, s > 0"));
@@ -331,6 +429,9 @@ pub fn wire_for(app: &str, params: &Params, max_frame: u32) -> Result<Arc<dyn cr
     Ok(match app {
         "memcached" => Arc::new(MemcachedWire { preload: kv_preload(Ext::Memcached, &KvSpec::from_params(params)?) }),
         "redis" => Arc::new(RedisWire { preload: kv_preload(Ext::Redis, &KvSpec::from_params(params)?) }),
+        "grpc" | "http" if h2_spec(app, params)?.is_some() => {
+            Arc::new(crate::http2::H2Wire { name: app_wire_name(app) })
+        }
         "http" => {
             http_request(params)?;
             Arc::new(HttpWire)
@@ -339,9 +440,17 @@ pub fn wire_for(app: &str, params: &Params, max_frame: u32) -> Result<Arc<dyn cr
     })
 }
 
+fn app_wire_name(app: &str) -> &'static str {
+    if app == "grpc" {
+        "grpc"
+    } else {
+        "http2"
+    }
+}
+
 /// True for apps whose server is an external program.
 pub fn is_external(app: &str) -> bool {
-    matches!(app, "memcached" | "redis" | "http")
+    matches!(app, "memcached" | "redis" | "http" | "grpc")
 }
 
 #[cfg(test)]

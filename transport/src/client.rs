@@ -168,6 +168,10 @@ pub struct ClientStamps {
     pub duplicate: u64,
     /// Connections the server closed in the middle of a response.
     pub truncated: u64,
+    /// Responses by the status the protocol gave them (HTTP/2 runs: gRPC
+    /// status names, HTTP status codes, `RST_STREAM` reasons), warmup included.
+    #[serde(default)]
+    pub statuses: std::collections::BTreeMap<String, u64>,
 }
 
 impl ClientStamps {
@@ -180,6 +184,9 @@ impl ClientStamps {
         self.unknown_id += o.unknown_id;
         self.duplicate += o.duplicate;
         self.truncated += o.truncated;
+        for (k, n) in &o.statuses {
+            *self.statuses.entry(k.clone()).or_insert(0) += n;
+        }
     }
 
     /// The bad responses in one line, if there were any.
@@ -224,16 +231,16 @@ struct Slot {
     tag: AtomicU64,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     ring: Vec<Slot>,
     sink: IntervalSink,
     records: Option<Arc<Records>>,
-    stop: AtomicBool,
+    pub(crate) stop: AtomicBool,
     sender_done: AtomicBool,
     sent: AtomicU64,
     completed: AtomicU64,
     /// Every response decoded, matched or not: the server is alive.
-    replies: AtomicU64,
+    pub(crate) replies: AtomicU64,
     /// The intended send time of the last request sent.
     last_intended: AtomicU64,
     errors: AtomicU64,
@@ -243,7 +250,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn lose(&self, why: String) {
+    pub(crate) fn lose(&self, why: String) {
         let mut l = self.lost.lock();
         if l.is_none() && !self.stop.load(Ordering::Acquire) {
             *l = Some(why);
@@ -269,9 +276,7 @@ pub(crate) fn resolve(target: &str) -> Result<SocketAddr, TransportError> {
 /// are not counted; a socket that refuses them is read with user-space
 /// stamps (see [`enable_stamps`]).
 pub fn connect(opts: &LoadOpts, wire: &dyn Wire) -> Result<Vec<TcpStream>, TransportError> {
-    if opts.connections == 0 || opts.connections > 4096 {
-        return Err(TransportError::Invalid(format!("--connections must be in 1..=4096, got {}", opts.connections)));
-    }
+    check_connections(opts)?;
     let addr = resolve(&opts.target)?;
     let mut v = Vec::new();
     for _ in 0..opts.connections {
@@ -284,6 +289,41 @@ pub fn connect(opts: &LoadOpts, wire: &dyn Wire) -> Result<Vec<TcpStream>, Trans
     }
     preload(&mut v[0], wire)?;
     Ok(v)
+}
+
+/// Refuses a connection count outside 1..=4096.
+pub(crate) fn check_connections(opts: &LoadOpts) -> Result<(), TransportError> {
+    if opts.connections == 0 || opts.connections > 4096 {
+        return Err(TransportError::Invalid(format!("--connections must be in 1..=4096, got {}", opts.connections)));
+    }
+    Ok(())
+}
+
+/// A load's connections, opened before the run.
+pub(crate) enum Conns {
+    /// TCP streams: taillab frames or an external server's own protocol.
+    Tcp(Vec<TcpStream>),
+    /// Connections that a thread of their own drives and reads (HTTP/2).
+    Streams(Box<dyn Streams>),
+}
+
+/// Connections that carry many requests at once and are driven and read by
+/// a thread of their own (HTTP/2, `http2.rs`): the sender hands each request
+/// over, and each connection records its responses into its own [`Receiver`].
+pub(crate) trait Streams: Send {
+    /// Connections.
+    fn len(&self) -> usize;
+    /// Why reads are stamped in user space (`None`: the sockets give kernel stamps).
+    fn fallback(&self) -> Option<String>;
+    /// Takes one receive side per connection, before the run.
+    fn start(&mut self, recv: Vec<Receiver>);
+    /// Waits until connection `c` takes another request; false if the run
+    /// stops first or the connection failed (the run is told).
+    fn ready(&mut self, sh: &Shared, c: usize) -> bool;
+    /// Hands request `index` with `payload` to connection `c`; `Err` when it is gone.
+    fn send(&mut self, sh: &Arc<Shared>, c: usize, index: u64, payload: &[u8]) -> Result<(), String>;
+    /// After the run: stops the thread and hands back each connection's records.
+    fn finish(self: Box<Self>, sh: &Shared) -> Vec<RecvOut>;
 }
 
 /// Turns on kernel receive stamps on every stream (`net.stamps = kernel`);
@@ -349,21 +389,23 @@ fn preload(s: &mut TcpStream, wire: &dyn Wire) -> Result<(), TransportError> {
     Ok(())
 }
 
-/// Runs one load measurement over connected `streams`. `start_delay` is
+/// Runs one load measurement over connections `conns`. `start_delay` is
 /// called after everything is set up and returns how long from now the
 /// schedule starts (the coordinator's barrier lives there).
-pub fn run_load(
+pub(crate) fn run_load(
     spec: &RunSpec,
     opts: &LoadOpts,
     wire: Arc<dyn Wire>,
     client: Box<dyn Client>,
-    streams: Vec<TcpStream>,
+    conns: Conns,
     start_delay: &mut dyn FnMut() -> Result<u64, TransportError>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LoadResult, TransportError> {
     spec.validate().map_err(|e| TransportError::Invalid(e.to_string()))?;
-    let fallback = enable_stamps(opts, &streams);
-    let k = streams.len();
+    let (k, fallback) = match &conns {
+        Conns::Tcp(streams) => (streams.len(), enable_stamps(opts, streams)),
+        Conns::Streams(c) => (c.len(), c.fallback()),
+    };
     let slice_ns = spec.slice_ns();
     let sh = Arc::new(Shared {
         ring: (0..RING)
@@ -387,30 +429,38 @@ pub fn run_load(
     let mut receivers = Vec::with_capacity(k);
     let clone =
         |s: &TcpStream| s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e });
-    for s in &streams {
-        killers.push(clone(s)?);
-    }
-    let side = match opts.receive {
-        Receive::Sender => SendSide::Polling(
-            Polling::new(&sh, spec, streams, slice_ns, &fallback)
-                .map_err(|e| TransportError::Io { what: "setting up the polling sender".into(), source: e })?,
-        ),
-        Receive::Threads => {
-            for (c, s) in streams.into_iter().enumerate() {
-                writers.push(clone(&s)?);
-                // The timeout only lets an idle receiver notice the end of the run.
-                s.set_read_timeout(Some(Duration::from_millis(50)))
-                    .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
-                let (sh, wire, spec, cpus) = (sh.clone(), wire.clone(), spec.clone(), opts.cpus.clone());
-                let r = Receiver::new(&sh, &spec, c, k, slice_ns, &fallback);
-                receivers.push(
-                    std::thread::Builder::new()
-                        .name(format!("taillab-recv-{c}"))
-                        .spawn(move || receiver(&sh, &cpus, wire.as_ref(), s, r))
-                        .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
-                );
+    let side = match conns {
+        Conns::Streams(mut c) => {
+            c.start((0..k).map(|c| Receiver::new(&sh, spec, c, k, slice_ns, &fallback)).collect());
+            SendSide::H2(c)
+        }
+        Conns::Tcp(streams) => {
+            for s in &streams {
+                killers.push(clone(s)?);
             }
-            SendSide::Writers(writers)
+            match opts.receive {
+                Receive::Sender => SendSide::Polling(
+                    Polling::new(&sh, spec, streams, slice_ns, &fallback)
+                        .map_err(|e| TransportError::Io { what: "setting up the polling sender".into(), source: e })?,
+                ),
+                Receive::Threads => {
+                    for (c, s) in streams.into_iter().enumerate() {
+                        writers.push(clone(&s)?);
+                        // The timeout only lets an idle receiver notice the end of the run.
+                        s.set_read_timeout(Some(Duration::from_millis(50)))
+                            .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
+                        let (sh, wire, spec, cpus) = (sh.clone(), wire.clone(), spec.clone(), opts.cpus.clone());
+                        let r = Receiver::new(&sh, &spec, c, k, slice_ns, &fallback);
+                        receivers.push(
+                            std::thread::Builder::new()
+                                .name(format!("taillab-recv-{c}"))
+                                .spawn(move || receiver(&sh, &cpus, wire.as_ref(), s, r))
+                                .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
+                        );
+                    }
+                    SendSide::Writers(writers)
+                }
+            }
         }
     };
 
@@ -550,7 +600,7 @@ pub fn new_hist() -> Histogram<u64> {
 
 /// `--client-cpus`: thread `i` (0 = the sender) on `cpus[i mod len]`. The
 /// list was checked before the run, so a failure here is only reported.
-fn place(cpus: &[usize], i: usize) {
+pub(crate) fn place(cpus: &[usize], i: usize) {
     if let Err(e) = taillab_core::harness::place_thread_on(cpus, None, i) {
         eprintln!("taillab load: {e}");
     }
@@ -562,10 +612,12 @@ enum SendSide {
     Writers(Vec<TcpStream>),
     /// The sender reads responses itself (`--receive sender`).
     Polling(Polling),
+    /// HTTP/2 connections, driven and read by their own thread.
+    H2(Box<dyn Streams>),
 }
 
 fn sender(
-    sh: &Shared,
+    sh: &Arc<Shared>,
     spec: &RunSpec,
     opts: &LoadOpts,
     wire: &dyn Wire,
@@ -577,8 +629,11 @@ fn sender(
     let k = match &io {
         SendSide::Writers(w) => w.len(),
         SendSide::Polling(p) => p.streams.len(),
+        SendSide::H2(h) => h.len(),
     };
-    let (mode, max_batch) = (opts.wait, opts.max_batch.max(1));
+    // HTTP/2 coalesces frames itself: a request is handed over alone.
+    let batch_cap = if matches!(io, SendSide::H2(_)) { 1 } else { opts.max_batch.max(1) };
+    let (mode, max_batch) = (opts.wait, batch_cap);
     let mut bufs: Vec<Vec<u8>> = (0..k).map(|_| Vec::with_capacity(64 * 1024)).collect();
     let mut payload = Vec::with_capacity(4096);
     let mut pending: Option<(taillab_core::harness::Item, Vec<u8>)> = None;
@@ -595,7 +650,7 @@ fn sender(
             },
         };
         match &mut io {
-            SendSide::Writers(_) => {
+            SendSide::Writers(_) | SendSide::H2(_) => {
                 wait_until(first.intended, mode, spec.spin_margin_ns);
             }
             SendSide::Polling(p) => p.wait_until(sh, wire, first.intended, mode, spec.spin_margin_ns),
@@ -621,6 +676,11 @@ fn sender(
                 break 'run;
             }
         }
+        if let SendSide::H2(h) = &mut io {
+            if !h.ready(sh, (batch[0].index % k as u64) as usize) {
+                break 'run;
+            }
+        }
         let sent = now_ns();
         for it in &batch {
             let slot = &sh.ring[it.index as usize % RING];
@@ -637,6 +697,7 @@ fn sender(
             let res = match &mut io {
                 SendSide::Writers(w) => w[c].write_all(b),
                 SendSide::Polling(p) => p.write(sh, wire, c, b),
+                SendSide::H2(h) => h.send(sh, c, batch[0].index, b).map_err(std::io::Error::other),
             };
             if let Err(e) = res {
                 sh.lose(format!("sending on connection {c} failed: {e} (the server closed it or died)"));
@@ -649,6 +710,12 @@ fn sender(
     sh.sender_done.store(true, Ordering::Release);
     match io {
         SendSide::Writers(_) => Vec::new(),
+        SendSide::H2(h) => {
+            while !sh.stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            h.finish(sh)
+        }
         SendSide::Polling(mut p) => {
             // The stragglers, until the run is over.
             while !sh.stop.load(Ordering::Acquire) {
@@ -671,7 +738,7 @@ fn await_slot(sh: &Shared, wire: &dyn Wire, io: &mut SendSide, index: u64) -> bo
             return false;
         }
         match io {
-            SendSide::Writers(_) => std::thread::sleep(Duration::from_micros(50)),
+            SendSide::Writers(_) | SendSide::H2(_) => std::thread::sleep(Duration::from_micros(50)),
             SendSide::Polling(p) => {
                 p.poll(sh, wire, 100_000);
             }
@@ -680,12 +747,12 @@ fn await_slot(sh: &Shared, wire: &dyn Wire, io: &mut SendSide, index: u64) -> bo
     true
 }
 
-type RecvOut = (Shard, Histogram<u64>, u128, ClientStamps);
+pub(crate) type RecvOut = (Shard, Histogram<u64>, u128, ClientStamps);
 
 /// One connection's receive side: matches responses to their in-flight
 /// slots and records them. Used by a receiver thread or by the polling
 /// sender.
-struct Receiver {
+pub(crate) struct Receiver {
     c: usize,
     k: usize,
     shard: Shard,
@@ -696,10 +763,19 @@ struct Receiver {
     stamps: ClientStamps,
     /// In-order protocols answer request c, c+k, c+2k, … on this connection.
     next_in_order: u64,
+    /// The read that completed the last HTTP/2 response.
+    last_read: Option<u64>,
 }
 
 impl Receiver {
-    fn new(sh: &Shared, spec: &RunSpec, c: usize, k: usize, slice_ns: u64, fallback: &Option<String>) -> Self {
+    pub(crate) fn new(
+        sh: &Shared,
+        spec: &RunSpec,
+        c: usize,
+        k: usize,
+        slice_ns: u64,
+        fallback: &Option<String>,
+    ) -> Self {
         Receiver {
             c,
             k,
@@ -710,6 +786,7 @@ impl Receiver {
             cm: CmsgBuf::default(),
             stamps: ClientStamps { fallback: fallback.clone(), ..Default::default() },
             next_in_order: c as u64,
+            last_read: None,
         }
     }
 
@@ -812,7 +889,31 @@ impl Receiver {
         sh.completed.fetch_add(1, Ordering::Release);
     }
 
-    fn finish(mut self, sh: &Shared) -> RecvOut {
+    /// Records HTTP/2 request `index`, whose response ended with status
+    /// `label` (and `error` if it failed) after the connection's read
+    /// number `read`, stamped `k` by the kernel and `user` here.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn complete_h2(
+        &mut self,
+        sh: &Shared,
+        index: u64,
+        label: String,
+        error: Option<String>,
+        k: Option<KernelStamp>,
+        user: u64,
+        read: u64,
+    ) {
+        if k.is_some() && self.last_read == Some(read) {
+            self.stamps.shared += 1;
+        }
+        self.last_read = Some(read);
+        *self.stamps.statuses.entry(label).or_insert(0) += 1;
+        let r =
+            crate::wire::Reply { consumed: 0, id: Some(index), queue_ns: 0, service_ns: 0, server_recv: None, error };
+        self.complete(sh, &r, k, user);
+    }
+
+    pub(crate) fn finish(mut self, sh: &Shared) -> RecvOut {
         self.shard.flush(&sh.sink);
         (self.shard, self.th, self.tsum, self.stamps)
     }

@@ -331,6 +331,7 @@ impl TransportFacts<'_> {
             stamps: None,
             bad_responses: None,
             choice: None,
+            statuses: None,
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   collector as integrated, separate send and receive paths);
 //! - [`wire`]: client-side protocols, the taillab one and the external
 //!   servers' (memcached text, redis RESP, HTTP/1.1);
+//! - [`http2`], [`grpc`], [`tls`]: HTTP/2 on the load side (gRPC unary
+//!   calls with a raw-bytes codec, HTTP/2 GETs; h2c or TLS with ALPN);
 //! - [`apps`](mod@apps): `null` (echo) and the external-server adapter apps;
 //! - [`coord`]: `taillab run --topology loopback|networked`, which launches a
 //!   server and C clients, starts them behind a barrier and merges their
@@ -32,12 +34,15 @@ pub mod client;
 pub mod coord;
 pub mod epoll;
 pub mod fanout;
+pub mod grpc;
+pub mod http2;
 pub mod launch;
 pub mod load;
 pub mod proto;
 pub mod report;
 pub mod server;
 pub mod slurm;
+pub mod tls;
 pub mod tstamp;
 pub mod wire;
 

@@ -4,7 +4,7 @@
 //!
 //! The binary decides exit codes and prints; everything else is here.
 
-use crate::client::{connect, run_load, LoadOpts};
+use crate::client::{connect, run_load, Conns, LoadOpts};
 use crate::coord::{barrier, emit_shard, RunObserver, TransportFacts};
 use crate::report::annotate;
 use crate::TransportError;
@@ -114,7 +114,14 @@ pub fn load(
     let client = app.client(&ctx, &cfg.settings, stream)?;
     let max_frame = u32::try_from(cfg.net.max_frame.0).unwrap_or(u32::MAX);
     let wire = crate::apps::wire_for(app.name(), &cfg.settings, max_frame)?;
-    let streams = connect(&opts, wire.as_ref())?;
+    let mut opts = opts;
+    let conns = match crate::apps::h2_spec(app.name(), &cfg.settings)? {
+        Some(h2) => {
+            crate::http2::fix_choice(&mut opts.choice);
+            Conns::Streams(Box::new(crate::http2::connect(&opts, &h2)?))
+        }
+        None => Conns::Tcp(connect(&opts, wire.as_ref())?),
+    };
     // Said once the target answered, so a wrong target is one error line.
     if matches!(mode, LoadMode::Standalone { .. }) {
         eprintln!("taillab load: {}", opts.choice.line());
@@ -122,10 +129,10 @@ pub fn load(
     let shard = matches!(mode, LoadMode::Shard);
     let mut start = || if shard { barrier() } else { Ok(2_000_000) };
     if let Some(o) = obs.as_deref_mut() {
-        let server = streams.first().and_then(|s| s.peer_addr().ok()).map(|a| local_listeners(&a)).unwrap_or_default();
+        let server = crate::client::resolve(&opts.target).map(|a| local_listeners(&a)).unwrap_or_default();
         o.started(&server);
     }
-    let r = run_load(&spec, &opts, wire, client, streams, &mut start, on_progress)?;
+    let r = run_load(&spec, &opts, wire, client, conns, &mut start, on_progress)?;
     let out = match mode {
         LoadMode::Shard => {
             emit_shard(&r, spec.qps, spec.seed);

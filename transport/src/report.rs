@@ -32,6 +32,7 @@ pub fn annotate(summary: &mut Summary, cfg: &RunConfig, st: &ClientStamps, choic
             what: st.bad_responses(),
         });
         t.choice = choice;
+        t.statuses = (!st.statuses.is_empty()).then(|| st.statuses.clone());
     }
     let check = match (summary.latency_ns.get("recv_lag"), summary.latency_ns.get("sojourn")) {
         (Some(lag), Some(soj)) => taillab_core::summary::client_check(

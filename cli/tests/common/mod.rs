@@ -221,3 +221,68 @@ pub fn report_html(dir: &Path) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::read_to_string(dir.join("report/index.html")).unwrap()
 }
+
+// ---- real external servers -------------------------------------------------
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An installed program's path; fails the test, naming `make setup`, when it is missing.
+pub fn need(prog: &str) -> PathBuf {
+    for d in ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"] {
+        let p = Path::new(d).join(prog);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{prog} is not installed: run `make setup` (transport/apt.txt lists it)");
+}
+
+pub fn wait_port(port: u16) {
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "server on port {port} did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Starts nginx (its own config, pid, temp and log paths under `dir`) serving a 612-byte
+/// `/index.html` on 127.0.0.1 on a free port, with `listen` options (`http2`, `ssl http2`)
+/// and `server` directives; returns it and the port once it accepts connections.
+pub fn nginx(dir: &Path, listen: &str, server: &str) -> (Kid, u16) {
+    let port = free_port();
+    std::fs::create_dir_all(dir.join("html")).unwrap();
+    std::fs::create_dir_all(dir.join("logs")).unwrap();
+    std::fs::write(dir.join("html/index.html"), "x".repeat(612)).unwrap();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/tmp_body;\n  proxy_temp_path {d}/tmp_proxy;\n\
+           fastcgi_temp_path {d}/tmp_fcgi;\n  uwsgi_temp_path {d}/tmp_uwsgi;\n  scgi_temp_path {d}/tmp_scgi;\n\
+           keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
+           server {{ listen 127.0.0.1:{port} {listen}; root {d}/html; {server} }}\n}}\n",
+        d = dir.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+    let kid = Kid(Command::new(need("nginx"))
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(dir.join("nginx.conf"))
+        .arg("-e")
+        .arg(dir.join("logs/error.log"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap());
+    wait_port(port);
+    (kid, port)
+}

@@ -244,11 +244,11 @@ section! {
         topology: Topology = Topology::Integrated, Opts::on(EXP).aliases(&["config", "configs"]);
         /// Client processes (loopback/networked); the rate is split evenly, each stream with its own seed.
         clients: usize = 1, Opts::on(EXP);
-        /// TCP connections per client; requests go round-robin over them.
+        /// TCP connections per client; requests go round-robin over them (HTTP/2 and gRPC: each carries many concurrent streams).
         connections: usize = 1, Opts::on(EXP | LOAD);
         /// Server listen address; port 0 lets the kernel pick (`taillab serve` defaults to 127.0.0.1:7878).
         listen: String = "127.0.0.1:0".into(), Opts::on(EXP | SERVE);
-        /// An already running server at HOST:PORT (external apps such as memcached need one).
+        /// An already running server at HOST:PORT (external apps such as memcached, http and grpc need one).
         target: Option<String> = None, Opts::on(EXP | LOAD);
         /// How to start the server (networked): a shell template with {cmd} or {cmdq}, e.g. `ip netns exec NS {cmd}`.
         server_launcher: String = "{cmd}".into(), Opts::on(EXP);
@@ -268,7 +268,7 @@ section! {
         dead_after: Dur = Dur(4_000_000_000), Opts::on(EXP | LOAD);
         /// Pin each client's threads to these CPUs (the sender first, receiver threads next).
         client_cpus: CpuList = CpuList::default(), Opts::on(EXP | LOAD);
-        /// Who reads responses in a client: sender (polls while it waits: one thread) or threads; none: chosen at start (config::auto).
+        /// Who reads responses in a client: sender (polls while it waits: one thread) or threads; none: chosen at start (config::auto). HTTP/2 and gRPC runs have one thread that drives and reads every connection.
         receive: Option<Receive> = None, Opts::on(EXP | LOAD);
         /// How a TCP client's sender waits for send times: spin or hybrid; none: harness.wait if spin, else chosen at start (config::auto).
         client_wait: Option<WaitMode> = None, Opts::on(EXP | LOAD);

@@ -37,6 +37,11 @@ pub struct TransportSection {
     /// The TCP settings the run resolved, and why (`null`: not known).
     #[serde(default)]
     pub choice: Option<TcpChoice>,
+    /// Responses by the status their protocol gave them, warmup included: gRPC
+    /// status names (`OK`, `UNAVAILABLE`, …), HTTP status codes of HTTP/2 runs,
+    /// `RST_STREAM` reasons of streams the server reset (absent for other protocols).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statuses: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// One client process of a coordinated run.
