@@ -11,6 +11,7 @@ mod attribute;
 mod config_cmd;
 mod experiment;
 mod fit;
+mod metrics;
 mod model;
 mod planned;
 mod progress;

@@ -52,6 +52,10 @@ pub fn run_once(
     write_config(cfg, out)?;
     crate::planned::preflight(cfg)?;
     if cfg.net.topology != Topology::Integrated {
+        if cfg.net.topology == Topology::Loopback {
+            // The clients listen for scrapes; a port in use is said before anything starts.
+            crate::metrics::check_free(cfg)?;
+        }
         if cfg.record.counters != taillab_core::config::CounterMode::None {
             eprintln!("note: record.counters counts the worker threads of integrated runs; this {} run has no counters", cfg.net.topology);
         }
@@ -75,6 +79,10 @@ pub fn run_once(
         eprintln!("{n}");
     }
     place(&mut spec);
+    let metrics = match crate::metrics::address(cfg, 0)? {
+        Some(a) => Some(crate::metrics::MetricsServer::start(cfg, a)?),
+        None => None,
+    };
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)
         .with_context(|| format!("preparing data for {}", app.name()))?;
@@ -106,6 +114,9 @@ pub fn run_once(
     let mut measuring = false;
     let mut counters = None;
     let mut on_progress = |p: Progress| {
+        if let Some(m) = &metrics {
+            m.update(&p);
+        }
         if !measuring && measured_phase_began(&spec, &p) {
             measuring = true;
             planned.measured_start(crate::planned::worker_tids);

@@ -104,8 +104,15 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
     let quiet = a.output.quiet || a.output.json || a.emit_shard;
     // One progress line a second on stderr (stdout carries results).
     let show = !quiet && spec.expected_measure_ns() >= 1_000_000_000;
+    let metrics = match crate::metrics::address(&cfg, 0)? {
+        Some(a) => Some(crate::metrics::MetricsServer::start(&cfg, a)?),
+        None => None,
+    };
     let mut last_print = 0u64;
     let mut on_progress = |p: Progress| {
+        if let Some(m) = &metrics {
+            m.update(&p);
+        }
         if show && p.elapsed_ns >= last_print + 1_000_000_000 {
             last_print = p.elapsed_ns;
             crate::progress::line(&format!(

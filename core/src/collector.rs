@@ -195,6 +195,35 @@ pub struct IntervalBlob {
     pub hist_b64: [String; N_METRICS],
 }
 
+/// A finished interval's numbers as the run goes on (`--metrics-listen`): taken from the
+/// merged histograms that become the interval's line of the log, so they agree with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveInterval {
+    /// Which interval ([`IntervalBlob::index`]).
+    pub index: u32,
+    /// Measured requests completed in it.
+    pub count: u64,
+    /// Each metric's median (ns), in [`METRICS`] order.
+    pub p50: [u64; N_METRICS],
+    /// Each metric's value at quantile 0.99 (ns).
+    pub p99: [u64; N_METRICS],
+    /// Each metric's largest value (ns).
+    pub max: [u64; N_METRICS],
+}
+
+impl LiveInterval {
+    fn of(index: u32, h: &Hists) -> Self {
+        let q = |x: f64| std::array::from_fn(|m| h.0[m].value_at_quantile(x));
+        LiveInterval {
+            index,
+            count: h.count(),
+            p50: q(0.5),
+            p99: q(0.99),
+            max: std::array::from_fn(|m| h.0[m].max()),
+        }
+    }
+}
+
 /// Where workers drop full interval histograms; drained by the main thread.
 pub struct IntervalSink {
     inbox: Mutex<Vec<(u32, usize, Box<Hists>)>>,
@@ -207,6 +236,9 @@ pub struct IntervalSink {
     /// Start of the measured phase (0 until known): intervals and slices
     /// count from it.
     pub measure_start: std::sync::atomic::AtomicU64,
+    /// Keep the last finished interval's numbers ([`IntervalSink::watched`]).
+    live: bool,
+    latest: Mutex<Option<LiveInterval>>,
 }
 
 impl IntervalSink {
@@ -225,7 +257,28 @@ impl IntervalSink {
             merged: Mutex::new(BTreeMap::new()),
             done: Mutex::new(Vec::new()),
             measure_start: std::sync::atomic::AtomicU64::new(0),
+            live: false,
+            latest: Mutex::new(None),
         }
+    }
+
+    /// With `on`, [`IntervalSink::collect`] also keeps the numbers of the last interval it
+    /// finished, for [`IntervalSink::latest`] (a few quantile look-ups on the main thread
+    /// once an interval; off, nothing).
+    pub fn watched(mut self, on: bool) -> Self {
+        self.live = on;
+        self
+    }
+
+    /// The last interval every thread has finished, when watched.
+    pub fn latest(&self) -> Option<LiveInterval> {
+        *self.latest.lock()
+    }
+
+    /// Whether the measured phase has begun by `now` (harness clock).
+    pub fn measuring(&self, now: u64) -> bool {
+        let t = self.measure_start.load(Ordering::Acquire);
+        t != 0 && now >= t
     }
 
     fn take_spare(&self, worker: usize) -> Box<Hists> {
@@ -256,6 +309,9 @@ impl IntervalSink {
         let mut done = self.done.lock();
         for k in finished {
             let h = merged.remove(&k).expect("key listed above");
+            if self.live {
+                *self.latest.lock() = Some(LiveInterval::of(k, &h));
+            }
             done.push(blob(k, &h));
         }
     }

@@ -61,6 +61,14 @@ pub struct Progress {
     pub elapsed_ns: u64,
     /// Expected length of the whole schedule (ns, padded for count variation).
     pub expected_ns: u64,
+    /// The measured phase has begun.
+    pub measuring: bool,
+    /// Requests due by now (sent by now, over TCP) that have not completed; only when
+    /// [`RunSpec::live`] (counting them draws arrival times ahead, see
+    /// [`Schedule::due_by`]).
+    pub in_flight: Option<u64>,
+    /// The last interval every thread has finished; only when [`RunSpec::live`].
+    pub interval: Option<crate::collector::LiveInterval>,
 }
 
 /// What a run measured, before it is summarised.
@@ -218,12 +226,18 @@ pub fn run_integrated(
     });
     let shared = Arc::new(Shared {
         feed: Feed::new(
-            Schedule::new(spec, client, 0),
+            {
+                let mut s = Schedule::new(spec, client, 0);
+                if spec.live {
+                    s.watch_due();
+                }
+                s
+            },
             spec.threads,
             spec.discipline,
             spec.dispatch,
         ),
-        sink: IntervalSink::new(workers),
+        sink: IntervalSink::new(workers).watched(spec.live),
         records,
         abort: AtomicBool::new(false),
         completed: (0..workers).map(|_| CachePadded::default()).collect(),
@@ -383,11 +397,20 @@ pub fn run_integrated(
         shared.sink.collect();
         let now = now_ns();
         let done = shared.completed_all();
+        let in_flight = if spec.live {
+            let due = shared.feed.schedule().due_by(now);
+            due.map(|d| d.saturating_sub(done))
+        } else {
+            None
+        };
         progress(Progress {
             completed: done,
             planned,
             elapsed_ns: now.saturating_sub(t0),
             expected_ns: expected,
+            measuring: shared.sink.measuring(now),
+            in_flight,
+            interval: shared.sink.latest(),
         });
         if shared.running.load(Ordering::Acquire) == 0 {
             break;

@@ -43,8 +43,8 @@ pub const COMPARED: [&str; 7] = ["mean", "p50", "p90", "p95", "p99", "p999", "ma
 /// Errors reading a run for a replay; each says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum IdealError {
-    #[error("{dir} has no per-request records (requests.csv): record them with --save-requests (they are kept in memory when they fit --max-record-mem) and replay that run")]
-    /// The folder has no requests.csv.
+    #[error("{dir} has no per-request records (requests.csv or requests.parquet): record them with --save-requests (they are kept in memory when they fit --max-record-mem) and replay that run")]
+    /// The folder has no records file.
     NoRecords {
         /// The run folder.
         dir: PathBuf,
@@ -460,11 +460,38 @@ impl Iterator for CsvRequests {
     }
 }
 
-/// Replays a saved run (`RUN_DIR/requests.csv`) under `cfg`, streaming;
+/// A run folder's records for a replay, row by row: `requests.csv`, or `requests.parquet`
+/// (read a row group at a time).
+fn saved_requests(
+    run_dir: &Path,
+) -> Result<Box<dyn Iterator<Item = Result<ReplayReq, IdealError>>>, IdealError> {
+    let path = run_dir.join(crate::reqfile::file_name(
+        crate::reqfile::RequestFormat::Parquet,
+    ));
+    if run_dir.join("requests.csv").exists() || !path.exists() {
+        return Ok(Box::new(CsvRequests::open(run_dir)?));
+    }
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| IdealError::Io { path: p, source: e }
+    };
+    let rows = crate::reqfile::Rows::open(&path).map_err(io(&path))?;
+    Ok(Box::new(rows.map(move |r| {
+        r.map_err(io(&path)).map(|r| ReplayReq {
+            id: r.id,
+            worker: r.worker as usize,
+            intended: r.stamps.intended,
+            service: r.stamps.finished.saturating_sub(r.stamps.started),
+            measured: r.measured,
+        })
+    })))
+}
+
+/// Replays a saved run (`RUN_DIR/requests.csv` or `requests.parquet`) under `cfg`, streaming;
 /// a file not in arrival order (several clients' rows) is sorted in memory.
 pub fn replay_dir(run_dir: &Path, cfg: &IdealConfig) -> Result<ReplayStats, IdealError> {
     let mut bad = None;
-    let stream = CsvRequests::open(run_dir)?.map_while(|r| match r {
+    let stream = saved_requests(run_dir)?.map_while(|r| match r {
         Ok(q) => Some(q),
         Err(e) => {
             bad = Some(e);
@@ -477,7 +504,7 @@ pub fn replay_dir(run_dir: &Path, cfg: &IdealConfig) -> Result<ReplayStats, Idea
         Err(e) => return Err(e),
         Ok(_) => return Err(bad.expect("checked")),
     }
-    let mut all = CsvRequests::open(run_dir)?.collect::<Result<Vec<_>, _>>()?;
+    let mut all = saved_requests(run_dir)?.collect::<Result<Vec<_>, _>>()?;
     all.sort_by_key(|q| (q.intended, q.id));
     replay(all, cfg, |_| {})
 }

@@ -33,6 +33,7 @@ pub mod outbox;
 pub mod placement;
 pub mod queue;
 pub mod records;
+pub mod reqfile;
 pub mod roi;
 pub mod schedule;
 pub mod search;

@@ -51,6 +51,19 @@ pub struct Schedule {
     /// Requests generated ahead by an idle inline worker ([`Schedule::prefill_one`]), in
     /// arrival order; [`Schedule::next`] takes from here first.
     ahead: VecDeque<(Item, Vec<u8>)>,
+    /// Arrivals counted as they come due ([`Schedule::watch_due`]; `None`: not counted).
+    due: Option<Due>,
+}
+
+/// The arrivals [`Schedule::due_by`] drew ahead of the requests, and how many came due.
+#[derive(Default)]
+struct Due {
+    /// Offsets drawn by `due_by` that no request has taken yet, in order.
+    drawn: VecDeque<u64>,
+    /// Offsets drawn (by either) that were not yet due at the last look, in order.
+    pending: VecDeque<u64>,
+    /// Arrivals due so far.
+    passed: u64,
 }
 
 /// At most this many requests are generated ahead of their arrival.
@@ -86,7 +99,60 @@ impl Schedule {
             },
             backlog: Backlog::new(spec, derive_seed(spec.seed, 5)),
             ahead: VecDeque::new(),
+            due: None,
         }
+    }
+
+    /// Counts the arrivals that come due, for [`Schedule::due_by`].
+    pub fn watch_due(&mut self) {
+        self.due = Some(Due::default());
+    }
+
+    /// Arrivals whose intended time is at most `now` (warmup included), when watched: less
+    /// the completions, the requests in the system (queued or in service) at `now`. A
+    /// backlog's requests are generated only when a worker reaches them, so the arrival
+    /// times up to `now` are drawn here, ahead, and handed to the requests in order: the
+    /// schedule's times are the same sequence either way.
+    pub fn due_by(&mut self, now: u64) -> Option<u64> {
+        let t0 = self.t0;
+        let d = self.due.as_mut()?;
+        loop {
+            while d.pending.front().is_some_and(|&o| t0 + o <= now) {
+                d.pending.pop_front();
+                d.passed += 1;
+            }
+            if !d.pending.is_empty() || self.done || d.drawn.back() == Some(&crate::arrival::END) {
+                break;
+            }
+            let o = self.arrival.next_offset_ns();
+            d.drawn.push_back(o);
+            if o == crate::arrival::END {
+                break;
+            }
+            d.pending.push_back(o);
+        }
+        // Arrivals past the end of a schedule by count never become requests.
+        let made = self.generated_warmup + self.generated_measured;
+        Some(if self.done {
+            d.passed.min(made)
+        } else {
+            d.passed
+        })
+    }
+
+    /// The next arrival's offset: one `due_by` drew, or a fresh draw.
+    fn next_offset(&mut self) -> u64 {
+        let Some(d) = &mut self.due else {
+            return self.arrival.next_offset_ns();
+        };
+        if let Some(o) = d.drawn.pop_front() {
+            return o;
+        }
+        let o = self.arrival.next_offset_ns();
+        if o != crate::arrival::END {
+            d.pending.push_back(o);
+        }
+        o
     }
 
     /// Sets the schedule's start (ns, harness clock) before the first request is drawn.
@@ -150,7 +216,7 @@ impl Schedule {
         if self.done {
             return None;
         }
-        let off = self.arrival.next_offset_ns();
+        let off = self.next_offset();
         if off == crate::arrival::END {
             // A trace ran out (validate makes sure it covers the run).
             self.done = true;

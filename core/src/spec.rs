@@ -85,6 +85,13 @@ pub struct RunSpec {
     pub dispatch: Dispatch,
     /// Keep every request's stamps in memory (needed for `requests.csv`).
     pub keep_records: bool,
+    /// The file `write_run` writes the records to, when it writes them
+    /// (`record.format`: `requests.csv` or `requests.parquet`).
+    pub record_format: crate::config::RequestFormat,
+    /// Report live numbers in every [`crate::harness::Progress`] (in-flight requests, the
+    /// last finished interval's quantiles): `monitor.metrics_listen` is set. Off, the run
+    /// computes none of them.
+    pub live: bool,
     /// Memory cap for `keep_records` (bytes); a run that may need more is refused
     /// ([`RunError::RecordsTooBig`]).
     pub record_mem_cap: u64,
@@ -136,6 +143,8 @@ impl Default for RunSpec {
             discipline: Discipline::Fifo,
             dispatch: Dispatch::Shared,
             keep_records: false,
+            record_format: crate::config::RequestFormat::Csv,
+            live: false,
             record_mem_cap: 1 << 30,
             interval_ns: 1_000_000_000,
             drain_timeout_ns: 10_000_000_000,

@@ -973,25 +973,46 @@ pub fn write_run(
             let with_ideal = s.ideal.is_some()
                 && crate::ideal::ideal_of_run(r, &s.latency_ns["sojourn"], Some(&mut ideal))
                     .is_ok();
-            let path = dir.join("requests.csv");
-            let f = std::fs::File::create(&path).map_err(werr(&path))?;
-            let mut w = std::io::BufWriter::new(f);
-            let mut go = || -> std::io::Result<()> {
-                let extra = if with_ideal { ",ideal_completed" } else { "" };
-                writeln!(w, "{REQUESTS_CSV_HEADER}{extra}")?;
-                for (i, wk, measured, st) in rec.iter() {
-                    write_request_row(&mut w, i, wk, measured, &st)?;
-                    if with_ideal {
-                        write!(w, ",{}", ideal[i as usize])?;
-                    }
-                    writeln!(w)?;
-                }
-                w.flush()
-            };
-            go().map_err(werr(&path))?;
+            write_records(
+                dir,
+                r.spec.record_format,
+                rec,
+                with_ideal.then_some(&ideal[..]),
+            )?;
         }
     }
     write_json_atomic(&dir.join("summary.json"), s)
+}
+
+/// Writes `rec` as `dir/requests.csv` or `dir/requests.parquet`, streaming (the Parquet
+/// writer holds one row group, see [`crate::reqfile`]).
+fn write_records(
+    dir: &Path,
+    format: crate::config::RequestFormat,
+    rec: &crate::records::Records,
+    ideal: Option<&[u64]>,
+) -> Result<(), ResultError> {
+    use crate::reqfile::{Extra, Row, RowWriter};
+    let path = dir.join(crate::reqfile::file_name(format));
+    let extra = Extra {
+        ideal: ideal.is_some(),
+        client: false,
+    };
+    let go = || -> std::io::Result<()> {
+        let mut w = RowWriter::create(dir, format, extra)?;
+        for (i, wk, measured, st) in rec.iter() {
+            w.push(&Row {
+                id: i,
+                worker: wk as u64,
+                stamps: st,
+                measured,
+                ideal_completed: ideal.map(|v| v[i as usize]),
+                client: None,
+            })?;
+        }
+        w.finish()
+    };
+    go().map_err(werr(&path))
 }
 
 /// The short human table printed after a run.

@@ -74,7 +74,15 @@ from .figures import service_fit
 from .hlog import Dist
 from .html import esc
 from .mixture import Component, Mixture, duration_spec, lognormal_spec
-from .results import RUN_SCHEMA, Results, _read_requests, load, read_json, read_summary
+from .results import (
+    RUN_SCHEMA,
+    Results,
+    _read_requests,
+    load,
+    read_json,
+    read_summary,
+    requests_file,
+)
 from .units import fmt_ns
 
 SCHEMA = "taillab.fit/1"
@@ -208,8 +216,8 @@ def _curves(dist: Dist, bins: int = 60) -> dict[str, list[float]]:
 def _point_records(res: Results, point: str) -> list[pd.DataFrame] | None:
     """The per-request records of every run of the point; None unless every run saved them."""
     runs = res.runs[res.runs["point"] == point]
-    paths = [Path(p) / "requests.csv" for p in runs["path"]]
-    if paths and all(p.exists() for p in paths):
+    paths = [requests_file(Path(p)) for p in runs["path"]]
+    if paths and all(p is not None for p in paths):
         return [_read_requests(p) for p in paths]
     return None
 
@@ -1008,8 +1016,8 @@ def _records(res: Results, points: list[str]) -> list[tuple[str, list[pd.DataFra
     out = []
     for pid in points:
         runs = res.runs[res.runs["point"] == pid]
-        paths = [Path(p) / "requests.csv" for p in runs["path"]]
-        if not paths or not all(p.exists() for p in paths):
+        paths = [requests_file(Path(p)) for p in runs["path"]]
+        if not paths or not all(p is not None for p in paths):
             raise FitError(
                 f"point {pid} has no per-request records; a fit across loads needs them "
                 "(re-run with --save-requests)"

@@ -17,7 +17,7 @@ import pandas as pd
 from . import counters, fit, html, ideal, resources, tailwag
 from . import figures as F
 from .html import esc
-from .results import Results, load, numeric
+from .results import Results, load, numeric, requests_file
 from .units import fmt_ns, fmt_num
 
 #: A section of the page: its HTML for a results folder and the report's folder (drawing
@@ -242,9 +242,9 @@ def _runs(res: Results, out_dir: Path) -> str:
         links = [f'<a href="{esc(html.rel(rd / "summary.json", out_dir))}">summary.json</a>']
         for hl in sorted((rd / "hist").glob("*.hlog")):
             links.append(f'<a href="{esc(html.rel(hl, out_dir))}">{esc(hl.name)}</a>')
-        if (rd / "requests.csv").exists():
-            csv = html.rel(rd / "requests.csv", out_dir)
-            links.append(f'<a href="{esc(csv)}">requests.csv</a>')
+        req = requests_file(rd)
+        if req is not None:
+            links.append(f'<a href="{esc(html.rel(req, out_dir))}">{esc(req.name)}</a>')
         # The harness's one-line verdict shows on hover and, for a failure, in the cell.
         chk = " ".join(
             f'<span class="{"ok" if r[c] else "fail"}" title="{esc(r.get("verdict_" + c[6:]))}">'

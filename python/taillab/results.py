@@ -3,7 +3,8 @@
 Three layouts are read, told apart by the file at their root:
 
 * a single run: ``summary.json`` (schema ``taillab.run/2``), ``hist/<metric>.hlog``, and
-  optionally ``requests.csv``;
+  optionally its per-request records, ``requests.csv`` or ``requests.parquet`` (the same int64
+  columns; reading Parquet needs pyarrow);
 * an experiment or sweep: ``experiment.json`` (schema ``taillab.experiment/1``) and
   ``points/<point-id>/run-<k>/`` run folders, each point with ``aggregate.json`` (schema
   ``taillab.aggregate/1``) once its repeats are done.
@@ -43,6 +44,8 @@ SUPPORTED = {RUN_SCHEMA: {1, 2}, EXPERIMENT_SCHEMA: {1}, AGGREGATE_SCHEMA: {1}}
 # From this version on a run's summary.json has a JSON Schema it is validated against.
 RUN_VALIDATED_FROM = 2
 
+# A run's per-request records, in the formats `record.format` writes (docs/records.md).
+REQUEST_FILES = ("requests.parquet", "requests.csv")
 # The stamps of requests.csv, in the order a request passes them (docs/design.md).
 STAMPS = ["intended", "sent", "enqueued", "started", "finished", "completed"]
 # The user-space reads that kernel receive stamps replaced (TCP runs); files written
@@ -286,8 +289,8 @@ class Results:
         hl = run_dir / "hist" / f"{metric}.hlog"
         if hl.exists():
             return Dist.merge([iv.dist for iv in read_hlog(hl)])
-        req = run_dir / "requests.csv"
-        if req.exists():
+        req = requests_file(run_dir)
+        if req is not None:
             df = _read_requests(req)
             if "measured" in df:
                 df = df[df["measured"] == 1]
@@ -338,8 +341,8 @@ class Results:
     def requests(self) -> pd.DataFrame:
         frames = []
         for _, r in self.runs.iterrows():
-            req = Path(r["path"]) / "requests.csv"
-            if req.exists():
+            req = requests_file(Path(r["path"]))
+            if req is not None:
                 df = _read_requests(req)
                 df.insert(0, "run", r["run"])
                 df.insert(0, "point", r["point"])
@@ -365,14 +368,49 @@ class Results:
         return pd.concat(frames, ignore_index=True)
 
 
-def _read_requests(path: Path) -> pd.DataFrame:
+def requests_file(run_dir: Path) -> Path | None:
+    """The run's per-request records (``requests.parquet`` or ``requests.csv``), if it saved
+    them."""
+    for name in REQUEST_FILES:
+        p = Path(run_dir) / name
+        if p.exists():
+            return p
+    return None
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
     try:
-        df = pd.read_csv(path, dtype="int64")
-    except (ValueError, pd.errors.ParserError) as e:
-        raise SchemaError(
-            f"{path}: expected integer columns id,worker,{','.join(STAMPS)} ({e}); "
-            "re-run with --save-requests to rewrite it"
+        import pyarrow.parquet as pq  # only for Parquet records: the bundle reads CSV without it
+    except ImportError as e:
+        raise TaillabError(
+            f"{path}: reading Parquet records needs pyarrow (scripts/setup.sh installs it; "
+            "or pip install pyarrow)"
         ) from e
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as e:
+        raise SchemaError(
+            f"{path}: not a readable Parquet file ({e}); re-run with --save-requests to rewrite it"
+        ) from e
+    df = table.to_pandas()
+    bad = [c for c, t in df.dtypes.items() if t.kind not in "iub"]
+    if bad:
+        raise SchemaError(f"{path}: columns {bad} are not integers; it was not written by taillab")
+    return df.astype("int64")
+
+
+def _read_requests(path: Path) -> pd.DataFrame:
+    """A records file of either format as int64 columns, with the derived durations."""
+    if path.suffix == ".parquet":
+        df = _read_parquet(path)
+    else:
+        try:
+            df = pd.read_csv(path, dtype="int64")
+        except (ValueError, pd.errors.ParserError) as e:
+            raise SchemaError(
+                f"{path}: expected integer columns id,worker,{','.join(STAMPS)} ({e}); "
+                "re-run with --save-requests to rewrite it"
+            ) from e
     missing = [c for c in ["id", "worker", *STAMPS] if c not in df.columns]
     if missing:
         raise SchemaError(f"{path} lacks the columns {missing}; it was not written by taillab")

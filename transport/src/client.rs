@@ -411,7 +411,7 @@ pub(crate) fn run_load(
         ring: (0..RING)
             .map(|_| Slot { intended: AtomicU64::new(0), sent: AtomicU64::new(0), tag: AtomicU64::new(0) })
             .collect(),
-        sink: IntervalSink::new(k),
+        sink: IntervalSink::new(k).watched(spec.live),
         records: spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity()))),
         stop: AtomicBool::new(false),
         sender_done: AtomicBool::new(false),
@@ -488,8 +488,16 @@ pub(crate) fn run_load(
         sh.sink.collect();
         let now = now_ns();
         let done = sh.completed.load(Ordering::Acquire);
-        progress(Progress { completed: done, planned, elapsed_ns: now.saturating_sub(t0), expected_ns: expected });
         let sent = sh.sent.load(Ordering::Acquire);
+        progress(Progress {
+            completed: done,
+            planned,
+            elapsed_ns: now.saturating_sub(t0),
+            expected_ns: expected,
+            measuring: sh.sink.measuring(now),
+            in_flight: spec.live.then(|| sent.saturating_sub(done)),
+            interval: sh.sink.latest(),
+        });
         if sh.sender_done.load(Ordering::Acquire) && done >= sh.sent.load(Ordering::Acquire) {
             break;
         }

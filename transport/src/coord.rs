@@ -728,6 +728,8 @@ fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> Run
     }
     // The records of all clients meet in the coordinator: the cap is the run's.
     k.record.max_record_mem.0 = cfg.record.max_record_mem.0 / c as u64;
+    // Each client serves its own live metrics, on the port after the one before.
+    k.monitor.metrics_listen = cfg.monitor.metrics_listen.as_deref().map(|a| next_port(a, i));
     k
 }
 
@@ -737,6 +739,15 @@ fn clients(cfg: &RunConfig) -> usize {
         leaves(cfg)
     } else {
         cfg.net.clients
+    }
+}
+
+/// `HOST:PORT` with the port moved up by `i` (0 stays 0: any free port); an address that
+/// does not read stays as it is (the configuration's check refuses it).
+fn next_port(addr: &str, i: usize) -> String {
+    match addr.rsplit_once(':').map(|(h, p)| (h, p.parse::<usize>())) {
+        Some((h, Ok(p))) if p != 0 => format!("{h}:{}", p + i),
+        _ => addr.to_string(),
     }
 }
 

@@ -46,7 +46,7 @@ pub mod value;
 
 pub use crate::queue::Dispatch;
 pub use interfere::{Class, InterfereSet, InterfereSpec};
-pub use record::CounterMode;
+pub use record::{CounterMode, RequestFormat};
 pub use sections::{
     view, Ci, Fanout, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
     Record, Stamping, Topology,
@@ -617,6 +617,8 @@ impl RunConfig {
             shaper: h.shaper,
             discipline: h.discipline,
             keep_records: self.record.save_requests,
+            record_format: self.record.format,
+            live: self.monitor.metrics_listen.is_some(),
             record_mem_cap: self.record.max_record_mem.0,
             interval_ns: self.record.interval.0,
             drain_timeout_ns: l.drain_timeout.0,
@@ -760,6 +762,16 @@ impl RunConfig {
                 "monitor.max_recv_lag_ratio must be a fraction of sojourn p50 ≥ 0, got {}",
                 m.max_recv_lag_ratio
             ));
+        }
+        if let Some(text) = &m.metrics_listen {
+            let a = metrics_address(text, m.metrics_public).map_err(ConfigError::Invalid)?;
+            if a.port() != 0 && a.port() as usize + n.clients - 1 > u16::MAX as usize {
+                return bad(format!(
+                    "monitor.metrics_listen {a}: client i of {} listens on port {}+i, beyond 65535; give a lower port",
+                    n.clients,
+                    a.port()
+                ));
+            }
         }
         if self.ci.redo_disturbed > 20 {
             return bad(format!(
@@ -1125,4 +1137,27 @@ mod tests {
             ["--threads", "2", "--wait", "spin", "--client-cpus", "0"]
         );
     }
+}
+
+/// `monitor.metrics_listen` as an address: `IP:PORT` (`[::1]:9464` for IPv6) or
+/// `localhost:PORT`. An address other than loopback is refused unless `public`
+/// (`monitor.metrics_public`): a run's numbers, app and settings stay on the host by default.
+pub fn metrics_address(text: &str, public: bool) -> Result<std::net::SocketAddr, String> {
+    let a = match (text.parse(), text.strip_prefix("localhost:")) {
+        (Ok(a), _) => a,
+        (Err(_), Some(p)) if p.parse::<u16>().is_ok() => {
+            std::net::SocketAddr::from(([127, 0, 0, 1], p.parse::<u16>().expect("checked")))
+        }
+        _ => {
+            return Err(format!(
+                "monitor.metrics_listen `{text}` is not IP:PORT (e.g. 127.0.0.1:9464)"
+            ))
+        }
+    };
+    if !a.ip().is_loopback() && !public {
+        return Err(format!(
+            "monitor.metrics_listen {a} is not a loopback address: anyone who reaches this host could read the run's metrics; add --metrics-public to serve them there"
+        ));
+    }
+    Ok(a)
 }

@@ -17,3 +17,15 @@ crate::names_enum! {
         Hardware = "hardware",
     }
 }
+
+crate::names_enum! {
+    /// The file a run's per-request records go to (`record.save_requests`).
+    #[derive(Default)]
+    pub enum RequestFormat ("records format") {
+        /// `requests.csv`: a line of text per request.
+        #[default]
+        Csv = "csv",
+        /// `requests.parquet`: the same columns as 64-bit integers, delta-encoded, written in row groups (bounded memory, a few bytes a value, read by pandas in seconds).
+        Parquet = "parquet",
+    }
+}

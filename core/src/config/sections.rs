@@ -4,7 +4,7 @@
 //! resolved `config.toml` are all generated from these declarations.
 
 use super::interfere::InterfereSet;
-use super::record::CounterMode;
+use super::record::{CounterMode, RequestFormat};
 use super::tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
 use super::value::{CpuList, Dur, Items, Names, Size};
 use crate::arrival::ArrivalSpec;
@@ -294,8 +294,10 @@ section! {
 section! {
     /// What each run keeps beyond its histograms.
     Record "record" {
-        /// Also write requests.csv with every request's six stamps.
+        /// Also write every request's stamps to requests.csv (or requests.parquet: record.format).
         save_requests: bool = false, Opts::on(EXP | LOAD);
+        /// The file of per-request records: csv (requests.csv) or parquet (requests.parquet: streamed in row groups, several times smaller, loaded by pandas in seconds); docs/records.md.
+        format: RequestFormat = RequestFormat::Csv, Opts::on(EXP | LOAD).flag("record-format");
         /// Memory cap for per-request records, for the whole run (beyond it, histograms only; a loopback run's coordinator holds about twice this).
         max_record_mem: Size = Size(64 << 20), Opts::on(EXP | LOAD);
         /// Length of one interval histogram.
@@ -350,6 +352,10 @@ section! {
         max_recv_lag: Dur = Dur(250_000), Opts::on(EXP | LOAD);
         /// The relative part of the client check's limit (a fraction of sojourn p50).
         max_recv_lag_ratio: f64 = 0.5, Opts::on(EXP | LOAD);
+        /// Serve the run's live numbers as OpenMetrics text on HOST:PORT (GET /metrics) while it runs: rate, in-flight, the last interval's p50/p99, send lag, steal (docs/metrics.md). Client i of a loopback or networked run listens on PORT+i.
+        metrics_listen: Option<String> = None, Opts::on(EXP | LOAD);
+        /// Let monitor.metrics_listen be an address other than loopback (anyone who reaches it can read the run's metrics).
+        metrics_public: bool = false, Opts::on(EXP | LOAD);
     }
 }
 
