@@ -58,14 +58,7 @@ fn a_port_in_use_is_one_line_before_the_run() {
     );
     // A loopback run's clients would listen there: refused before the server starts.
     refused(
-        &[
-            "--metrics-listen",
-            &addr,
-            "--topology",
-            "loopback",
-            "--app",
-            "null",
-        ],
+        &["--metrics-listen", &addr, "--topology", "loopback"],
         "in-use-loopback",
         "cannot listen there",
     );

@@ -13,7 +13,6 @@
 //! (pyarrow) reads every column as int64, the dtype it gives requests.csv.
 
 use crate::collector::Stamps;
-use crate::config::RequestFormat;
 use parquet::basic::{Compression, Encoding};
 use parquet::data_type::Int64Type;
 use parquet::file::properties::WriterProperties;
@@ -22,6 +21,18 @@ use parquet::file::writer::SerializedFileWriter;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+crate::names_enum! {
+    /// The file a run's per-request records go to (`record.save_requests`).
+    #[derive(Default)]
+    pub enum RequestFormat ("records format") {
+        /// `requests.csv`: a line of text per request.
+        #[default]
+        Csv = "csv",
+        /// `requests.parquet`: the same columns as 64-bit integers, delta-encoded, written in row groups (bounded memory, a few bytes a value, read by pandas in seconds).
+        Parquet = "parquet",
+    }
+}
 
 /// The columns every records file has, in order.
 pub const BASE_COLUMNS: [&str; 11] = [

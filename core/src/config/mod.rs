@@ -870,6 +870,29 @@ pub fn rt_wait(rt_priority: u32, wait: WaitMode) -> WaitMode {
     }
 }
 
+/// `monitor.metrics_listen` as an address: `IP:PORT` (`[::1]:9464` for IPv6) or
+/// `localhost:PORT`. An address other than loopback is refused unless `public`
+/// (`monitor.metrics_public`): a run's numbers, app and settings stay on the host by default.
+pub fn metrics_address(text: &str, public: bool) -> Result<std::net::SocketAddr, String> {
+    let a = match (text.parse(), text.strip_prefix("localhost:")) {
+        (Ok(a), _) => a,
+        (Err(_), Some(p)) if p.parse::<u16>().is_ok() => {
+            std::net::SocketAddr::from(([127, 0, 0, 1], p.parse::<u16>().expect("checked")))
+        }
+        _ => {
+            return Err(format!(
+                "monitor.metrics_listen `{text}` is not IP:PORT (e.g. 127.0.0.1:9464)"
+            ))
+        }
+    };
+    if !a.ip().is_loopback() && !public {
+        return Err(format!(
+            "monitor.metrics_listen {a} is not a loopback address: anyone who reaches this host could read the run's metrics; add --metrics-public to serve them there"
+        ));
+    }
+    Ok(a)
+}
+
 #[cfg(test)]
 mod tests {
     use super::experiment::Plan;
@@ -1137,27 +1160,4 @@ mod tests {
             ["--threads", "2", "--wait", "spin", "--client-cpus", "0"]
         );
     }
-}
-
-/// `monitor.metrics_listen` as an address: `IP:PORT` (`[::1]:9464` for IPv6) or
-/// `localhost:PORT`. An address other than loopback is refused unless `public`
-/// (`monitor.metrics_public`): a run's numbers, app and settings stay on the host by default.
-pub fn metrics_address(text: &str, public: bool) -> Result<std::net::SocketAddr, String> {
-    let a = match (text.parse(), text.strip_prefix("localhost:")) {
-        (Ok(a), _) => a,
-        (Err(_), Some(p)) if p.parse::<u16>().is_ok() => {
-            std::net::SocketAddr::from(([127, 0, 0, 1], p.parse::<u16>().expect("checked")))
-        }
-        _ => {
-            return Err(format!(
-                "monitor.metrics_listen `{text}` is not IP:PORT (e.g. 127.0.0.1:9464)"
-            ))
-        }
-    };
-    if !a.ip().is_loopback() && !public {
-        return Err(format!(
-            "monitor.metrics_listen {a} is not a loopback address: anyone who reaches this host could read the run's metrics; add --metrics-public to serve them there"
-        ));
-    }
-    Ok(a)
 }

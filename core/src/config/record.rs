@@ -18,14 +18,4 @@ crate::names_enum! {
     }
 }
 
-crate::names_enum! {
-    /// The file a run's per-request records go to (`record.save_requests`).
-    #[derive(Default)]
-    pub enum RequestFormat ("records format") {
-        /// `requests.csv`: a line of text per request.
-        #[default]
-        Csv = "csv",
-        /// `requests.parquet`: the same columns as 64-bit integers, delta-encoded, written in row groups (bounded memory, a few bytes a value, read by pandas in seconds).
-        Parquet = "parquet",
-    }
-}
+pub use crate::reqfile::RequestFormat;
