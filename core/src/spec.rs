@@ -87,7 +87,7 @@ pub struct RunSpec {
     pub keep_records: bool,
     /// The file `write_run` writes the records to, when it writes them
     /// (`record.format`: `requests.csv` or `requests.parquet`).
-    pub record_format: crate::config::RequestFormat,
+    pub record_format: crate::reqfile::RequestFormat,
     /// Report live numbers in every [`crate::harness::Progress`] (in-flight requests, the
     /// last finished interval's quantiles): `monitor.metrics_listen` is set. Off, the run
     /// computes none of them.
@@ -143,7 +143,7 @@ impl Default for RunSpec {
             discipline: Discipline::Fifo,
             dispatch: Dispatch::Shared,
             keep_records: false,
-            record_format: crate::config::RequestFormat::Csv,
+            record_format: crate::reqfile::RequestFormat::Csv,
             live: false,
             record_mem_cap: 1 << 30,
             interval_ns: 1_000_000_000,

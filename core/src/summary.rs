@@ -988,7 +988,7 @@ pub fn write_run(
 /// writer holds one row group, see [`crate::reqfile`]).
 fn write_records(
     dir: &Path,
-    format: crate::config::RequestFormat,
+    format: crate::reqfile::RequestFormat,
     rec: &crate::records::Records,
     ideal: Option<&[u64]>,
 ) -> Result<(), ResultError> {
