@@ -190,6 +190,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
                 synth_set: vec![],
                 fit_at: crate::tailwag::FitAt::All,
                 rounds: None,
+                fit_set: vec![],
                 exp: ExperimentOut {
                     out: Some(out.join(&app)),
                     resume: a.exp.resume,

@@ -23,11 +23,11 @@
 //!    gives every point its own fit and synthetic run: the error is then the
 //!    synthetic model's alone, not the app's change of speed with load.
 //!    `--fit-at all` fits one synthetic workload to every fewest-worker point
-//!    at once: a cold-start term (synth's `cold=F,tau=D`: slower after idling)
-//!    from their per-request records, the host's speed of the moment (`speed=`:
-//!    the wander of the mean service per stretch of 100 ms to 1 s, as much as
-//!    queues like the app),
-//!    and a mixture of the warm service times.
+//!    at once: a mixture of their service times and each optional term —
+//!    pauses, a cold start (synth's `cold=F,tau=D`: slower after idling), the
+//!    host's speed of the moment (`speed=`), a periodic request — kept only
+//!    where it lowers the error on held-out blocks of the records (`taillab fit
+//!    --pooled`; `--fit-set KEY=VALUE` sets the fit's constants).
 //! 3. `OUT/synthetic/`: the same points — same thread counts, the same
 //!    absolute rates, the same seeds (so the same arrival times) — with
 //!    `synth` and `service=<spec>` (plus `--synth-set` keys, e.g. locks).
@@ -71,8 +71,9 @@ pub struct TailwagCmd {
     #[arg(long = "synth-set", value_name = "KEY=VALUE")]
     pub synth_set: Vec<String>,
     /// What the synthetic workload is fitted to: `all` (default: one fit across the
-    /// fewest-worker points, with a cold-start term — synth's `cold=`, slower after
-    /// idling — so it follows the app's change of speed with load), `highest` (the
+    /// fewest-worker points, with the optional terms — a cold start, synth's `cold=`, so it
+    /// follows the app's change of speed with load, the host's speed, pauses, a periodic
+    /// request — that lower the error on held-out blocks), `highest` (the
     /// fewest-worker point at the highest load), `lowest`, or `each` (every point its own
     /// fit and synthetic run: the error of the model alone, without the app's drift).
     #[arg(
@@ -84,13 +85,16 @@ pub struct TailwagCmd {
     pub fit_at: FitAt,
     /// Rounds: the app and the fitted synthetic workload run in turn this many times at
     /// the same points, with fresh seeds (default 2; 1 with `--fit-at each` and for
-    /// speech). The error is
-    /// round 1's — the synthetic workload against the runs it was fitted from, as TailWAG
-    /// compares — and the later rounds add the same workload out of sample (each side's
-    /// histograms merged) and the app against itself: what the host's drift alone does to
-    /// a comparison.
+    /// speech). The headline error is the later rounds' — the synthetic workload against
+    /// fresh runs of the app, each side's histograms merged — judged against the app
+    /// against itself in the same rounds (the host's floor); round 1's, against the runs
+    /// it was fitted from (as TailWAG compares), stays on the page labelled in sample.
     #[arg(long, value_name = "N")]
     pub rounds: Option<usize>,
+    /// A setting of the fit across loads, KEY=VALUE (repeatable), passed to `taillab fit
+    /// --fit-set`; `taillab fit RESULTS --fit-set help` lists the keys with their reasons.
+    #[arg(long = "fit-set", value_name = "KEY=VALUE")]
+    pub fit_set: Vec<String>,
     #[command(flatten)]
     pub exp: ExperimentOut,
 }
@@ -104,8 +108,8 @@ pub enum FitAt {
     Lowest,
     /// Every point its own fit and synthetic run.
     Each,
-    /// One fit across the fewest-worker points: a cold-start term (synth's `cold=`)
-    /// and a mixture of the service times it implies when warm.
+    /// One fit across the fewest-worker points: a mixture and the optional terms (a cold
+    /// start, synth's `cold=`, among them) that lower the error on held-out blocks.
     All,
 }
 
@@ -328,6 +332,9 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     if a.fit_at == FitAt::All {
         fit_args.push("--pooled".into());
     }
+    for kv in &a.fit_set {
+        fit_args.extend(["--fit-set".to_string(), kv.clone()]);
+    }
     let code = run_python(&fit_args)?;
     if code != 0 {
         bail!(
@@ -462,6 +469,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
             "specs": specs,
             "synth_set": a.synth_set,
             "rounds": rounds,
+            "fit_set": a.fit_set,
         }),
     )?;
     println!(
@@ -493,7 +501,7 @@ fn refit_hint(e: anyhow::Error, dir: &Path) -> anyhow::Error {
 }
 
 /// The synth settings (KEY=VALUE) fitted for `point` in a fit.json: `service=SPEC`,
-/// and `cold=F,tau=D` for the fit across loads (`all`).
+/// and the kept terms (`cold=F,tau=D`, …) for the fit across loads (`all`).
 fn fitted_settings(path: &Path, point: &str) -> anyhow::Result<Vec<String>> {
     let doc: Value = serde_json::from_str(
         &std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,

@@ -67,12 +67,16 @@ def _add_compare(sub) -> None:
 
 
 def _fit(args) -> int:
-    from .fit import fit_results, text_summary, write_fit
+    from .fit import FitConfig, fit_results, text_summary, write_fit
 
+    if args.fit_set == ["help"]:
+        print(FitConfig.help())
+        return 0
     doc = fit_results(
         args.results,
         point=args.point,
         pooled=args.pooled,
+        cfg=FitConfig().with_settings(args.fit_set),
         components=args.components,
         max_components=args.max_components,
     )
@@ -105,8 +109,8 @@ def _add_fit(sub) -> None:
         "--pooled",
         action="store_true",
         help="also fit one synthetic workload to the fewest-worker points together (entry "
-        "'all'): a cold-start term (synth's cold=F,tau=D) from their per-request records, "
-        "and a mixture of the service times it implies when warm",
+        "'all'): a mixture and the optional terms (pauses, cold start, host speed, periodic "
+        "request) that lower the error on held-out blocks of the records",
     )
     p.add_argument("--json", action="store_true", help="print the fit as JSON (fit.json)")
     p.add_argument("--out", metavar="DIR", help="write DIR/fit.json and DIR/fit-figures/")
@@ -118,6 +122,14 @@ def _add_fit(sub) -> None:
         choices=range(1, 6),
         metavar="K",
         help="largest K BIC may choose (default 5)",
+    )
+    p.add_argument(
+        "--fit-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the fit across loads (repeatable; --fit-set help lists every key "
+        "with its default and reason)",
     )
     p.set_defaults(func=_fit)
 
@@ -168,9 +180,11 @@ def _validate(args) -> int:
     )
     table = error_table(args.measured, synthetic, saturation_qps=sat, rounds=rounds)
     summ = summary(table, loads=(0.2, 0.5, 0.7))
+    _print_out_of_sample(summ)
     print(
         f"one worker, {summ['points']} point(s) at 20/50/70 % load"
-        + (f", round 1 of {summ['rounds']}" if summ.get("rounds", 1) > 1 else "")
+        + (f", round 1 of {summ['rounds']} (in sample)" if summ.get("rounds", 1) > 1 else "")
+        + (" (in sample: one round)" if summ.get("rounds", 1) == 1 else "")
         + ": mean |error| vs goal (TailWAG)"
     )
     for st, v in summ["stats"].items():
@@ -204,6 +218,32 @@ def _validate(args) -> int:
         )
     print(page)
     return 0
+
+
+def _print_out_of_sample(summ) -> None:
+    """The validation's headline: the later rounds' errors against the floor of the same
+    rounds, every point beyond it named, every unresolved one with the runs it needs."""
+    oos = summ.get("out_of_sample")
+    if not oos:
+        return
+    print(
+        f"out of sample (later rounds), {oos['points']} one-worker point(s): mean |error| vs "
+        "the floor of the same rounds (the app against itself, twice the se)"
+    )
+    for st, v in oos["stats"].items():
+        print(
+            f"  {st:>4} {100 * v['mean_abs_error']:5.1f}%  floor {100 * v['floor']:.1f}%  "
+            f"goal {100 * v['goal']:.0f}%  points within {v['within the floor']}, beyond "
+            f"{v['beyond it']}, unresolved {v['unresolved']}"
+        )
+    for b in oos["beyond"]:
+        print(
+            f"  beyond the floor: {b['point']} {b['stat']} {100 * b['error']:+.1f}% "
+            f"± {100 * b['se']:.1f} (floor {100 * b['floor']:.1f}%): {b['term']}"
+        )
+    for u in oos["unresolved"]:
+        runs = f"; about {u['runs']} blocks per point would resolve it" if u["runs"] else ""
+        print(f"  unresolved: {u['point']} {u['stat']} (floor {100 * u['floor']:.1f}%{runs})")
 
 
 def _add_validate(sub) -> None:

@@ -88,6 +88,24 @@ class Mixture:
         lo, hi = float((mu - 12 * sd).min()), float((mu + 12 * sd).max())
         return math.exp(optimize.brentq(lambda t: self.cdf(math.exp(t))[0] - q, lo, hi))
 
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` independent draws (ns), as synth's ``service=`` draws them."""
+        w, mu, sd = self._arrays()
+        k = rng.choice(len(w), size=n, p=w / w.sum())
+        return np.exp(rng.normal(mu[k], sd[k]))
+
+    def setting(self) -> str:
+        """Synth's setting of this term: ``service=SPEC``."""
+        return f"service={self.spec()}"
+
+    def reading(self) -> str:
+        """The mixture in words: each component's share of requests and mean."""
+        return ", ".join(
+            f"{100 * c.weight:.3g} % of requests take {duration_spec(c.mean_ns)} "
+            f"on average (cv {c.cv:.2g})"
+            for c in self.components
+        )
+
     def spec(self) -> str:
         """The distribution spec synth's ``service=`` parses (weights sum to exactly 1)."""
         comps = [c for c in self.components if round(c.weight, 6) > 0]

@@ -38,7 +38,7 @@ import pandas as pd
 from . import figures as F
 from . import html
 from .errors import TaillabError
-from .fit import periodic_sentence, speed_sentence
+from .fit import periodic_sentence, selection_lines, speed_sentence
 from .hlog import Dist
 from .html import esc
 from .results import Results, load, numeric
@@ -975,6 +975,13 @@ def render(
                     for b in fit.get("by_point", [])
                 )
                 + ".</p>"
+            )
+        if fit and fit.get("selection"):
+            lines = [x.strip() for x in selection_lines(fit["selection"])]
+            parts.append(
+                f"<p>{esc(lines[0][0].upper() + lines[0][1:])}:</p><ul>"
+                + "".join(f"<li>{esc(x)}</li>" for x in lines[1:])
+                + "</ul>"
             )
         if fit and fit.get("speed"):
             text = speed_sentence(fit["speed"])

@@ -281,7 +281,7 @@ def _cold_records(
 
 
 def test_cold_start_is_recovered_from_records():
-    from taillab.fit import _series, _warmth, fit_cold
+    from taillab.fit.cold import _series, _warmth, fit_cold
 
     # Warmth: cold at first; 1 - 1/e after one tau of serving; times 1/e after one tau idle.
     w = _warmth(np.array([0.0, 1e6, 3e6]), np.array([1e6, 1e6, 4e6]), 1e6)
@@ -302,7 +302,7 @@ def test_cold_start_follows_the_points_means_when_requests_cannot_tell():
     the requests sees less of it (a request's warmth varies within a load where its service
     does not: regression dilution), the points' means see all of it, and the model matches
     each load's mean service within 2 %."""
-    from taillab.fit import _series, fit_cold
+    from taillab.fit.cold import _series, fit_cold
 
     recs = _cold_records(0.0, 3e6, (1500, 4500, 7000), slower=[1.3, 1.12, 1.0], runs=8)
     c = fit_cold(_series(recs))
@@ -322,7 +322,8 @@ def test_cold_start_tau_is_the_one_that_queues_like_the_app():
     throughout each load, whatever a request's idle gap, gets a long tau: a short one would
     make requests that queued (worker warm) faster than those that found it idle, which this
     app's are not, and its model would queue less than the app at the heavy load."""
-    from taillab.fit import COLD_TAUS_NS, _series, fit_cold
+    from taillab.fit.cold import _series, fit_cold
+    from taillab.fit.config import DEFAULT
 
     recs = _cold_records(0.4, 3e6, (1000, 4000, 7000), runs=2)
     c = fit_cold(_series(recs), recs)
@@ -339,7 +340,7 @@ def test_cold_start_tau_is_the_one_that_queues_like_the_app():
     # Mean |error| of mean, p95 and p99 at the three loads 2 % at most; the shortest tau's
     # model misses by far more.
     assert err[c["tau_ns"]] < 0.02, err
-    assert err[COLD_TAUS_NS[0]] > 2 * err[c["tau_ns"]], err
+    assert err[DEFAULT.cold_taus_ns[0]] > 2 * err[c["tau_ns"]], err
     # F still from the loads' means: the model's mean service per load within 2 %.
     for pm in c["point_means"]:
         assert pm["fitted_ns"] == pytest.approx(pm["service_ns"], rel=0.02)
@@ -350,14 +351,14 @@ def test_cold_start_power_follows_loads_whose_service_stops_falling():
     apps' shape: 1 + F (1 - w)^4 here) misses a line through the loads' means by several
     per cent; the fit raises the coldness to a power and meets every load's mean within 1 %.
     A plain cold start (power 1) keeps power 1."""
-    from taillab.fit import _series, fit_cold
+    from taillab.fit.cold import _series, fit_cold
 
     recs = _cold_records(1.5, 30e6, (1500, 4500, 7000), n=30_000, runs=3, power=4.0)
     c = fit_cold(_series(recs), recs)
     assert c["power"] >= 2.0, c
     for pm in c["point_means"]:
         assert pm["fitted_ns"] == pytest.approx(pm["service_ns"], rel=0.01), c["point_means"]
-    from taillab.fit import _cold_setting
+    from taillab.fit.cold import _cold_setting
 
     assert _cold_setting(c).endswith(f",power={c['power']:g}")
     recs = _cold_records(0.4, 3e6, (1000, 4000, 7000), runs=2)
@@ -369,7 +370,8 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
     """An app that reports its stop-the-world pauses (middleware's collector) gets synth's
     ``pause=``: their rate and mean length over the measured phase; the requests they hit are
     left out of the mixture."""
-    from taillab.fit import _below, pauses
+    from taillab.fit.common import _below
+    from taillab.fit.pauses import pauses
 
     dirs = []
     for k, (n, ms, secs) in enumerate([(2, 50, 1.0), (1, 30, 1.0), (0, 0, 2.0)]):
@@ -392,7 +394,7 @@ def test_pauses_come_from_app_stats_and_leave_the_mixture(tmp_path):
     assert pauses([other]) is None and pauses([dirs[2]]) is None
     # Three pauses in a point (over its runs) are too few to repeat: the fit says how many
     # requests would give 20.
-    from taillab.fit import _few_pauses
+    from taillab.fit.pauses import _few_pauses
 
     out = {"warnings": []}
     _few_pauses(out, p)
@@ -483,7 +485,7 @@ def test_pause_cycle_is_not_cut_by_short_runs():
     four pauses of a cycle of twelve long gaps and a double, so no run holds a whole stretch
     of long gaps between two doubles. The fitted cycle still pauses as often as the app did
     (before: the runs' own few gaps made it ``x2``, 60 % too many pauses) and parses in synth."""
-    from taillab.fit import _few_pauses, pause_sequence
+    from taillab.fit.pauses import _few_pauses, pause_sequence
 
     base = {
         "source": "app",
@@ -664,7 +666,8 @@ def test_order_effect_replays_the_queue():
     queue less than the same requests shuffled; two workers halve the wait."""
     import pandas as pd
 
-    from taillab.fit import _fcfs, order_effect
+    from taillab.fit.common import _fcfs
+    from taillab.fit.order import order_effect
 
     # One worker: arrivals 0, 1, 2; services 3, 1, 1 -> sojourns 3, 3, 3.
     assert _fcfs(np.array([0.0, 1, 2]), np.array([3.0, 1, 1]), 1).tolist() == [3, 3, 3]
@@ -702,7 +705,7 @@ def test_order_effect_replays_the_queue():
 
 def test_fcfs_of_one_worker_is_lindleys_recursion():
     """The vectorised one-worker queue gives the recursion's sojourns, idle gaps and all."""
-    from taillab.fit import _fcfs
+    from taillab.fit.common import _fcfs
 
     rng = np.random.default_rng(4)
     arr = np.cumsum(rng.exponential(100.0, 5000))
@@ -720,7 +723,9 @@ def test_order_effect_by_time_scale():
     normal) most of it shows; over the whole run all."""
     import pandas as pd
 
-    from taillab.fit import _fcfs, order_effect, order_sentence
+    from taillab.fit.common import _fcfs
+    from taillab.fit.order import order_effect
+    from taillab.fit.text import order_sentence
     from taillab.units import fmt_ns
 
     rng = np.random.default_rng(9)
@@ -787,12 +792,14 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     load: the fit's factors span it with a cv near the true 0.20, the replay keeps at least
     three quarters of it, and the mixture's service times lose most of the wander. Steady
     service gives no speed."""
-    from taillab.fit import SPEED_EVERY_NS, _series, _served, _stretches, fit_speed, speed_share
+    from taillab.fit.cold import _series, _served
+    from taillab.fit.config import DEFAULT
+    from taillab.fit.speed import _stretches, fit_speed, speed_share
 
     def fitted(recs):
         series = _series(recs)
         k, s = _served(series)
-        sp, divide = fit_speed(k, s, _stretches(series, SPEED_EVERY_NS), s > 0)
+        sp, divide = fit_speed(k, s, _stretches(series, DEFAULT.speed_every_ns), s > 0)
         return s, sp, divide
 
     recs = _wander_records([0.75, 1.0, 1.25], (3000, 6500))
@@ -803,7 +810,7 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     assert f.mean() == pytest.approx(1.0, abs=0.002) and f[0] <= 0.85 and f[-1] >= 1.15, f
     # Dividing by the stretches' factors takes most of the wander out of the service times.
     cv_of = lambda x: np.std([x[w == i].mean() for i in np.unique(w)]) / x.mean()  # noqa: E731
-    w = _stretches(_series(recs), SPEED_EVERY_NS)
+    w = _stretches(_series(recs), DEFAULT.speed_every_ns)
     assert cv_of(s / divide) < 0.5 * cv_of(s)
     share, tried = speed_share(recs[1][1], f, 1)
     assert share >= 0.75, tried
@@ -815,15 +822,18 @@ def test_host_speed_is_measured_per_stretch_and_kept_when_it_queues():
     assert (divide == 1).all()
 
 
-def test_rare_slow_requests_do_not_hide_the_host_speed(monkeypatch):
+def test_rare_slow_requests_do_not_hide_the_host_speed():
     """A checkpoint-like request every 90 (25x the mean, 1.1 % of the requests) makes each
     stretch's mean so noisy that the wander (±10 %) hides in it unless the stretches'
-    means leave the slowest 2 % out (SPEED_TRIM); with them out the wander is found, and
+    means leave the slowest 2 % out (speed_trim); with them out the wander is found, and
     the replay — the slow requests kept in their places — keeps it. The factors are set at
     the load with the most requests per second even where its runs are shorter than a
     stretch."""
-    import taillab.fit as fit
-    from taillab.fit import _series, _served, _speed_of_the_moment
+    import dataclasses
+
+    from taillab.fit.cold import _series, _served
+    from taillab.fit.config import DEFAULT, using
+    from taillab.fit.speed import _speed_of_the_moment
 
     def speed(recs):
         series = _series(recs)
@@ -835,8 +845,8 @@ def test_rare_slow_requests_do_not_hide_the_host_speed(monkeypatch):
     sp = speed(recs)
     assert sp["factors"] and sp["share"] > 0, sp
     assert sp["heaviest"] == 1 and 0.05 <= sp["cv"] <= 0.15, sp
-    monkeypatch.setattr(fit, "SPEED_TRIM", 0.0)
-    hidden = speed(recs)
+    with using(dataclasses.replace(DEFAULT, speed_trim=0.0)):
+        hidden = speed(recs)
     assert not hidden["factors"], hidden
     assert [p["noise_cv"] for p in hidden["points"]] > [p["noise_cv"] for p in sp["points"]]
 
@@ -845,7 +855,9 @@ def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app()
     """The stretch length and share come from the replay: a wander per 100 ms (±40 %) is
     played in stretches shorter than the default 500 ms, whose replay errs more; the lengths
     tried are reported; another length than 500 ms wins only by more than the tie."""
-    from taillab.fit import SPEED_TIE, _series, _served, _speed_of_the_moment, _speed_setting
+    from taillab.fit.cold import _series, _served
+    from taillab.fit.config import DEFAULT
+    from taillab.fit.speed import _speed_of_the_moment, _speed_setting
     from taillab.mixture import duration_spec
 
     def chosen(recs):
@@ -861,7 +873,7 @@ def test_the_speeds_stretch_length_is_the_one_whose_replay_queues_like_the_app()
         assert sp["factors"] and sp["share"] > 0, sp
         e = sp["every_ns"]
         assert f"every={duration_spec(e)}" in _speed_setting(sp)
-        assert e == 500e6 or err[e] * (1 + SPEED_TIE) + 0.005 < err[500e6], err
+        assert e == 500e6 or err[e] * (1 + DEFAULT.speed_tie) + 0.005 < err[500e6], err
         if every_s == 0.1:
             assert e < 500e6, err
     # Steady service: no length keeps a wander, and the default length is the one reported.
@@ -880,3 +892,79 @@ def test_speed_sentence_says_why_no_speed_was_written():
     assert "q3000 5.0 %" in on and "modelled from q6500 as speed=0.9/1.1,every=500ms" in on
     assert "no share of it" in speed_sentence({**base, "factors": None, "share": 0.0})
     assert "too little" in speed_sentence({**base, "factors": None})
+
+
+def test_terms_earn_their_place_on_held_out_blocks():
+    """A fit across loads keeps an optional term only where it lowers the error on held-out
+    blocks: a cold start the records carry is kept (and what it bought is said); in records
+    without one, no term is kept, and each dropped term says why."""
+    from taillab.fit.config import FitConfig
+    from taillab.fit.select import select_terms
+
+    cfg = FitConfig()
+    recs = _cold_records(0.5, 3e6, (1000, 6000), n=8000, runs=4)
+    doc = select_terms(recs, [], 1, cfg, {})
+    assert doc["kept"] == ["cold"], doc
+    step = next(s for s in doc["steps"] if s["term"] == "cold")
+    assert step["gain"] > max(step["se"], cfg.select_min_gain), step
+    assert doc["error"] < doc["base_error"] and doc["held_out_blocks"] == 4
+    assert step["setting"].startswith("cold=")
+    plain = select_terms(_cold_records(0.0, 3e6, (1000, 6000), n=8000, runs=4), [], 1, cfg, {})
+    assert plain["kept"] == [], plain
+    assert all(s["why"] for s in plain["steps"]) and len(plain["steps"]) == 4
+    # One run per point: its requests cut into stretches, alternately fitted and held out.
+    one = select_terms(_cold_records(0.5, 3e6, (1000, 6000), n=8000), [], 1, cfg, {})
+    assert one["kept"] == ["cold"] and "stretches" in one["split"], one
+
+
+def test_terms_are_typed_with_their_setting_and_reading():
+    """Each term writes synth's setting, reads in one line, and draws as synth does."""
+    from taillab.fit.terms import ColdStart, HostSpeed, Pauses, Periodic
+
+    c = ColdStart(0.5, 3e6)
+    assert c.setting() == "cold=0.5,tau=3ms" and "1.5x slower" in c.reading()
+    assert ColdStart(0.5, 3e6, 2.0).setting() == "cold=0.5,tau=3ms,power=2"
+    assert c.factor(0.0) == 1.5 and c.factor(1.0) == 1.0
+    p = Periodic((40, 60), 3e6, 0.05)
+    assert p.setting() == "periodic=requests:40-60,for=lognormal:3ms,cv=0.05"
+    assert p.reading() == "one request in every 40-60 takes 3ms"
+    doc = {"gap": "40-60", "mean_ns": 3e6, "cv": 0.05, "setting": p.setting()[9:] + ",cold=no"}
+    assert Periodic.from_doc(doc) == Periodic((40, 60), 3e6, 0.05, cold=False)
+    pos, length = p.draw(100_000, np.random.default_rng(1))
+    gaps = np.diff(pos)
+    assert gaps.min() >= 40 and gaps.max() <= 60 and abs(gaps.mean() - 50) < 1
+    assert abs(length.mean() / 3e6 - 1) < 0.01
+    s = HostSpeed((0.8, 1.0, 1.2), 500e6)
+    assert s.setting() == "speed=0.8/1/1.2,every=500ms"
+    f = s.per_request(np.arange(0, 3e9, 1e6), np.random.default_rng(2))
+    # Six stretches of 500 ms: each factor twice, constant within a stretch.
+    assert sorted(np.unique(f[::500]).tolist()) == [0.8, 1.0, 1.2]
+    assert len(np.unique(f[:500])) == 1 and sorted(f[::500].tolist()) == [0.8, 0.8, 1, 1, 1.2, 1.2]
+    cycle = {
+        "gaps": [{"times": "2", "lo": 900, "hi": 1100}, {"times": "1", "lo": 10, "hi": 20}],
+        "mean_ns": 20e6,
+        "cv": 0.2,
+        "setting": "requests:900-1100x2+10-20x1,for=lognormal:20ms,cv=0.2",
+    }
+    pa = Pauses.from_doc(cycle)
+    assert pa.setting() == "pause=" + cycle["setting"] and "20ms" in pa.reading()
+    pos, _ = pa.draw(100_000, np.random.default_rng(3))
+    short = (np.diff(pos) <= 20).sum()
+    assert 0.25 <= short / len(np.diff(pos)) <= 0.4
+    mix = Mixture((Component(0.8, math.log(50e3), 0.04), Component(0.2, math.log(400e3), 0.04)))
+    assert mix.setting() == "service=" + mix.spec() and "80 % of requests" in mix.reading()
+    draws = mix.sample(200_000, np.random.default_rng(4))
+    assert abs(draws.mean() / mix.mean_ns - 1) < 0.01
+
+
+def test_fit_settings_are_declared_once_with_their_reasons():
+    """--fit-set KEY=VALUE sets any of FitConfig's fields; a bad key names the keys."""
+    from taillab.fit.config import FitConfig
+
+    cfg = FitConfig().with_settings(["select_min_gain=0.02", "select-chunks=6"])
+    assert cfg.select_min_gain == 0.02 and cfg.select_chunks == 6
+    with pytest.raises(FitError, match="select_min_gain"):
+        FitConfig().with_settings(["no_such_key=1"])
+    with pytest.raises(FitError, match="is not a int"):
+        FitConfig().with_settings(["select_chunks=many"])
+    assert "select_min_gain = 0.005: " in FitConfig.help()

@@ -1,0 +1,188 @@
+"""Every optional term earns its place: chosen on held-out blocks of the records.
+
+A flexible enough model matches the runs it was fitted to whatever it has learnt, and the
+terms of a fit across loads are calibrated by replaying those runs' sojourn statistics.
+So each point's records are split into blocks — its runs, or, for a point of one run,
+stretches of consecutive requests — taken alternately for fitting and holding out. The
+base model (the mixture) and then each optional term in turn (:data:`TERMS`) are
+calibrated on the fitting blocks only; each model is replayed at every held-out block's own
+send times through its queue, and its error is the mean |replayed / the block's own
+replay − 1| of mean, p95 and p99 sojourn (the block's own replay: its service times in
+their order through the same queue, so neither side has the harness's cost). A term is kept
+when it lowers that error, block by block, by more than the standard error of the
+difference and by at least ``select_min_gain``; the next term is tried on top of the kept
+ones. Calibration never sees the held-out blocks, so no term is scored by the statistic it
+was calibrated on.
+
+What a replay models: the mixture's draws, times the host's speed of each stretch, the
+periodic request at its gaps and the pauses added to the request they fall on, through a
+FCFS queue of the runs' workers whose every worker warms and cools as synth's ``cold=``
+does. A pause stops every worker in synth; here it lengthens one request (the same with one
+worker).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .common import _by_send_time, _fcfs, _in_order, _stats3
+from .config import FitConfig
+from .model import TERMS, Calibrated, Records, calibrate
+from .terms import ColdStart
+
+
+def split_blocks(recs: Records, chunks: int) -> tuple[Records, Records, str]:
+    """Per point, the blocks fitted and those held out (alternately), and how they were cut."""
+    fit, held, how = [], [], set()
+    for pid, dfs in recs:
+        if len(dfs) >= 2:
+            blocks = dfs
+            how.add(f"runs ({len(dfs)} per point)")
+        else:
+            g = dfs[0].sort_values("intended", kind="stable").reset_index(drop=True)
+            cut = np.array_split(np.arange(len(g)), chunks)
+            blocks = [g.iloc[c] for c in cut if len(c)]
+            how.add(f"{chunks} stretches of consecutive requests of its one run")
+        fit.append((pid, blocks[0::2]))
+        held.append((pid, blocks[1::2]))
+    return fit, held, "; ".join(sorted(how))
+
+
+def _replay(sent: np.ndarray, draws: np.ndarray, exempt: np.ndarray, workers: int, cold):
+    """Sojourns of a FCFS queue of ``workers`` at ``sent`` serving ``draws``, each worker
+    slowed by the cold start ``cold`` (a :class:`ColdStart` or None) at its warmth — but not
+    the requests ``exempt`` marks (synth's ``cold=no``), which warm it all the same."""
+    if cold is None:
+        return _fcfs(sent, draws, workers)
+    out = np.empty(len(sent))
+    heap = [(-math.inf, w) for w in range(workers)]
+    warmth, last = [0.0] * workers, [None] * workers
+    for i, (a, d, ex) in enumerate(
+        zip(sent.tolist(), draws.tolist(), exempt.tolist(), strict=True)
+    ):
+        free, w = heapq.heappop(heap)
+        start = max(a, free)
+        if last[w] is not None:
+            warmth[w] *= math.exp(-(start - last[w]) / cold.tau_ns)
+        sv = d if ex else d * cold.factor(warmth[w])
+        warmth[w] = 1.0 - (1.0 - warmth[w]) * math.exp(-sv / cold.tau_ns)
+        last[w] = start + sv
+        heapq.heappush(heap, (start + sv, w))
+        out[i] = start + sv - a
+    return out
+
+
+def _draws(cal: Calibrated, sent: np.ndarray, rng: np.random.Generator):
+    """One synthetic run's service times at the send times ``sent`` (before the cold start),
+    and which requests the cold start leaves alone."""
+    n = len(sent)
+    terms = cal.terms()
+    draws = cal.drawn().sample(n, rng)
+    exempt = np.zeros(n, bool)
+    if "periodic" in terms:
+        pos, length = terms["periodic"].draw(n, rng)
+        draws[pos] = length
+        exempt[pos] = not terms["periodic"].cold
+    if "speed" in terms:
+        draws = draws * terms["speed"].per_request(sent, rng)
+    if "pause" in terms:
+        pos, length = terms["pause"].draw(n, rng)
+        draws[pos] += length
+    return draws, exempt
+
+
+def _targets(held: Records, workers: int, cfg: FitConfig):
+    """Per held-out block: (send times, measured mask, the block's own replay's mean, p95
+    and p99), up to ``cfg.select_max_requests`` requests per point."""
+    out = []
+    for _, dfs in held:
+        n = 0
+        for df in dfs:
+            if n >= cfg.select_max_requests:
+                break
+            a, s, m = _by_send_time(df)
+            if m.sum() == 0:
+                continue
+            out.append((a, m, _stats3(_in_order(df, a, s, m, workers))))
+            n += len(a)
+    return out
+
+
+def block_errors(cal: Calibrated, targets, workers: int, cfg: FitConfig) -> np.ndarray:
+    """The model's error on every held-out block: mean |replayed / own − 1| of mean, p95 and
+    p99, over ``cfg.select_replays`` replays (the same seeds for every model)."""
+    cold = ColdStart.from_doc(cal.cold) if cal.cold else None
+    errs = []
+    for b, (a, m, target) in enumerate(targets):
+        e = []
+        for rep in range(cfg.select_replays):
+            rng = np.random.default_rng([cfg.select_seed, b, rep])
+            draws, exempt = _draws(cal, a, rng)
+            soj = _replay(a, draws, exempt, workers, cold)[m]
+            e.append(float(np.mean(np.abs(_stats3(soj) / target - 1))))
+        errs.append(float(np.mean(e)))
+    return np.asarray(errs)
+
+
+def select_terms(
+    recs: Records, dirs: list[Path], workers: int, cfg: FitConfig, kw
+) -> dict[str, Any]:
+    """The terms that earn their place (see the module's docs): the selection's document —
+    ``kept`` and ``steps`` (per term tried: kept or not, the held-out error it gave, its
+    gain over the model before it with that gain's standard error, and why)."""
+    fit, held, how = split_blocks(recs, cfg.select_chunks)
+    targets = _targets(held, workers, cfg)
+    kept: list[str] = []
+    cal = calibrate(fit, dirs, workers, kept, cfg, kw)
+    errs = block_errors(cal, targets, workers, cfg)
+    doc: dict[str, Any] = {"split": how, "held_out_blocks": len(targets)}
+    doc["base_error"] = float(errs.mean())
+    steps = []
+    for term in TERMS:
+        trial = calibrate(fit, dirs, workers, [*kept, term], cfg, kw)
+        if not trial.found(term):
+            steps.append({"term": term, "kept": False, "why": trial.notes.get(term, "not found")})
+            continue
+        step = _judge(term, errs, block_errors(trial, targets, workers, cfg), cfg)
+        step["setting"] = trial.terms()[term].setting()
+        steps.append(step)
+        if step["kept"]:
+            kept.append(term)
+            errs = np.asarray(step.pop("errors"))
+        else:
+            step.pop("errors")
+    doc["kept"], doc["steps"] = kept, steps
+    doc["error"] = float(errs.mean())
+    return doc
+
+
+def _judge(term: str, before: np.ndarray, after: np.ndarray, cfg: FitConfig) -> dict[str, Any]:
+    """Whether ``term`` lowered the held-out error (``before`` → ``after``, per block) by
+    more than its standard error and by at least ``cfg.select_min_gain``."""
+    gain = before - after
+    n = len(gain)
+    se = float(gain.std(ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
+    mean = float(gain.mean()) if n else math.nan
+    step = {"term": term, "error": float(after.mean()), "gain": mean, "se": se}
+    step["errors"] = after.tolist()
+    if not math.isfinite(se):
+        return step | {"kept": False, "why": f"{n} held-out block(s): no standard error"}
+    if mean <= se:
+        why = f"lowered the held-out error by {100 * mean:+.2f} points, not more than its se"
+        return step | {"kept": False, "why": why + f" ({100 * se:.2f})"}
+    if mean < cfg.select_min_gain:
+        why = f"lowered the held-out error by only {100 * mean:.2f} points"
+        return step | {"kept": False, "why": why + f" (< {100 * cfg.select_min_gain:g})"}
+    why = f"lowered the held-out error by {100 * mean:.2f} ± {100 * se:.2f} points"
+    return step | {"kept": True, "why": why}
+
+
+def run_dirs(res_runs: pd.DataFrame, points: list[str]) -> list[Path]:
+    """The run folders of ``points`` (the app's own pause counts)."""
+    return [Path(p) for p in res_runs[res_runs["point"].isin(points)]["path"]]
