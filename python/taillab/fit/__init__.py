@@ -8,13 +8,13 @@ scikit-learn's ``GaussianMixture`` on ln(ns) for k = 1..5 components and keep th
 lowest BIC (Bayesian information criterion: log-likelihood penalised by 3 parameters per
 component times ln n / 2), so a second mode is added only when the data carry it.
 
-Data: a run's per-request records (``requests.csv`` or ``.parquet``, measured requests only) when every run
-of the point has them, else its service histogram (``hist/service.hlog``), whose buckets are
-at most 0.1 % wide. Both become a sparse histogram; EM sees up to ``max_samples`` draws from
-it, each spread uniformly over its bucket (an integer ns record stands for [v, v+1)), so
-discrete values cannot attract a degenerate zero-width component. Goodness of fit is measured
-on *all* the data: the Kolmogorov–Smirnov distance between the measured and fitted CDFs, and
-the relative error of the fitted mean, p50, p95, p99 and p99.9.
+Data: a run's per-request records (``requests.csv`` or ``requests.parquet``, measured requests
+only) when every run of the point has them, else its service histogram (``hist/service.hlog``),
+whose buckets are at most 0.1 % wide. Both become a sparse histogram; EM sees up to
+``max_samples`` draws from it, each spread uniformly over its bucket (an integer ns record
+stands for [v, v+1)), so discrete values cannot attract a degenerate zero-width component.
+Goodness of fit is measured on *all* the data: the Kolmogorov–Smirnov distance between the
+measured and fitted CDFs, and the relative error of the fitted mean, p50, p95, p99 and p99.9.
 
 Each component is reported as TailWAG's Table 2 does — weight, mean and variance — where the
 variance is that of ln(service time) (σ²): Table 2's values (e.g. 0.007 for an img-dnn whose
