@@ -64,7 +64,7 @@ def fit_cold(series, recs=None, pause_ns: float | None = None) -> dict[str, Any]
     over the requests, the slowest 1 % left out (rare slow requests are the mixture's job,
     not the trend's); the tau with the largest R² wins. F: from the points' means at that tau
     — each point's mean service against its mean coldness (1 - warmth), a line through the
-    points (``method: "point means"``; their slowest ``cold_means_trim`` left out, and
+    points (``method: "point means"``; each point's slowest ``cold_means_trim`` left out, and
     the coldness raised to a power where the loads ask for it: :func:`_means_extra`). A
     request's warmth is a noisy stand-in for what
     slows it (caches, the host's state), and a regression on a noisy regressor shrinks its
@@ -107,7 +107,7 @@ def fit_cold(series, recs=None, pause_ns: float | None = None) -> dict[str, Any]
             best = {"extra": extra, "tau_ns": tau, "r2": r2, "warmth": w}
     assert best is not None
     best["tau_method"] = "r2"
-    mk = _means_keep(s)
+    mk = s > 0
     if recs is not None:
         sim = _simulated_taus(recs, warmth, k, s, mk, tried, pause_ns)
         if sim is not None:
@@ -125,9 +125,22 @@ def _means_keep(s: np.ndarray) -> np.ndarray:
 
 
 def _means_extra(best: dict[str, Any], kk: np.ndarray, y: np.ndarray, x: np.ndarray) -> None:
-    """F from the points' means (see :func:`fit_cold`): a line through each point's (mean
-    coldness ``x``, mean service ``y``); sets ``extra``, ``power``, ``method`` and
-    ``point_means`` in ``best`` when the points spread enough to tell.
+    """F from the points' means (see :func:`fit_cold`); sets ``extra``, ``power``, ``method``
+    and ``point_means`` in ``best`` when the points spread enough to tell. ``kk``: each
+    measured request's point; ``y``: its service time; ``x``: its coldness (1 - warmth).
+
+    A request that starts at coldness x takes d (1 + F x^p), d its warm time, drawn alike at
+    every load: so each point's mean service is D + F · mean(d x^p) over its requests, a line
+    whose slope is F itself. d is not measured: it is y / (1 + F x^p) at the F being fitted,
+    found by iterating from F = 0 (:func:`_warm_line`). Two shortcuts this replaces were
+    biased. A line through (mean x^p, mean service) with F = slope / intercept assumes a
+    request's warm time does not vary with its coldness; but a slow kind of request (synth's
+    ``periodic=``, a checkpoint) warms the worker, so the requests after it are warm and
+    fast, and it itself finds the worker colder than most: on synth with F 0.5 and a 3 ms
+    request every 50th that line found F 0.37. And leaving out the slowest requests as
+    measured, across all the loads, takes the coldest of the slow kind, most of them from the
+    lightest load, which flattens the line (F 0.32 on the same runs): each point now leaves
+    out its own slowest few.
 
     The apps' mean service does not fall in a line with their coldness: it drops from the
     lightest load to the middle one and then hardly moves (translate 922, 826, 825 µs at 20,
@@ -135,41 +148,63 @@ def _means_extra(best: dict[str, Any], kk: np.ndarray, y: np.ndarray, x: np.ndar
     one by about 3 % and the outer ones by 1–2 % the other way — and at 70 % load 2 % less
     service is about 8 % less queueing. With three or more points whose line misses one by
     ``cold_power_min_miss`` (and three standard errors: few requests, noisy means), the
-    factor becomes 1 + F (1 - w)^p (synth's ``power=``) with
-    the p of ``cold_powers`` whose line through (mean (1 - w)^p, mean service) misses
-    least, if that halves the worst miss; each point's ``fitted_ns`` is the model's mean."""
+    factor becomes 1 + F (1 - w)^p (synth's ``power=``) with the p of ``cold_powers`` whose
+    line misses least, if that halves the worst miss; each point's ``fitted_ns`` is the
+    model's mean."""
     groups = [kk == p for p in np.unique(kk)]  # each point's requests, found once
     xm = np.array([x[g].mean() for g in groups])
-    ym = np.array([y[g].mean() for g in groups])
     if len(groups) < 2 or float(xm.max() - xm.min()) < current().cold_min_spread:
         return
-
-    def line(power: float):
-        xp = np.array([(x[g] ** power).mean() for g in groups]) if power != 1 else xm
-        a = np.vstack([np.ones_like(xp), xp]).T
-        (base, slope), *_ = np.linalg.lstsq(a, ym, rcond=None)
-        fitted = a @ np.array([base, slope])
-        return base, slope, fitted, float(np.max(np.abs(fitted / ym - 1)))
-
     power = 1.0
-    base, slope, fitted, miss = line(1.0)
+    base, extra, fitted, ym = _warm_line(groups, y, x, 1.0)
+    miss = float(np.max(np.abs(fitted / ym - 1)))
     se = max(float(y[g].std() / math.sqrt(g.sum())) / m for g, m in zip(groups, ym, strict=True))
     cfg = current()
     if len(groups) >= cfg.cold_power_min_loads and miss >= max(
         cfg.cold_power_min_miss, cfg.cold_power_min_se * se
     ):
-        fits = [(line(p), p) for p in current().cold_powers[1:]]
-        (b, sl, f, m), p = min(fits, key=lambda t: t[0][3])
-        if m <= miss / 2 and b > 0 and sl >= 0:
-            power, base, slope, fitted = p, b, sl, f
+        fits = []
+        for p in cfg.cold_powers[1:]:
+            b, e, f, m = _warm_line(groups, y, x, p)
+            fits.append((float(np.max(np.abs(f / m - 1))), p, b, e, f, m))
+        m_p, p, b, e, f, m = min(fits, key=lambda t: t[0])
+        if m_p <= miss / 2 and b > 0 and e >= 0:
+            power, base, extra, fitted, ym = p, b, e, f, m
     if base > 0:
-        best["extra"] = min(max(float(slope / base), 0.0), current().cold_max_extra)
+        best["extra"] = min(max(extra, 0.0), cfg.cold_max_extra)
         best["power"] = power
         best["method"] = "point means"
         best["point_means"] = [
             {"coldness": float(c), "service_ns": float(v), "fitted_ns": float(f)}
             for c, v, f in zip(xm, ym, fitted, strict=True)
         ]
+
+
+def _warm_line(groups, y: np.ndarray, x: np.ndarray, power: float):
+    """(D, F, each point's fitted mean, each point's mean service) of the line mean service =
+    D + F · mean(d x^p) through the points (see :func:`_means_extra`), d = y / (1 + F x^p)
+    iterated to a fixed point from F = 0. Each point leaves out its own slowest
+    ``cold_means_trim`` of requests (rare stop-the-world pauses), the same share at every load:
+    a share of all the points' requests together comes mostly from one load (the coldest
+    requests of the slow kind, at the lightest), and one chosen by warm time moves with F
+    (the coldest again, whenever F is under the truth: it pulled F down to 0.27 for a true 0.5)."""
+    cfg = current()
+    xp = x**power
+    keep = [g & (y > 0) & (y <= np.quantile(y[g], 1 - cfg.cold_means_trim)) for g in groups]
+    ym = np.array([y[g].mean() for g in keep])
+    extra, base = 0.0, 0.0
+    fitted = ym
+    for _ in range(cfg.cold_means_rounds):
+        d = y / (1.0 + extra * xp)
+        xw = np.array([(d * xp)[g].mean() for g in keep])
+        a = np.vstack([np.ones_like(xw), xw]).T
+        (base, slope), *_ = np.linalg.lstsq(a, ym, rcond=None)
+        fitted = a @ np.array([base, slope])
+        done = abs(float(slope) - extra) < cfg.cold_means_tolerance
+        extra = max(float(slope), 0.0)
+        if done:
+            break
+    return float(base), extra, fitted, ym
 
 
 def _cold_factor(cold: dict[str, Any], w):

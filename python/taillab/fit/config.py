@@ -134,12 +134,22 @@ class FitConfig:
     )
     cold_means_trim: float = _why(
         0.001,
-        "The point means leave out the slowest this share of all requests: rare "
+        "Each point's mean leaves out that point's slowest this share of its requests: rare "
         "stop-the-world pauses (middleware's 30 ms among 15 µs requests) would set them "
         "by their count. Not the slowest 1 % the per-request regression leaves out: that "
         "was more of the light load's requests than of the others', and put the model's "
         "mean service 1–7 % under the app's at 20 % load in nearly every app's tailwag "
         "(docs/tailwag.md).",
+    )
+    cold_means_rounds: int = _why(
+        50,
+        "Most rounds of the fixed point that finds F and each request's warm time from the "
+        "points' means (see :func:`_warm_line`); it settles in a few.",
+    )
+    cold_means_tolerance: float = _why(
+        1e-4,
+        "The fixed point for F stops when a round moves F by less than this (F is a factor: "
+        "a hundredth of a per cent of a cold request's time).",
     )
     cold_powers: tuple[float, ...] = _why(
         (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0),
