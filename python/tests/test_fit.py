@@ -3,6 +3,7 @@ input is refused with the reason, and the report shows the fit."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -250,13 +251,15 @@ def _cold_records(
     runs=1,
     power=1.0,
     periodic=None,
+    second=None,
 ):
     """Per load, ``runs`` runs of one worker's records (``n`` requests over them) from a FIFO
     queue whose server is ``1 + extra (1 - w)^power`` times slower at warmth w (synth's
     ``cold=``; every run starts cold), and ``slower[i]`` times slower throughout at load i (a
     host slower when the app idles more, whatever each request's warmth). ``periodic=(lo, hi,
     ns)``: every lo-th to hi-th request takes ``ns`` (warm) instead of its draw (synth's
-    ``periodic=requests:lo-hi,for=ns``, slowed by the cold start too)."""
+    ``periodic=requests:lo-hi,for=ns``, slowed by the cold start too). ``second=(p, ns)``: a
+    share p of the draws come from a second mode around ``ns``."""
     import pandas as pd
 
     rng = np.random.default_rng(seed)
@@ -268,6 +271,10 @@ def _cold_records(
         for _ in range(runs):
             arr = np.cumsum(rng.exponential(1e9 / q, m))
             draw = rng.lognormal(math.log(mean_ns_q), 0.1, m)
+            if second:
+                share, mean2 = second
+                other = rng.random(m) < share
+                draw[other] = rng.lognormal(math.log(mean2), 0.1, int(other.sum()))
             if periodic:
                 lo, hi, slow = periodic
                 at = np.cumsum(rng.integers(lo, hi + 1, m // lo))
@@ -948,6 +955,33 @@ def test_terms_earn_their_place_on_held_out_blocks():
     # One run per point: its requests cut into stretches, alternately fitted and held out.
     one = select_terms(_cold_records(0.5, 3e6, (1000, 6000), n=8000), [], 1, cfg, {})
     assert one["kept"] == ["cold"] and "stretches" in one["split"], one
+
+
+def test_components_earn_their_place_on_held_out_likelihood():
+    """BIC proposes the mixture's components; each beyond the first stays only where it raises
+    the held-out service times' likelihood. Two true modes (85 % around 100 µs, 15 % around
+    400 µs): two components are kept, the second for a gain far above its se; one mode: one
+    component, whatever BIC proposed, and the pooled fit writes that many."""
+    from taillab.fit.config import FitConfig
+    from taillab.fit.select import select_terms
+
+    cfg = FitConfig()
+    recs = _cold_records(0.0, 3e6, (1000, 3000), n=8000, runs=4, second=(0.15, 400e3))
+    doc = select_terms(recs, [], 1, cfg, {})
+    assert doc["components"] == 2, doc
+    two = next(s for s in doc["steps"] if s["term"] == "component 2")
+    assert two["kept"] and two["gain"] > 10 * two["se"], two
+    assert all(
+        not s["kept"]
+        for s in doc["steps"]
+        if s["term"].startswith("component ") and s["term"] != "component 2"
+    ), doc["steps"]
+    one = select_terms(_cold_records(0.0, 3e6, (1000, 3000), n=8000, runs=4), [], 1, cfg, {})
+    assert one.get("components", 1) == 1, one
+    # A gain the setting asks more of than it buys: the second component is dropped.
+    strict = dataclasses.replace(cfg, components_min_gain=2.0)
+    doc = select_terms(recs, [], 1, strict, {})
+    assert doc["components"] == 1 and not doc["steps"][-1]["kept"], doc["steps"]
 
 
 def test_terms_are_typed_with_their_setting_and_reading():

@@ -40,6 +40,12 @@ class FitConfig:
         "held-out requests per point replayed at most (whole blocks, in order): the replay "
         "is a loop per request",
     )
+    components_min_gain: float = _why(
+        0.002,
+        "a mixture component beyond the first is kept only where it raises the held-out "
+        "service times' log-likelihood by more than its standard error and by at least this "
+        "many nats per request: a component that only reshapes a mode's flank buys less",
+    )
     select_min_gain: float = _why(
         0.005,
         "a term is kept only where it lowers the held-out error (mean |error| of mean, p95 "

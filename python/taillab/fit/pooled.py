@@ -28,7 +28,8 @@ def fit_pooled(
     cold start (synth's ``cold=F,tau=D``: every service time divided by its factor
     1 + F (1 - warmth), what the request would have taken warm, before the mixture is fitted),
     the host's speed, a periodic request — kept only where it lowers the error on held-out
-    blocks (:func:`taillab.fit.select.select_terms`). The kept terms are then calibrated on
+    blocks (:func:`taillab.fit.select.select_terms`), and the mixture's components beyond the
+    first likewise. The kept terms are then calibrated on
     every block. Entry ``point`` is ``"all"``; ``by_point`` compares each point's measured
     mean service with the model's; ``selection`` says which terms were kept, what each
     bought and why the others were dropped.
@@ -46,6 +47,8 @@ def fit_pooled(
     dirs = run_dirs(res.runs, points)
     with using(cfg):
         selection = select_terms(recs, dirs, workers, cfg, kw)
+        if selection.get("components"):
+            kw = {**kw, "components": selection["components"]}
         cal = calibrate(recs, dirs, workers, selection["kept"], cfg, kw)
     out = {
         "point": "all",
@@ -60,6 +63,8 @@ def fit_pooled(
         "split": _split(runs),
         "noise_hints": [],
     }
+    if selection.get("components"):
+        out["chosen_by"] = "held-out"
     if cal.pause:
         _few_pauses(out, cal.pause, len(recs))
     return out

@@ -12,7 +12,10 @@ their order through the same queue, so neither side has the harness's cost). A t
 when it lowers that error, block by block, by more than the standard error of the
 difference and by at least ``select_min_gain``; the next term is tried on top of the kept
 ones. Calibration never sees the held-out blocks, so no term is scored by the statistic it
-was calibrated on.
+was calibrated on. The mixture's components earn their place on the same blocks: BIC
+proposes k from the fitting blocks, and each component from the k-th down is dropped unless
+the mixture with it gives the held-out blocks' service times a higher likelihood
+(:func:`_components`).
 
 What a replay models: the mixture's draws, times the host's speed of each stretch, the
 periodic request at its gaps and the pauses added to the request they fall on, through a
@@ -33,6 +36,7 @@ import pandas as pd
 
 from .common import _by_send_time, _fcfs, _in_order, _stats3
 from .config import FitConfig
+from .mixfit import fit_mixture
 from .model import TERMS, Calibrated, Records, calibrate
 from .terms import ColdStart
 
@@ -158,8 +162,50 @@ def select_terms(
         else:
             step.pop("errors")
     doc["kept"], doc["steps"] = kept, steps
+    if not kw.get("components"):
+        doc["components"] = _components(fit, held, dirs, workers, kept, cfg, kw, steps)
     doc["error"] = float(errs.mean())
     return doc
+
+
+def _components(fit, held, dirs, workers, kept, cfg, kw, steps):
+    """How many mixture components earn their place. BIC proposes k from the fitting blocks'
+    service times; then, from the k-th down, a component stays only where the mixture with it
+    gives the held-out blocks' service times (warm, as the kept terms make them) a higher
+    likelihood than the one without it, by more than the standard error of that gain and by
+    at least ``cfg.components_min_gain`` nats per request. The likelihood, not the replayed
+    sojourn: a component is a claim about the service times, and a queue's statistics are too
+    noisy to tell a small component from none. Appends a step per component tried."""
+    base = calibrate(fit, dirs, workers, kept, cfg, kw)
+    k = len(base.mix.components)
+    if k < 2:
+        return k
+    held_dist = calibrate(held, dirs, workers, kept, cfg, {**kw, "components": 1}).dist
+    t = np.log((held_dist.lo + held_dist.hi) / 2.0)
+    n = held_dist.count.astype(float)
+    opts = {key: v for key, v in kw.items() if key in ("max_samples", "seed")}
+
+    def loglik(j: int) -> np.ndarray:
+        mix = fit_mixture(base.dist, components=j, **opts)[0]
+        with np.errstate(divide="ignore"):
+            return np.log(mix.log_pdf_components(t).sum(axis=1))
+
+    ll = loglik(k)
+    while k > 1:
+        fewer = loglik(k - 1)
+        d = ll - fewer
+        gain = float((n * d).sum() / n.sum())
+        se = float(np.sqrt((n * (d - gain) ** 2).sum() / (n.sum() - 1) / n.sum()))
+        step = {"term": f"component {k}", "gain": gain, "se": se, "unit": "nats per request"}
+        step["setting"] = f"{k} components rather than {k - 1}"
+        if gain > se and gain >= cfg.components_min_gain:
+            why = f"raised the held-out likelihood by {gain:.4f} ± {se:.4f} nats a request"
+            steps.append(step | {"kept": True, "why": why})
+            break
+        why = f"raised the held-out likelihood by {gain:+.4f} nats a request (se {se:.4f})"
+        steps.append(step | {"kept": False, "why": why + ", not enough"})
+        k, ll = k - 1, fewer
+    return k
 
 
 def _judge(term: str, before: np.ndarray, after: np.ndarray, cfg: FitConfig) -> dict[str, Any]:

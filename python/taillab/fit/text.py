@@ -189,6 +189,8 @@ def selection_lines(sel: dict[str, Any]) -> list[str]:
     for st in sel["steps"]:
         verdict = "kept" if st["kept"] else "dropped"
         lines.append(f"    {st['term']}: {verdict}: {st['why']}")
+    if sel.get("components"):
+        lines.append(f"    the mixture keeps {sel['components']} component(s)")
     return lines
 
 
