@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import coverage, html, ideal, resources
 from . import figures as F
-from . import html, ideal, resources
 from .errors import TaillabError
 from .html import esc
 from .ideal import ideal_points
@@ -2200,4 +2200,7 @@ def markdown(root: str | Path, items_path: str | Path, repo: str | Path | None =
             cells += [f"**{_md(doc.get('status'))}**: {_md(_body(doc))}", _md(_env_cell(doc))]
         cells.append(f"`taillab reproduce {iid}`")
         lines.append("| " + " | ".join(cells) + " |")
+    cov = Path(items_path).with_name("coverage.toml")
+    if cov.exists():
+        lines += coverage.markdown(cov, list(read_items(items_path)))
     return "\n".join([*lines, ""])

@@ -718,7 +718,14 @@ def test_index_and_markdown(tmp_path):
     # Results elsewhere: how to make them, not a folder of the machine that ran them.
     assert str(tmp_path) not in outside
     assert "`target/release/taillab reproduce all --quick --out DIR`" in outside
-    assert sum(line.startswith("| ") for line in md.splitlines()) == 1 + len(R.read_items(ITEMS))
+    items_table, cov_table = md.split("## Every figure and table of the papers")
+    assert sum(line.startswith("| ") for line in items_table.splitlines()) == 1 + len(
+        R.read_items(ITEMS)
+    )
+    # The coverage: every item named in its figure's row, the rows without one say why.
+    for iid in R.read_items(ITEMS):
+        assert f"`{iid}`" in cov_table, iid
+    assert "| *missing* |" in cov_table and "| *left out* |" in cov_table
     # One build: named once. An item rerun by another build: each build names its items.
     assert "(git " in md and "git abc: tales-fig5" not in md
     v5 = tmp_path / "tales-fig5" / "verdict.json"
@@ -736,6 +743,25 @@ def test_index_and_markdown(tmp_path):
 
 def test_every_item_has_a_rule():
     assert set(R.read_items(ITEMS)) == set(R.RULES)
+
+
+def test_coverage_names_every_item_and_only_items(tmp_path):
+    """configs/reproduce/coverage.toml and items.toml stay in step: an item no entry names,
+    an entry naming no item, a status without what it needs are each one clear error."""
+    from taillab import coverage
+
+    cov = ITEMS.with_name("coverage.toml")
+    ids = list(R.read_items(ITEMS))
+    entries = coverage.read(cov, ids)
+    assert {e["status"] for e in entries} == set(coverage.STATUSES)
+    with pytest.raises(coverage.CoverageError, match="does not say which figure items"):
+        coverage.read(cov, [*ids, "new-item"])
+    with pytest.raises(coverage.CoverageError, match="which items.toml does not have"):
+        coverage.read(cov, ids[1:])
+    bad = tmp_path / "coverage.toml"
+    bad.write_text('[[entry]]\npaper = "P"\nfigure = "Fig. 1"\nstatus = "missing"\n')
+    with pytest.raises(coverage.CoverageError, match="needs `needs`"):
+        coverage.read(bad, [])
 
 
 def test_status_rules():
