@@ -15,21 +15,27 @@ class CoverageError(TaillabError):
     """coverage.toml is unreadable, or out of step with items.toml."""
 
 
-def read(path: str | Path, item_ids: list[str]) -> list[dict[str, Any]]:
-    """The entries of coverage.toml, checked against the item ids of items.toml: every
-    entry has a known status and what that status needs (``items``, ``needs`` or ``why``),
-    every id it names is an item, and every item is named by an entry."""
+def read_toml(p: Path, error: type[TaillabError], hint: str = "") -> dict[str, Any]:
+    """The TOML document at ``p``; an unreadable or invalid file raises ``error`` saying which
+    (``hint``: what to give instead, after the reason)."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
-    p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        return tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as e:
-        raise CoverageError(f"cannot read {p}: {e.strerror}") from e
+        raise error(f"cannot read {p}: {e.strerror}{hint}") from e
     except tomllib.TOMLDecodeError as e:
-        raise CoverageError(f"{p} is not valid TOML ({e}); fix that line") from e
+        raise error(f"{p} is not valid TOML ({e}); fix that line") from e
+
+
+def read(path: str | Path, item_ids: list[str]) -> list[dict[str, Any]]:
+    """The entries of coverage.toml, checked against the item ids of items.toml: every
+    entry has a known status and what that status needs (``items``, ``needs`` or ``why``),
+    every id it names is an item, and every item is named by an entry."""
+    p = Path(path)
+    doc = read_toml(p, CoverageError)
     entries = doc.get("entry", [])
     want = {"item": "items", "missing": "needs", "left out": "why"}
     named: list[str] = []

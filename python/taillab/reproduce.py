@@ -132,19 +132,8 @@ class ReproduceError(TaillabError):
 
 def read_items(path: str | Path) -> dict[str, dict[str, Any]]:
     """Every ``[[item]]`` of items.toml by id, in file order."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ReproduceError(
-            f"cannot read {p}: {e.strerror}; give --items configs/reproduce/items.toml"
-        ) from e
-    except tomllib.TOMLDecodeError as e:
-        raise ReproduceError(f"{p} is not valid TOML ({e}); fix that line") from e
+    doc = coverage.read_toml(p, ReproduceError, "; give --items configs/reproduce/items.toml")
     items = doc.get("item")
     if not isinstance(items, list) or not all(isinstance(i, dict) and "id" in i for i in items):
         raise ReproduceError(f"{p} has no [[item]] tables with an id each")
