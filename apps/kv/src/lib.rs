@@ -276,6 +276,15 @@ impl Store {
                 "kv request has trailing bytes after its ops".into(),
             ));
         }
+        // Reclaim one request's garbage at a time, not 128 requests' at once: left alone,
+        // scc's reclaimer (`sdd`) tries to advance its epoch only every 128th guard a
+        // thread drops, and the request that sees the new epoch frees every value and
+        // leaf the last 128 requests replaced (0.5–1.2 ms, every 128th request). Asking
+        // for the advance when this request retired something makes each request free
+        // what the request three epochs before it retired: a few µs, the same for all.
+        if guard.has_garbage() {
+            guard.accelerate();
+        }
         Ok(())
     }
 }

@@ -188,3 +188,69 @@ fn bad_input_gives_clear_errors() {
         .to_string()
         .contains("truncated"));
 }
+
+/// The store frees what updates replaced a request at a time, not in a batch every
+/// 128th request (the reclaimer's own cadence, which made one request in 128 take
+/// 0.5–1.2 ms). Requests run back to back on one thread; for each position modulo 128
+/// the median service time of the requests at that position must stay near the median
+/// of all: a batch free at one position would put that position's median several times
+/// higher, while preemption by other processes hits positions at random and moves no
+/// median of ~40 samples. Three tries, each must fail for the test to fail.
+#[test]
+fn no_request_position_pays_for_a_batch_of_frees() {
+    const CADENCE: usize = 128;
+    const ROUNDS: usize = 41;
+    // A position whose median is twice the overall median is a batch free: with the
+    // batch (100 k records, workload a) the 128th position measured 12–13× the median.
+    const MAX_RATIO: f64 = 2.0;
+    let p = params(&["keys=100000", "workload=a"]);
+    let app = taillab_kv::app();
+    let server = app.server(&data(), &p, 1).unwrap();
+    let mut worker = server.worker(0).unwrap();
+    let mut client = app.client(&data(), &p, 7).unwrap();
+    let (mut req, mut resp) = (Vec::new(), Vec::new());
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let mut ns = Vec::with_capacity(CADENCE * ROUNDS);
+        for i in 0..CADENCE * (ROUNDS + 4) {
+            req.clear();
+            resp.clear();
+            client.next_request(&mut req);
+            let t = std::time::Instant::now();
+            worker.handle(&req, &mut resp).unwrap();
+            if i >= 4 * CADENCE {
+                ns.push(t.elapsed().as_nanos() as f64);
+            }
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let all = median(ns.clone());
+        let (worst_pos, worst) = (0..CADENCE)
+            .map(|r| {
+                (
+                    r,
+                    median(ns.iter().skip(r).step_by(CADENCE).copied().collect()),
+                )
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap();
+        eprintln!(
+            "median {:.1} µs; slowest position {worst_pos} of {CADENCE}: median {:.1} µs",
+            all / 1e3,
+            worst / 1e3
+        );
+        if worst <= MAX_RATIO * all {
+            return;
+        }
+        failures.push(format!(
+            "position {worst_pos}: {:.1}× the median",
+            worst / all
+        ));
+    }
+    panic!(
+        "one request position in {CADENCE} is slow: {}",
+        failures.join(", ")
+    );
+}
