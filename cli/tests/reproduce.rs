@@ -153,6 +153,7 @@ smoke! {
     smoke_tales_fig2: "tales-fig2";
     smoke_tales_fig3: "tales-fig3";
     smoke_tales_fig4: "tales-fig4";
+    smoke_tales_fig10: "tales-fig10";
     smoke_profiling_table7: "profiling-table7";
     smoke_tailwag_table2: "tailwag-table2";
     smoke_tail_at_scale_fanout: "tail-at-scale-fanout";

@@ -93,6 +93,11 @@ TALES5_HOG, TALES5_REMEDY = 2.0, 1.5
 # Profiling Tables VI-VIII: CPU stress raises service p95 by at least 1.5x (the report: ~2x);
 # memory or disk stress alone changes it by less than 1.3x (the report: within ±7 %).
 PROF_CPU, PROF_ALONE = 1.5, 1.3
+# Tales Fig. 10: at 10 % load a worker that sleeps until each request (its CPU idles and
+# wakes) has a p99 at least 1.2x that of one that spins (the wake-up, tens of µs on a VM, is
+# a fifth of a 20 µs service's p99 or more); a C-state limit works if it takes back at least
+# half of that difference.
+TALES10_IDLE, TALES10_LIMIT = 1.2, 0.5
 # Profiling Tables III-IV: an app has a long tail for its size when its service p95 / mean is
 # above the median of the apps measured: the report's own numbers put exactly its three
 # long-tailed apps (sphinx, xapian, silo) there, and a rank is what survives the change of
@@ -1297,22 +1302,75 @@ def rule_tales5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         + ", ".join(f"{k} {_x(v, 3)}" for k, v in rel.items() if k != "none")
         + f" (none: {fmt_ns(none)})"
     )
-    return _verdict(
-        conds,
-        body,
-        {"cases": nums},
-        heads=["case", "p99", "ideal p99", "measured ÷ ideal", "÷ none"],
-        rows=rows,
-        figures=[
-            _p99_bars(
-                "p99_by_case",
-                "Sojourn p99 per case: nothing else, a CPU hog on the worker's core, the same "
-                "with the worker at real-time priority, the hog on the other core (Tales Fig. 5).",
-                nums,
-                "p99 under interference",
-            )
-        ],
+    caption = (
+        "Sojourn p99 per case: nothing else, a CPU hog on the worker's core, the same "
+        "with the worker at real-time priority, the hog on the other core (Tales Fig. 5)."
     )
+    bars_ = _p99_bars("p99_by_case", caption, nums, "p99 under interference")
+    return _case_verdict(conds, body, {"cases": nums}, rows, "none", bars_)
+
+
+def _case_verdict(conds, body: str, numbers: dict, rows, base: str, figure) -> Verdict:
+    """A verdict over [[case]] points: the p99 table (each case ÷ the ``base`` case) and one
+    figure."""
+    heads = ["case", "p99", "ideal p99", "measured ÷ ideal", f"÷ {base}"]
+    return _verdict(conds, body, numbers, heads=heads, rows=rows, figures=[figure])
+
+
+def _cpuidle_driver(data: Data) -> str | None:
+    """The cpuidle driver the item's host ran (experiment.json's system report), if known."""
+    for res in data.results.values():
+        try:
+            doc = json.loads((res.root / "experiment.json").read_text())
+        except (OSError, ValueError):
+            continue
+        driver = (doc.get("system") or {}).get("cpuidle_driver")
+        if driver:
+            return str(driver)
+    return None
+
+
+def rule_tales10(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """p99 per wait case at 10 % load: sleeping until each request (the CPU idles) against
+    spinning, and what a C-state limit takes back (needs a cpuidle driver to mean anything)."""
+    by = _by_axis(_with_ideal(data), "case")
+    if not by:
+        return _no_data(data, "points over [[case]]")
+    nums, rows = _p99_table(by)
+    p99 = {k: v["p99_ns"] for k, v in nums.items()}
+    spin, block = p99.get("spin", math.nan), p99.get("block", math.nan)
+    limit = p99.get("block + C-state limit", math.nan)
+    for k, r in zip(nums, rows, strict=True):
+        nums[k]["vs_spin"] = _div(p99[k], spin)
+        r.append(_x(nums[k]["vs_spin"]))
+    driver = _cpuidle_driver(data)
+    taken = _div(block - limit, block - spin)
+    conds = [
+        Cond(
+            f"block ≥ {TALES10_IDLE:g}× spin (a CPU that idles wakes late)",
+            _ge(_div(block, spin), TALES10_IDLE),
+            True,
+        ),
+        Cond(
+            f"a C-state limit takes back ≥ {TALES10_LIMIT:.0%} of it",
+            None if driver in (None, "none") else _ge(taken, TALES10_LIMIT),
+        ),
+    ]
+    body = "p99 ÷ p99 spinning: " + ", ".join(
+        f"{k} {_x(v['vs_spin'], 3)}" for k, v in nums.items() if k != "spin"
+    )
+    body += f" (spin: {fmt_ns(spin)}; idle wake-up cost ≈ {fmt_ns(block - spin)}"
+    body += f", theirs ≈ {item.get('paper_wakeup_us', '?')} µs from C3)"
+    if driver in (None, "none"):
+        body += "; needs: a cpuidle driver for the C-state limit to act (this host has none)"
+    caption = (
+        "Sojourn p99 at 10 % load per way the worker waits: spinning (its CPU never idles), the "
+        "default (sleep, then spin the last margin), sleeping until each request, and the same "
+        "with a C-state limit of 0 (Tales Fig. 10)."
+    )
+    numbers = {"cases": nums, "cpuidle_driver": driver, "limit_takes_back": taken}
+    bars_ = _p99_bars("p99_by_wait", caption, nums, "p99 at 10 % load")
+    return _case_verdict(conds, body, numbers, rows, "spin", bars_)
 
 
 STRESSES = ("cpu", "memory", "disk", "all")
@@ -1785,6 +1843,7 @@ RULES: dict[str, Rule] = {
     "tales-fig3": rule_tales3,
     "tales-fig4": rule_tales4,
     "tales-fig5": rule_tales5,
+    "tales-fig10": rule_tales10,
     "profiling-table7": rule_profiling,
     "tailwag-table2": rule_tailwag,
     "tail-at-scale-fanout": rule_tas_fanout,

@@ -239,6 +239,29 @@ def test_fig2_reads_table1(tmp_path):
     assert doc["status"] == "confirmed" and doc["runs"] == 8
 
 
+def test_tales_fig10_idle_cpus_wake_late(tmp_path):
+    """Fig. 10: blocking 1.6x spinning at 10 % load, a C-state limit takes back 75 % of it:
+    confirmed where the host has a cpuidle driver; without one the limit cannot act, and the
+    verdict says what it needs instead of judging it."""
+    p99 = {
+        "spin": 100 * US,
+        "hybrid": 110 * US,
+        "block": 160 * US,
+        "block + C-state limit": 115 * US,
+    }
+    exp = experiment(tmp_path / "tales-fig10" / "tales-fig10", _axis_points("case", p99))
+    doc = page(tmp_path, "tales-fig10")
+    assert doc["status"] == "partly" and "needs: a cpuidle driver" in doc["verdict"], doc
+    meta = json.loads((exp / "experiment.json").read_text())
+    meta["system"] = {"cpuidle_driver": "haltpoll"}
+    (exp / "experiment.json").write_text(json.dumps(meta))
+    doc = page(tmp_path, "tales-fig10")
+    assert doc["status"] == "confirmed", doc["verdict"]
+    assert doc["numbers"]["limit_takes_back"] == pytest.approx(0.75)
+    assert doc["numbers"]["cases"]["block"]["vs_spin"] == pytest.approx(1.6)
+    assert "block 1.6×" in doc["verdict"] and "≈ 60" in doc["verdict"]
+
+
 def _tail_apps(root: Path, svc_p95_mean: dict[str, float]) -> Path:
     """Table I's runs whose apps' service p95 / mean are ``svc_p95_mean[app]``."""
     for app in TABLE1_APPS:
