@@ -162,6 +162,116 @@ fn stem(p: &str) -> String {
     p.trim_end_matches(".toml").replace('/', "-")
 }
 
+/// An item's worker axis as its paper wrote it, capped at this host (`scale` in items.toml):
+/// `key` (the config key, e.g. `harness.threads`), `paper` (the paper's values), `reserve`
+/// (CPUs the item needs besides its workers: the load generator and the monitor), `least`
+/// (the fewest workers at which the run still tests the claim), `per_worker` (keys whose value
+/// is given per worker, e.g. `load.qps`, for an item that runs one worker count).
+struct Scale {
+    key: String,
+    paper: Vec<u64>,
+    reserve: u64,
+    least: u64,
+    per_worker: Vec<(String, f64)>,
+}
+
+impl Scale {
+    fn of(item: &Item) -> anyhow::Result<Option<Scale>> {
+        let Some(t) = item.table.get("scale") else {
+            return Ok(None);
+        };
+        let t = t
+            .as_table()
+            .with_context(|| format!("{}: scale must be a table", item.id))?;
+        let int = |k: &str| -> anyhow::Result<u64> {
+            t.get(k)
+                .and_then(|v| v.as_integer())
+                .and_then(|i| u64::try_from(i).ok())
+                .with_context(|| format!("{}: scale.{k} must be a whole number ≥ 0", item.id))
+        };
+        let paper: Vec<u64> = t
+            .get("paper")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_integer())
+                    .filter(|&i| i >= 1)
+                    .map(|i| i as u64)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if paper.is_empty() {
+            bail!(
+                "{}: scale.paper must list the paper's worker counts (≥ 1)",
+                item.id
+            );
+        }
+        let mut per_worker = Vec::new();
+        if let Some(pw) = t.get("per_worker") {
+            let pw = pw
+                .as_table()
+                .with_context(|| format!("{}: scale.per_worker must be a table", item.id))?;
+            for (k, v) in pw {
+                let v = v
+                    .as_float()
+                    .or_else(|| v.as_integer().map(|i| i as f64))
+                    .with_context(|| {
+                        format!("{}: scale.per_worker.{k} must be a number", item.id)
+                    })?;
+                per_worker.push((k.clone(), v));
+            }
+        }
+        Ok(Some(Scale {
+            key: t
+                .get("key")
+                .and_then(|v| v.as_str())
+                .with_context(|| format!("{}: scale.key names the worker key", item.id))?
+                .to_string(),
+            paper,
+            reserve: int("reserve")?,
+            least: int("least")?,
+            per_worker,
+        }))
+    }
+
+    /// The values to run on a host of `cpus` CPUs: the paper's up to `cpus - reserve` (at
+    /// least one worker), the configuration pairs that set them, and what the page says.
+    fn on(&self, cpus: u64) -> anyhow::Result<(Pairs, serde_json::Value)> {
+        let cap = cpus.saturating_sub(self.reserve).max(1);
+        let mut ran: Vec<u64> = self.paper.iter().copied().filter(|&v| v <= cap).collect();
+        if ran.is_empty() {
+            ran.push(cap);
+        }
+        let top = *ran.iter().max().expect("one value at least");
+        let mut pairs: Pairs = vec![(self.key.clone(), ran.iter().map(u64::to_string).collect())];
+        if !self.per_worker.is_empty() && ran.len() > 1 {
+            bail!("scale.per_worker needs one worker count, not the axis {ran:?}");
+        }
+        for (k, v) in &self.per_worker {
+            pairs.push((k.clone(), vec![format!("{}", v * top as f64)]));
+        }
+        let needs = (top < self.least).then_some(self.reserve + self.least);
+        let doc = serde_json::json!({
+            "key": self.key,
+            "paper": self.paper,
+            "ran": ran,
+            "cpus": cpus,
+            "reserve": self.reserve,
+            "cap": cap,
+            "least": self.least,
+            "capped": ran != self.paper,
+            "needs_cpus": needs,
+            "per_worker": self.per_worker.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+        });
+        Ok((pairs, doc))
+    }
+}
+
+/// This host's CPUs, as the runs' summaries count them.
+fn host_cpus() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+}
+
 /// Runs one item's experiments into `out` (OUT/<id>).
 fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Result<()> {
     if item.str("kind") == "tailwag" {
@@ -202,14 +312,31 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
         }
         return Ok(());
     }
+    // Worker counts as the paper's, capped at this host; the page says what was capped.
+    let scaled = match Scale::of(item)? {
+        Some(s) => {
+            let (pairs, doc) = s.on(host_cpus())?;
+            std::fs::write(out.join("scale.json"), serde_json::to_string_pretty(&doc)?)
+                .with_context(|| format!("writing {}", out.join("scale.json").display()))?;
+            if doc["capped"] == true {
+                eprintln!(
+                    "{}: {} {:?} of the paper's {:?} (this host: {} CPUs, {} for the client and the monitor)",
+                    item.id, s.key, doc["ran"], s.paper, doc["cpus"], s.reserve
+                );
+            }
+            pairs
+        }
+        None => vec![],
+    };
     for e in item.list("experiments") {
         let file = dir.join(&e);
         let app = app_of_file(&file)?;
-        let (cfg, mut sweep) = if a.quick {
+        let (mut cfg, mut sweep) = if a.quick {
             quick_pairs(item, &app, a.smoke)?
         } else {
             (vec![], vec![])
         };
+        cfg.splice(0..0, scaled.iter().cloned());
         sweep.extend(executor_pairs(a)?);
         let plan = Plan::build(Some(&file), &cfg, &sweep, &[])
             .with_context(|| format!("{}: {e}", item.id))?;

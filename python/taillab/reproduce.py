@@ -71,6 +71,13 @@ TABLE1_CONFIRM, TABLE1_PARTLY = 6, 3
 FIG2_SPAN = 100.0
 # ... and "different spread": one app's p99/p50 at least twice another's.
 FIG2_SPREAD = 2.0
+# Fig. 3: the tail judged is the p95, the percentile the paper's discussion of Figs. 3–4 reads
+# (its Fig. 4 plots only the p95), taken from each point's estimate over its repeated runs (the
+# CI loop's). At the lightest load a point of a ~50 µs app holds ~10 000 requests and its p99
+# is their 100 slowest: a few preemptions of the worker on a shared host move it by several
+# times, and flipped this verdict on runs that were otherwise alike; the p95 needs five times
+# as many outliers to move. The p99 is shown beside it, not judged.
+FIG3_TAIL = "p95"
 # Fig. 4: scaling from 1 to 2 threads by at least 1.5x is clearly better than sub-linear
 # (perfect is 2x; TailBench's kv and search are near-linear).
 FIG4_SCALES = 1.5
@@ -103,6 +110,11 @@ TALES10_IDLE, TALES10_LIMIT = 1.2, 0.5
 # long-tailed apps (sphinx, xapian, silo) there, and a rank is what survives the change of
 # engines (our speech is not sphinx).
 PROF_TAIL_RANK = 0.5
+# ... judged on the report's app: it measured sphinx (our speech), whose second-long requests
+# share the CPU with the hog for their whole length; kv's ~50 µs requests mostly finish
+# between the hog's time slices (the report's own kv moved 0.96x under CPU stress), so kv is
+# shown beside it, not judged.
+PROF_APP = "speech"
 # Two fractions of saturation that differ by less than this are the same planned load (the
 # harness rounds rates to 0.01 QPS).
 FRACTION_SNAP = 0.02
@@ -723,45 +735,67 @@ def _load_name(p: pd.Series) -> str:
 
 
 def rule_fig3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
-    """Per app: p99/mean at the lowest and the highest load; the tail must grow faster."""
+    """Per app: tail/mean at the lowest and the highest load, the tail being FIG3_TAIL; the
+    tail must grow faster. The p99's ratios are reported beside, not judged."""
     apps = _apps(data)
     if not apps:
         return _no_data(data, "results")
-    nums, conds, parts, rows = {}, [], [], []
+    t = FIG3_TAIL
+    nums, conds, parts, p99_parts, rows = {}, [], [], [], []
     for app, pts in apps.items():
         lo, hi = _ends(pts)
-        r_lo = _div(value(lo, "sojourn", "p99"), value(lo, "sojourn", "mean"))
-        r_hi = _div(value(hi, "sojourn", "p99"), value(hi, "sojourn", "mean"))
-        g99 = _div(value(hi, "sojourn", "p99"), value(lo, "sojourn", "p99"))
+
+        def over_mean(p: pd.Series, stat: str) -> float:
+            return _div(value(p, "sojourn", stat), value(p, "sojourn", "mean"))
+
+        r_lo, r_hi = over_mean(lo, t), over_mean(hi, t)
+        r99_lo, r99_hi = over_mean(lo, "p99"), over_mean(hi, "p99")
+        g_tail = _div(value(hi, "sojourn", t), value(lo, "sojourn", t))
         gmean = _div(value(hi, "sojourn", "mean"), value(lo, "sojourn", "mean"))
         ok = None if not (math.isfinite(r_lo) and math.isfinite(r_hi)) else bool(r_hi > r_lo)
-        conds.append(Cond(f"{app}'s p99 grows faster than its mean", ok))
+        conds.append(Cond(f"{app}'s {t} grows faster than its mean", ok))
         nums[app] = {
             "low": _load_name(lo),
             "high": _load_name(hi),
-            "p99_over_mean_low": r_lo,
-            "p99_over_mean_high": r_hi,
-            "p99_growth": g99,
+            f"{t}_over_mean_low": r_lo,
+            f"{t}_over_mean_high": r_hi,
+            f"{t}_growth": g_tail,
+            "p99_over_mean_low": r99_lo,
+            "p99_over_mean_high": r99_hi,
             "mean_growth": gmean,
+            "runs_low": int(lo.get("runs", 0) or 0),
+            "runs_high": int(hi.get("runs", 0) or 0),
         }
         parts.append(
             f"{app} from {_x(r_lo, 2)} at {_load_name(lo)} to {_x(r_hi, 2)} at {_load_name(hi)}"
         )
+        p99_parts.append(f"{app} {_x(r99_lo, 2)} → {_x(r99_hi, 2)}")
         rows.append(
-            [app, _load_name(lo), _load_name(hi), _x(r_lo), _x(r_hi), _x(g99), _x(gmean), _ok(ok)]
+            [
+                app,
+                _load_name(lo),
+                _load_name(hi),
+                _x(r_lo),
+                _x(r_hi),
+                _x(g_tail),
+                _x(gmean),
+                f"{_x(r99_lo)} → {_x(r99_hi)}",
+                _ok(ok),
+            ]
         )
     return _verdict(
         conds,
-        "p99/mean grows " + "; ".join(parts),
-        {"apps": nums},
+        f"{t}/mean grows " + "; ".join(parts) + f" (p99/mean, not judged: {', '.join(p99_parts)})",
+        {"apps": nums, "tail": t},
         heads=[
             "app",
             "low",
             "high",
-            "p99/mean low",
-            "p99/mean high",
-            "p99 growth",
+            f"{t}/mean low",
+            f"{t}/mean high",
+            f"{t} growth",
             "mean growth",
+            "p99/mean (not judged)",
             "tail grows faster",
         ],
         rows=rows,
@@ -815,10 +849,8 @@ def rule_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     threads = max((v["threads"] for v in nums.values()), default=1)
     cpus = _host_cpus(data)
     body = f"scaling 1→{threads} threads: " + ", ".join(f"{a} {_x(v, 3)}" for a, v in sc.items())
-    if cpus:
-        body += (
-            f" (this host has {cpus} CPUs: scaling stops at {cpus} threads; the paper goes to 8)"
-        )
+    if cpus and threads >= cpus:
+        body += f" (this host has {cpus} CPUs: scaling stops at {threads} threads)"
     rows = [
         [
             a,
@@ -1452,7 +1484,8 @@ def _stress_paper_table(item: dict, paper: dict) -> tuple[list[str], list[list[s
 
 
 def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
-    """Service p95/p99 per stress relative to none, per app, beside the report's ratios."""
+    """Service p95/p99 per stress relative to none, per app, beside the report's ratios;
+    judged on PROF_APP (the report's app), the others shown beside it."""
     paper = _paper_ratios(item)
     nums = {}
     for stem in data.results:
@@ -1461,9 +1494,10 @@ def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             nums[str(data.of(stem)["app"].iloc[0])] = got
     if not nums:
         return _no_data(data, "stress cases")
-    # The claim holds if one app shows it: the app whose conditions fare best decides.
+    # The report's app decides (PROF_APP); the others are shown beside it.
     conds_by_app = {a: _stress_conds(a, v["ratio"]) for a, v in nums.items()}
-    best = min(conds_by_app, key=lambda a: STATUSES.index(status_of(conds_by_app[a])))
+    judged = _stress_conds(PROF_APP, nums.get(PROF_APP, {}).get("ratio", {}))
+    beside = {a: status_of(c) for a, c in conds_by_app.items() if a != PROF_APP}
 
     def p95(ratio: dict, c: str) -> float:
         return ratio.get(c, {}).get("p95", math.nan)
@@ -1486,10 +1520,14 @@ def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         "report (sphinx)": [p95(paper, c) for _ in nums for c in STRESSES],
     }
     cats = [f"{a} {c}" for a in nums for c in STRESSES]
+    body += f"; judged on {PROF_APP}, the report's app"
+    if beside:
+        body += " (beside it, not judged: " + ", ".join(f"{a} {s}" for a, s in beside.items())
+        body += ")"
     return _verdict(
-        conds_by_app[best],
-        body + (f"; judged on {best}" if len(nums) > 1 else ""),
-        {"apps": nums, "paper_ratio": paper, "judged_on": best},
+        judged,
+        body,
+        {"apps": nums, "paper_ratio": paper, "judged_on": PROF_APP, "beside": beside},
         heads=["app", "stress", "p95 ÷ none", "p99 ÷ none", "report: p95", "report: p99"],
         rows=rows,
         paper=_stress_paper_table(item, paper),
@@ -1955,6 +1993,40 @@ def _environment_rule(verdict: Verdict, env: Env) -> str:
     return from_data
 
 
+def _counts(v: list) -> str:
+    """Worker counts as a page writes them: '1', '1, 2', '1–4' for a run of them."""
+    v = [int(x) for x in v]
+    if len(v) > 2 and v == list(range(v[0], v[-1] + 1)):
+        return f"{v[0]}–{v[-1]}"
+    return ", ".join(str(x) for x in v)
+
+
+def _scale_rule(verdict: Verdict, folder: Path, from_data: str) -> None:
+    """An item whose worker axis was capped at the host (OUT/<id>/scale.json, written by
+    `taillab reproduce`) says so; one capped below the fewest workers that test its claim
+    gives "needs: N CPUs" instead of a verdict (``from_data``, the status the numbers alone
+    gave, stays in the sentence)."""
+    f = folder / "scale.json"
+    if not f.exists():
+        return
+    sc = _read_json(f)
+    verdict.numbers["scale"] = sc
+    ran, paper = sc.get("ran") or [], sc.get("paper") or []
+    note = (
+        f"ran {sc.get('key')} = {_counts(ran)} of the paper's {_counts(paper)}: this host has "
+        f"{sc.get('cpus')} CPUs and keeps {sc.get('reserve')} for the client and the monitor"
+    )
+    needs = sc.get("needs_cpus")
+    if needs:
+        verdict.status = "inconclusive"
+        verdict.body = (
+            f"needs: {needs} CPUs ({note}; the claim needs {sc.get('least')}); "
+            f"{from_data} on these numbers: {verdict.body}"
+        )
+    elif sc.get("capped"):
+        verdict.body += f"; capped: {note}"
+
+
 def evaluate(
     item_id: str,
     folder: str | Path,
@@ -1982,6 +2054,7 @@ def evaluate(
     # An item that only reads another's results shows (and is judged on) those runs.
     shown = reused if reused is not None and not data.results else data
     from_data = _environment_rule(verdict, shown.env)
+    _scale_rule(verdict, folder, from_data)
     return Page(item_id, item, verdict, from_data, shown, quick)
 
 
@@ -2294,8 +2367,9 @@ def _md_header(found: list[tuple[str, dict, dict | None]], inside: str | None) -
         f"- Variant: {variant}",
         f"- Environment: {disturbed} of {runs} runs failed their environment check"
         + (" (a shared, busy host: read every verdict below as provisional)" if disturbed else ""),
-        f"- CPUs: {host.get('cores', '?')}; figures that need more (thread scaling to 8) run "
-        "what fits and say where the machine stops. A networked configuration is two network "
+        f"- CPUs: {host.get('cores', '?')}; figures that need more (thread scaling to 4 or 8) run "
+        'what fits beside one CPU for the client and the monitor, and say so ("needs: N CPUs" '
+        "where that cannot test the claim). A networked configuration is two network "
         "namespaces on this one host.",
         "",
     ]
