@@ -115,6 +115,10 @@ PROF_TAIL_RANK = 0.5
 # between the hog's time slices (the report's own kv moved 0.96x under CPU stress), so kv is
 # shown beside it, not judged.
 PROF_APP = "speech"
+# TailWAG Fig. 5: the generated workload's service times cover the app's when its p50 and
+# p95 are within 10 % of the app's at every load (a quantile's run-to-run spread on these
+# hosts is a few %) and its p99 within 20 % (a hundredth of a few thousand requests).
+TWFIG5_CLOSE = {"p50": 0.10, "p95": 0.10, "p99": 0.20}
 # Two fractions of saturation that differ by less than this are the same planned load (the
 # harness rounds rates to 0.01 QPS).
 FRACTION_SNAP = 0.02
@@ -1645,6 +1649,61 @@ def rule_tailwag(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+def rule_tailwag_fig5(item: dict, data: Data, reuse: Data | None) -> Verdict:
+    """Per app (tailwag-table2's runs): the synthetic workload's service p50/p95/p99 against
+    the app's at each load; each quantile's worst error within TWFIG5_CLOSE."""
+    src = reuse if reuse is not None else data
+    apps = sorted({str(s).split("/")[0] for s in src.results if str(s).endswith("/measured")})
+    nums: dict[str, dict[str, float]] = {}
+    for app in apps:
+        m = src.of(f"{app}/measured").set_index("point")
+        syn = src.of(f"{app}/synthetic").set_index("point")
+        both = [p for p in m.index if p in syn.index]
+        if both:
+            nums[app] = {
+                q: max(
+                    (
+                        _div(value(syn.loc[p], "service", q), value(m.loc[p], "service", q)) - 1
+                        for p in both
+                    ),
+                    key=lambda e: abs(_finite(e, math.inf)),
+                )
+                for q in TWFIG5_CLOSE
+            }
+    if not nums:
+        return _no_data(src, "measured and synthetic points of tailwag-table2")
+    conds = [
+        Cond(
+            f"{app} {q} within {TWFIG5_CLOSE[q]:.0%}",
+            None if not math.isfinite(e) else bool(abs(e) <= TWFIG5_CLOSE[q]),
+        )
+        for app, v in nums.items()
+        for q, e in v.items()
+    ]
+    body = "synthetic ÷ measured service time − 1, worst over the loads: " + "; ".join(
+        f"{app} " + ", ".join(f"{q} {e:+.1%}" for q, e in v.items()) for app, v in nums.items()
+    )
+    series = {q: [100 * abs(nums[a][q]) for a in nums] for q in TWFIG5_CLOSE}
+    lines = [(100 * lim, f"{q} limit") for q, lim in TWFIG5_CLOSE.items()]
+    return _verdict(
+        conds,
+        body,
+        {"apps": nums, "limits": TWFIG5_CLOSE},
+        heads=["app", *(f"{q} error" for q in TWFIG5_CLOSE)],
+        rows=[[a, *(f"{e:+.1%}" for e in v.values())] for a, v in nums.items()],
+        figures=[
+            (
+                "service_coverage",
+                "Worst |synthetic ÷ measured − 1| of service p50, p95 and p99 over the loads "
+                "(TailWAG Fig. 5's question: does the generated distribution cover the app's?).",
+                lambda o: bars(
+                    o, list(nums), series, "|error| (%)", "Service-time coverage", False, lines
+                ),
+            )
+        ],
+    )
+
+
 def _float(v: Any) -> float:
     try:
         return float(v)
@@ -1884,6 +1943,7 @@ RULES: dict[str, Rule] = {
     "tales-fig10": rule_tales10,
     "profiling-table7": rule_profiling,
     "tailwag-table2": rule_tailwag,
+    "tailwag-fig5": rule_tailwag_fig5,
     "tail-at-scale-fanout": rule_tas_fanout,
     "tail-at-scale-hedging": rule_tas_hedging,
 }

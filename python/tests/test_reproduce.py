@@ -761,6 +761,34 @@ def test_tailwag_errors_vs_paper(tmp_path):
     assert "Built from disturbed runs" in html(tmp_path, "tailwag-table2")
 
 
+def test_tailwag_fig5_service_coverage(tmp_path):
+    """TailWAG Fig. 5 from tailwag-table2's runs: the synthetic workload's service quantiles
+    against the app's at each load, the worst per quantile; kv within every limit, img-dnn's
+    p99 30 % long (over the 20 % limit) at one of two loads: partly."""
+    root = tmp_path / "tailwag-table2"
+
+    def side(app, name, p99s):
+        pts = [
+            point(
+                f"integrated-t1-q{q}", app=app, qps=q, svc=_stats(p50=100 * US, p95=200 * US, p99=v)
+            )
+            for q, v in zip((100, 300), p99s, strict=True)
+        ]
+        experiment(root / app / name, pts)
+
+    side("kv", "measured", [400 * US, 400 * US])
+    side("kv", "synthetic", [460 * US, 380 * US])
+    side("img-dnn", "measured", [400 * US, 400 * US])
+    side("img-dnn", "synthetic", [400 * US, 520 * US])
+    (tmp_path / "tailwag-fig5").mkdir()
+    doc = page(tmp_path, "tailwag-fig5", reuse=root)
+    apps = doc["numbers"]["apps"]
+    assert apps["kv"]["p99"] == pytest.approx(0.15) and apps["kv"]["p50"] == pytest.approx(0)
+    assert apps["img-dnn"]["p99"] == pytest.approx(0.30)
+    assert doc["status"] == "partly" and "img-dnn p99 within 20%" in doc["verdict"]
+    assert (tmp_path / "tailwag-fig5" / "figures" / "service_coverage.png").exists()
+
+
 # --- environment, quick, bad input, index, doc ---------------------------------------------------
 
 
