@@ -235,11 +235,14 @@ impl Scale {
     }
 
     /// The values to run on a host of `cpus` CPUs: the paper's up to `cpus - reserve` (at
-    /// least one worker), the configuration pairs that set them, and what the page says.
+    /// least one worker) and that cap where the paper goes past it, the configuration pairs
+    /// that set them, and what the page says.
     fn on(&self, cpus: u64) -> anyhow::Result<(Pairs, serde_json::Value)> {
         let cap = cpus.saturating_sub(self.reserve).max(1);
+        // The paper's counts that fit, and the cap itself where the paper goes past it (its
+        // 1–4 on 3 CPUs: 1, 2; its 1 and 4 on 4 CPUs: 1, 3).
         let mut ran: Vec<u64> = self.paper.iter().copied().filter(|&v| v <= cap).collect();
-        if ran.is_empty() {
+        if self.paper.iter().any(|&v| v > cap) && !ran.contains(&cap) {
             ran.push(cap);
         }
         let top = *ran.iter().max().expect("one value at least");
