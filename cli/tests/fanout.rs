@@ -272,3 +272,65 @@ fn a_loopback_fanout_over_three_servers_joins_their_answers() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Several clients' and a fan-out's leaves' records go to requests.parquet when asked: the
+/// rows the CSV would hold, with the column that names their sender (`client`, `leaf`).
+#[test]
+fn several_clients_and_fanout_leaves_write_parquet_records() {
+    use taillab_core::reqfile::{read_all, Sender};
+    let _s = serial();
+    #[rustfmt::skip]
+    let cases: [(Sender, &[&str]); 2] = [
+        (Sender::Client, &["--app", "null", "--clients", "2", "--qps", "2000"]),
+        (Sender::Leaf, &["--app", "synth", "--set", "service=exp:300us", "--set", "spin=sleep",
+                         "--wait", "block", "--fanout", "2", "--qps", "400"]),
+    ];
+    for (sender, args) in cases {
+        let out = tmp(&format!("parquet-{sender}"));
+        #[rustfmt::skip]
+        let common = ["--topology", "loopback", "--warmup-requests", "100", "--requests", "600",
+                      "--save-requests", "--record-format", "parquet"];
+        let s = run(&[args, &common[..]].concat(), &out);
+        assert!(!out.join("requests.csv").exists(), "{sender}");
+        let (extra, rows) = read_all(&out.join("requests.parquet")).unwrap();
+        assert_eq!((extra.ideal, extra.sender), (false, Some(sender)));
+        let senders: std::collections::BTreeSet<_> = rows.iter().map(|r| r.sender).collect();
+        assert_eq!(
+            senders,
+            [Some(0), Some(1)].into(),
+            "{sender}: every one's rows"
+        );
+        assert!(rows
+            .iter()
+            .all(|r| r.stamps.intended <= r.stamps.sent && r.stamps.started <= r.stamps.finished));
+        let measured = rows.iter().filter(|r| r.measured).count() as u64;
+        if sender == Sender::Client {
+            // The clients share the run's requests.
+            assert_eq!(measured, s["requests"]["measured"].as_u64().unwrap());
+            assert_eq!(
+                rows.len() as u64,
+                measured + s["requests"]["warmup"].as_u64().unwrap()
+            );
+            let _ = std::fs::remove_dir_all(&out);
+            continue;
+        }
+        // Every leaf answered every measured request; the whole is the slower answer.
+        let mut per: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+        for r in rows.iter().filter(|r| r.measured) {
+            per.entry(r.id)
+                .or_default()
+                .push(r.stamps.completed - r.stamps.intended);
+        }
+        assert_eq!(per.len(), 600);
+        assert!(per.values().all(|v| v.len() == 2));
+        let mut whole: Vec<u64> = per.values().map(|v| *v.iter().max().unwrap()).collect();
+        whole.sort_unstable();
+        let exact = whole[whole.len() / 2 - 1] as f64;
+        let got = f(&s["latency_ns"]["sojourn"]["p50"]);
+        assert!(
+            (got / exact - 1.0).abs() < 0.01,
+            "p50: summary {got} vs rows {exact}"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

@@ -2,8 +2,9 @@
 //! `requests.parquet` (`record.format`), the same columns either way.
 //!
 //! Columns, in this order: [`BASE_COLUMNS`] (id, worker, the six stamps, measured, the two
-//! user-space reads), then `ideal_completed` when the run has an ideal, then `client` in a
-//! run with several TCP clients. Stamps are ns on the harness's monotonic clock.
+//! user-space reads), then `ideal_completed` when the run has an ideal, then the process that
+//! sent the row ([`Sender`]): `client` in a run with several TCP clients, `leaf` in a fan-out's
+//! (one row per leaf's answer). Stamps are ns on the harness's monotonic clock.
 //!
 //! Parquet is written with the file API of the `parquet` crate (no Arrow): every column a
 //! 64-bit integer, delta-encoded (ids and stamps grow by small steps, so a request takes a
@@ -31,6 +32,16 @@ crate::names_enum! {
         Csv = "csv",
         /// `requests.parquet`: the same columns as 64-bit integers, delta-encoded, written in row groups (bounded memory, a few bytes a value, read by pandas in seconds).
         Parquet = "parquet",
+    }
+}
+
+crate::names_enum! {
+    /// Who the last column of a run split across client processes names (its name is the column's).
+    pub enum Sender ("records sender column") {
+        /// The client that sent the request (several clients share the run's rate).
+        Client = "client",
+        /// The fan-out leaf that answered it (each leaf's client sends every request).
+        Leaf = "leaf",
     }
 }
 
@@ -65,8 +76,8 @@ pub struct Row {
     pub measured: bool,
     /// When the run's ideal completed it (the `ideal_completed` column).
     pub ideal_completed: Option<u64>,
-    /// Which client sent it (the `client` column of a run with several clients).
-    pub client: Option<u64>,
+    /// The client or fan-out leaf it came from (the [`Sender`] column), numbered from 0.
+    pub sender: Option<u64>,
 }
 
 impl Row {
@@ -87,7 +98,7 @@ impl Row {
             },
             measured: v[8] == 1,
             ideal_completed: None,
-            client: None,
+            sender: None,
         }
     }
 
@@ -115,8 +126,8 @@ impl Row {
 pub struct Extra {
     /// `ideal_completed`.
     pub ideal: bool,
-    /// `client`.
-    pub client: bool,
+    /// `client` or `leaf`.
+    pub sender: Option<Sender>,
 }
 
 impl Extra {
@@ -126,8 +137,8 @@ impl Extra {
         if self.ideal {
             c.push("ideal_completed");
         }
-        if self.client {
-            c.push("client");
+        if let Some(s) = self.sender {
+            c.push(s.name());
         }
         c
     }
@@ -135,8 +146,8 @@ impl Extra {
     /// A row's values, in file order (a missing optional value is 0).
     fn values(self, r: &Row) -> impl Iterator<Item = u64> {
         let ideal = self.ideal.then(|| r.ideal_completed.unwrap_or(0));
-        let client = self.client.then(|| r.client.unwrap_or(0));
-        r.base().into_iter().chain(ideal).chain(client)
+        let sender = self.sender.map(|_| r.sender.unwrap_or(0));
+        r.base().into_iter().chain(ideal).chain(sender)
     }
 }
 
@@ -343,7 +354,7 @@ impl Rows {
         };
         let extra = Extra {
             ideal: names.iter().any(|n| n == "ideal_completed"),
-            client: names.iter().any(|n| n == "client"),
+            sender: names.last().and_then(|n| n.parse().ok()),
         };
         if names != extra.columns() {
             return Err(invalid(
@@ -422,8 +433,8 @@ impl Iterator for Rows {
         if self.extra.ideal {
             r.ideal_completed = rest.next();
         }
-        if self.extra.client {
-            r.client = rest.next();
+        if self.extra.sender.is_some() {
+            r.sender = rest.next();
         }
         Some(Ok(r))
     }
@@ -496,7 +507,7 @@ mod tests {
                     },
                     measured: i >= 10,
                     ideal_completed: extra.ideal.then_some(t + 190 + i % 31),
-                    client: extra.client.then_some(i % 2),
+                    sender: extra.sender.map(|_| i % 2),
                 }
             })
             .collect()
@@ -509,11 +520,15 @@ mod tests {
             Extra::default(),
             Extra {
                 ideal: true,
-                client: false,
+                sender: None,
             },
             Extra {
                 ideal: false,
-                client: true,
+                sender: Some(Sender::Client),
+            },
+            Extra {
+                ideal: true,
+                sender: Some(Sender::Leaf),
             },
         ] {
             let want = rows(2_500, extra);
@@ -547,7 +562,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let extra = Extra {
             ideal: true,
-            client: false,
+            sender: None,
         };
         let r = rows(12, extra)[11];
         let mut w = RowWriter::create(&dir, RequestFormat::Csv, extra).unwrap();

@@ -996,7 +996,7 @@ fn write_records(
     let path = dir.join(crate::reqfile::file_name(format));
     let extra = Extra {
         ideal: ideal.is_some(),
-        client: false,
+        sender: None,
     };
     let go = || -> std::io::Result<()> {
         let mut w = RowWriter::create(dir, format, extra)?;
@@ -1007,7 +1007,7 @@ fn write_records(
                 stamps: st,
                 measured,
                 ideal_completed: ideal.map(|v| v[i as usize]),
-                client: None,
+                sender: None,
             })?;
         }
         w.finish()

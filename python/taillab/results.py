@@ -213,10 +213,12 @@ class Results:
         interval of an interval log: ``point``, ``run``, ``metric``, ``t_s`` (start, seconds
         into the measured phase), ``length_s``, and ``count``, ``mean``, ``p50``, ``p90``,
         ``p99``, ``p999``, ``max`` (ns).
-    ``requests`` (read on first use; empty when no run saved requests.csv)
+    ``requests`` (read on first use; empty when no run saved its records)
         request: ``point``, ``run``, ``id``, ``worker``, the six stamps, ``measured`` (0 for
-        warmup requests, when the file says), and derived ``send_lag``, ``queue``,
-        ``service``, ``sojourn``, ``transport`` (ns).
+        warmup requests, when the file says), ``ideal_completed`` when the run has an ideal,
+        ``client`` (several clients) or ``leaf`` (a fan-out: a row per leaf's answer) when
+        the file has one, and derived ``send_lag``, ``queue``, ``service``, ``sojourn``,
+        ``transport`` (ns).
     """
 
     def __init__(

@@ -74,3 +74,34 @@ def test_a_parquet_run_loads_every_request_and_its_tail(parquet_run):
     rank = int(np.ceil(0.99 * len(soj))) - 1
     assert np.sort(soj)[rank] == pytest.approx(summ["latency_ns"]["sojourn"]["p99"], rel=2e-3)
     assert "ideal_completed" in req
+
+
+@pytest.mark.parametrize(
+    ("sender", "args"),
+    [
+        ("client", ["--app", "null", "--clients", "2", "--qps", "2000"]),
+        (
+            "leaf",
+            ["--app", "synth", "--set", "service=fixed:100us", "--fanout", "2", "--qps", "1e3"],
+        ),
+    ],
+)
+def test_several_clients_and_leaves_load_from_parquet_with_their_column(sender, args, tmp_path):
+    exe = ROOT / "target/release/taillab"
+    assert exe.exists(), "the release binary is built by `make test` first"
+    out = tmp_path / sender
+    r = subprocess.run(
+        [str(exe), "run", *args, "--topology", "loopback", "--requests", "500",
+         "--warmup-requests", "50", "--save-requests", "--record-format", "parquet",
+         "-q", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert requests_file(out) == out / "requests.parquet"
+    req = taillab.load(out).requests
+    assert sorted(req[sender].unique()) == [0, 1]
+    measured = req[req["measured"] == 1]
+    n = json.loads((out / "summary.json").read_text())["requests"]["measured"]
+    # Several clients share the requests; each leaf answers every one.
+    assert len(measured) == (n if sender == "client" else 2 * n)
+    assert (measured["sojourn"] > 0).all()

@@ -45,6 +45,7 @@ use taillab_core::collector::{
 };
 use taillab_core::config::auto::TcpChoice;
 use taillab_core::config::{view, RunConfig, Topology};
+use taillab_core::reqfile::{self, RequestFormat, Sender};
 use taillab_core::sections::transport::{ClientShare, ServeStats, TransportSection};
 use taillab_core::{Bound, RunResult, RunSpec, Summary};
 
@@ -490,7 +491,8 @@ pub fn run_config(
     // A fan-out's rows are its leaves' (column `leaf`); its whole requests are in the histograms.
     let apart = many || fan.is_some();
     if save && apart {
-        write_requests(out, &reqs, if fan.is_some() { "leaf" } else { "client" })?;
+        let sender = if fan.is_some() { Sender::Leaf } else { Sender::Client };
+        write_requests(out, cfg.record.format, &reqs, sender)?;
     }
     taillab_core::write_run(out, &summary, &result, save && !apart)?;
     drop(fleet);
@@ -993,22 +995,26 @@ fn records_of(clients: &[Vec<ReqRow>]) -> taillab_core::harness::Records {
     rec
 }
 
-/// `requests.csv` of a run with several clients: the integrated columns
-/// plus `client` (ids and clocks are each client's own) — or `leaf`, a fan-out's.
-fn write_requests(out: &Path, reqs: &[Vec<ReqRow>], column: &str) -> Result<(), TransportError> {
-    let io = |e| TransportError::Io { what: format!("writing {}/requests.csv", out.display()), source: e };
+/// The records file (`record.format`) of a run with several clients: the integrated columns
+/// plus the [`Sender`] column, `client` (ids and clocks are each client's own) or, in a
+/// fan-out, `leaf` (a row per leaf's answer, ids the run's).
+fn write_requests(
+    out: &Path,
+    format: RequestFormat,
+    reqs: &[Vec<ReqRow>],
+    sender: Sender,
+) -> Result<(), TransportError> {
+    let path = out.join(reqfile::file_name(format));
+    let io = |e| TransportError::Io { what: format!("writing {}", path.display()), source: e };
     std::fs::create_dir_all(out).map_err(io)?;
-    let mut w = std::io::BufWriter::new(std::fs::File::create(out.join("requests.csv")).map_err(io)?);
-    writeln!(w, "{},{column}", taillab_core::summary::REQUESTS_CSV_HEADER).map_err(io)?;
-    for (i, rows) in reqs.iter().enumerate() {
+    let extra = reqfile::Extra { ideal: false, sender: Some(sender) };
+    let mut w = reqfile::RowWriter::create(out, format, extra).map_err(io)?;
+    for (i, rows) in (0u64..).zip(reqs) {
         for r in rows {
-            for x in r {
-                write!(w, "{x},").map_err(io)?;
-            }
-            writeln!(w, "{i}").map_err(io)?;
+            w.push(&reqfile::Row { sender: Some(i), ..reqfile::Row::from_base(r) }).map_err(io)?;
         }
     }
-    w.flush().map_err(io)
+    w.finish().map_err(io)
 }
 
 #[cfg(test)]
@@ -1033,6 +1039,39 @@ mod tests {
         assert_eq!(ids, vec![0, 2]);
         assert!(parse_req("1,2,3").is_err());
         assert!(parse_req(&format!("{},12", a[0])).is_err());
+    }
+
+    /// Several clients' rows (a fan-out's leaves') go to either format as the same rows, and
+    /// the CSV is the lines it always was: the client's own values, then its number.
+    #[test]
+    fn several_clients_rows_are_the_same_in_csv_and_parquet() {
+        let row = |id: u64, t: u64| -> ReqRow { [id, 1, t, t + 1, t + 2, t + 3, t + 5, t + 9, id % 2, t + 2, t + 10] };
+        let reqs = vec![vec![row(0, 100), row(1, 300)], vec![row(0, 200)]];
+        let dir = std::env::temp_dir().join(format!("taillab-coord-req-{}", std::process::id()));
+        for sender in [Sender::Client, Sender::Leaf] {
+            let mut read = Vec::new();
+            for f in [RequestFormat::Csv, RequestFormat::Parquet] {
+                let _ = std::fs::remove_dir_all(&dir);
+                write_requests(&dir, f, &reqs, sender).unwrap();
+                read.push(reqfile::read_all(&dir.join(reqfile::file_name(f))).unwrap());
+                if f == RequestFormat::Csv {
+                    let mut want = format!("{},{sender}\n", taillab_core::summary::REQUESTS_CSV_HEADER);
+                    for (i, rows) in reqs.iter().enumerate() {
+                        for r in rows {
+                            let v: Vec<String> = r.iter().map(u64::to_string).collect();
+                            want += &format!("{},{i}\n", v.join(","));
+                        }
+                    }
+                    assert_eq!(std::fs::read_to_string(dir.join("requests.csv")).unwrap(), want);
+                }
+            }
+            assert_eq!(read[0], read[1], "{sender}");
+            let (extra, rows) = &read[0];
+            assert_eq!(extra.sender, Some(sender));
+            let got: Vec<(u64, u64, Option<u64>)> = rows.iter().map(|r| (r.id, r.stamps.intended, r.sender)).collect();
+            assert_eq!(got, vec![(0, 100, Some(0)), (1, 300, Some(0)), (0, 200, Some(1))]);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
