@@ -37,10 +37,20 @@ pub const DEFAULT_BLOCKS: usize = 3;
 pub const DEFAULT_MAX_RUNS: usize = 200;
 /// Bootstrap resamples of the analysis when not given.
 pub const DEFAULT_BOOTSTRAP: usize = 200;
+/// `--max-runs`'s help in `taillab attribute` (elsewhere it is `ci.max_runs`, the most runs
+/// of one point with a CI target).
+const MAX_RUNS_HELP: &str = "The most runs the design may take, cells × blocks (default 200, \
+    or attribute.max_runs in --file): a full factorial over it becomes a resolution-IV fraction \
+    when every factor has two levels (--design auto), else it is refused before anything runs";
 
 /// `taillab attribute`: any run setting as in `taillab run` (fixed values: only the
-/// factors vary), the factors, and the design's size.
+/// factors vary), the factors, and the design's size. `--max-runs` is `ci.max_runs` among
+/// the run flags; here it caps the design, and says so.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("ci.max_runs", |a| a
+    .help(MAX_RUNS_HELP)
+    .help_heading("Options")
+    .value_name("N")))]
 pub struct AttributeCmd {
     #[command(flatten)]
     pub cfg: ConfigFlags<{ view::SWEEP }>,
@@ -56,7 +66,7 @@ pub struct AttributeCmd {
     /// Replicates of the whole design, each in its own shuffled order (default 3).
     #[arg(long)]
     pub blocks: Option<usize>,
-    /// full, fractional (resolution IV, two levels per factor) or auto (default: full unless it exceeds --max-runs). --max-runs caps the design's runs (default 200).
+    /// full, fractional (resolution IV, two levels per factor) or auto (default: full unless it exceeds --max-runs).
     #[arg(long)]
     pub design: Option<Want>,
     /// Bootstrap resamples of the analysis's CIs (default 200).
@@ -80,6 +90,49 @@ struct FileSettings {
     design: Option<Want>,
     max_runs: Option<usize>,
     bootstrap: Option<usize>,
+}
+
+/// The keys of `[attribute.factors]` in the order the file writes them (a parsed
+/// [`toml::Table`] sorts its keys; the design keeps the user's order: factor A is the
+/// first one written). Empty when the file has no such table.
+fn factor_order(path: &Path) -> Vec<String> {
+    struct Keys(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a table of factors")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut k = Vec::new();
+                    while let Some((key, _)) = m.next_entry::<String, serde::de::IgnoredAny>()? {
+                        k.push(key);
+                    }
+                    Ok(Keys(k))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Attr {
+        factors: Option<Keys>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        attribute: Option<Attr>,
+    }
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| toml::from_str::<Doc>(&t).ok())
+        .and_then(|d| d.attribute?.factors)
+        .map(|k| k.0)
+        .unwrap_or_default()
 }
 
 /// Reads `[attribute]` of an experiment file.
@@ -138,6 +191,9 @@ fn file_settings(path: &Path) -> anyhow::Result<FileSettings> {
             ),
         }
     }
+    let order = factor_order(path);
+    s.factors
+        .sort_by_key(|f| order.iter().position(|k| *k == f.key).unwrap_or(usize::MAX));
     Ok(s)
 }
 
@@ -197,7 +253,14 @@ impl Attribution {
         let blocks = a.blocks.or(fs.blocks).unwrap_or(DEFAULT_BLOCKS);
         let want = a.design.or(fs.design).unwrap_or(Want::Auto);
         let bootstrap = a.bootstrap.or(fs.bootstrap).unwrap_or(DEFAULT_BOOTSTRAP);
-        if !pairs.iter().any(|(k, _)| k.ends_with("redo_disturbed")) {
+        let file_redo = match &a.file {
+            Some(p) => read_toml(p)?
+                .get("ci")
+                .and_then(|c| c.get("redo_disturbed"))
+                .is_some(),
+            None => false,
+        };
+        if !file_redo && !pairs.iter().any(|(k, _)| k.ends_with("redo_disturbed")) {
             // Cells are compared run against run: a run the environment check calls
             // disturbed is redone, at most twice, as tailwag does.
             pairs.push(("ci.redo_disturbed".into(), vec!["2".into()]));

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -308,9 +309,14 @@ def _variance_ratios(runs: list[RunData], mult: np.ndarray, design: dict) -> np.
 
 
 def analyse(
-    root: str | Path, bootstrap: int = 200, seed: int = 1, res: Results | None = None
+    root: str | Path,
+    bootstrap: int = 200,
+    seed: int = 1,
+    res: Results | None = None,
+    procs: int | None = None,
 ) -> dict[str, Any]:
-    """The attribution of an attribute folder: every effect with its CI (see module doc)."""
+    """The attribution of an attribute folder: every effect with its CI (see module doc). The
+    bootstrap's refits run in ``procs`` processes (None: one per usable CPU, at most 4)."""
     root = Path(root)
     design = read_design(root)
     res = res or load(root)
@@ -320,7 +326,7 @@ def analyse(
     for r in runs:
         per_cell[r.cell] = per_cell.get(r.cell, 0) + r.n
     with _one_thread():
-        return _analyse(root, design, res, runs, per_cell, model, bootstrap, seed)
+        return _analyse(root, design, res, runs, per_cell, model, bootstrap, seed, procs)
 
 
 def _one_thread():
@@ -335,7 +341,41 @@ def _one_thread():
     return threadpool_limits(1)
 
 
-def _analyse(root, design, res, runs, per_cell, model, bootstrap, seed) -> dict[str, Any]:
+#: What the bootstrap's worker processes share (set before the fork, read in the children).
+_SHARED: tuple[list[RunData], list[tuple[str, float]]] | None = None
+
+
+def _refit(mult: np.ndarray) -> list[np.ndarray]:
+    runs, keys = _SHARED
+    return [quantreg(runs, m, q, mult) for m, q in keys]
+
+
+def _refits(
+    runs: list[RunData], keys: list[tuple[str, float]], mults: list[np.ndarray], procs: int | None
+) -> list[list[np.ndarray]]:
+    """Every resample's coefficients per (metric, quantile), in resample order: the same
+    numbers whatever ``procs`` (the fits are deterministic; only who makes them changes). The
+    resamples are shared among ``procs`` forked processes (None: one per CPU this process may
+    use, at most 4), since the fits are CPU-bound Python and each takes one CPU."""
+    global _SHARED
+    if procs is None:
+        procs = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    procs = max(1, min(procs, len(mults) // 4))
+    _SHARED = (runs, keys)
+    try:
+        if procs == 1:
+            return [_refit(m) for m in mults]
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(procs) as pool:
+            return pool.map(_refit, mults, chunksize=max(1, len(mults) // (4 * procs)))
+    finally:
+        _SHARED = None
+
+
+def _analyse(
+    root, design, res, runs, per_cell, model, bootstrap, seed, procs=None
+) -> dict[str, Any]:
     quantiles = list(QUANTILES)
     if min(per_cell.values()) >= P999_REQUESTS:
         quantiles.append(0.999)
@@ -343,13 +383,13 @@ def _analyse(root, design, res, runs, per_cell, model, bootstrap, seed) -> dict[
     point = {(m, q): quantreg(runs, m, q, ones) for m in METRICS for q in quantiles}
     var_point = _variance_ratios(runs, ones, design)
     rng = np.random.default_rng(seed)
-    draws: dict[tuple[str, float], list[np.ndarray]] = {k: [] for k in point}
-    var_draws = []
-    for _ in range(bootstrap):
-        mult = _resample(runs, rng)
-        for k in point:
-            draws[k].append(quantreg(runs, k[0], k[1], mult))
-        var_draws.append(_variance_ratios(runs, mult, design))
+    mults = [_resample(runs, rng) for _ in range(bootstrap)]
+    keys = list(point)
+    draws: dict[tuple[str, float], list[np.ndarray]] = {k: [] for k in keys}
+    for betas in _refits(runs, keys, mults, procs):
+        for k, beta in zip(keys, betas, strict=True):
+            draws[k].append(beta)
+    var_draws = [_variance_ratios(runs, mult, design) for mult in mults]
     n_runs = min(sum(1 for r in runs if r.cell == c) for c in per_cell)
     scale = math.sqrt(n_runs / (n_runs - 1)) if n_runs > 1 else math.nan
     effects = []
@@ -401,6 +441,7 @@ def _analyse(root, design, res, runs, per_cell, model, bootstrap, seed) -> dict[
         "variance_p99": variance,
         "cells": _cells(res, design, runs),
     }
+    doc["aliases"] = named_aliases(design)
     doc["interactions"] = [
         e
         for e in effects
@@ -409,6 +450,23 @@ def _analyse(root, design, res, runs, per_cell, model, bootstrap, seed) -> dict[
     doc["what_to_change"] = _what_to_change(effects)
     doc["precision"] = _precision(effects, n_runs)
     return doc
+
+
+def letter(i: int) -> str:
+    """Factor ``i``'s letter in generators and alias chains, as design.json writes them (A…Z,
+    then F27, …)."""
+    return chr(ord("A") + i) if i < 26 else f"F{i + 1}"
+
+
+def named_aliases(design: dict) -> list[list[str]]:
+    """The aliased two-factor interactions of a fraction, each chain with the factors' keys
+    (``["app.scale × app.noise", "app.lock_spin × harness.wait"]``): what a fraction confounds
+    and so does not estimate."""
+    keys = {letter(i): f["key"] for i, f in enumerate(design["factors"])}
+    return [
+        [" × ".join(keys.get(x, x) for x in pair.split("×")) for pair in chain]
+        for chain in design.get("aliases") or []
+    ]
 
 
 def _precision(effects: list[dict], blocks: int) -> dict:
@@ -553,7 +611,10 @@ def text_table(doc: dict) -> str:
     if doc["design"]["aliases"]:
         lines.append(
             "aliased two-factor interactions (not estimated): "
-            + "; ".join(" = ".join(c) for c in doc["design"]["aliases"])
+            + "; ".join(
+                f"{' = '.join(c)} ({' = '.join(n)})"
+                for c, n in zip(doc["design"]["aliases"], named_aliases(doc["design"]), strict=True)
+            )
         )
     lines.append("what to change, by sojourn p99 gain from the base configuration:")
     for i, w in enumerate(doc["what_to_change"], 1):
@@ -830,7 +891,7 @@ def write_page(
     )
     alias = (
         f'<p class="note">Aliased two-factor interactions (a fraction cannot tell them apart; '
-        f"not estimated): {esc('; '.join(' = '.join(c) for c in d['aliases']))}</p>"
+        f"not estimated): {esc('; '.join(' = '.join(c) for c in named_aliases(d)))}</p>"
         if d["aliases"]
         else ""
     )

@@ -289,28 +289,37 @@ def attribution_service(cell: list[int], base_ns=100_000.0, jitter_ns=5_000.0):
     return draw
 
 
-def make_attribution(root: Path, *, blocks=3, duration_s=1.5, qps=1000.0) -> Path:
+#: The fourth factor of :func:`make_attribution`'s fraction (no effect: services ignore it).
+FRACTION_FACTOR = {"key": "harness.wait", "levels": ["hybrid", "spin"]}
+
+
+def make_attribution(root: Path, *, blocks=3, duration_s=1.5, qps=1000.0, fraction=False) -> Path:
     """A ``taillab attribute`` folder over :data:`ATTRIBUTION_FACTORS` (full factorial): the
     design.json and experiment.json the command writes, every cell's run per block with its
-    requests, services drawn by :func:`attribution_service`."""
+    requests, services drawn by :func:`attribution_service`. ``fraction``: the four factors
+    ATTRIBUTION_FACTORS + FRACTION_FACTOR in the resolution-IV half fraction taillab makes
+    (8 cells, D = ABC, its two-factor interactions aliased in pairs)."""
     root.mkdir(parents=True, exist_ok=True)
+    factors = ATTRIBUTION_FACTORS + [FRACTION_FACTOR] if fraction else ATTRIBUTION_FACTORS
     cells = [[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)]
+    if fraction:
+        cells = [[a, b, c, a ^ b ^ c] for a, b, c in cells]
     ids = [
-        "integrated-t1-q1000-"
+        f"integrated-t1-q{qps:g}-"
         + "-".join(
             f"{f['key'].split('.')[-1]}-{f['levels'][lv]}"
-            for f, lv in zip(ATTRIBUTION_FACTORS, cell, strict=True)
+            for f, lv in zip(factors, cell, strict=True)
         )
         for cell in cells
     ]
     rng = np.random.default_rng(5)
     design = {
         "schema": "taillab.design/1",
-        "factors": ATTRIBUTION_FACTORS,
-        "kind": "full",
-        "resolution": None,
-        "generators": [],
-        "aliases": [],
+        "factors": factors,
+        "kind": "fractional" if fraction else "full",
+        "resolution": 4 if fraction else None,
+        "generators": ["D = ABC"] if fraction else [],
+        "aliases": [["A×B", "C×D"], ["A×C", "B×D"], ["A×D", "B×C"]] if fraction else [],
         "cells": cells,
         "blocks": blocks,
         "seed": 5,
@@ -331,7 +340,7 @@ def make_attribution(root: Path, *, blocks=3, duration_s=1.5, qps=1000.0) -> Pat
     exp = {
         "schema": "taillab.experiment/1",
         "kind": "attribute",
-        "parameters": {"attribute": {"factors": ATTRIBUTION_FACTORS, "blocks": blocks}},
+        "parameters": {"attribute": {"factors": factors, "blocks": blocks}},
         "points": [{"id": pid, "qps": qps, "threads": 1, "config": "integrated"} for pid in ids],
         "host": HOST,
         "taillab": "0.1.0",

@@ -116,3 +116,72 @@ def test_the_cells_carry_the_true_service(attribution_dir):
     rng = np.random.default_rng(0)
     s = attribution_service([1, 1, 0])(rng, 200_000) / 1e3
     assert abs(np.quantile(s, 0.99) - _true_quantile([1, 1, 0], 0.99)) < 2.0
+
+
+@pytest.fixture(scope="module")
+def fraction(tmp_path_factory):
+    """The resolution-IV half fraction of four factors (fixtures.make_attribution(fraction=
+    True)), 4 000 requests a cell, analysed with 20 resamples and the p99.9 threshold at 4 000
+    requests a cell (20 000 a cell would take minutes to make and fit here)."""
+    from fixtures import make_attribution
+
+    root = make_attribution(
+        tmp_path_factory.mktemp("fraction") / "a",
+        blocks=2,
+        duration_s=1.0,
+        qps=2000.0,
+        fraction=True,
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(A, "P999_REQUESTS", 4000)
+        return root, A.analyse(root, bootstrap=20)
+
+
+def test_a_fraction_estimates_main_effects_and_names_its_aliases(fraction):
+    root, doc = fraction
+    kinds = {e["kind"] for e in doc["effects"]}
+    assert kinds == {"intercept", "main"}, kinds
+    mains = {e["term"] for e in doc["effects"] if e["kind"] == "main"}
+    assert mains == {"app.scale=1.5", "app.noise=slow", "app.lock_spin=20us", "harness.wait=spin"}
+    # The confounded interactions, by letter (design.json) and by factor.
+    assert doc["design"]["aliases"] == [["A×B", "C×D"], ["A×C", "B×D"], ["A×D", "B×C"]]
+    assert ["app.scale × app.noise", "app.lock_spin × harness.wait"] in doc["aliases"]
+    text = A.text_table(doc)
+    assert "A×B = C×D (app.scale × app.noise = app.lock_spin × harness.wait)" in text
+    page = A.write_page(root, doc, root / "attribution")
+    assert "app.scale × app.noise = app.lock_spin × harness.wait" in page.read_text()
+    # Main effects are clear of the two-factor interactions: the planted ones are found.
+    for q in (0.5, 0.99):
+        e = next(
+            x
+            for x in doc["effects"]
+            if x["metric"] == "service" and x["quantile"] == q and x["term"] == "app.scale=1.5"
+        )
+        assert e["ci_low_us"] - 2 <= _truth(e["term"], q) <= e["ci_high_us"] + 2, e
+
+
+def test_p999_only_where_the_cells_hold_enough_requests(fraction, analysed):
+    # Under the threshold (4 500 requests a cell against 20 000): no p99.9; at it (4 000 a
+    # cell against a threshold of 4 000): p99.9 for every metric and term.
+    assert min(c["requests"] for c in analysed["cells"]) < A.P999_REQUESTS
+    assert analysed["quantiles"] == [0.5, 0.95, 0.99]
+    assert not any(e["quantile"] == 0.999 for e in analysed["effects"])
+    _, doc = fraction
+    assert min(c["requests"] for c in doc["cells"]) >= 4000
+    assert doc["quantiles"] == [0.5, 0.95, 0.99, 0.999]
+    at = [e for e in doc["effects"] if e["quantile"] == 0.999]
+    assert {e["metric"] for e in at} == set(A.METRICS) and all(e["label"] == "p99.9" for e in at)
+    assert len(at) == 3 * 5  # intercept and four main effects per metric
+    # The 300 µs noise on 3 % of requests is at p99.9 too (its true shift from the mixture);
+    # four requests a cell above p99.9 make it coarse, so only its size is checked.
+    e = next(x for x in at if x["metric"] == "service" and x["term"] == "app.noise=slow")
+    truth = _truth(e["term"], 0.999)
+    assert truth > 200 and 0.5 * truth < e["estimate_us"] < 1.5 * truth, (truth, e)
+
+
+def test_the_bootstrap_is_the_same_in_two_processes(attribution_dir):
+    # The resamples are drawn first, then refitted in forked processes: the same CIs.
+    one = A.analyse(attribution_dir, bootstrap=8, procs=1)
+    two = A.analyse(attribution_dir, bootstrap=8, procs=2)
+    assert [e["ci_low_us"] for e in one["effects"]] == [e["ci_low_us"] for e in two["effects"]]
+    assert [e["ci_high_us"] for e in one["effects"]] == [e["ci_high_us"] for e in two["effects"]]
