@@ -331,6 +331,9 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
         }
         None => vec![],
     };
+    if item.str("kind") == "attribute" {
+        return run_attributions(item, dir, out, a);
+    }
     for e in item.list("experiments") {
         let file = dir.join(&e);
         let app = app_of_file(&file)?;
@@ -355,6 +358,63 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
             &Rates::Search,
         )
         .with_context(|| format!("{}: {e}", item.id))?;
+    }
+    Ok(())
+}
+
+/// A `kind = "attribute"` item: each experiment file is a `taillab attribute --file`
+/// (its `[attribute]` table the design) into `OUT/<id>/<stem>/`, analysed there
+/// (`attribution/attribution.json`). Quick settings `attribute.blocks=N` and
+/// `attribute.bootstrap=N` set the design's blocks and resamples; the others are run
+/// settings, as for every item.
+fn run_attributions(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Result<()> {
+    for e in item.list("experiments") {
+        let file = dir.join(&e);
+        let app = app_of_file(&file)?;
+        let (mut cfg, sweep) = if a.quick {
+            quick_pairs(item, &app, a.smoke)?
+        } else {
+            (vec![], vec![])
+        };
+        if let Some((k, _)) = sweep.first() {
+            bail!("{}: sweep.{k} does not apply to an attribution", item.id);
+        }
+        let mut count = |k: &str| -> anyhow::Result<Option<usize>> {
+            let Some(i) = cfg.iter().position(|(have, _)| have == k) else {
+                return Ok(None);
+            };
+            let (_, v) = cfg.remove(i);
+            let v = v.join("");
+            v.parse()
+                .map(Some)
+                .with_context(|| format!("{}: {k}={v} is not a whole number", item.id))
+        };
+        let blocks = count("attribute.blocks")?;
+        let bootstrap = count("attribute.bootstrap")?;
+        let cmd = crate::attribute::AttributeCmd {
+            cfg: ConfigFlags { pairs: cfg },
+            sweep: FieldFlags::<Sweep>::from_pairs(executor_pairs(a)?),
+            file: Some(file),
+            factor: vec![],
+            blocks,
+            design: None,
+            bootstrap,
+            dry_run: false,
+            no_analysis: false,
+            exp: ExperimentOut {
+                out: Some(out.join(stem(&e))),
+                resume: a.exp.resume,
+                quiet: a.exp.quiet,
+            },
+        };
+        eprintln!("{}: {e} (attribution)", item.id);
+        let code = crate::attribute::attribute(cmd).with_context(|| format!("{}: {e}", item.id))?;
+        if code != 0 {
+            bail!(
+                "{}: {e}: the attribution's analysis failed (exit {code})",
+                item.id
+            );
+        }
     }
     Ok(())
 }

@@ -172,6 +172,21 @@ smoke! {
     smoke_profiling_table7: "profiling-table7";
     smoke_tail_at_scale_fanout: "tail-at-scale-fanout";
     smoke_tail_at_scale_hedging: "tail-at-scale-hedging";
+    smoke_tales_fig5_attribution: "tales-fig5-attribution";
+}
+
+/// The profiling tables as attributions, `--smoke`: 20 runs (five stress levels × 2 blocks,
+/// kv and speech, each stress started and stopped, speech's model loaded per run), over two
+/// minutes on the 2-CPU VM, so `make test-long` (its rule on fixtures is in the default
+/// suite: python/tests/test_reproduce.py).
+#[test]
+#[ignore]
+fn smoke_profiling_attribution() {
+    let _s = serial();
+    let out = tmp("smoke-profiling-attribution");
+    reproduce_with("profiling-attribution", "--smoke", &out);
+    check_item(&out, "profiling-attribution");
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 /// Tales Fig. 3's workers are the paper's 1–8 capped at this host's CPUs less one for the

@@ -119,6 +119,12 @@ PROF_APP = "speech"
 # p95 are within 10 % of the app's at every load (a quantile's run-to-run spread on these
 # hosts is a few %) and its p99 within 20 % (a hundredth of a few thousand requests).
 TWFIG5_CLOSE = {"p50": 0.10, "p95": 0.10, "p99": 0.20}
+# Tales Fig. 5 and the profiling tables as attributions (kind = "attribute"): the same bars as
+# their one-factor items (TALES5_HOG, TALES5_REMEDY; PROF_CPU, PROF_ALONE) applied to the cells
+# the regression predicts (base + effects), and the effect the claim is about must also be one
+# the design can tell from noise: its 95 % CI excludes zero. The quantile judged: sojourn p99
+# for Tales (its Fig. 5 plots the sojourn CCDF), service p95 for the report (Table VII's SVC).
+ATTR_TALES_Q, ATTR_PROF_Q = 0.99, 0.95
 # Two fractions of saturation that differ by less than this are the same planned load (the
 # harness rounds rates to 0.01 QPS).
 FRACTION_SNAP = 0.02
@@ -1927,6 +1933,328 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+# --- items recast as attributions (kind = "attribute") -----------------------------------------
+
+
+def _attribution(data: Data, stem: str) -> dict[str, Any]:
+    """``attribution.json`` of an item's attribution experiment ({} when it is missing)."""
+    return _read_json(data.root / stem / "attribution" / "attribution.json")
+
+
+def _attr_effects(doc: dict, metric: str, q: float) -> dict[str, dict]:
+    """An attribution's terms (intercept as ``base``) for one metric and quantile, by name."""
+    return {
+        ("base" if e["kind"] == "intercept" else e["term"]): e
+        for e in doc.get("effects") or []
+        if e.get("metric") == metric and abs(float(e.get("quantile", -1)) - q) < 1e-9
+    }
+
+
+def _attr_term(es: dict[str, dict], *levels: tuple[str, str]) -> dict | None:
+    """The main effect (one level) or two-factor interaction (two) of ``(key, level)``s."""
+    want = sorted(levels)
+    for e in es.values():
+        fs = e.get("factors") or []
+        if sorted((f["key"], f["level"]) for f in fs) == want:
+            return e
+    return None
+
+
+def _attr_cell(es: dict[str, dict], levels: list[tuple[str, str]]) -> float:
+    """The model's quantile (µs) of the cell with ``levels`` away from base: the intercept, each
+    level's main effect and each pair's interaction (a term the design lacks counts as 0 only
+    where it is not estimated at all: a fraction)."""
+    base = es.get("base")
+    if base is None:
+        return math.nan
+    v = float(base["estimate_us"])
+    for i, a in enumerate(levels):
+        m = _attr_term(es, a)
+        v += float(m["estimate_us"]) if m else math.nan
+        for b in levels[i + 1 :]:
+            x = _attr_term(es, a, b)
+            v += float(x["estimate_us"]) if x else 0.0
+    return v
+
+
+def _ci_text(e: dict | None) -> str:
+    if not e:
+        return "–"
+    lo, hi = _float(e.get("ci_low_us")), _float(e.get("ci_high_us"))
+    return f"{_us_signed(_float(e.get('estimate_us')))} [{_us_signed(lo)}, {_us_signed(hi)}]"
+
+
+def _us_signed(v: float) -> str:
+    if not math.isfinite(v):
+        return "–"
+    return ("+" if v >= 0 else "−") + fmt_ns(abs(v) * 1e3)
+
+
+def _excludes_zero(e: dict | None) -> bool | None:
+    if not e or e.get("excludes_zero") is None:
+        return None
+    lo, hi = _float(e.get("ci_low_us")), _float(e.get("ci_high_us"))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return bool(e["excludes_zero"])
+
+
+def _attribution_links(data: Data, out: Path) -> str:
+    links = [
+        f'<a href="{esc(html.rel(data.root / s / "attribution" / "index.html", out))}">{esc(s)}</a>'
+        for s in data.results
+        if (data.root / s / "attribution" / "index.html").exists()
+    ]
+    if not links:
+        return ""
+    return (
+        "<h2>The attributions</h2><p>Each experiment's own page (every effect at p50/p95/p99 "
+        "with its CI, the interactions, the run-to-run variance, the best and worst cells): "
+        + " · ".join(links)
+        + ".</p>"
+    )
+
+
+TALES5_HOG_LEVEL = ("interference.hogs", "cpu:1@cpus=0")
+TALES5_REMEDIES = {
+    "hog + RT": ("harness.rt_priority", "50"),
+    "hog, dedicated core": ("harness.cpus", "1"),
+}
+
+
+def rule_tales5_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Tales Fig. 5 as an attribution: the hog's main effect on sojourn p99 (at least doubles
+    it, CI excluding 0), and each remedy's cell (hog + remedy, from the model) back within
+    TALES5_REMEDY of the base cell, its interaction with the hog negative."""
+    stem = next(iter(data.results), None)
+    doc = _attribution(data, stem) if stem else {}
+    es = _attr_effects(doc, "sojourn", ATTR_TALES_Q)
+    if "base" not in es:
+        return _no_data(data, "attribution.json")
+    base = float(es["base"]["estimate_us"])
+    hog = _attr_term(es, TALES5_HOG_LEVEL)
+    cells = {"hog": _attr_cell(es, [TALES5_HOG_LEVEL])}
+    inter = {}
+    for name, lv in TALES5_REMEDIES.items():
+        cells[name] = _attr_cell(es, [TALES5_HOG_LEVEL, lv])
+        cells[name.replace("hog + ", "").replace("hog, ", "") + " alone"] = _attr_cell(es, [lv])
+        inter[name] = _attr_term(es, TALES5_HOG_LEVEL, lv)
+    rel = {k: _div(v, base) for k, v in cells.items()}
+    conds = [
+        Cond(
+            f"hog ≥ {TALES5_HOG:g}× base p99, CI excludes 0",
+            None
+            if _excludes_zero(hog) is None
+            else bool(_excludes_zero(hog) and (_ge(rel["hog"], TALES5_HOG) or False)),
+            True,
+        )
+    ]
+    for name in TALES5_REMEDIES:
+        r = rel[name]
+        conds.append(
+            Cond(
+                f"{name} ≤ {TALES5_REMEDY:g}× base",
+                None if not math.isfinite(r) else bool(r <= TALES5_REMEDY),
+            )
+        )
+        x = inter[name]
+        conds.append(
+            Cond(
+                f"{name}: the interaction takes the hog's effect back (< 0, CI excludes 0)",
+                None
+                if _excludes_zero(x) is None
+                else bool(_excludes_zero(x) and float(x["estimate_us"]) < 0),
+            )
+        )
+    body = (
+        f"sojourn p99 ÷ base cell ({fmt_ns(base * 1e3)}), from the model: "
+        + ", ".join(f"{k} {_x(v)}" for k, v in rel.items())
+        + f"; hog effect {_ci_text(hog)}"
+    )
+    paper = item.get("paper_fig5") or {}
+    rows = [
+        [
+            "hog on the worker's CPU",
+            _ci_text(hog),
+            _x(rel["hog"]),
+            paper.get("background processes", ""),
+        ],
+    ]
+    for name, lv in TALES5_REMEDIES.items():
+        alone = name.replace("hog + ", "").replace("hog, ", "") + " alone"
+        rows.append(
+            [
+                f"{lv[0]}={lv[1]} alone",
+                _ci_text(_attr_term(es, lv)),
+                _x(rel[alone]),
+                "",
+            ]
+        )
+        rows.append(
+            [
+                f"hog × {lv[0]}={lv[1]} (interaction)",
+                _ci_text(inter[name]),
+                f"{name}: {_x(rel[name])}",
+                paper.get("real-time priority" if "RT" in name else "dedicated core", ""),
+            ]
+        )
+    nums = {
+        "base_p99_us": base,
+        "cells_vs_base": rel,
+        "hog_effect": hog,
+        "interactions": inter,
+        "quantile": ATTR_TALES_Q,
+    }
+    return _verdict(
+        conds,
+        body,
+        nums,
+        heads=["term", "effect on sojourn p99 [95 % CI]", "cell ÷ base", "paper (Section 4.1)"],
+        rows=rows,
+        paper=(["what", "the paper says"], [[k, v] for k, v in paper.items()]),
+        figures=[
+            (
+                "p99_by_cell",
+                "Sojourn p99 of each cell ÷ the base cell (no hog, normal priority, worker on "
+                "CPU 0), from the quantile regression: the hog's effect and what each remedy "
+                "leaves of it.",
+                lambda o: bars(
+                    o,
+                    list(rel),
+                    {"ours (model)": list(rel.values())},
+                    "sojourn p99 ÷ base",
+                    "Hog × RT priority × dedicated core",
+                    hlines=[(1.0, ""), (TALES5_REMEDY, f"remedy bar {TALES5_REMEDY:g}×")],
+                ),
+            )
+        ],
+        sections=[lambda out: _attribution_links(data, out)],
+    )
+
+
+def _stress_case(level: str) -> str:
+    """The report's name of a stress level: none, cpu, memory, disk, all."""
+    parts = [p.split(":")[0] for p in str(level).split("+")]
+    if len(parts) > 1:
+        return "all"
+    return {"cpu": "cpu", "vm": "memory", "hdd": "disk", "io": "disk"}.get(parts[0], parts[0])
+
+
+def rule_profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """The report's stress tables as attributions: per app, each stress level's effect on
+    service p95 and p99 (CI from the runs), the cell ÷ no stress beside the report's ratio; the
+    same conditions as the one-factor item, judged on the same app (PROF_APP), and the CPU
+    stress's effect must exclude 0."""
+    paper = _paper_ratios(item)
+    nums: dict[str, Any] = {}
+    rows = []
+    conds_by_app = {}
+    for stem in data.results:
+        doc = _attribution(data, stem)
+        if not doc:
+            continue
+        app = str(data.of(stem)["app"].iloc[0]) if len(data.of(stem)) else stem
+        ratio: dict[str, dict[str, float]] = {}
+        effects: dict[str, dict[str, Any]] = {}
+        for q, label in ((ATTR_PROF_Q, "p95"), (0.99, "p99")):
+            es = _attr_effects(doc, "service", q)
+            if "base" not in es:
+                continue
+            base = float(es["base"]["estimate_us"])
+            for e in es.values():
+                if e.get("kind") != "main":
+                    continue
+                case = _stress_case(e["factors"][0]["level"])
+                ratio.setdefault(case, {})[label] = _div(base + float(e["estimate_us"]), base)
+                effects.setdefault(case, {})[label] = e
+        if not ratio:
+            continue
+        nums[app] = {"ratio": ratio, "effects": effects}
+        conds = _stress_conds(app, ratio)
+        cpu = effects.get("cpu", {}).get("p95")
+        conds.append(Cond(f"{app}: cpu's effect on p95 excludes 0", _excludes_zero(cpu), True))
+        conds_by_app[app] = conds
+        for c in STRESSES:
+            rows.append(
+                [
+                    app,
+                    c,
+                    _ci_text(effects.get(c, {}).get("p95")),
+                    _x(ratio.get(c, {}).get("p95", math.nan)),
+                    _x(ratio.get(c, {}).get("p99", math.nan)),
+                    _x(paper.get(c, {}).get("p95", math.nan)),
+                    _x(paper.get(c, {}).get("p99", math.nan)),
+                ]
+            )
+    if not nums:
+        return _no_data(data, "attribution.json")
+    # As the one-factor item: the report's app decides (PROF_APP), the others beside it.
+    judged = conds_by_app.get(PROF_APP) or [
+        *_stress_conds(PROF_APP, {}),
+        Cond(f"{PROF_APP}: cpu's effect on p95 excludes 0", None, True),
+    ]
+    beside = {a: status_of(c) for a, c in conds_by_app.items() if a != PROF_APP}
+
+    def p95(r: dict, c: str) -> float:
+        return r.get(c, {}).get("p95", math.nan)
+
+    body = "service p95 ÷ none, from the model: " + "; ".join(
+        f"{a} " + ", ".join(f"{c} {_x(p95(v['ratio'], c))}" for c in STRESSES)
+        for a, v in nums.items()
+    )
+    body += " (report, sphinx: " + ", ".join(f"{c} {_x(p95(paper, c))}" for c in STRESSES) + ")"
+    cats = [f"{a} {c}" for a in nums for c in STRESSES]
+    series = {
+        "ours (model)": [p95(nums[a]["ratio"], c) for a in nums for c in STRESSES],
+        "report (sphinx)": [p95(paper, c) for _ in nums for c in STRESSES],
+    }
+    return _verdict(
+        judged,
+        body
+        + f"; judged on {PROF_APP}, the report's app"
+        + (
+            " (beside it, not judged: " + ", ".join(f"{a} {st}" for a, st in beside.items()) + ")"
+            if beside
+            else ""
+        ),
+        {
+            "apps": nums,
+            "paper_ratio": paper,
+            "judged_on": PROF_APP,
+            "beside": beside,
+            "quantile": ATTR_PROF_Q,
+        },
+        heads=[
+            "app",
+            "stress",
+            "effect on service p95 [95 % CI]",
+            "p95 ÷ none",
+            "p99 ÷ none",
+            "report: p95",
+            "report: p99",
+        ],
+        rows=rows,
+        paper=_stress_paper_table(item, paper),
+        figures=[
+            (
+                "stress_ratios",
+                "Service p95 under each stress ÷ without, from each app's attribution, beside "
+                "the report's (sphinx, Table VII).",
+                lambda o: bars(
+                    o,
+                    cats,
+                    series,
+                    "service p95 ÷ no stress",
+                    "Service p95 under stress (attribution)",
+                    log=False,
+                    hlines=[(1.0, "")],
+                ),
+            )
+        ],
+        sections=[lambda out: _attribution_links(data, out)],
+    )
+
+
 RULES: dict[str, Rule] = {
     "tailbench-table1": rule_table1,
     "tailbench-fig2": rule_fig2,
@@ -1946,6 +2274,8 @@ RULES: dict[str, Rule] = {
     "tailwag-fig5": rule_tailwag_fig5,
     "tail-at-scale-fanout": rule_tas_fanout,
     "tail-at-scale-hedging": rule_tas_hedging,
+    "tales-fig5-attribution": rule_tales5_attribution,
+    "profiling-attribution": rule_profiling_attribution,
 }
 
 
