@@ -107,6 +107,12 @@ fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
         );
         let h = &fan(&hedged)["measured"];
         assert!(f(&h["sent_per_sub"]) > 1.01, "{h}");
+        // Every hedge's lateness and every idle worker's wake-up is recorded, and modelled.
+        let m = &fan(&hedged)["model"];
+        for (what, s) in [("measured", h), ("model", m)] {
+            assert!(f(&s["hedge_lag"]["count"]) > 0.0, "{what} hedge lag: {s}");
+            assert!(f(&s["wake"]["count"]) > 0.0, "{what} wake-ups: {s}");
+        }
         assert!(f(&h["served_per_sub"]) < 1.15, "extra load {h}");
         // 2 % of services take 20 ms: the plain p99 is one of them; a hedge after the leaf's
         // p95 (about 4 ms) sends a copy that is slow only 2 % of the time (model: 20 → 5.4 ms).

@@ -267,6 +267,12 @@ pub struct FanoutStats {
     pub cancelled_per_sub: f64,
     /// Fraction of requests slower than the leaves' own p99 (sub-request latency).
     pub above_leaf_p99: f64,
+    /// How late hedges' copies went out (ns): from the moment the delay ran out to the send.
+    #[serde(default)]
+    pub hedge_lag: MetricStats,
+    /// How long a copy sent to an idle worker took to start (ns): the worker's wake-up.
+    #[serde(default)]
+    pub wake: MetricStats,
 }
 
 /// A fan-out run's `fanout` section of summary.json: the fan-out, what was measured (whole
@@ -382,8 +388,10 @@ pub struct FanoutRun {
     pub hists: FanoutHists,
     /// Each leaf's sub-request latency.
     pub per_leaf: Vec<MetricStats>,
-    /// Every dispatched request's arrival, warmup first.
+    /// Every dispatched request's arrival (its intended time), warmup first.
     pub arrivals: Vec<u64>,
+    /// When each was released to its leaves, on the same axis (empty: at its arrival).
+    pub released: Vec<u64>,
     /// Requests of the warmup (the model does not count them either).
     pub warmup: u64,
 }
@@ -398,6 +406,10 @@ pub struct FanoutHists {
     pub copy: Histogram<u64>,
     /// Copies' service times (a run's, for its model).
     pub service: Histogram<u64>,
+    /// Hedges' lateness: from the moment a hedge's delay ran out to its copy's send.
+    pub hedge_lag: Histogram<u64>,
+    /// Wake-ups: from a copy's send to its start, for copies sent to an idle worker.
+    pub wake: Histogram<u64>,
     /// Sub-requests counted.
     pub subs: u64,
     /// Copies sent, served and cancelled for them.
@@ -415,6 +427,8 @@ impl Default for FanoutHists {
             leaf: hist(),
             copy: hist(),
             service: hist(),
+            hedge_lag: hist(),
+            wake: hist(),
             subs: 0,
             sent: 0,
             served: 0,
@@ -433,9 +447,13 @@ impl FanoutHists {
         self.copy
             .add(&o.copy)
             .expect("auto-resizing histograms add");
-        self.service
-            .add(&o.service)
-            .expect("auto-resizing histograms add");
+        for (a, b) in [
+            (&mut self.service, &o.service),
+            (&mut self.hedge_lag, &o.hedge_lag),
+            (&mut self.wake, &o.wake),
+        ] {
+            a.add(b).expect("auto-resizing histograms add");
+        }
         self.subs += o.subs;
         self.sent += o.sent;
         self.served += o.served;
@@ -462,6 +480,8 @@ impl FanoutHists {
             served_per_sub: per(self.served),
             cancelled_per_sub: per(self.cancelled),
             above_leaf_p99: above,
+            hedge_lag: MetricStats::from_hist(&self.hedge_lag, None),
+            wake: MetricStats::from_hist(&self.wake, None),
         }
     }
 }
@@ -528,6 +548,8 @@ pub struct FanState {
     pub subs_measured: std::sync::atomic::AtomicU64,
     /// Every request's arrival offset (ns from the schedule's start), for the model.
     pub arrivals: parking_lot::Mutex<Vec<u64>>,
+    /// Every request's release offset (when the dispatcher sent its sub-requests).
+    pub released: parking_lot::Mutex<Vec<u64>>,
 }
 
 const STARTED: u8 = 1;
@@ -546,6 +568,7 @@ impl FanState {
             sent: Default::default(),
             subs_measured: Default::default(),
             arrivals: parking_lot::Mutex::new(Vec::with_capacity(n)),
+            released: parking_lot::Mutex::new(Vec::with_capacity(n)),
             spec,
             workers_per_server,
         }
@@ -621,13 +644,41 @@ struct Logical {
 enum Ev {
     /// A worker of a server finished a copy (ordered first at one time).
     Finish(u64),
-    /// A hedge's delay for a sub-request ran out.
+    /// A worker woken for a copy starts it (or drops it, if its sub-request no longer needs it).
+    Start(u64),
+    /// A hedge's delay ran out.
     Hedge(u64),
+    /// A hedge's copy goes out (its delay ran out, plus the dispatcher's lateness).
+    /// (sub-request, lateness).
+    HedgeSend(u64, u64),
+}
+
+/// What a real run adds to the model's queues beyond its service times, each drawn from what
+/// the run measured: a hedge's lateness (its copy goes out after its delay ran out) and a
+/// worker's wake-up (a copy sent to an idle worker starts that much later; a copy taken from
+/// the queue by a worker that just finished starts at once). [`Costs::none`] adds nothing.
+#[derive(Default)]
+pub struct Costs<'a> {
+    /// A hedge's lateness (ns), drawn per hedge.
+    pub hedge_lag: Option<Box<dyn FnMut() -> u64 + 'a>>,
+    /// A worker's wake-up (ns), drawn per copy that finds its worker idle.
+    pub wake: Option<Box<dyn FnMut() -> u64 + 'a>>,
+}
+
+impl Costs<'_> {
+    /// No costs: copies go out and start exactly on time.
+    pub fn none() -> Self {
+        Costs::default()
+    }
+
+    fn draw(f: &mut Option<Box<dyn FnMut() -> u64 + '_>>) -> u64 {
+        f.as_mut().map_or(0, |f| f())
+    }
 }
 
 /// The fan-out model (see the module docs): requests arrive at `arrivals` (ns, non-decreasing),
 /// each copy's service is `service()`; `workers` per server; the first `warmup` requests are
-/// not counted.
+/// not counted. Copies go out and start exactly on time ([`simulate_with`] adds a run's costs).
 pub fn simulate(
     spec: &FanoutSpec,
     arrivals: impl IntoIterator<Item = u64>,
@@ -635,9 +686,29 @@ pub fn simulate(
     workers: usize,
     warmup: u64,
 ) -> FanoutHists {
+    simulate_with(
+        spec,
+        arrivals.into_iter().map(|t| (t, t)),
+        service,
+        workers,
+        warmup,
+        Costs::none(),
+    )
+}
+
+/// [`simulate`] with a run's costs: each request is `(arrival, release)` — its latency counts
+/// from its arrival, its sub-requests go out at its release (non-decreasing) — and hedges'
+/// lateness and workers' wake-ups come from `costs`.
+pub fn simulate_with(
+    spec: &FanoutSpec,
+    arrivals: impl IntoIterator<Item = (u64, u64)>,
+    service: &mut dyn FnMut() -> u64,
+    workers: usize,
+    warmup: u64,
+    costs: Costs<'_>,
+) -> FanoutHists {
     let mut m = Model {
         spec: spec.clone(),
-        workers,
         warmup,
         free: vec![workers; spec.servers()],
         queues: vec![VecDeque::new(); spec.servers()],
@@ -647,34 +718,35 @@ pub fn simulate(
         events: BinaryHeap::new(),
         next_copy: 0,
         hedge: HedgeDelay::new(spec.hedge),
+        costs,
         out: FanoutHists::default(),
     };
     let mut arrivals = arrivals.into_iter().enumerate().peekable();
     loop {
-        let next_arrival = arrivals.peek().map(|&(_, t)| t);
+        let next_arrival = arrivals.peek().map(|&(_, (_, r))| r);
         let next_event = m.events.peek().map(|Reverse((t, _, _))| *t);
         match (next_arrival, next_event) {
             (None, None) => break,
             (Some(a), e) if e.is_none_or(|e| a < e) => {
-                let (i, t) = arrivals.next().expect("peeked");
-                m.arrive(i as u64, t, service);
+                let (i, (t, r)) = arrivals.next().expect("peeked");
+                m.arrive(i as u64, t, r, service);
             }
             _ => {
                 let Reverse((t, ev, _)) = m.events.pop().expect("peeked");
                 match ev {
                     Ev::Finish(c) => m.finish(c, t),
-                    Ev::Hedge(s) => m.hedge_fires(s, t, service),
+                    Ev::Start(c) => m.woken(c, t),
+                    Ev::Hedge(s) => m.hedge_due(s, t, service),
+                    Ev::HedgeSend(s, lag) => m.hedge_fires(s, t, lag, service),
                 }
             }
         }
     }
-    let _ = m.workers;
     m.out
 }
 
-struct Model {
+struct Model<'a> {
     spec: FanoutSpec,
-    workers: usize,
     warmup: u64,
     free: Vec<usize>,
     queues: Vec<VecDeque<u64>>,
@@ -685,20 +757,22 @@ struct Model {
     events: BinaryHeap<Reverse<(u64, Ev, u64)>>,
     next_copy: u64,
     hedge: HedgeDelay,
+    costs: Costs<'a>,
     out: FanoutHists,
 }
 
-impl Model {
+impl Model<'_> {
     fn counted(&self, logical: u64) -> bool {
         logical >= self.warmup
     }
 
-    fn arrive(&mut self, i: u64, t: u64, service: &mut dyn FnMut() -> u64) {
+    /// Request `i` arrived at `intended` and goes out to its leaves at `t`.
+    fn arrive(&mut self, i: u64, intended: u64, t: u64, service: &mut dyn FnMut() -> u64) {
         let (n, r) = (self.spec.leaves, self.spec.replicas);
         self.logicals.insert(
             i,
             Logical {
-                intended: t,
+                intended,
                 answers: 0,
             },
         );
@@ -755,8 +829,16 @@ impl Model {
             self.subs.get_mut(&sub).expect("live sub").live -= 1;
             self.drop_if_over(sub);
         } else if self.free[server] > 0 {
+            // An idle worker: it starts the copy once it has woken.
             self.free[server] -= 1;
-            self.start(id, t);
+            let wake = Costs::draw(&mut self.costs.wake);
+            if self.counted(logical) {
+                self.out.wake.saturating_record(wake);
+            }
+            match wake {
+                0 => self.start(id, t),
+                w => self.events.push(Reverse((t + w, Ev::Start(id), id))),
+            }
         } else {
             self.subs.get_mut(&sub).expect("live sub").queued.push(id);
             self.queues[server].push_back(id);
@@ -785,6 +867,22 @@ impl Model {
             self.cancel(q);
         }
         self.events.push(Reverse((t + service, Ev::Finish(id), id)));
+    }
+
+    /// A worker woken for copy `id` takes it: it serves it unless its sub-request has
+    /// answered (or, tied, its twin started) meanwhile, as a harness worker drops such a copy.
+    fn woken(&mut self, id: u64, t: u64) {
+        let sub = self.copies[&id].sub;
+        let s = &self.subs[&sub];
+        if s.done || (self.spec.tied && s.started) {
+            self.cancel(id);
+            let c = self.copies.remove(&id).expect("waking copy");
+            self.subs.get_mut(&c.sub).expect("live sub").live -= 1;
+            self.drop_if_over(c.sub);
+            self.next_from_queue(c.server, t);
+        } else {
+            self.start(id, t);
+        }
     }
 
     fn cancel(&mut self, id: u64) {
@@ -861,12 +959,30 @@ impl Model {
         self.free[server] += 1;
     }
 
-    fn hedge_fires(&mut self, sub: u64, t: u64, service: &mut dyn FnMut() -> u64) {
+    /// A hedge's delay ran out: its copy goes out once the dispatcher gets to it.
+    fn hedge_due(&mut self, sub: u64, t: u64, service: &mut dyn FnMut() -> u64) {
+        if self.subs.get(&sub).is_none_or(|s| s.done) {
+            return;
+        }
+        match Costs::draw(&mut self.costs.hedge_lag) {
+            0 => self.hedge_fires(sub, t, 0, service),
+            lag => self
+                .events
+                .push(Reverse((t + lag, Ev::HedgeSend(sub, lag), sub))),
+        }
+    }
+
+    /// The hedge's copy of `sub` goes out at `t`, `lag` after its delay ran out, unless the
+    /// sub-request has answered (the dispatcher looks when it sends).
+    fn hedge_fires(&mut self, sub: u64, t: u64, lag: u64, service: &mut dyn FnMut() -> u64) {
         let Some(s) = self.subs.get(&sub) else {
             return;
         };
         if s.done {
             return;
+        }
+        if self.counted(s.logical) {
+            self.out.hedge_lag.saturating_record(lag);
         }
         let r = self.spec.replicas;
         let leaf = s.primary_server / r;
@@ -1025,6 +1141,71 @@ mod tests {
             t.served_per_sub < 1.001 && t.cancelled_per_sub > 0.999,
             "{t:?}"
         );
+    }
+
+    /// A run's costs move the model by what they cost: a release lag and a worker's wake-up
+    /// add to every request's latency, a hedge's lateness to the requests its copy answers.
+    #[test]
+    fn a_runs_costs_are_modelled() {
+        let fixed = |ns: u64| -> Option<Box<dyn FnMut() -> u64>> { Some(Box::new(move || ns)) };
+        let arr = poisson(20_000, 1e8, 11);
+        let one = spec(1);
+        let plain = simulate(&one, arr.clone(), &mut exp_service(1e6, 12), 1, 0);
+        let costly = simulate_with(
+            &one,
+            arr.iter().map(|&t| (t, t + 200_000)),
+            &mut exp_service(1e6, 12),
+            1,
+            0,
+            Costs {
+                wake: fixed(300_000),
+                ..Costs::none()
+            },
+        );
+        let added = costly.e2e.mean() - plain.e2e.mean();
+        assert!((added / 500_000.0 - 1.0).abs() < 0.02, "added {added} ns");
+        let w = costly.stats().wake;
+        // Every copy that found its worker idle (nearly all, at 1 % load) woke.
+        assert!(w.count > 19_000 && w.count <= 20_000, "{w:?}");
+        assert!((w.p50 as f64 / 300_000.0 - 1.0).abs() < 0.01, "{w:?}");
+
+        // 10 % of primaries take 20 ms; their hedges after 1 ms answer in 100 µs nine times
+        // in ten: p95 is a hedged request, 1.1 ms — or 1.6 ms when hedges go out 500 µs late.
+        let hedged = FanoutSpec {
+            leaves: 1,
+            replicas: 2,
+            hedge: Hedge::After(1_000_000),
+            ..Default::default()
+        };
+        let mk = |seed| {
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+            let d: crate::dist::Dist = "mix:0.9*fixed:100us+0.1*fixed:20ms".parse().unwrap();
+            move || d.sample(&mut rng) as u64
+        };
+        let on_time = simulate(&hedged, arr.clone(), &mut mk(13), 1, 0);
+        let late = simulate_with(
+            &hedged,
+            arr.iter().map(|&t| (t, t)),
+            &mut mk(13),
+            1,
+            0,
+            Costs {
+                hedge_lag: fixed(500_000),
+                ..Costs::none()
+            },
+        );
+        let (a, b) = (
+            on_time.e2e.value_at_quantile(0.95) as f64,
+            late.e2e.value_at_quantile(0.95) as f64,
+        );
+        assert!((a / 1.1e6 - 1.0).abs() < 0.01, "on time p95 {a}");
+        assert!((b / 1.6e6 - 1.0).abs() < 0.01, "late p95 {b}");
+        let st = late.stats();
+        assert!(
+            st.hedge_lag.count > 1_500 && st.hedge_lag.p50 >= 499_000,
+            "{st:?}"
+        );
+        assert_eq!(on_time.stats().hedge_lag.p99, 0);
     }
 
     #[test]

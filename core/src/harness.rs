@@ -881,11 +881,13 @@ fn shaper_thread(sh: &Shared, q: &Queues) {
     q.close();
 }
 
-/// A hedge's copy due at `at` for `leaf` of request `item` (ordered by time, soonest first).
+/// A hedge's copy due at `at` for `leaf` of request `item`, released at `released` (ordered
+/// by time, soonest first).
 struct HedgeAt {
     at: u64,
     leaf: usize,
     item: Item,
+    released: u64,
 }
 
 impl PartialEq for HedgeAt {
@@ -912,15 +914,18 @@ impl PartialOrd for HedgeAt {
 /// leaf (to replica `request mod R`, and with `tied` a copy to the next replica at once),
 /// and sends a hedge's copy to the next replica when a sub-request has not answered by its
 /// deadline. Every copy is a fresh draw of the app's requests (see [`crate::fanout`]).
+///
+/// It waits for its deadlines as the workers wait for work (`harness.wait`): with `block` it
+/// sleeps to each one and is late by the host's wake-up delay (the requests' `send_lag`, the
+/// hedges' `hedge_lag`, both in the model); it does not spin the last `spin_margin` before
+/// each, on a CPU that a worker woken by the last release or by its service's end needs (on
+/// two CPUs that held workers back by up to the margin, a cost neither recorded nor modelled).
 fn fanout_dispatcher(sh: &Shared, q: &Queues) {
     let fan = sh.fan.as_ref().expect("a fan-out run");
     let (spec, f) = (&sh.spec, &fan.spec);
     let (n, r) = (f.leaves, f.replicas);
-    let mode = if spec.wait == WaitMode::Spin {
-        WaitMode::Spin
-    } else {
-        WaitMode::Hybrid
-    };
+    let mode = spec.wait;
+    let mut hedge_lag = FanoutHists::default().hedge_lag;
     let mut hedges = std::collections::BinaryHeap::<HedgeAt>::new();
     let mut next: Option<(Item, Vec<Vec<u8>>)> = None;
     let mut ended = false;
@@ -969,7 +974,10 @@ fn fanout_dispatcher(sh: &Shared, q: &Queues) {
             let h = hedges.pop().expect("peeked");
             if !fan.answered(h.item.index, h.leaf) {
                 let rep = (h.item.index as usize % r + 1) % r;
-                copy(h.leaf * r + rep, h.item, now, h.at, false);
+                copy(h.leaf * r + rep, h.item, now, h.released, false);
+                if h.item.measured {
+                    hedge_lag.saturating_record(now - h.at);
+                }
             }
         }
         if t_next > now {
@@ -977,6 +985,7 @@ fn fanout_dispatcher(sh: &Shared, q: &Queues) {
         }
         let (item, payloads) = next.take().expect("due");
         fan.arrivals.lock().push(item.intended - t0);
+        fan.released.lock().push(now.max(item.intended) - t0);
         if item.first_measured {
             crate::roi::begin(spec.roi);
             sh.server
@@ -999,6 +1008,7 @@ fn fanout_dispatcher(sh: &Shared, q: &Queues) {
                     at: now + d,
                     leaf,
                     item,
+                    released: now,
                 });
             }
         }
@@ -1007,6 +1017,11 @@ fn fanout_dispatcher(sh: &Shared, q: &Queues) {
             fan.subs_measured.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
+    fan.hists
+        .lock()
+        .hedge_lag
+        .add(&hedge_lag)
+        .expect("auto-resizing histograms add");
     q.close();
 }
 
@@ -1027,6 +1042,9 @@ fn fanout_worker(
     let mut ledger = Ledger::new(sh, w);
     let mut h = FanoutHists::default();
     let mut resp = Vec::with_capacity(256);
+    // Since when this worker has had nothing to do: a copy sent after it found the worker
+    // idle, and the time to its start is the worker's wake-up.
+    let mut idle_since = now_ns();
     while let Some(job) = q.pop(sh.spec.wait) {
         if sh.abort.load(Ordering::Relaxed) {
             break;
@@ -1034,12 +1052,17 @@ fn fanout_worker(
         let (req, m) = (job.item.index, job.item.measured);
         if !fan.take(req, leaf) {
             h.cancelled += u64::from(m);
+            idle_since = now_ns();
             continue;
         }
         let started = now_ns();
+        if m && job.sent >= idle_since {
+            h.wake.saturating_record(started - job.sent);
+        }
         resp.clear();
         let r = worker.handle(&job.payload, &mut resp);
         let finished = now_ns();
+        idle_since = finished;
         if let Err(e) = r {
             count_error(sh, e);
         }
@@ -1062,10 +1085,12 @@ fn fanout_worker(
             if m {
                 h.e2e.saturating_record(finished - intended);
             }
+            // Sent when the request was released; enqueued when this copy was (a hedge's
+            // later), so `queue` is the completing copy's own wait.
             let stamps = Stamps::local(
                 intended,
                 job.released,
-                job.released,
+                job.sent,
                 started,
                 finished,
                 finished,
@@ -1097,6 +1122,7 @@ fn fanout_run(fan: &FanState, warmup: u64) -> crate::fanout::FanoutRun {
             .map(|h| crate::collector::MetricStats::from_hist(h, None))
             .collect(),
         arrivals: std::mem::take(&mut *fan.arrivals.lock()),
+        released: std::mem::take(&mut *fan.released.lock()),
         warmup,
     }
 }

@@ -288,27 +288,43 @@ pub fn ideal_of_run(
     Ok(summary_of(&cfg, &st, measured))
 }
 
-/// A fan-out run's `fanout` section: what it measured and its model — the run's own arrivals
-/// through N×R exact FIFO queues ([`crate::fanout::simulate`]), every copy's service drawn from
-/// the run's measured copies (seeded from the run's seed).
+/// A fan-out run's `fanout` section: what it measured and its model — the run's own arrivals,
+/// released when the run released them, through N×R exact FIFO queues
+/// ([`crate::fanout::simulate_with`]), every copy's service, every hedge's lateness and every
+/// idle worker's wake-up drawn from the run's own measurements (seeded from the run's seed).
 pub fn fanout_summary(f: &crate::fanout::FanoutRun, seed: u64) -> crate::fanout::FanoutSummary {
+    use crate::empirical::Empirical;
     use rand::SeedableRng;
-    let model = crate::empirical::Empirical::from_hist(&f.hists.service)
-        .ok()
-        .map(|emp| {
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(
-                crate::arrival::derive_seed(seed, 9),
-            );
-            let mut draw = || emp.sample(&mut rng);
-            crate::fanout::simulate(
-                &f.spec,
-                f.arrivals.iter().copied(),
-                &mut draw,
-                f.workers_per_replica,
-                f.warmup,
-            )
-            .stats()
-        });
+    let rng =
+        |k| rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(crate::arrival::derive_seed(seed, k));
+    // A cost the run measured is drawn from its measurements; one it never saw adds nothing.
+    let cost = |h: &hdrhistogram::Histogram<u64>, k| -> Option<Box<dyn FnMut() -> u64>> {
+        let emp = Empirical::from_hist(h).ok()?;
+        let mut rng = rng(k);
+        Some(Box::new(move || emp.sample(&mut rng)))
+    };
+    let model = Empirical::from_hist(&f.hists.service).ok().map(|emp| {
+        let mut rng = rng(9);
+        let mut draw = || emp.sample(&mut rng);
+        let costs = crate::fanout::Costs {
+            hedge_lag: cost(&f.hists.hedge_lag, 10),
+            wake: cost(&f.hists.wake, 11),
+        };
+        let released = f
+            .arrivals
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| (a, f.released.get(i).copied().unwrap_or(a)));
+        crate::fanout::simulate_with(
+            &f.spec,
+            released,
+            &mut draw,
+            f.workers_per_replica,
+            f.warmup,
+            costs,
+        )
+        .stats()
+    });
     crate::fanout::FanoutSummary::new(
         &f.spec,
         f.workers_per_replica,
@@ -336,7 +352,7 @@ pub fn fanout_ideal(
         ratio.insert(k.to_string(), if i > 0.0 { m / i } else { f64::NAN });
     }
     Ok(IdealSummary {
-        method: "fan-out model (the run's arrivals; service times drawn from its measured copies)"
+        method: "fan-out model (the run's arrivals and releases; service times, hedges' lateness and workers' wake-ups drawn from its measured copies)"
             .into(),
         servers: f.leaves * f.replicas * f.workers_per_replica,
         discipline: "fifo".into(),

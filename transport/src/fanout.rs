@@ -161,6 +161,7 @@ pub fn join(f: &FanoutSpec, t0s: &[u64], reqs: &[Vec<ReqRow>], axis: &Axis, work
             hists,
             per_leaf: per_leaf.iter().map(|h| MetricStats::from_hist(h, None)).collect(),
             arrivals,
+            released: Vec::new(),
             warmup,
         },
     }
