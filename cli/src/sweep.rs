@@ -369,7 +369,8 @@ fn run_points(
         run_interleaved(&dirs, ci, resume, &mut |i, k, agg| {
             done += 1;
             tell(i, k, done, agg)
-        })?
+        })
+        .map_err(|e| vanished_or(out, e))?
     } else {
         let mut aggs = Vec::new();
         for (i, (p, dir)) in dirs.iter().enumerate() {
@@ -378,7 +379,8 @@ fn run_points(
             let agg = run_point(p, dir, ci, resume, &mut |k, agg| {
                 tell(i, k, base + k as u64, agg)
             })
-            .with_context(|| format!("point {}", p.id))?;
+            .with_context(|| format!("point {}", p.id))
+            .map_err(|e| vanished_or(out, e))?;
             aggs.push(agg);
         }
         aggs
@@ -387,6 +389,16 @@ fn run_points(
         b.finish_and_clear();
     }
     Ok(aggs)
+}
+
+/// A point's error, unless the results folder itself is gone: then that is the error (a run
+/// whose folder was removed under it fails on whichever of its files it touched first, and
+/// the user must learn that the folder vanished, not which file).
+fn vanished_or(out: &Path, e: anyhow::Error) -> anyhow::Error {
+    match taillab_core::experiment::check_experiment(out) {
+        Err(v) => v.into(),
+        Ok(()) => e,
+    }
 }
 
 /// Highest load meeting the SLO: probes up to the saturation rate, then a
