@@ -1413,7 +1413,10 @@ fn the_results_folder_removed_mid_sweep_is_a_clear_error() {
                 std::thread::sleep(Duration::from_millis(5))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-            r => break r.unwrap(),
+            r => {
+                r.unwrap();
+                break;
+            }
         }
     }
     let mut c = c;
