@@ -43,12 +43,12 @@
 use crate::analysis::run_python;
 use crate::args::ExperimentOut;
 use crate::runner::app_of;
-use crate::sweep::{execute, Rates};
+use crate::sweep::{execute, Executed, Rates};
 use anyhow::{bail, Context};
 use clap::Args;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use taillab_core::config::experiment::{Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::{view, Dur};
@@ -265,20 +265,14 @@ pub const DEFAULT_WARMUP_SECS: f64 = 3.0;
 /// Rounds when `--rounds` is not given (see [`default_rounds`]).
 pub const DEFAULT_ROUNDS: usize = 2;
 
+/// Runs TailWAG: 1. the app's sweep, 2. the fit of its measured runs, 3. the
+/// synthetic workload at the same absolute rates and seeds, 4. further rounds of
+/// both with fresh seeds, 5. the comparison (`taillab validate`), then writes
+/// tailwag.json. Returns the comparison's exit code.
 pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     let plan = measured_plan(&a)?;
     let app = app_of(&plan.base)?;
-    let rounds = match (a.rounds, a.fit_at) {
-        (Some(0), _) => {
-            bail!("--rounds 0: give at least 1 (one measured and one synthetic sweep)")
-        }
-        (Some(n), FitAt::Each) if n > 1 => bail!(
-            "--rounds {n} with --fit-at each: rounds compare one synthetic workload with the \
-             app; use --fit-at all, highest or lowest"
-        ),
-        (Some(n), _) => n,
-        (None, fit_at) => default_rounds(app.as_ref(), fit_at),
-    };
+    let rounds = rounds_of(&a, app.as_ref())?;
     crate::planned::preflight(&plan.base)?;
     let out = a
         .exp
@@ -286,13 +280,8 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| crate::runner::default_out(&format!("tailwag-{}", app.name())));
     // 1. The app.
-    let measured = execute(
-        &plan,
-        &out.join("measured"),
-        a.exp.resume,
-        a.exp.quiet,
-        &Rates::Search,
-    )?;
+    let mdir = out.join("measured");
+    let measured = execute(&plan, &mdir, a.exp.resume, a.exp.quiet, &Rates::Search)?;
     let sat_by_threads: BTreeMap<usize, f64> = plan
         .groups()?
         .iter()
@@ -300,48 +289,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         .map(|(g, (_, q))| (g.config.harness.threads, *q))
         .collect();
     // 2. The fits: every point (the synthetic uses one, or each its own).
-    let by_load = |x: &Point| (x.config.harness.threads, x.config.load.qps.unwrap_or(0.0));
-    let fewest = measured
-        .points
-        .iter()
-        .map(|p| p.config.harness.threads)
-        .min()
-        .context("the measured sweep has no points")?;
-    let of_fewest = measured
-        .points
-        .iter()
-        .filter(|p| p.config.harness.threads == fewest);
-    let cmp = |x: &&Point, y: &&Point| {
-        by_load(x)
-            .partial_cmp(&by_load(y))
-            .expect("rates are numbers")
-    };
-    let fit_point = match a.fit_at {
-        FitAt::Lowest => of_fewest.min_by(cmp).map(|p| p.id.clone()),
-        FitAt::Highest | FitAt::Each => of_fewest.max_by(cmp).map(|p| p.id.clone()),
-        FitAt::All => Some("all".to_string()),
-    }
-    .context("the measured sweep has no points")?;
-    let mdir = out.join("measured");
-    let mut fit_args = vec![
-        "fit".to_string(),
-        mdir.display().to_string(),
-        "--out".into(),
-        mdir.display().to_string(),
-    ];
-    if a.fit_at == FitAt::All {
-        fit_args.push("--pooled".into());
-    }
-    for kv in &a.fit_set {
-        fit_args.extend(["--fit-set".to_string(), kv.clone()]);
-    }
-    let code = run_python(&fit_args)?;
-    if code != 0 {
-        bail!(
-            "the fit of {} failed (see above); nothing synthetic was run",
-            mdir.display()
-        );
-    }
+    let fit_point = fit_measured(&a, &measured, &mdir)?;
     let fit_json = mdir.join("fit.json");
     let fitted = fitted_settings(&fit_json, &fit_point)?;
     eprintln!("fitted {fit_point}: {}", fitted.join(" "));
@@ -362,30 +310,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
     let sdir = out.join("synthetic");
     let mut specs = BTreeMap::new();
     let synthetic: Vec<String> = if a.fit_at == FitAt::Each {
-        let mut dirs = Vec::new();
-        for p in &measured.points {
-            let fitted = fitted_settings(&fit_json, &p.id)?;
-            let one = Plan {
-                base: p.config.clone(),
-                axes: Vec::new(),
-                sweep: Sweep {
-                    load: None,
-                    ..plan.sweep.clone()
-                },
-                cases: Vec::new(),
-            };
-            let dir = sdir.join(&p.id);
-            execute(
-                &synthetic_plan(&one, &fitted, &a.synth_set)?,
-                &dir,
-                a.exp.resume,
-                a.exp.quiet,
-                &Rates::Search,
-            )?;
-            specs.insert(p.id.clone(), fitted.join(" "));
-            dirs.push(dir.display().to_string());
-        }
-        dirs
+        synthetic_each(&a, &plan, &measured.points, &fit_json, &sdir, &mut specs)?
     } else {
         let synth = synthetic_plan(&plan, &fitted, &a.synth_set)?;
         execute(
@@ -398,36 +323,8 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         .map_err(|e| refit_hint(e, &sdir))?;
         vec![sdir.display().to_string()]
     };
-    // 4. Further rounds: the app, then its synthetic twin, at the same absolute rates
-    // with fresh seeds (round 1 is measured/ and synthetic/).
-    let mut round_dirs = Vec::new();
-    for r in 2..=rounds {
-        let mut again = plan.clone();
-        again.base.load.seed =
-            taillab_core::arrival::derive_seed(plan.base.load.seed, 2000 + r as u64);
-        // The fit read round 1's requests; later rounds need only the histograms.
-        again.base.record.save_requests = false;
-        let rdir = out.join(format!("round-{r}"));
-        let (rm, rs) = (rdir.join("measured"), rdir.join("synthetic"));
-        eprintln!("round {r} of {rounds}: the app");
-        execute(
-            &again,
-            &rm,
-            a.exp.resume,
-            a.exp.quiet,
-            &Rates::Given(&given),
-        )?;
-        eprintln!("round {r} of {rounds}: the synthetic workload");
-        execute(
-            &synthetic_plan(&again, &fitted, &a.synth_set)?,
-            &rs,
-            a.exp.resume,
-            a.exp.quiet,
-            &Rates::Given(&given),
-        )
-        .map_err(|e| refit_hint(e, &rs))?;
-        round_dirs.push((rm, rs));
-    }
+    // 4. Further rounds: the app, then its synthetic twin.
+    let round_dirs = further_rounds(&a, &plan, rounds, &fitted, &given, &out)?;
     // 5. The comparison.
     let sat_arg: Vec<String> = sat_by_threads
         .iter()
@@ -441,7 +338,7 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         "--app".into(),
         app.name().into(),
         "--fit".into(),
-        mdir.join("fit.json").display().to_string(),
+        fit_json.display().to_string(),
         "--fit-point".into(),
         fit_point.clone(),
         "--saturation".into(),
@@ -478,6 +375,141 @@ pub fn tailwag(a: TailwagCmd) -> anyhow::Result<i32> {
         out.join("validation/index.html").display()
     );
     Ok(code)
+}
+
+/// The rounds to run: `--rounds` (at least 1; only 1 with `--fit-at each`) or the
+/// app's default.
+fn rounds_of(a: &TailwagCmd, app: &dyn App) -> anyhow::Result<usize> {
+    Ok(match (a.rounds, a.fit_at) {
+        (Some(0), _) => {
+            bail!("--rounds 0: give at least 1 (one measured and one synthetic sweep)")
+        }
+        (Some(n), FitAt::Each) if n > 1 => bail!(
+            "--rounds {n} with --fit-at each: rounds compare one synthetic workload with the \
+             app; use --fit-at all, highest or lowest"
+        ),
+        (Some(n), _) => n,
+        (None, fit_at) => default_rounds(app, fit_at),
+    })
+}
+
+/// Fits the measured runs in `mdir` (`taillab fit`, pooled with `--fit-at all`) and
+/// returns the point whose fit the synthetic workload uses (`all` when pooled).
+fn fit_measured(a: &TailwagCmd, measured: &Executed, mdir: &Path) -> anyhow::Result<String> {
+    let by_load = |x: &Point| (x.config.harness.threads, x.config.load.qps.unwrap_or(0.0));
+    let fewest = measured
+        .points
+        .iter()
+        .map(|p| p.config.harness.threads)
+        .min()
+        .context("the measured sweep has no points")?;
+    let of_fewest = measured
+        .points
+        .iter()
+        .filter(|p| p.config.harness.threads == fewest);
+    let cmp = |x: &&Point, y: &&Point| {
+        by_load(x)
+            .partial_cmp(&by_load(y))
+            .expect("rates are numbers")
+    };
+    let fit_point = match a.fit_at {
+        FitAt::Lowest => of_fewest.min_by(cmp).map(|p| p.id.clone()),
+        FitAt::Highest | FitAt::Each => of_fewest.max_by(cmp).map(|p| p.id.clone()),
+        FitAt::All => Some("all".to_string()),
+    }
+    .context("the measured sweep has no points")?;
+    let mut fit_args = vec![
+        "fit".to_string(),
+        mdir.display().to_string(),
+        "--out".into(),
+        mdir.display().to_string(),
+    ];
+    if a.fit_at == FitAt::All {
+        fit_args.push("--pooled".into());
+    }
+    for kv in &a.fit_set {
+        fit_args.extend(["--fit-set".to_string(), kv.clone()]);
+    }
+    let code = run_python(&fit_args)?;
+    if code != 0 {
+        bail!(
+            "the fit of {} failed (see above); nothing synthetic was run",
+            mdir.display()
+        );
+    }
+    Ok(fit_point)
+}
+
+/// `--fit-at each`: one synthetic workload per measured point, fitted to that point,
+/// into `sdir/<point>`; records each point's settings in `specs`. Returns the folders.
+fn synthetic_each(
+    a: &TailwagCmd,
+    plan: &Plan,
+    points: &[Point],
+    fit_json: &Path,
+    sdir: &Path,
+    specs: &mut BTreeMap<String, String>,
+) -> anyhow::Result<Vec<String>> {
+    let mut dirs = Vec::new();
+    for p in points {
+        let fitted = fitted_settings(fit_json, &p.id)?;
+        let one = Plan {
+            base: p.config.clone(),
+            axes: Vec::new(),
+            sweep: Sweep {
+                load: None,
+                ..plan.sweep.clone()
+            },
+            cases: Vec::new(),
+        };
+        let dir = sdir.join(&p.id);
+        execute(
+            &synthetic_plan(&one, &fitted, &a.synth_set)?,
+            &dir,
+            a.exp.resume,
+            a.exp.quiet,
+            &Rates::Search,
+        )?;
+        specs.insert(p.id.clone(), fitted.join(" "));
+        dirs.push(dir.display().to_string());
+    }
+    Ok(dirs)
+}
+
+/// Rounds 2..=`rounds`: the app, then its synthetic twin, at the same absolute rates
+/// with fresh seeds (round 1 is measured/ and synthetic/). Returns each round's
+/// (measured, synthetic) folders.
+fn further_rounds(
+    a: &TailwagCmd,
+    plan: &Plan,
+    rounds: usize,
+    fitted: &[String],
+    given: &dyn Fn(&taillab_core::config::experiment::Group) -> anyhow::Result<f64>,
+    out: &Path,
+) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+    let mut round_dirs = Vec::new();
+    for r in 2..=rounds {
+        let mut again = plan.clone();
+        again.base.load.seed =
+            taillab_core::arrival::derive_seed(plan.base.load.seed, 2000 + r as u64);
+        // The fit read round 1's requests; later rounds need only the histograms.
+        again.base.record.save_requests = false;
+        let rdir = out.join(format!("round-{r}"));
+        let (rm, rs) = (rdir.join("measured"), rdir.join("synthetic"));
+        eprintln!("round {r} of {rounds}: the app");
+        execute(&again, &rm, a.exp.resume, a.exp.quiet, &Rates::Given(given))?;
+        eprintln!("round {r} of {rounds}: the synthetic workload");
+        execute(
+            &synthetic_plan(&again, fitted, &a.synth_set)?,
+            &rs,
+            a.exp.resume,
+            a.exp.quiet,
+            &Rates::Given(given),
+        )
+        .map_err(|e| refit_hint(e, &rs))?;
+        round_dirs.push((rm, rs));
+    }
+    Ok(round_dirs)
 }
 
 /// On `--resume`, a synthetic folder run with other settings than this fit's (the fit

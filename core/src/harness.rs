@@ -194,7 +194,10 @@ impl Drop for PanicGuard<'_> {
     }
 }
 
-/// Runs one measurement of `server` fed by `client`, in-process.
+/// Runs one measurement of `server` fed by `client`, in-process: builds the
+/// shared state and queues, starts the threads (workers, the shaper, helpers)
+/// behind two barriers, watches the run to its end (or abort), joins the
+/// threads and gathers their shards into the result.
 pub fn run_integrated(
     spec: &RunSpec,
     server: Arc<dyn Server>,
@@ -202,13 +205,10 @@ pub fn run_integrated(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<RunResult, RunError> {
     spec.validate()?;
-    let slice_ns = spec.slice_ns();
     let fan = spec
         .fanout
         .as_ref()
         .filter(|f| f.is_on() || f.needed() < f.leaves);
-    // Worker threads in all (a fan-out has `threads` per leaf replica).
-    let workers = spec.total_workers();
     let helper_cpus = if spec.shaper == ShaperMode::Inline
         && spec.roi == crate::roi::RoiMode::None
         && fan.is_none()
@@ -218,132 +218,15 @@ pub fn run_integrated(
     } else {
         Vec::new()
     };
-    let records = spec.keep_records.then(|| {
-        Arc::new(match spec.shaper {
-            ShaperMode::Inline => Records::sharded(spec.record_capacity(), workers),
-            ShaperMode::Thread => Records::new(spec.record_capacity()),
-        })
-    });
-    let shared = Arc::new(Shared {
-        feed: Feed::new(
-            {
-                let mut s = Schedule::new(spec, client, 0);
-                if spec.live {
-                    s.watch_due();
-                }
-                s
-            },
-            spec.threads,
-            spec.discipline,
-            spec.dispatch,
-        ),
-        sink: IntervalSink::new(workers).watched(spec.live),
-        records,
-        abort: AtomicBool::new(false),
-        completed: (0..workers).map(|_| CachePadded::default()).collect(),
-        errors: AtomicU64::new(0),
-        first_error: Mutex::new(None),
-        running: AtomicUsize::new(workers),
-        outboxes: (0..if helper_cpus.is_empty() {
-            0
-        } else {
-            spec.threads
-        })
-            .map(|_| Outbox::default())
-            .collect(),
-        fan: fan.map(|f| FanState::new(f.clone(), spec.threads, spec.record_capacity())),
-        panic: Mutex::new(None),
-        server,
-        spec: spec.clone(),
-    });
-    let queue: Option<Arc<Queues>> =
-        (spec.shaper == ShaperMode::Thread || fan.is_some()).then(|| {
-            let n = match fan {
-                Some(f) => f.servers(),
-                None if spec.dispatch.is_per_worker() => spec.threads,
-                None => 1,
-            };
-            Arc::new(Queues(
-                (0..n)
-                    .map(|i| {
-                        RequestQueue::new(
-                            spec.discipline,
-                            4096,
-                            spec.spin_margin_ns,
-                            derive_seed(spec.seed, 3 + 1000 * i as u64),
-                        )
-                    })
-                    .collect(),
-            ))
-        });
-    let n_threads = workers + usize::from(queue.is_some());
+    let shared = shared_state(spec, server, client, fan, !helper_cpus.is_empty());
+    let queue = queues(spec, fan);
+    let n_threads = spec.total_workers() + usize::from(queue.is_some());
     // Two barriers: all workers initialised (engines loaded), then go.
     let ready = Arc::new(Barrier::new(n_threads + 1));
     let go = Arc::new(Barrier::new(n_threads + 1));
     let init_errors: Arc<Mutex<Vec<RunError>>> = Arc::default();
-
-    let mut handles = Vec::new();
-    for w in 0..workers {
-        let (sh, q, ready, go, ie) = (
-            shared.clone(),
-            queue.clone(),
-            ready.clone(),
-            go.clone(),
-            init_errors.clone(),
-        );
-        let h = std::thread::Builder::new()
-            .name(format!("taillab-wrk-{w}"))
-            .spawn(move || -> Option<Shard> {
-                let _guard = PanicGuard(&sh, w);
-                set_timer_slack_1ns();
-                let worker = place_thread(&sh.spec, w)
-                    .and_then(|_| sh.server.worker(w).map_err(RunError::App));
-                let mut worker = match worker {
-                    Ok(x) => Some(x),
-                    Err(e) => {
-                        ie.lock().push(e);
-                        None
-                    }
-                };
-                ready.wait();
-                go.wait();
-                let wk = worker.as_mut()?;
-                if sh.abort.load(Ordering::Acquire) {
-                    return None;
-                }
-                match (&q, &sh.fan) {
-                    (None, _) => inline_worker(&sh, w, wk.as_mut()),
-                    (Some(q), Some(f)) => Some(fanout_worker(
-                        &sh,
-                        w,
-                        wk.as_mut(),
-                        &q.0[w / f.workers_per_server],
-                    )),
-                    (Some(q), None) => Some(queue_worker(&sh, w, wk.as_mut(), q.of(w))),
-                }
-            })
-            .expect("spawning a worker thread");
-        handles.push(h);
-    }
-    let shaper = queue.clone().map(|q| {
-        let (sh, ready, go) = (shared.clone(), ready.clone(), go.clone());
-        std::thread::Builder::new()
-            .name("taillab-shaper".into())
-            .spawn(move || {
-                set_timer_slack_1ns();
-                if let Err(e) = place_thread(&sh.spec, usize::MAX) {
-                    eprintln!("warning: shaper thread: {e}");
-                }
-                ready.wait();
-                go.wait();
-                if sh.fan.is_some() {
-                    fanout_dispatcher(&sh, &q);
-                } else {
-                    shaper_thread(&sh, &q);
-                }
-            })
-            .expect("spawning the shaper thread")
-    });
+    let handles = spawn_workers(&shared, &queue, &ready, &go, &init_errors);
+    let shaper = queue.clone().map(|q| spawn_shaper(&shared, q, &ready, &go));
 
     ready.wait();
     let init_failed = init_errors.lock().pop();
@@ -354,28 +237,11 @@ pub fn run_integrated(
     let t0 = now_ns() + 2_000_000;
     shared.feed.schedule().set_start(t0);
     // Helpers start generating ahead now, for the 2 ms before the first arrival.
-    let helpers: Vec<_> = if init_failed.is_some() {
+    let helpers = if init_failed.is_some() {
         Vec::new()
     } else {
-        helper_cpus.clone()
-    }
-    .into_iter()
-    .enumerate()
-    .map(|(k, cpu)| {
-        let (sh, n) = (shared.clone(), helper_cpus.len());
-        std::thread::Builder::new()
-            .name(format!("taillab-hlp-{k}"))
-            .spawn(move || {
-                if let Some(c) = cpu {
-                    if let Err(e) = place_thread_on(&[c], None, 0) {
-                        eprintln!("warning: helper thread {k}: {e}");
-                    }
-                }
-                helper_thread(&sh, k, n)
-            })
-            .expect("spawning a helper thread")
-    })
-    .collect();
+        spawn_helpers(&shared, &helper_cpus)
+    };
     let wall_start = std::time::SystemTime::now();
     go.wait();
     if let Some(e) = init_failed {
@@ -388,6 +254,208 @@ pub fn run_integrated(
         return Err(e);
     }
 
+    let aborted = watch_run(&shared, queue.as_deref(), t0, progress);
+    if spec.roi != crate::roi::RoiMode::None
+        && shared.feed.schedule().stats().measure_start.is_some()
+    {
+        crate::roi::end(spec.roi);
+    }
+    let totals = join_threads(shaper, handles, helpers, aborted);
+    if let Some((w, msg)) = shared.panic.lock().take() {
+        return Err(RunError::Panicked(w, msg));
+    }
+    Ok(run_result(
+        &shared,
+        totals,
+        t0,
+        wall_start,
+        aborted,
+        helper_cpus,
+    ))
+}
+
+/// The state every thread of a run shares: the feed (schedule and dispatch),
+/// the interval sink, the records, the counters and the fan-out's state.
+fn shared_state(
+    spec: &RunSpec,
+    server: Arc<dyn Server>,
+    client: Box<dyn Client>,
+    fan: Option<&crate::fanout::FanoutSpec>,
+    with_helpers: bool,
+) -> Arc<Shared> {
+    // Worker threads in all (a fan-out has `threads` per leaf replica).
+    let workers = spec.total_workers();
+    let records = spec.keep_records.then(|| {
+        Arc::new(match spec.shaper {
+            ShaperMode::Inline => Records::sharded(spec.record_capacity(), workers),
+            ShaperMode::Thread => Records::new(spec.record_capacity()),
+        })
+    });
+    let mut schedule = Schedule::new(spec, client, 0);
+    if spec.live {
+        schedule.watch_due();
+    }
+    Arc::new(Shared {
+        feed: Feed::new(schedule, spec.threads, spec.discipline, spec.dispatch),
+        sink: IntervalSink::new(workers).watched(spec.live),
+        records,
+        abort: AtomicBool::new(false),
+        completed: (0..workers).map(|_| CachePadded::default()).collect(),
+        errors: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+        running: AtomicUsize::new(workers),
+        outboxes: (0..if with_helpers { spec.threads } else { 0 })
+            .map(|_| Outbox::default())
+            .collect(),
+        fan: fan.map(|f| FanState::new(f.clone(), spec.threads, spec.record_capacity())),
+        panic: Mutex::new(None),
+        server,
+        spec: spec.clone(),
+    })
+}
+
+/// The request queues between the shaper (or a fan-out's dispatcher) and the
+/// workers; `None` when workers take their requests inline.
+fn queues(spec: &RunSpec, fan: Option<&crate::fanout::FanoutSpec>) -> Option<Arc<Queues>> {
+    (spec.shaper == ShaperMode::Thread || fan.is_some()).then(|| {
+        let n = match fan {
+            Some(f) => f.servers(),
+            None if spec.dispatch.is_per_worker() => spec.threads,
+            None => 1,
+        };
+        Arc::new(Queues(
+            (0..n)
+                .map(|i| {
+                    RequestQueue::new(
+                        spec.discipline,
+                        4096,
+                        spec.spin_margin_ns,
+                        derive_seed(spec.seed, 3 + 1000 * i as u64),
+                    )
+                })
+                .collect(),
+        ))
+    })
+}
+
+/// Starts the worker threads: each places itself, builds its app worker
+/// (failures go to `init_errors`), waits at both barriers and serves.
+fn spawn_workers(
+    shared: &Arc<Shared>,
+    queue: &Option<Arc<Queues>>,
+    ready: &Arc<Barrier>,
+    go: &Arc<Barrier>,
+    init_errors: &Arc<Mutex<Vec<RunError>>>,
+) -> Vec<std::thread::JoinHandle<Option<Shard>>> {
+    (0..shared.spec.total_workers())
+        .map(|w| {
+            let (sh, q, ready, go, ie) = (
+                shared.clone(),
+                queue.clone(),
+                ready.clone(),
+                go.clone(),
+                init_errors.clone(),
+            );
+            std::thread::Builder::new()
+                .name(format!("taillab-wrk-{w}"))
+                .spawn(move || -> Option<Shard> {
+                    let _guard = PanicGuard(&sh, w);
+                    set_timer_slack_1ns();
+                    let worker = place_thread(&sh.spec, w)
+                        .and_then(|_| sh.server.worker(w).map_err(RunError::App));
+                    let mut worker = match worker {
+                        Ok(x) => Some(x),
+                        Err(e) => {
+                            ie.lock().push(e);
+                            None
+                        }
+                    };
+                    ready.wait();
+                    go.wait();
+                    let wk = worker.as_mut()?;
+                    if sh.abort.load(Ordering::Acquire) {
+                        return None;
+                    }
+                    match (&q, &sh.fan) {
+                        (None, _) => inline_worker(&sh, w, wk.as_mut()),
+                        (Some(q), Some(f)) => Some(fanout_worker(
+                            &sh,
+                            w,
+                            wk.as_mut(),
+                            &q.0[w / f.workers_per_server],
+                        )),
+                        (Some(q), None) => Some(queue_worker(&sh, w, wk.as_mut(), q.of(w))),
+                    }
+                })
+                .expect("spawning a worker thread")
+        })
+        .collect()
+}
+
+/// Starts the shaper thread (or a fan-out's dispatcher) that fills the queues.
+fn spawn_shaper(
+    shared: &Arc<Shared>,
+    q: Arc<Queues>,
+    ready: &Arc<Barrier>,
+    go: &Arc<Barrier>,
+) -> std::thread::JoinHandle<()> {
+    let (sh, ready, go) = (shared.clone(), ready.clone(), go.clone());
+    std::thread::Builder::new()
+        .name("taillab-shaper".into())
+        .spawn(move || {
+            set_timer_slack_1ns();
+            if let Err(e) = place_thread(&sh.spec, usize::MAX) {
+                eprintln!("warning: shaper thread: {e}");
+            }
+            ready.wait();
+            go.wait();
+            if sh.fan.is_some() {
+                fanout_dispatcher(&sh, &q);
+            } else {
+                shaper_thread(&sh, &q);
+            }
+        })
+        .expect("spawning the shaper thread")
+}
+
+/// Starts one helper thread per entry of `helper_cpus`, each pinned to its CPU
+/// when it has one.
+fn spawn_helpers(
+    shared: &Arc<Shared>,
+    helper_cpus: &[Option<usize>],
+) -> Vec<std::thread::JoinHandle<Vec<Shard>>> {
+    let n = helper_cpus.len();
+    helper_cpus
+        .iter()
+        .copied()
+        .enumerate()
+        .map(|(k, cpu)| {
+            let sh = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("taillab-hlp-{k}"))
+                .spawn(move || {
+                    if let Some(c) = cpu {
+                        if let Err(e) = place_thread_on(&[c], None, 0) {
+                            eprintln!("warning: helper thread {k}: {e}");
+                        }
+                    }
+                    helper_thread(&sh, k, n)
+                })
+                .expect("spawning a helper thread")
+        })
+        .collect()
+}
+
+/// Reports progress every 20 ms until every worker is done; aborts a run that
+/// is saturated or hung (past its drain deadline, or hopeless). Returns whether
+/// it aborted.
+fn watch_run(
+    shared: &Shared,
+    queue: Option<&Queues>,
+    t0: u64,
+    progress: &mut dyn FnMut(Progress),
+) -> bool {
+    let spec = &shared.spec;
     let expected = spec.expected_total_ns();
     let mut watch = spec.drain_watch(t0);
     let planned = spec.record_capacity();
@@ -428,7 +496,7 @@ pub fn run_integrated(
             // served is reported as unfinished, never silently dropped.
             aborted_at = Some(now);
             shared.abort.store(true, Ordering::Release);
-            if let Some(q) = &queue {
+            if let Some(q) = queue {
                 q.close();
             }
         }
@@ -436,29 +504,34 @@ pub fn run_integrated(
             break; // a worker stuck inside the app; leave it behind
         }
     }
-    if spec.roi != crate::roi::RoiMode::None
-        && shared.feed.schedule().stats().measure_start.is_some()
-    {
-        crate::roi::end(spec.roi);
-    }
-    let aborted = aborted_at.is_some();
+    aborted_at.is_some()
+}
+
+/// Joins the threads and adds up their shards; after an abort, a thread still
+/// stuck inside the app is left behind (helpers get 2 s to record what the
+/// workers pushed).
+fn join_threads(
+    shaper: Option<std::thread::JoinHandle<()>>,
+    handles: Vec<std::thread::JoinHandle<Option<Shard>>>,
+    helpers: Vec<std::thread::JoinHandle<Vec<Shard>>>,
+    aborted: bool,
+) -> Option<Shard> {
     if let Some(s) = shaper {
         if s.is_finished() || !aborted {
             let _ = s.join();
         }
     }
     let mut totals: Option<Shard> = None;
+    let mut absorb = |s: Shard| match &mut totals {
+        None => totals = Some(s),
+        Some(t) => t.absorb(&s),
+    };
     for h in handles {
         if aborted && !h.is_finished() {
             continue;
         }
-        match h.join() {
-            Ok(Some(s)) => match &mut totals {
-                None => totals = Some(s),
-                Some(t) => t.absorb(&s),
-            },
-            Ok(None) => {}
-            Err(_) => {}
+        if let Ok(Some(s)) = h.join() {
+            absorb(s);
         }
     }
     // Helpers end once what the workers pushed is recorded (soon after an abort).
@@ -471,17 +544,23 @@ pub fn run_integrated(
             continue;
         }
         if let Ok(shards) = h.join() {
-            for s in shards {
-                match &mut totals {
-                    None => totals = Some(s),
-                    Some(t) => t.absorb(&s),
-                }
-            }
+            shards.into_iter().for_each(&mut absorb);
         }
     }
-    if let Some((w, msg)) = shared.panic.lock().take() {
-        return Err(RunError::Panicked(w, msg));
-    }
+    totals
+}
+
+/// The run's result from its shared state and the workers' shards.
+fn run_result(
+    shared: &Shared,
+    totals: Option<Shard>,
+    t0: u64,
+    wall_start: std::time::SystemTime,
+    aborted: bool,
+    helper_cpus: Vec<Option<usize>>,
+) -> RunResult {
+    let spec = &shared.spec;
+    let slice_ns = spec.slice_ns();
     let intervals = shared.sink.finish();
     let sched = shared.feed.schedule().stats();
     let totals = totals.unwrap_or_else(|| Shard::new(0, &shared.sink, slice_ns, spec.interval_ns));
@@ -496,7 +575,7 @@ pub fn run_integrated(
     let records = shared.records.clone();
     let app_stats = shared.server.report();
     let first_error = shared.first_error.lock().clone();
-    Ok(RunResult {
+    RunResult {
         spec: spec.clone(),
         t0,
         measure_start,
@@ -524,7 +603,7 @@ pub fn run_integrated(
                 .sum(),
             helpers: helper_cpus,
         }),
-    })
+    }
 }
 
 /// Applies `--rt-priority` and `--cpus` to the calling thread (`w` is the

@@ -432,38 +432,52 @@ fn slope(xs: &[f64], ys: &[f64]) -> f64 {
 /// Tolerance of the rate check: achieved within ±2 % of the schedule's rate.
 pub const RATE_TOLERANCE: f64 = 0.02;
 
-/// Builds the summary and its checks from what a run measured.
-pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Summary {
-    let t = &r.totals;
-    let mut latency = BTreeMap::new();
-    for (i, m) in METRICS.iter().enumerate() {
-        latency.insert(
-            m.to_string(),
-            MetricStats::from_hist(&t.totals.0[i], Some(t.sums[i])),
-        );
-    }
-    let spec = &r.spec;
-    let n = t.measured;
-    let span = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / 1e9;
-    let sched_span = span(r.first_measured_intended, r.last_measured_intended);
-    let scheduled_qps = if r.generated_measured > 1 && sched_span > 0.0 {
-        (r.generated_measured - 1) as f64 / sched_span
-    } else {
-        spec.qps
-    };
-    let done_span = span(t.first_completed, t.last_completed);
-    let achieved_qps = if n > 1 && done_span > 0.0 {
-        (n - 1) as f64 / done_span
-    } else {
-        0.0
-    };
-    let duration_s = match spec.measure {
-        Bound::Seconds(s) => s,
-        Bound::Requests(_) => sched_span,
-    };
-    let service_mean = latency["service"].mean;
-    let utilization = spec.qps * service_mean / 1e9 / spec.threads as f64;
+/// A run's rates: the schedule's (from its measured arrivals), the achieved
+/// (from its measured completions), and the measured span in seconds.
+struct Rates {
+    scheduled_qps: f64,
+    achieved_qps: f64,
+    duration_s: f64,
+}
 
+impl Rates {
+    fn of(r: &RunResult) -> Rates {
+        let (t, spec) = (&r.totals, &r.spec);
+        let n = t.measured;
+        let span = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / 1e9;
+        let sched_span = span(r.first_measured_intended, r.last_measured_intended);
+        let scheduled_qps = if r.generated_measured > 1 && sched_span > 0.0 {
+            (r.generated_measured - 1) as f64 / sched_span
+        } else {
+            spec.qps
+        };
+        let done_span = span(t.first_completed, t.last_completed);
+        let achieved_qps = if n > 1 && done_span > 0.0 {
+            (n - 1) as f64 / done_span
+        } else {
+            0.0
+        };
+        let duration_s = match spec.measure {
+            Bound::Seconds(s) => s,
+            Bound::Requests(_) => sched_span,
+        };
+        Rates {
+            scheduled_qps,
+            achieved_qps,
+            duration_s,
+        }
+    }
+}
+
+/// The checks of a run: rate, send lag, saturation, interarrival times,
+/// independence, stationarity, and app errors when there were any.
+fn run_checks(
+    r: &RunResult,
+    latency: &BTreeMap<String, MetricStats>,
+    scheduled_qps: f64,
+    achieved_qps: f64,
+) -> BTreeMap<String, Check> {
+    let (spec, n) = (&r.spec, r.totals.measured);
     let mut checks = BTreeMap::new();
     let rel = if scheduled_qps > 0.0 {
         achieved_qps / scheduled_qps - 1.0
@@ -523,6 +537,30 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
             ),
         );
     }
+    checks
+}
+
+/// Builds the summary and its checks from what a run measured: the latency
+/// statistics, the rates, the checks, then the ideal replay.
+pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Summary {
+    let t = &r.totals;
+    let mut latency = BTreeMap::new();
+    for (i, m) in METRICS.iter().enumerate() {
+        latency.insert(
+            m.to_string(),
+            MetricStats::from_hist(&t.totals.0[i], Some(t.sums[i])),
+        );
+    }
+    let spec = &r.spec;
+    let n = t.measured;
+    let Rates {
+        scheduled_qps,
+        achieved_qps,
+        duration_s,
+    } = Rates::of(r);
+    let service_mean = latency["service"].mean;
+    let utilization = spec.qps * service_mean / 1e9 / spec.threads as f64;
+    let checks = run_checks(r, &latency, scheduled_qps, achieved_qps);
 
     let fanout = r
         .fanout

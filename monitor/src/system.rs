@@ -450,6 +450,44 @@ fn process_running(name: &str) -> bool {
     })
 }
 
+impl SystemReport {
+    /// The report's last lines: the load average, then steal, foreign CPU and
+    /// the busiest other processes when they were sampled over a window.
+    fn fmt_activity(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "load average:         {:.2} {:.2} {:.2}",
+            self.load1, self.load5, self.load15
+        )?;
+        if self.window_s > 0.0 {
+            writeln!(
+                f,
+                "steal (over {:.1} s):    {:.2} % of a CPU",
+                self.window_s, self.steal_pct
+            )?;
+            writeln!(
+                f,
+                "foreign CPU:          {:.1} % of a CPU",
+                self.foreign_cpu_pct
+            )?;
+            for p in &self.busy_processes {
+                writeln!(
+                    f,
+                    "  {:>6.1} %  {} (pid {}){}",
+                    p.cpu_pct,
+                    p.name,
+                    p.pids.first().copied().unwrap_or(0),
+                    p.cmdline
+                        .as_ref()
+                        .map(|c| format!(": {c}"))
+                        .unwrap_or_default()
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for SystemReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "(not readable)".into());
@@ -544,37 +582,7 @@ impl fmt::Display for SystemReport {
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "none".into())
         )?;
-        writeln!(
-            f,
-            "load average:         {:.2} {:.2} {:.2}",
-            self.load1, self.load5, self.load15
-        )?;
-        if self.window_s > 0.0 {
-            writeln!(
-                f,
-                "steal (over {:.1} s):    {:.2} % of a CPU",
-                self.window_s, self.steal_pct
-            )?;
-            writeln!(
-                f,
-                "foreign CPU:          {:.1} % of a CPU",
-                self.foreign_cpu_pct
-            )?;
-            for p in &self.busy_processes {
-                writeln!(
-                    f,
-                    "  {:>6.1} %  {} (pid {}){}",
-                    p.cpu_pct,
-                    p.name,
-                    p.pids.first().copied().unwrap_or(0),
-                    p.cmdline
-                        .as_ref()
-                        .map(|c| format!(": {c}"))
-                        .unwrap_or_default()
-                )?;
-            }
-        }
-        Ok(())
+        self.fmt_activity(f)
     }
 }
 
@@ -722,6 +730,77 @@ fn write_error_text(e: &std::io::Error) -> String {
     }
 }
 
+/// A setting that writes `v` to the whole file.
+fn plain(path: PathBuf, v: &str) -> FileSetting {
+    FileSetting {
+        path,
+        desired: v.into(),
+        form: Form::Plain,
+    }
+}
+
+/// The `damon` operation under `root`.
+fn damon_operation(root: &Path) -> Operation {
+    let p = |rel: &str| root.join(rel);
+    // DAMON: every kdamond that exists (state off; reset turns those that were on back
+    // on with their configuration, which sysfs keeps), and the reclaim modules.
+    let admin = p("sys/kernel/mm/damon/admin/kdamonds");
+    let mut damon: Vec<FileSetting> = numbered(&admin)
+        .iter()
+        .map(|i| plain(admin.join(format!("{i}/state")), "off"))
+        .filter(|f| f.path.exists())
+        .collect();
+    for module in ["damon_reclaim", "damon_lru_sort"] {
+        let f = p(&format!("sys/module/{module}/parameters/enabled"));
+        if f.exists() {
+            damon.push(plain(f, "N"));
+        }
+    }
+    Operation {
+        name: "damon",
+        why: "DAMON's schemes reclaim or reorder memory the kernel sees idle: page cache an app reads comes back from disk after a pause, and its thread wakes every sample",
+        files: damon,
+        unavailable: "no DAMON worker on this host",
+    }
+}
+
+/// The `irq_affinity` operation under `root`: interrupts moved off `cpus`.
+fn irq_operation(root: &Path, online: &[usize], cpus: &[usize]) -> Operation {
+    let p = |rel: &str| root.join(rel);
+    let keep: Vec<usize> = online
+        .iter()
+        .copied()
+        .filter(|c| !cpus.contains(c))
+        .collect();
+    let list = keep
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut files = Vec::new();
+    if !keep.is_empty() {
+        if let Ok(dir) = std::fs::read_dir(p("proc/irq")) {
+            let mut irqs: Vec<u32> = dir
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect();
+            irqs.sort_unstable();
+            for irq in irqs {
+                let f = p(&format!("proc/irq/{irq}/smp_affinity_list"));
+                if f.exists() {
+                    files.push(plain(f, &list));
+                }
+            }
+        }
+    }
+    Operation {
+        name: "irq_affinity",
+        why: "interrupts handled on a worker's CPU delay the request it is serving",
+        files,
+        unavailable: "no movable IRQs, or every online CPU is a worker CPU",
+    }
+}
+
 impl Tuner {
     /// Operations for the live system; `worker_cpus` enables the IRQ
     /// affinity operation (interrupts moved off those CPUs).
@@ -735,11 +814,6 @@ impl Tuner {
         let online: Vec<usize> = read_trim(&p("sys/devices/system/cpu/online"))
             .and_then(|s| parse_cpu_list(&s))
             .unwrap_or_default();
-        let plain = |path: PathBuf, v: &str| FileSetting {
-            path,
-            desired: v.into(),
-            form: Form::Plain,
-        };
         let mut ops = vec![
             Operation {
                 name: "cpu_governor",
@@ -796,59 +870,9 @@ impl Tuner {
                 unavailable: "the kernel has no transparent huge pages",
             },
         ];
-        // DAMON: every kdamond that exists (state off; reset turns those that were on back
-        // on with their configuration, which sysfs keeps), and the reclaim modules.
-        let admin = p("sys/kernel/mm/damon/admin/kdamonds");
-        let mut damon: Vec<FileSetting> = numbered(&admin)
-            .iter()
-            .map(|i| plain(admin.join(format!("{i}/state")), "off"))
-            .filter(|f| f.path.exists())
-            .collect();
-        for module in ["damon_reclaim", "damon_lru_sort"] {
-            let f = p(&format!("sys/module/{module}/parameters/enabled"));
-            if f.exists() {
-                damon.push(plain(f, "N"));
-            }
-        }
-        ops.push(Operation {
-            name: "damon",
-            why: "DAMON's schemes reclaim or reorder memory the kernel sees idle: page cache an app reads comes back from disk after a pause, and its thread wakes every sample",
-            files: damon,
-            unavailable: "no DAMON worker on this host",
-        });
+        ops.push(damon_operation(root));
         if let Some(cpus) = worker_cpus {
-            let keep: Vec<usize> = online
-                .iter()
-                .copied()
-                .filter(|c| !cpus.contains(c))
-                .collect();
-            let list = keep
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",");
-            let mut files = Vec::new();
-            if !keep.is_empty() {
-                if let Ok(dir) = std::fs::read_dir(p("proc/irq")) {
-                    let mut irqs: Vec<u32> = dir
-                        .flatten()
-                        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-                        .collect();
-                    irqs.sort_unstable();
-                    for irq in irqs {
-                        let f = p(&format!("proc/irq/{irq}/smp_affinity_list"));
-                        if f.exists() {
-                            files.push(plain(f, &list));
-                        }
-                    }
-                }
-            }
-            ops.push(Operation {
-                name: "irq_affinity",
-                why: "interrupts handled on a worker's CPU delay the request it is serving",
-                files,
-                unavailable: "no movable IRQs, or every online CPU is a worker CPU",
-            });
+            ops.push(irq_operation(root, &online, cpus));
         }
         Tuner {
             root: root.to_path_buf(),

@@ -11,7 +11,7 @@
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, Statement};
 use std::path::Path;
 
 use crate::error::OltpError;
@@ -145,6 +145,7 @@ fn address(rng: &mut TpccRng) -> [String; 5] {
     ]
 }
 
+/// Loads warehouse `w`: its row, its stock, then each district with its customers and orders.
 fn load_warehouse(conn: &Connection, rng: &mut TpccRng, w: u32, now: i64) -> Result<(), OltpError> {
     let [s1, s2, city, st, zip] = address(rng);
     conn.execute(
@@ -208,75 +209,100 @@ fn load_warehouse(conn: &Connection, rng: &mut TpccRng, w: u32, now: i64) -> Res
                 ORDERS + 1
             ],
         )?;
-        for c in 1..=CUSTOMERS {
-            // The first 1000 customers get every last name once, so a lookup
-            // by any name in 0..=999 finds at least one customer.
-            let last = if c <= 1000 {
-                rng::last_name(c - 1)
+        load_customers(&mut cust, &mut hist, rng, w, d, now)?;
+        load_orders([&mut order, &mut line, &mut new_order], rng, w, d, now)?;
+    }
+    Ok(())
+}
+
+/// District `d`'s customers and one history row each.
+fn load_customers(
+    cust: &mut Statement,
+    hist: &mut Statement,
+    rng: &mut TpccRng,
+    w: u32,
+    d: u32,
+    now: i64,
+) -> Result<(), OltpError> {
+    for c in 1..=CUSTOMERS {
+        // The first 1000 customers get every last name once, so a lookup
+        // by any name in 0..=999 finds at least one customer.
+        let last = if c <= 1000 {
+            rng::last_name(c - 1)
+        } else {
+            rng::last_name(rng::nurand(rng, 255, 0, 999, rng::C_LAST_LOAD))
+        };
+        let [s1, s2, city, st, zip] = address(rng);
+        let credit = if rng.gen_range(0..10) == 0 {
+            "BC"
+        } else {
+            "GC"
+        };
+        cust.execute(params![
+            w,
+            d,
+            c,
+            rng::astring(rng, 8, 16),
+            last,
+            s1,
+            s2,
+            city,
+            st,
+            zip,
+            rng::nstring(rng, 16, 16),
+            now,
+            credit,
+            rng::uniform(rng, 0, 5000),
+            rng::astring(rng, 300, 500),
+        ])?;
+        hist.execute(params![c, d, w, now, rng::astring(rng, 12, 24)])?;
+    }
+    Ok(())
+}
+
+/// District `d`'s initial orders, their lines, and the undelivered ones' new-order rows.
+fn load_orders(
+    [order, line, new_order]: [&mut Statement; 3],
+    rng: &mut TpccRng,
+    w: u32,
+    d: u32,
+    now: i64,
+) -> Result<(), OltpError> {
+    // Each customer places exactly one of the initial orders, in random order.
+    let mut perm: Vec<u32> = (1..=CUSTOMERS).collect();
+    perm.shuffle(rng);
+    for o in 1..=ORDERS {
+        let delivered = o < FIRST_UNDELIVERED;
+        let ol_cnt = rng::uniform(rng, 5, 15);
+        let carrier = delivered.then(|| rng::uniform(rng, 1, 10));
+        order.execute(params![
+            w,
+            d,
+            o,
+            perm[(o - 1) as usize],
+            now,
+            carrier,
+            ol_cnt
+        ])?;
+        for n in 1..=ol_cnt {
+            let amount = if delivered {
+                0
             } else {
-                rng::last_name(rng::nurand(rng, 255, 0, 999, rng::C_LAST_LOAD))
+                rng::uniform(rng, 1, 999_999)
             };
-            let [s1, s2, city, st, zip] = address(rng);
-            let credit = if rng.gen_range(0..10) == 0 {
-                "BC"
-            } else {
-                "GC"
-            };
-            cust.execute(params![
-                w,
-                d,
-                c,
-                rng::astring(rng, 8, 16),
-                last,
-                s1,
-                s2,
-                city,
-                st,
-                zip,
-                rng::nstring(rng, 16, 16),
-                now,
-                credit,
-                rng::uniform(rng, 0, 5000),
-                rng::astring(rng, 300, 500),
-            ])?;
-            hist.execute(params![c, d, w, now, rng::astring(rng, 12, 24)])?;
-        }
-        // Each customer places exactly one of the initial orders, in random order.
-        let mut perm: Vec<u32> = (1..=CUSTOMERS).collect();
-        perm.shuffle(rng);
-        for o in 1..=ORDERS {
-            let delivered = o < FIRST_UNDELIVERED;
-            let ol_cnt = rng::uniform(rng, 5, 15);
-            let carrier = delivered.then(|| rng::uniform(rng, 1, 10));
-            order.execute(params![
+            line.execute(params![
                 w,
                 d,
                 o,
-                perm[(o - 1) as usize],
-                now,
-                carrier,
-                ol_cnt
+                n,
+                rng::uniform(rng, 1, ITEMS),
+                delivered.then_some(now),
+                amount,
+                rng::astring(rng, 24, 24),
             ])?;
-            for n in 1..=ol_cnt {
-                let amount = if delivered {
-                    0
-                } else {
-                    rng::uniform(rng, 1, 999_999)
-                };
-                line.execute(params![
-                    w,
-                    d,
-                    o,
-                    n,
-                    rng::uniform(rng, 1, ITEMS),
-                    delivered.then_some(now),
-                    amount,
-                    rng::astring(rng, 24, 24),
-                ])?;
-            }
-            if !delivered {
-                new_order.execute(params![w, d, o])?;
-            }
+        }
+        if !delivered {
+            new_order.execute(params![w, d, o])?;
         }
     }
     Ok(())

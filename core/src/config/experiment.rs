@@ -216,6 +216,129 @@ fn axis_values(f: Option<&Field>, items: &[String]) -> Option<Vec<String>> {
     None
 }
 
+/// The fixed values and axes a plan's layers set, in order (the file, then the flags).
+#[derive(Default)]
+struct Layers {
+    fixed: Vec<(String, Vec<String>)>,
+    axes: Vec<Axis>,
+    /// Keys set by the layer being read (the file, then the flags): an
+    /// either/or pair given whole within one layer is refused.
+    layer: Vec<String>,
+}
+
+impl Layers {
+    /// Sets `key` to `items`, as one value or (`axis`) as an axis of values.
+    fn put(&mut self, key: &str, items: Vec<String>, axis: bool) -> Result<(), ConfigError> {
+        let (k, f) = canonical(key)?;
+        if let Some(f) = &f {
+            if let Some(other) = f
+                .opts
+                .clears
+                .iter()
+                .map(|c| format!("{}.{c}", f.section))
+                .find(|c| self.layer.contains(c))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "give either {other} or {k}, not both"
+                )));
+            }
+            self.layer.push(k.clone());
+        }
+        // A later layer's key replaces the earlier value or axis, and the
+        // other half of an either/or pair (`requests` after `duration`).
+        let cleared: Vec<String> = f
+            .iter()
+            .flat_map(|f| {
+                f.opts
+                    .clears
+                    .iter()
+                    .map(move |c| format!("{}.{c}", f.section))
+            })
+            .collect();
+        let gone = |x: &str| x == k || cleared.iter().any(|c| c == x);
+        self.fixed
+            .retain(|(fk, _)| canonical(fk).map(|c| !gone(&c.0)).unwrap_or(true));
+        self.axes.retain(|a| !gone(&a.key));
+        if axis {
+            if items.is_empty() {
+                return Err(ConfigError::BadValue {
+                    key: k,
+                    why: "an axis needs at least one value".into(),
+                });
+            }
+            for v in &items {
+                if let Some(f) = &f {
+                    (f.check)(v).map_err(|why| ConfigError::BadValue {
+                        key: k.clone(),
+                        why: format!("{why} (expected {})", f.form),
+                    })?;
+                }
+            }
+            self.axes.push(Axis {
+                key: k,
+                values: items,
+            });
+        } else {
+            self.fixed.push((k, items));
+        }
+        Ok(())
+    }
+
+    /// Reads an experiment file: its keys, then its `sweep`, `case` and `grid` tables.
+    fn read_file(
+        &mut self,
+        path: &Path,
+        sweep: &mut Sweep,
+        cases: &mut Vec<Case>,
+    ) -> Result<(), ConfigError> {
+        let doc = super::read_toml(path)?;
+        let origin = path.display().to_string();
+        for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid", "case", "attribute"])? {
+            let (_, f) = canonical(&k)?;
+            let is_list = f.is_some_and(|f| f.list || f.repeated);
+            let axis = !is_list && (items.len() > 1 || doc_is_array(&doc, &k));
+            self.put(&k, items, axis)?;
+        }
+        if let Some(t) = doc.get("sweep") {
+            let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
+                key: "sweep".into(),
+                why: "must be a table".into(),
+            })?;
+            for (k, v) in t {
+                let items = toml_items(v).map_err(|why| ConfigError::BadValue {
+                    key: format!("sweep.{k}"),
+                    why,
+                })?;
+                set_sweep(sweep, k, &items, &origin)?;
+            }
+        }
+        if let Some(v) = doc.get("case") {
+            *cases = read_cases(v)?;
+        }
+        if let Some(t) = doc.get("grid") {
+            let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
+                key: "grid".into(),
+                why: "must be a table of KEY = [values]".into(),
+            })?;
+            for (k, v) in t {
+                let items = match v {
+                    toml::Value::Array(a) => a
+                        .iter()
+                        .map(|x| toml_items(x).map(|i| i.join(",")))
+                        .collect::<Result<Vec<_>, _>>(),
+                    v => toml_items(v),
+                }
+                .map_err(|why| ConfigError::BadValue {
+                    key: format!("grid.{k}"),
+                    why,
+                })?;
+                self.put(k, items, true)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Plan {
     /// Builds and checks a plan: `file` (an experiment file), then `flags`
     /// (the sweep's configuration flags, values possibly axes), then `grid`
@@ -231,133 +354,28 @@ impl Plan {
         Ok(plan)
     }
 
-    /// [`Plan::build`] without checking the points.
+    /// [`Plan::build`] without checking the points: reads the file's keys,
+    /// sweep, cases and grid, then the flags, the sweep flags and `--grid`,
+    /// each layer replacing what the earlier set; then the base run and the
+    /// axes in their order.
     pub fn parse(
         file: Option<&Path>,
         flags: &[(String, Vec<String>)],
         sweep_flags: &[(String, Vec<String>)],
         grid: &[String],
     ) -> Result<Plan, ConfigError> {
-        let mut fixed: Vec<(String, Vec<String>)> = Vec::new();
-        let mut axes: Vec<Axis> = Vec::new();
+        let mut layers = Layers::default();
         let mut sweep = Sweep::default();
         let mut cases: Vec<Case> = Vec::new();
-        // Keys set by the layer being read (the file, then the flags): an
-        // either/or pair given whole within one layer is refused.
-        let layer: std::cell::RefCell<Vec<String>> = Default::default();
-        let put = |key: &str,
-                   items: Vec<String>,
-                   axis: bool,
-                   fixed: &mut Vec<(String, Vec<String>)>,
-                   axes: &mut Vec<Axis>|
-         -> Result<(), ConfigError> {
-            let (k, f) = canonical(key)?;
-            if let Some(f) = &f {
-                let mut l = layer.borrow_mut();
-                if let Some(other) = f
-                    .opts
-                    .clears
-                    .iter()
-                    .map(|c| format!("{}.{c}", f.section))
-                    .find(|c| l.contains(c))
-                {
-                    return Err(ConfigError::Invalid(format!(
-                        "give either {other} or {k}, not both"
-                    )));
-                }
-                l.push(k.clone());
-            }
-            // A later layer's key replaces the earlier value or axis, and the
-            // other half of an either/or pair (`requests` after `duration`).
-            let cleared: Vec<String> = f
-                .iter()
-                .flat_map(|f| {
-                    f.opts
-                        .clears
-                        .iter()
-                        .map(move |c| format!("{}.{c}", f.section))
-                })
-                .collect();
-            let gone = |x: &str| x == k || cleared.iter().any(|c| c == x);
-            fixed.retain(|(fk, _)| canonical(fk).map(|c| !gone(&c.0)).unwrap_or(true));
-            axes.retain(|a| !gone(&a.key));
-            if axis {
-                if items.is_empty() {
-                    return Err(ConfigError::BadValue {
-                        key: k,
-                        why: "an axis needs at least one value".into(),
-                    });
-                }
-                for v in &items {
-                    if let Some(f) = &f {
-                        (f.check)(v).map_err(|why| ConfigError::BadValue {
-                            key: k.clone(),
-                            why: format!("{why} (expected {})", f.form),
-                        })?;
-                    }
-                }
-                axes.push(Axis {
-                    key: k,
-                    values: items,
-                });
-            } else {
-                fixed.push((k, items));
-            }
-            Ok(())
-        };
         if let Some(path) = file {
-            let doc = super::read_toml(path)?;
-            let origin = path.display().to_string();
-            for (k, items) in RunConfig::toml_pairs(&doc, &["sweep", "grid", "case", "attribute"])?
-            {
-                let (_, f) = canonical(&k)?;
-                let is_list = f.is_some_and(|f| f.list || f.repeated);
-                let axis = !is_list && (items.len() > 1 || doc_is_array(&doc, &k));
-                put(&k, items, axis, &mut fixed, &mut axes)?;
-            }
-            if let Some(t) = doc.get("sweep") {
-                let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
-                    key: "sweep".into(),
-                    why: "must be a table".into(),
-                })?;
-                for (k, v) in t {
-                    let items = toml_items(v).map_err(|why| ConfigError::BadValue {
-                        key: format!("sweep.{k}"),
-                        why,
-                    })?;
-                    set_sweep(&mut sweep, k, &items, &origin)?;
-                }
-            }
-            if let Some(v) = doc.get("case") {
-                cases = read_cases(v)?;
-            }
-            if let Some(t) = doc.get("grid") {
-                let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
-                    key: "grid".into(),
-                    why: "must be a table of KEY = [values]".into(),
-                })?;
-                for (k, v) in t {
-                    let items = match v {
-                        toml::Value::Array(a) => a
-                            .iter()
-                            .map(|x| toml_items(x).map(|i| i.join(",")))
-                            .collect::<Result<Vec<_>, _>>(),
-                        v => toml_items(v),
-                    }
-                    .map_err(|why| ConfigError::BadValue {
-                        key: format!("grid.{k}"),
-                        why,
-                    })?;
-                    put(k, items, true, &mut fixed, &mut axes)?;
-                }
-            }
+            layers.read_file(path, &mut sweep, &mut cases)?;
         }
-        layer.borrow_mut().clear();
+        layers.layer.clear();
         for (k, items) in flags {
             let (_, f) = canonical(k)?;
             match axis_values(f.as_ref(), items) {
-                Some(vals) => put(k, vals, true, &mut fixed, &mut axes)?,
-                None => put(k, items.clone(), false, &mut fixed, &mut axes)?,
+                Some(vals) => layers.put(k, vals, true)?,
+                None => layers.put(k, items.clone(), false)?,
             }
         }
         for (k, items) in sweep_flags {
@@ -369,21 +387,20 @@ impl Plan {
                 key: g.clone(),
                 why: "--grid takes KEY=V1|V2|…, e.g. --grid harness.rt_priority=0|10".into(),
             })?;
-            put(
+            layers.put(
                 k,
                 vs.split('|').map(|v| v.trim().to_string()).collect(),
                 true,
-                &mut fixed,
-                &mut axes,
             )?;
         }
         let mut base = RunConfig::default();
         base.apply(
-            &fixed,
+            &layers.fixed,
             file.map(|p| p.display().to_string())
                 .as_deref()
                 .unwrap_or("flags"),
         )?;
+        let mut axes = layers.axes;
         axes.sort_by_key(|a| match a.key.as_str() {
             "net.topology" => 0,
             "harness.threads" => 1,
