@@ -77,7 +77,10 @@ pub struct ModelArgs {
     json: bool,
 }
 
-fn parse<T: std::str::FromStr<Err = String>>(flag: &str, v: &str) -> anyhow::Result<T> {
+fn parse<T: std::str::FromStr<Err = taillab_core::ValueError>>(
+    flag: &str,
+    v: &str,
+) -> anyhow::Result<T> {
     v.parse::<T>().map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
 }
 

@@ -186,14 +186,7 @@ impl ArrivalSpec {
         Ok(match self {
             ArrivalSpec::Poisson => Box::new(Poisson::new(rate, seed)),
             ArrivalSpec::Fixed => Box::new(Fixed::new(rate)),
-            ArrivalSpec::Gaps(g) => {
-                Box::new(
-                    Renewal::new(*g, rate, seed).map_err(|why| ArrivalError::Build {
-                        spec: self.to_string(),
-                        why,
-                    })?,
-                )
-            }
+            ArrivalSpec::Gaps(g) => Box::new(Renewal::new(*g, rate, seed)?),
             ArrivalSpec::Mmpp(m) => Box::new(Mmpp::new(*m, rate, seed)),
             ArrivalSpec::Trace(t) => Box::new(TraceProcess::new(t.clone())),
             ArrivalSpec::Profile(p) => Box::new(ProfileProcess::new(p.clone(), seed)),
@@ -364,30 +357,32 @@ fn parse_mmpp(args: &str) -> Result<MmppSpec, String> {
 }
 
 impl std::str::FromStr for ArrivalSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let fail = |why: String| format!("arrival process `{s}`: {why}");
-        match s {
-            "poisson" => return Ok(ArrivalSpec::Poisson),
-            "fixed" => return Ok(ArrivalSpec::Fixed),
-            _ => {}
-        }
-        let Some((kind, args)) = s.split_once(':') else {
-            return Err(format!("unknown arrival process `{s}`; use {FORMS}"));
-        };
-        if let Some(p) = Profile::parse(kind, args) {
-            return p
-                .map(ArrivalSpec::Profile)
-                .map_err(|e| fail(format!("{e}; forms: {PROFILE_FORMS}")));
-        }
-        match kind {
-            "lognormal" | "gamma" | "pareto" => parse_gaps(kind, args).map(ArrivalSpec::Gaps),
-            "mmpp" => parse_mmpp(args).map(ArrivalSpec::Mmpp),
-            "trace" => Trace::parse(args).map(ArrivalSpec::Trace),
-            _ => Err(format!("unknown kind `{kind}`; use {FORMS}")),
-        }
-        .map_err(fail)
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            let s = s.trim();
+            let fail = |why: String| format!("arrival process `{s}`: {why}");
+            match s {
+                "poisson" => return Ok(ArrivalSpec::Poisson),
+                "fixed" => return Ok(ArrivalSpec::Fixed),
+                _ => {}
+            }
+            let Some((kind, args)) = s.split_once(':') else {
+                return Err(format!("unknown arrival process `{s}`; use {FORMS}"));
+            };
+            if let Some(p) = Profile::parse(kind, args) {
+                return p
+                    .map(ArrivalSpec::Profile)
+                    .map_err(|e| fail(format!("{e}; forms: {PROFILE_FORMS}")));
+            }
+            match kind {
+                "lognormal" | "gamma" | "pareto" => parse_gaps(kind, args).map(ArrivalSpec::Gaps),
+                "mmpp" => parse_mmpp(args).map(ArrivalSpec::Mmpp),
+                "trace" => Ok(ArrivalSpec::Trace(Trace::parse(args)?)),
+                _ => Err(format!("unknown kind `{kind}`; use {FORMS}")),
+            }
+            .map_err(fail)
+        })
     }
 }
 
@@ -644,7 +639,7 @@ mod tests {
             ("walk:1", "unknown kind `walk`"),
         ] {
             let e = s.parse::<ArrivalSpec>().unwrap_err();
-            assert!(e.contains(want), "{s}: {e}");
+            assert!(e.why.contains(want), "{s}: {e}");
         }
     }
 

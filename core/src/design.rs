@@ -45,9 +45,12 @@ pub struct Factor {
 
 impl Factor {
     /// Parses `KEY=L1|L2|...` (the levels are checked against the key elsewhere).
-    pub fn parse(s: &str) -> Result<Factor, String> {
+    pub fn parse(s: &str) -> Result<Factor, crate::error::ValueError> {
         let (k, v) = s.split_once('=').ok_or_else(|| {
-            format!("--factor `{s}`: write KEY=L1|L2, e.g. --factor harness.wait=hybrid|spin")
+            crate::error::ValueError::new(
+                s,
+                format!("--factor `{s}`: write KEY=L1|L2, e.g. --factor harness.wait=hybrid|spin"),
+            )
         })?;
         Ok(Factor {
             key: k.trim().to_string(),
@@ -68,16 +71,16 @@ pub enum Want {
 }
 
 impl std::str::FromStr for Want {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || match s {
             "auto" => Ok(Want::Auto),
             "full" => Ok(Want::Full),
             "fractional" => Ok(Want::Fractional),
             _ => Err(format!(
                 "design `{s}`: one of auto, full, fractional (resolution IV)"
             )),
-        }
+        })
     }
 }
 
@@ -126,6 +129,16 @@ impl Design {
 /// Makes the design of `factors` replicated in `blocks` blocks, at most `max_runs` runs,
 /// the order shuffled from `seed`. Every error is one line saying what to change.
 pub fn plan(
+    factors: &[Factor],
+    blocks: usize,
+    max_runs: usize,
+    want: Want,
+    seed: u64,
+) -> Result<Design, crate::error::Invalid> {
+    design(factors, blocks, max_runs, want, seed).map_err(crate::error::Invalid)
+}
+
+fn design(
     factors: &[Factor],
     blocks: usize,
     max_runs: usize,
@@ -443,19 +456,23 @@ mod tests {
         let e = |f: &[Factor], blocks, max, want| plan(f, blocks, max, want, 1).unwrap_err();
         let mut one = two(2);
         one[1].levels.truncate(1);
-        assert!(e(&one, 3, 100, Want::Auto).contains("app.f1 has one level"));
-        assert!(e(&[], 3, 100, Want::Auto).contains("at least one factor"));
+        assert!(e(&one, 3, 100, Want::Auto)
+            .0
+            .contains("app.f1 has one level"));
+        assert!(e(&[], 3, 100, Want::Auto).0.contains("at least one factor"));
         let big = e(&two(3), 3, 10, Want::Auto);
-        assert!(big.contains("24 runs, more than --max-runs 10"), "{big}");
+        assert!(big.0.contains("24 runs, more than --max-runs 10"), "{big}");
         let big = e(&two(5), 3, 40, Want::Full);
-        assert!(big.contains("--design fractional (48 runs)"), "{big}");
+        assert!(big.0.contains("--design fractional (48 runs)"), "{big}");
         let mut three = two(4);
         three[0].levels.push("c".into());
-        assert!(e(&three, 2, 100, Want::Fractional).contains("two levels per factor"));
-        assert!(e(&two(2), 1, 100, Want::Auto).contains("at least 2"));
+        assert!(e(&three, 2, 100, Want::Fractional)
+            .0
+            .contains("two levels per factor"));
+        assert!(e(&two(2), 1, 100, Want::Auto).0.contains("at least 2"));
         let mut dup = two(2);
         dup[1].key = dup[0].key.clone();
-        assert!(e(&dup, 2, 100, Want::Auto).contains("given twice"));
+        assert!(e(&dup, 2, 100, Want::Auto).0.contains("given twice"));
         assert!(Factor::parse("harness.wait").is_err());
     }
 }

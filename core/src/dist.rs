@@ -76,7 +76,11 @@ pub enum Dist {
 }
 
 /// Parses a duration such as `200us` or `1.5ms` into nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<f64, String> {
+pub fn parse_duration_ns(s: &str) -> Result<f64, crate::error::ValueError> {
+    crate::error::ValueError::wrap(s, || parse_duration_text(s))
+}
+
+fn parse_duration_text(s: &str) -> Result<f64, String> {
     let s = s.trim();
     let split = s
         .find(|c: char| c.is_ascii_alphabetic())

@@ -16,9 +16,14 @@ pub struct Empirical {
     mean: f64,
 }
 
+/// A histogram with no values: there is nothing to draw from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the service-time histogram is empty")]
+pub struct EmptyHistogram;
+
 impl Empirical {
     /// From a histogram of ns values.
-    pub fn from_hist(h: &Histogram<u64>) -> Result<Self, String> {
+    pub fn from_hist(h: &Histogram<u64>) -> Result<Self, EmptyHistogram> {
         let (mut buckets, mut cum, mut acc, mut sum) = (Vec::new(), Vec::new(), 0u64, 0f64);
         for v in h.iter_recorded() {
             let x = v.value_iterated_to();
@@ -30,7 +35,7 @@ impl Empirical {
             cum.push(acc);
         }
         if acc == 0 {
-            return Err("the service-time histogram is empty".into());
+            return Err(EmptyHistogram);
         }
         Ok(Empirical {
             buckets,

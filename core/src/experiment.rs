@@ -69,7 +69,11 @@ impl CiTarget {
     }
 
     /// Checks the rule; the error names the flag and its allowed range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::error::Invalid> {
+        self.check().map_err(crate::error::Invalid)
+    }
+
+    fn check(&self) -> Result<(), String> {
         if !(self.target > 0.0 && self.target < 1.0) {
             return Err(format!(
                 "--ci must be in (0, 1), e.g. 0.01 for ±1 %; got {}",
@@ -729,7 +733,7 @@ mod tests {
                 "--ci-metrics",
             ),
         ] {
-            assert!(bad.validate().unwrap_err().contains(needle));
+            assert!(bad.validate().unwrap_err().0.contains(needle));
         }
     }
 

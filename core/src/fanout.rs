@@ -55,20 +55,22 @@ impl std::fmt::Display for FanoutWait {
 }
 
 impl std::str::FromStr for FanoutWait {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if s == "all" {
-            return Ok(FanoutWait::All);
-        }
-        let k = s
-            .strip_prefix("k=")
-            .and_then(|k| k.parse::<usize>().ok())
-            .ok_or_else(|| format!("`{s}`: say `all` or `k=K` (the first K answers)"))?;
-        if k == 0 {
-            return Err("k=0 waits for nothing: K must be at least 1".into());
-        }
-        Ok(FanoutWait::First(k))
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            let s = s.trim();
+            if s == "all" {
+                return Ok(FanoutWait::All);
+            }
+            let k = s
+                .strip_prefix("k=")
+                .and_then(|k| k.parse::<usize>().ok())
+                .ok_or_else(|| format!("`{s}`: say `all` or `k=K` (the first K answers)"))?;
+            if k == 0 {
+                return Err("k=0 waits for nothing: K must be at least 1".into());
+            }
+            Ok(FanoutWait::First(k))
+        })
     }
 }
 
@@ -103,38 +105,40 @@ impl std::fmt::Display for Hedge {
 }
 
 impl std::str::FromStr for Hedge {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if s == "none" {
-            return Ok(Hedge::None);
-        }
-        let bad = || {
-            format!("`{s}`: say `none`, `after=2ms` (a delay) or `after=p95` (a running quantile of the leaf's latency)")
-        };
-        let v = s.strip_prefix("after=").ok_or_else(bad)?;
-        if let Some(q) = v.strip_prefix('p') {
-            let q: f64 = q.parse().map_err(|_| bad())?;
-            // p95 → 0.95, p99.9 → 0.999
-            let q = q / 100.0;
-            if !(q > 0.0 && q < 1.0) {
-                return Err(format!("`{s}`: the quantile must be between p0 and p100"));
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            let s = s.trim();
+            if s == "none" {
+                return Ok(Hedge::None);
             }
-            return Ok(Hedge::Quantile(q));
-        }
-        let ns = Dur::parse(v).map_err(|_| bad())?.0;
-        if ns == 0 {
-            return Err(format!(
+            let bad = || {
+                format!("`{s}`: say `none`, `after=2ms` (a delay) or `after=p95` (a running quantile of the leaf's latency)")
+            };
+            let v = s.strip_prefix("after=").ok_or_else(bad)?;
+            if let Some(q) = v.strip_prefix('p') {
+                let q: f64 = q.parse().map_err(|_| bad())?;
+                // p95 → 0.95, p99.9 → 0.999
+                let q = q / 100.0;
+                if !(q > 0.0 && q < 1.0) {
+                    return Err(format!("`{s}`: the quantile must be between p0 and p100"));
+                }
+                return Ok(Hedge::Quantile(q));
+            }
+            let ns = Dur::parse(v).map_err(|_| bad())?.0;
+            if ns == 0 {
+                return Err(format!(
                 "`{s}`: a hedge delay must be positive (it is how long to wait before the copy)"
             ));
-        }
-        Ok(Hedge::After(ns))
+            }
+            Ok(Hedge::After(ns))
+        })
     }
 }
 
 impl ConfigValue for FanoutWait {
     const FORM: &'static str = "all, or k=K (the first K answers)";
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
         s.parse()
     }
     fn show(&self) -> String {
@@ -144,7 +148,7 @@ impl ConfigValue for FanoutWait {
 
 impl ConfigValue for Hedge {
     const FORM: &'static str = "none, after=DURATION (e.g. after=2ms) or after=pQ (e.g. after=p95)";
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
         s.parse()
     }
     fn show(&self) -> String {
@@ -210,7 +214,11 @@ impl FanoutSpec {
     }
 
     /// Checks the combination; the message names the setting to change.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::error::Invalid> {
+        self.check().map_err(crate::error::Invalid)
+    }
+
+    fn check(&self) -> Result<(), String> {
         if self.leaves == 0 || self.leaves > 1024 {
             return Err(format!(
                 "--fanout must be in 1..=1024 leaves, got {}",
@@ -1220,17 +1228,18 @@ mod tests {
         assert!("after=0ms"
             .parse::<Hedge>()
             .unwrap_err()
+            .why
             .contains("positive"));
         let mut s = spec(4);
         s.wait = FanoutWait::First(5);
-        assert!(s.validate().unwrap_err().contains("at most --fanout"));
+        assert!(s.validate().unwrap_err().0.contains("at most --fanout"));
         let s = FanoutSpec {
             leaves: 4,
             replicas: 1,
             hedge: Hedge::After(1000),
             ..Default::default()
         };
-        assert!(s.validate().unwrap_err().contains("--replicas 2"));
+        assert!(s.validate().unwrap_err().0.contains("--replicas 2"));
         assert!(spec(0).validate().is_err());
     }
 }

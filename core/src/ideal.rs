@@ -70,6 +70,30 @@ pub enum IdealError {
     /// The requests cannot be replayed (out of order).
     #[error("{0}")]
     Invalid(String),
+    /// The run kept no per-request records.
+    #[error(
+        "no per-request records were kept (raise --max-record-mem, or --save-requests over TCP)"
+    )]
+    NotKept,
+    /// The run was aborted: some requests were never served.
+    #[error("the run stopped before serving everything: requests are missing")]
+    Aborted,
+    /// Some scheduled requests have no record.
+    #[error("{missing} of {scheduled} scheduled requests have no record (unfinished, or beyond the records reserved): the replay needs every request")]
+    Missing {
+        /// Requests without a record.
+        missing: u64,
+        /// Requests scheduled, warmup included.
+        scheduled: u64,
+    },
+    /// A fan-out run: its ideal is its model ([`fanout_ideal`]), not a replay.
+    #[error(
+        "a fan-out run's ideal is a model of its distribution, not a replay request by request"
+    )]
+    FanOut,
+    /// A fan-out run measured no copy, so it has no model.
+    #[error("no copy was measured")]
+    NoCopy,
 }
 
 /// One request as the replay needs it.
@@ -227,12 +251,12 @@ pub fn config_of(r: &RunResult) -> IdealConfig {
 
 /// The run's requests for a replay, in arrival order; an error says why
 /// the run cannot be replayed (records not kept, requests missing).
-pub fn requests_of(r: &RunResult) -> Result<Vec<ReplayReq>, String> {
+pub fn requests_of(r: &RunResult) -> Result<Vec<ReplayReq>, IdealError> {
     let Some(rec) = &r.records else {
-        return Err("no per-request records were kept (raise --max-record-mem, or --save-requests over TCP)".into());
+        return Err(IdealError::NotKept);
     };
     if r.aborted {
-        return Err("the run stopped before serving everything: requests are missing".into());
+        return Err(IdealError::Aborted);
     }
     let mut v: Vec<ReplayReq> = rec
         .iter()
@@ -246,10 +270,10 @@ pub fn requests_of(r: &RunResult) -> Result<Vec<ReplayReq>, String> {
         .collect();
     let scheduled = r.generated_warmup + r.generated_measured;
     if (v.len() as u64) < scheduled {
-        return Err(format!(
-            "{} of {scheduled} scheduled requests have no record (unfinished, or beyond the records reserved): the replay needs every request",
-            scheduled - v.len() as u64
-        ));
+        return Err(IdealError::Missing {
+            missing: scheduled - v.len() as u64,
+            scheduled,
+        });
     }
     if v.windows(2).any(|w| w[1].intended < w[0].intended) {
         v.sort_by_key(|q| (q.intended, q.id));
@@ -264,13 +288,10 @@ pub fn ideal_of_run(
     r: &RunResult,
     measured: &MetricStats,
     mut completions: Option<&mut Vec<u64>>,
-) -> Result<IdealSummary, String> {
+) -> Result<IdealSummary, IdealError> {
     if r.fanout.is_some() {
         // summarize() takes a fan-out run's ideal from its model (fanout_summary, fanout_ideal).
-        return Err(
-            "a fan-out run's ideal is a model of its distribution, not a replay request by request"
-                .into(),
-        );
+        return Err(IdealError::FanOut);
     }
     let reqs = requests_of(r)?;
     if let Some(c) = completions.as_deref_mut() {
@@ -283,8 +304,7 @@ pub fn ideal_of_run(
         if let Some(c) = completions.as_deref_mut() {
             c[d.id as usize] = d.end;
         }
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     Ok(summary_of(&cfg, &st, measured))
 }
 
@@ -340,8 +360,8 @@ pub fn fanout_ideal(
     r: &RunResult,
     f: &crate::fanout::FanoutSummary,
     measured: &MetricStats,
-) -> Result<IdealSummary, String> {
-    let model = f.model.as_ref().ok_or("no copy was measured")?;
+) -> Result<IdealSummary, IdealError> {
+    let model = f.model.as_ref().ok_or(IdealError::NoCopy)?;
     let (mut excess, mut ratio) = (BTreeMap::new(), BTreeMap::new());
     for k in COMPARED {
         let (m, i) = (

@@ -23,6 +23,7 @@ pub mod design;
 pub mod dist;
 pub mod drain;
 pub mod empirical;
+pub mod error;
 pub mod experiment;
 pub mod fanout;
 pub mod feed;
@@ -45,5 +46,6 @@ pub mod stats;
 pub mod summary;
 
 pub use app::{App, AppError, Client, DataCtx, KeySpec, Params, PointLength, Server, Worker};
+pub use error::{Invalid, ValueError};
 pub use harness::{run_integrated, Bound, RunError, RunResult, RunSpec, ShaperMode};
 pub use summary::{summarize, write_run, Summary};

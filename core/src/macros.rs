@@ -48,7 +48,7 @@ macro_rules! section {
             }
 
             /// Sets field `name` from text items; `Ok(false)` if there is no such field.
-            pub fn set(&mut self, name: &str, items: &[&str]) -> Result<bool, String> {
+            pub fn set(&mut self, name: &str, items: &[&str]) -> Result<bool, $crate::error::ValueError> {
                 match name {
                     $( stringify!($f) => { self.$f = <$ty as $crate::config::ConfigValue>::parse_many(items)?; Ok(true) } )+
                     _ => Ok(false),
@@ -94,13 +94,15 @@ macro_rules! names_enum {
         }
 
         impl ::std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+            type Err = $crate::error::ValueError;
+            fn from_str(s: &str) -> Result<Self, $crate::error::ValueError> {
+$crate::error::ValueError::wrap(s, || {
                 match s.trim() {
                     $($s => Ok(Self::$v),)+
                     _ => Err(format!("unknown {} `{}`; use {}", $what, s, $crate::config::value::one_of(Self::NAMES))),
                 }
-            }
+            })
+}
         }
 
         impl ::std::fmt::Display for $name {
@@ -143,9 +145,9 @@ macro_rules! names_enum {
         impl $crate::config::value::ConfigValue for $name {
             const FORM: &'static str = concat!("one of: ", $($s, " "),+);
             const COMMA_AXIS: bool = true;
-            fn parse(s: &str) -> Result<Self, String> {
-                s.parse()
-            }
+            fn parse(s: &str) -> Result<Self, $crate::error::ValueError> {
+s.parse()
+}
             fn show(&self) -> String {
                 self.name().to_string()
             }

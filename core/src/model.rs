@@ -36,15 +36,45 @@ pub fn fifo_replay(arrivals: &[u64], services: &[u64], servers: usize) -> Vec<u6
     out
 }
 
+/// Why a model cannot be built or run; each says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The offered load is at or over the servers' capacity.
+    #[error("utilization {rho:.3} ≥ 1: the queue grows without bound, no steady state to model (lower the rate or add servers)")]
+    Saturated {
+        /// Offered load × mean service ÷ servers.
+        rho: f64,
+    },
+    /// The arrival process cannot be built.
+    #[error(transparent)]
+    Arrival(#[from] crate::arrival::ArrivalError),
+    /// The folder has no readable service-time histogram.
+    #[error("{source} (give a run folder written by taillab run: it holds hist/service.hlog)")]
+    NoService {
+        /// Why it could not be read.
+        source: crate::summary::ResultError,
+    },
+    /// The run's service-time histogram is empty.
+    #[error("{}: {source}", dir.display())]
+    Empty {
+        /// The run folder.
+        dir: std::path::PathBuf,
+        /// The error.
+        source: crate::empirical::EmptyHistogram,
+    },
+}
+
 pub use crate::empirical::Empirical;
 
 impl Empirical {
     /// The measured service times of a run folder (its `hist/service.hlog`).
-    pub fn from_run(dir: &Path) -> Result<Self, String> {
-        let h = crate::experiment::read_hlog_total(dir, "service").map_err(|e| {
-            format!("{e} (give a run folder written by taillab run: it holds hist/service.hlog)")
-        })?;
-        Self::from_hist(&h).map_err(|e| format!("{}: {e}", dir.display()))
+    pub fn from_run(dir: &Path) -> Result<Self, ModelError> {
+        let h = crate::experiment::read_hlog_total(dir, "service")
+            .map_err(|source| ModelError::NoService { source })?;
+        Self::from_hist(&h).map_err(|source| ModelError::Empty {
+            dir: dir.to_path_buf(),
+            source,
+        })
     }
 }
 
@@ -113,17 +143,12 @@ pub struct ModelResult {
 }
 
 /// Runs `spec` through the exact engine.
-pub fn simulate(spec: &ModelSpec) -> Result<ModelResult, String> {
+pub fn simulate(spec: &ModelSpec) -> Result<ModelResult, ModelError> {
     let rho = spec.qps * spec.service.mean() / 1e9 / spec.servers as f64;
     if rho >= 1.0 {
-        return Err(format!(
-            "utilization {rho:.3} ≥ 1: the queue grows without bound, no steady state to model (lower the rate or add servers)"
-        ));
+        return Err(ModelError::Saturated { rho });
     }
-    let mut arrivals = spec
-        .arrival
-        .build(spec.qps, derive_seed(spec.seed, 1))
-        .map_err(|e| e.to_string())?;
+    let mut arrivals = spec.arrival.build(spec.qps, derive_seed(spec.seed, 1))?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(derive_seed(spec.seed, 2));
     let mut sim = Sim::new(SimConfig {
         servers: spec.servers,

@@ -71,9 +71,10 @@ impl Dispatch {
 }
 
 impl std::str::FromStr for Dispatch {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            match s.trim() {
             "shared" => Ok(Dispatch::Shared),
             "per-worker" | "per-worker:random" => Ok(Dispatch::PerWorker(Assign::Random)),
             "per-worker:round-robin" | "per-worker:rr" => {
@@ -83,6 +84,7 @@ impl std::str::FromStr for Dispatch {
                 "unknown dispatch `{s}`; use shared, per-worker (random worker), per-worker:random or per-worker:round-robin"
             )),
         }
+        })
     }
 }
 
@@ -306,6 +308,7 @@ mod tests {
         assert!("perworker"
             .parse::<Dispatch>()
             .unwrap_err()
+            .why
             .contains("per-worker"));
         let mut rr = Assigner::new(3, Assign::RoundRobin, 1);
         let got: Vec<usize> = (0..7).map(|_| rr.next_worker()).collect();

@@ -225,7 +225,7 @@ impl RunSpec {
             }
         }
         if let Some(f) = &self.fanout {
-            f.validate().map_err(RunError::Invalid)?;
+            f.validate().map_err(|e| RunError::Invalid(e.0))?;
             self.check_fanout()?;
         }
         self.check_arrival()?;

@@ -572,7 +572,7 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
     };
     let (ideal, ideal_skipped) = match ideal {
         Ok(i) => (Some(i), None),
-        Err(why) => (None, Some(why)),
+        Err(why) => (None, Some(why.to_string())),
     };
     Summary {
         schema: RUN_SCHEMA.into(),

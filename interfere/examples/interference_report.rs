@@ -13,7 +13,7 @@ use taillab_interfere::{InterfereSpec, Interference};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let specs: Result<Vec<InterfereSpec>, String> = if args.is_empty() {
+    let specs: Result<Vec<InterfereSpec>, taillab_core::ValueError> = if args.is_empty() {
         Ok(vec!["cpu:1@cpus=0".parse().expect("a valid spec")])
     } else {
         args.iter().map(|a| a.parse()).collect()

@@ -333,6 +333,7 @@ mod tests {
         assert!("gprof"
             .parse::<ProfileMode>()
             .unwrap_err()
+            .why
             .contains("off or perf"));
     }
 }

@@ -471,6 +471,7 @@ mod tests {
         assert!("sometimes"
             .parse::<ThpMode>()
             .unwrap_err()
+            .why
             .contains("always, madvise or never"));
         assert_eq!("0".parse::<DmaLatency>().unwrap().to_string(), "0us");
         assert_eq!("10us".parse::<DmaLatency>().unwrap(), DmaLatency(10));

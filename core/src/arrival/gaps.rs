@@ -92,23 +92,27 @@ enum GapSampler {
 
 impl Renewal {
     /// Gaps of shape `g` with mean 1/`rate` s. Errors name the bad parameter.
-    pub fn new(g: GapDist, rate: f64, seed: u64) -> Result<Self, String> {
+    pub fn new(g: GapDist, rate: f64, seed: u64) -> Result<Self, crate::arrival::ArrivalError> {
+        let build = |why: String| crate::arrival::ArrivalError::Build {
+            spec: crate::arrival::ArrivalSpec::Gaps(g).to_string(),
+            why,
+        };
         let mean = 1e9 / rate;
         let sampler = match g {
             GapDist::LogNormal { cv } => {
                 let s2 = (1.0 + cv * cv).ln();
                 LogNormal::new(mean.ln() - s2 / 2.0, s2.sqrt()).map(GapSampler::LogNormal)
             }
-            .map_err(|e| format!("lognormal gaps with cv={cv}: {e}"))?,
+            .map_err(|e| build(format!("lognormal gaps with cv={cv}: {e}")))?,
             GapDist::Gamma { cv } => {
                 let k = 1.0 / (cv * cv);
                 Gamma::new(k, mean / k)
                     .map(GapSampler::Gamma)
-                    .map_err(|e| format!("gamma gaps with cv={cv}: {e}"))?
+                    .map_err(|e| build(format!("gamma gaps with cv={cv}: {e}")))?
             }
             GapDist::Pareto { alpha } => Pareto::new(mean * (alpha - 1.0) / alpha, alpha)
                 .map(GapSampler::Pareto)
-                .map_err(|e| format!("pareto gaps with alpha={alpha}: {e}"))?,
+                .map_err(|e| build(format!("pareto gaps with alpha={alpha}: {e}")))?,
         };
         Ok(Renewal {
             rate,

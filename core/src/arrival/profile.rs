@@ -76,13 +76,17 @@ fn duration(s: &str, what: &str) -> Result<u64, String> {
 impl Profile {
     /// Parses `kind` (`steps`, `ramp`, `sine`) with its arguments `args`;
     /// `None` when `kind` is not a profile.
-    pub fn parse(kind: &str, args: &str) -> Option<Result<Profile, String>> {
-        Some(match kind {
-            "steps" => Self::parse_steps(args),
-            "ramp" => Self::parse_ramp(args),
-            "sine" => Self::parse_sine(args),
+    pub fn parse(kind: &str, args: &str) -> Option<Result<Profile, crate::error::ValueError>> {
+        let parse = match kind {
+            "steps" => Self::parse_steps,
+            "ramp" => Self::parse_ramp,
+            "sine" => Self::parse_sine,
             _ => return None,
-        })
+        };
+        Some(crate::error::ValueError::wrap(
+            &format!("{kind}:{args}"),
+            || parse(args),
+        ))
     }
 
     fn parse_steps(args: &str) -> Result<Profile, String> {
@@ -396,12 +400,12 @@ mod tests {
             ("sine", "mean=100,period=1s"),
         ] {
             let e = Profile::parse(k, a).unwrap().unwrap_err();
-            assert!(!e.is_empty(), "{k}:{a}");
+            assert!(!e.why.is_empty(), "{k}:{a}");
         }
         let e = Profile::parse("sine", "mean=100,amp=150,period=1s")
             .unwrap()
             .unwrap_err();
-        assert!(e.contains("> 0"), "{e}");
+        assert!(e.why.contains("> 0"), "{e}");
     }
 
     #[test]

@@ -111,7 +111,11 @@ impl PartialEq for Trace {
 
 impl Trace {
     /// Parses `PATH[,option]*` and reads the file.
-    pub fn parse(args: &str) -> Result<Trace, String> {
+    pub fn parse(args: &str) -> Result<Trace, crate::error::ValueError> {
+        crate::error::ValueError::wrap(args, || Self::parse_text(args))
+    }
+
+    fn parse_text(args: &str) -> Result<Trace, String> {
         let mut parts = args.split(',');
         let path = parts.next().unwrap_or("").trim();
         if path.is_empty() {
@@ -443,13 +447,15 @@ mod tests {
         ] {
             let p = file("bad.txt", body);
             let e = Trace::parse(&format!("{}{opts}", p.display())).unwrap_err();
-            assert!(e.contains(want), "{body:?}: {e}");
+            assert!(e.why.contains(want), "{body:?}: {e}");
         }
         assert!(Trace::parse("/nonexistent/file.csv")
             .unwrap_err()
+            .why
             .contains("nonexistent"));
         assert!(Trace::parse("x.csv,speed=2")
             .unwrap_err()
+            .why
             .contains("unknown trace option"));
     }
 
@@ -466,7 +472,7 @@ mod tests {
             "as us 41.7 min, as ns 2.5 s",
             &format!("trace:{},unit=ns", p.display()),
         ] {
-            assert!(e.contains(want), "{want}: {e}");
+            assert!(e.why.contains(want), "{want}: {e}");
         }
         let t = Trace::parse(&format!("{},unit=ns", p.display())).unwrap();
         assert_eq!(offsets(&t)[1], 1_000_000);

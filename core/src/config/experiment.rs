@@ -16,7 +16,7 @@
 
 use super::sections::{view, Field, Opts};
 use super::value::{ConfigValue, Dur, Items};
-use super::{fields, resolve, toml_items, ConfigError, RunConfig, Target};
+use super::{fields, resolve, toml_items, ConfigError, RunConfig, Target, ValueError};
 use crate::search::Slo;
 use std::path::Path;
 
@@ -79,10 +79,10 @@ pub struct Loads(pub Vec<f64>);
 impl ConfigValue for Loads {
     const FORM: &'static str = "a list like 0.2,0.5 or a range FROM:TO:STEP like 0.1:0.9:0.1";
     const LIST: bool = true;
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
         parse_values(s).map(Loads)
     }
-    fn parse_many(items: &[&str]) -> Result<Self, String> {
+    fn parse_many(items: &[&str]) -> Result<Self, crate::error::ValueError> {
         Self::parse(&items.join(","))
     }
     fn show(&self) -> String {
@@ -100,7 +100,11 @@ impl ConfigValue for Loads {
 }
 
 /// Parses `a:b:step` or `x,y,z` into positive values.
-pub fn parse_values(s: &str) -> Result<Vec<f64>, String> {
+pub fn parse_values(s: &str) -> Result<Vec<f64>, ValueError> {
+    ValueError::wrap(s, || parse_values_text(s))
+}
+
+fn parse_values_text(s: &str) -> Result<Vec<f64>, String> {
     let bad =
         || format!("`{s}` is not a list like 1000,2000 or a range FROM:TO:STEP like 0.1:0.9:0.1");
     let v: Vec<f64> = if s.contains(':') {
@@ -307,7 +311,7 @@ impl Layers {
             for (k, v) in t {
                 let items = toml_items(v).map_err(|why| ConfigError::BadValue {
                     key: format!("sweep.{k}"),
-                    why,
+                    why: why.to_string(),
                 })?;
                 set_sweep(sweep, k, &items, &origin)?;
             }
@@ -330,7 +334,7 @@ impl Layers {
                 }
                 .map_err(|why| ConfigError::BadValue {
                     key: format!("grid.{k}"),
-                    why,
+                    why: why.to_string(),
                 })?;
                 self.put(k, items, true)?;
             }
@@ -576,14 +580,14 @@ fn read_cases(v: &toml::Value) -> Result<Vec<Case>, ConfigError> {
         for (k, v) in t.iter().filter(|(k, _)| *k != "name") {
             let items = toml_items(v).map_err(|why| ConfigError::BadValue {
                 key: format!("case `{name}`: {k}"),
-                why,
+                why: why.to_string(),
             })?;
             let (key, f) = canonical(k)?;
             if let Some(f) = f {
                 for i in &items {
                     (f.check)(i).map_err(|why| ConfigError::BadValue {
                         key: format!("case `{name}`: {key}"),
-                        why,
+                        why: why.to_string(),
                     })?;
                 }
             }
@@ -625,7 +629,7 @@ fn set_sweep(s: &mut Sweep, k: &str, items: &[String], origin: &str) -> Result<(
         }
         Err(why) => Err(ConfigError::BadValue {
             key: format!("sweep.{k}"),
-            why,
+            why: why.to_string(),
         }),
     }
 }

@@ -259,24 +259,26 @@ impl InterfereSpec {
 }
 
 impl FromStr for InterfereSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let (head, opts) = match s.split_once('@') {
-            Some((h, o)) => (h, Some(o)),
-            None => (s, None),
-        };
-        let (class, count, params) = Self::parse_head(s, head)?;
-        let (cpus, nice) = match opts {
-            Some(o) => Self::parse_opts(s, o)?,
-            None => (None, None),
-        };
-        Ok(InterfereSpec {
-            class,
-            count,
-            params,
-            cpus,
-            nice,
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            let s = s.trim();
+            let (head, opts) = match s.split_once('@') {
+                Some((h, o)) => (h, Some(o)),
+                None => (s, None),
+            };
+            let (class, count, params) = Self::parse_head(s, head)?;
+            let (cpus, nice) = match opts {
+                Some(o) => Self::parse_opts(s, o)?,
+                None => (None, None),
+            };
+            Ok(InterfereSpec {
+                class,
+                count,
+                params,
+                cpus,
+                nice,
+            })
         })
     }
 }
@@ -305,8 +307,8 @@ impl fmt::Display for InterfereSpec {
 pub struct InterfereSet(pub Vec<InterfereSpec>);
 
 impl FromStr for InterfereSet {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
         let s = s.trim();
         if s.is_empty() || s == "none" {
             return Ok(InterfereSet::default());
@@ -336,12 +338,14 @@ impl fmt::Display for InterfereSet {
 crate::serde_as_display!(InterfereSpec, InterfereSet, Class);
 
 impl FromStr for Class {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Class::ALL
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            Class::ALL
             .into_iter()
             .find(|c| c.name() == s)
             .ok_or_else(|| format!("unknown interference class `{s}`: expected one of cpu, vm, io, hdd, cache, net"))
+        })
     }
 }
 
@@ -349,10 +353,10 @@ impl ConfigValue for InterfereSet {
     const FORM: &'static str = SPEC_FORM;
     const REPEATED: bool = true;
     const LIST: bool = true;
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
         s.parse()
     }
-    fn parse_many(items: &[&str]) -> Result<Self, String> {
+    fn parse_many(items: &[&str]) -> Result<Self, crate::error::ValueError> {
         let mut v = Vec::new();
         for i in items {
             v.extend(i.parse::<InterfereSet>()?.0);
@@ -421,8 +425,8 @@ mod tests {
         ];
         for (s, want) in cases {
             let e = s.parse::<InterfereSpec>().unwrap_err();
-            assert!(e.contains(want), "{s}: {e}");
-            assert!(e.contains("CLASS:N"), "{s}: {e}");
+            assert!(e.why.contains(want), "{s}: {e}");
+            assert!(e.why.contains("CLASS:N"), "{s}: {e}");
         }
     }
 }

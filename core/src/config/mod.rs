@@ -52,7 +52,7 @@ pub use sections::{
     Record, Stamping, Topology,
 };
 pub use tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
-pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size};
+pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size, ValueError};
 
 use crate::app::{KeySpec, Params};
 use crate::clock::WaitMode;
@@ -243,16 +243,17 @@ fn unknown(key: &str, all: &[Field]) -> ConfigError {
 }
 
 /// The text items of a TOML value (an array gives one item per element).
-pub fn toml_items(v: &toml::Value) -> Result<Vec<String>, String> {
-    let one = |v: &toml::Value| -> Result<String, String> {
+pub fn toml_items(v: &toml::Value) -> Result<Vec<String>, ValueError> {
+    let one = |v: &toml::Value| -> Result<String, ValueError> {
+        let bad = |why: &str| Err(ValueError::new(v.to_string(), why));
         Ok(match v {
             toml::Value::String(s) => s.clone(),
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Float(f) => f.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
             toml::Value::Datetime(d) => d.to_string(),
-            toml::Value::Array(_) => return Err("a list inside a list is not a value".into()),
-            toml::Value::Table(_) => return Err("expected a value, found a table".into()),
+            toml::Value::Array(_) => return bad("a list inside a list is not a value"),
+            toml::Value::Table(_) => return bad("expected a value, found a table"),
         })
     };
     match v {
@@ -289,12 +290,12 @@ impl RunConfig {
                 got: items.len(),
             });
         }
-        let bad = |why: String| ConfigError::BadValue {
+        let bad = |e: ValueError| ConfigError::BadValue {
             key: f.key(),
-            why: if why.contains(f.form) {
-                why
+            why: if e.why.contains(f.form) {
+                e.why
             } else {
-                format!("{why} (expected {})", f.form)
+                format!("{} (expected {})", e.why, f.form)
             },
         };
         let known = match f.section {
@@ -312,7 +313,7 @@ impl RunConfig {
                     self.app.name = <Option<String>>::parse(v).map_err(bad)?;
                     Ok(true)
                 }
-                _ => Err("takes one value".into()),
+                _ => Err(ValueError::new(items.join(","), "takes one value")),
             },
             _ => Ok(false),
         }
@@ -437,7 +438,7 @@ impl RunConfig {
                 let key = format!("{sec}.{k}");
                 let items = toml_items(v).map_err(|why| ConfigError::BadValue {
                     key: key.clone(),
-                    why,
+                    why: why.to_string(),
                 })?;
                 pairs.push((key, items));
             }
@@ -764,7 +765,8 @@ impl RunConfig {
             ));
         }
         if let Some(text) = &m.metrics_listen {
-            let a = metrics_address(text, m.metrics_public).map_err(ConfigError::Invalid)?;
+            let a =
+                metrics_address(text, m.metrics_public).map_err(|e| ConfigError::Invalid(e.why))?;
             if a.port() != 0 && a.port() as usize + n.clients - 1 > u16::MAX as usize {
                 return bad(format!(
                     "monitor.metrics_listen {a}: client i of {} listens on port {}+i, beyond 65535; give a lower port",
@@ -780,7 +782,7 @@ impl RunConfig {
             ));
         }
         if let Some(t) = self.ci_target()? {
-            t.validate().map_err(ConfigError::Invalid)?;
+            t.validate().map_err(|e| ConfigError::Invalid(e.0))?;
         }
         Ok(())
     }
@@ -873,7 +875,11 @@ pub fn rt_wait(rt_priority: u32, wait: WaitMode) -> WaitMode {
 /// `monitor.metrics_listen` as an address: `IP:PORT` (`[::1]:9464` for IPv6) or
 /// `localhost:PORT`. An address other than loopback is refused unless `public`
 /// (`monitor.metrics_public`): a run's numbers, app and settings stay on the host by default.
-pub fn metrics_address(text: &str, public: bool) -> Result<std::net::SocketAddr, String> {
+pub fn metrics_address(text: &str, public: bool) -> Result<std::net::SocketAddr, ValueError> {
+    ValueError::wrap(text, || metrics_address_text(text, public))
+}
+
+fn metrics_address_text(text: &str, public: bool) -> Result<std::net::SocketAddr, String> {
     let a = match (text.parse(), text.strip_prefix("localhost:")) {
         (Ok(a), _) => a,
         (Err(_), Some(p)) if p.parse::<u16>().is_ok() => {

@@ -105,7 +105,7 @@ pub struct Field {
     /// Flag and views.
     pub opts: Opts,
     /// Checks a text value.
-    pub check: fn(&str) -> Result<(), String>,
+    pub check: fn(&str) -> Result<(), crate::error::ValueError>,
     /// The default's text form.
     pub default: fn() -> String,
 }

@@ -35,14 +35,18 @@ crate::names_enum! {
 pub struct DmaLatency(pub u32);
 
 impl FromStr for DmaLatency {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let t = s.trim().trim_end_matches("us").trim_end_matches("µs");
-        t.parse::<u32>()
-            .ok()
-            .filter(|v| *v <= 2_000_000_000)
-            .map(DmaLatency)
-            .ok_or_else(|| format!("bad C-state limit `{s}`: expected microseconds like 0 or 10us"))
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            let t = s.trim().trim_end_matches("us").trim_end_matches("µs");
+            t.parse::<u32>()
+                .ok()
+                .filter(|v| *v <= 2_000_000_000)
+                .map(DmaLatency)
+                .ok_or_else(|| {
+                    format!("bad C-state limit `{s}`: expected microseconds like 0 or 10us")
+                })
+        })
     }
 }
 
@@ -57,15 +61,17 @@ impl fmt::Display for DmaLatency {
 pub struct NumaNode(pub u32);
 
 impl FromStr for NumaNode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        s.trim()
-            .trim_start_matches("node")
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n < 1024)
-            .map(NumaNode)
-            .ok_or_else(|| format!("bad NUMA node `{s}`: expected a node number like 0"))
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            s.trim()
+                .trim_start_matches("node")
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n < 1024)
+                .map(NumaNode)
+                .ok_or_else(|| format!("bad NUMA node `{s}`: expected a node number like 0"))
+        })
     }
 }
 
@@ -79,7 +85,7 @@ crate::serde_as_display!(DmaLatency, NumaNode);
 
 impl ConfigValue for DmaLatency {
     const FORM: &'static str = "a C-state limit in microseconds like 0 or 10us";
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
         s.parse()
     }
     fn show(&self) -> String {
@@ -89,7 +95,7 @@ impl ConfigValue for DmaLatency {
 
 impl ConfigValue for NumaNode {
     const FORM: &'static str = "a NUMA node number like 0";
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
         s.parse()
     }
     fn show(&self) -> String {

@@ -8,6 +8,7 @@
 //! the expected form (`FORM`), which the caller prefixes with the key.
 
 use crate::dist::Dist;
+pub use crate::error::ValueError;
 use std::fmt;
 use std::str::FromStr;
 
@@ -25,12 +26,15 @@ pub trait ConfigValue: Sized + Clone + PartialEq {
     /// texts or distributions, which may contain commas).
     const COMMA_AXIS: bool = false;
     /// Parses the text form.
-    fn parse(s: &str) -> Result<Self, String>;
+    fn parse(s: &str) -> Result<Self, ValueError>;
     /// Parses several items (a repeated flag or a TOML array).
-    fn parse_many(items: &[&str]) -> Result<Self, String> {
+    fn parse_many(items: &[&str]) -> Result<Self, ValueError> {
         match items {
             [one] => Self::parse(one),
-            _ => Err(format!("takes one value, got {}", items.len())),
+            _ => Err(ValueError::new(
+                items.join(","),
+                format!("takes one value, got {}", items.len()),
+            )),
         }
     }
     /// The text form (`parse(show(v)) == v`).
@@ -56,9 +60,11 @@ macro_rules! whole_number {
         impl ConfigValue for $t {
             const COMMA_AXIS: bool = true;
             const FORM: &'static str = $form;
-            fn parse(s: &str) -> Result<Self, String> {
+            fn parse(s: &str) -> Result<Self, ValueError> {
+ValueError::wrap(s, || {
                 s.trim().replace('_', "").parse().or_else(|_| int_err(s, Self::FORM))
-            }
+            })
+}
             fn show(&self) -> String {
                 self.to_string()
             }
@@ -74,11 +80,11 @@ whole_number!(u64 => "a whole number like 1000", usize => "a whole number like 2
 impl ConfigValue for f64 {
     const COMMA_AXIS: bool = true;
     const FORM: &'static str = "a number like 2500 or 0.5";
-    fn parse(s: &str) -> Result<Self, String> {
-        match s.trim().replace('_', "").parse::<f64>() {
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        ValueError::wrap(s, || match s.trim().replace('_', "").parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(v),
             _ => int_err(s, Self::FORM),
-        }
+        })
     }
     fn show(&self) -> String {
         // Rust prints the shortest text that reads back to the same f64.
@@ -92,12 +98,12 @@ impl ConfigValue for f64 {
 impl ConfigValue for bool {
     const FORM: &'static str = "true or false";
     const SWITCH: bool = true;
-    fn parse(s: &str) -> Result<Self, String> {
-        match s.trim() {
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        ValueError::wrap(s, || match s.trim() {
             "true" | "yes" | "on" | "1" => Ok(true),
             "false" | "no" | "off" | "0" => Ok(false),
             _ => int_err(s, Self::FORM),
-        }
+        })
     }
     fn show(&self) -> String {
         self.to_string()
@@ -109,8 +115,8 @@ impl ConfigValue for bool {
 
 impl ConfigValue for String {
     const FORM: &'static str = "text";
-    fn parse(s: &str) -> Result<Self, String> {
-        Ok(s.to_string())
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        ValueError::wrap(s, || Ok(s.to_string()))
     }
     fn show(&self) -> String {
         self.clone()
@@ -123,13 +129,13 @@ impl<T: ConfigValue> ConfigValue for Option<T> {
     const SWITCH: bool = T::SWITCH;
     const LIST: bool = T::LIST;
     const COMMA_AXIS: bool = T::COMMA_AXIS;
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, ValueError> {
         match s.trim() {
             "" | "none" => Ok(None),
             v => T::parse(v).map(Some),
         }
     }
-    fn parse_many(items: &[&str]) -> Result<Self, String> {
+    fn parse_many(items: &[&str]) -> Result<Self, ValueError> {
         match items {
             [one] => Self::parse(one),
             many => T::parse_many(many).map(Some),
@@ -162,23 +168,25 @@ impl CpuList {
 impl ConfigValue for CpuList {
     const FORM: &'static str = "a CPU list like 0,1 or 0-3 (none for no pinning)";
     const LIST: bool = true;
-    fn parse(s: &str) -> Result<Self, String> {
-        let mut v = Vec::new();
-        for part in s
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty() && *p != "none")
-        {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let (a, b) = (usize::parse(a), usize::parse(b));
-            match (a, b) {
-                (Ok(a), Ok(b)) if a <= b && b < 65536 => v.extend(a..=b),
-                _ => return int_err(s, Self::FORM),
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        ValueError::wrap(s, || {
+            let mut v = Vec::new();
+            for part in s
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty() && *p != "none")
+            {
+                let (a, b) = part.split_once('-').unwrap_or((part, part));
+                let (a, b) = (usize::parse(a), usize::parse(b));
+                match (a, b) {
+                    (Ok(a), Ok(b)) if a <= b && b < 65536 => v.extend(a..=b),
+                    _ => return int_err(s, Self::FORM),
+                }
             }
-        }
-        Ok(CpuList(v))
+            Ok(CpuList(v))
+        })
     }
-    fn parse_many(items: &[&str]) -> Result<Self, String> {
+    fn parse_many(items: &[&str]) -> Result<Self, ValueError> {
         Self::parse(&items.join(","))
     }
     fn show(&self) -> String {
@@ -206,10 +214,10 @@ macro_rules! text_form {
             }
         }
         impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                <$t as ConfigValue>::parse(s)
-            }
+            type Err = ValueError;
+            fn from_str(s: &str) -> Result<Self, ValueError> {
+<$t as ConfigValue>::parse(s)
+}
         }
     )*};
 }
@@ -224,7 +232,7 @@ pub struct Names(pub Vec<String>);
 impl ConfigValue for Names {
     const LIST: bool = true;
     const FORM: &'static str = "a comma-separated list like sojourn.mean,sojourn.p99";
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, ValueError> {
         Ok(Names(
             s.split(',')
                 .map(str::trim)
@@ -233,7 +241,7 @@ impl ConfigValue for Names {
                 .collect(),
         ))
     }
-    fn parse_many(items: &[&str]) -> Result<Self, String> {
+    fn parse_many(items: &[&str]) -> Result<Self, ValueError> {
         Self::parse(&items.join(","))
     }
     fn show(&self) -> String {
@@ -259,21 +267,23 @@ impl ConfigValue for Items {
     const LIST: bool = true;
     const FORM: &'static str = "text (repeat the flag, or a TOML array, for several)";
     const REPEATED: bool = true;
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, ValueError> {
         Ok(Items(if s.is_empty() || s == "none" {
             vec![]
         } else {
             vec![s.to_string()]
         }))
     }
-    fn parse_many(items: &[&str]) -> Result<Self, String> {
-        Ok(Items(
-            items
-                .iter()
-                .filter(|s| !s.is_empty() && **s != "none")
-                .map(|s| s.to_string())
-                .collect(),
-        ))
+    fn parse_many(items: &[&str]) -> Result<Self, ValueError> {
+        ValueError::wrap(&items.join(","), || {
+            Ok(Items(
+                items
+                    .iter()
+                    .filter(|s| !s.is_empty() && **s != "none")
+                    .map(|s| s.to_string())
+                    .collect(),
+            ))
+        })
     }
     fn show(&self) -> String {
         match self.0.as_slice() {
@@ -307,18 +317,20 @@ impl Dur {
 
 impl ConfigValue for Dur {
     const FORM: &'static str = "a duration like 30s, 500ms or 200us";
-    fn parse(s: &str) -> Result<Self, String> {
-        let t = s.trim();
-        if let Ok(v) = t.parse::<f64>() {
-            return if v.is_finite() && v >= 0.0 {
-                Ok(Dur::from_secs(v))
-            } else {
-                int_err(s, Self::FORM)
-            };
-        }
-        crate::dist::parse_duration_ns(t)
-            .map(|ns| Dur(ns.round() as u64))
-            .map_err(|e| format!("{e} ({})", Self::FORM))
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        ValueError::wrap(s, || {
+            let t = s.trim();
+            if let Ok(v) = t.parse::<f64>() {
+                return if v.is_finite() && v >= 0.0 {
+                    Ok(Dur::from_secs(v))
+                } else {
+                    int_err(s, Self::FORM)
+                };
+            }
+            crate::dist::parse_duration_ns(t)
+                .map(|ns| Dur(ns.round() as u64))
+                .map_err(|e| format!("{e} ({})", Self::FORM))
+        })
     }
     fn show(&self) -> String {
         let n = self.0;
@@ -338,24 +350,26 @@ pub struct Size(pub u64);
 
 impl ConfigValue for Size {
     const FORM: &'static str = "a size like 16MiB, 1GiB or 4096 (bytes)";
-    fn parse(s: &str) -> Result<Self, String> {
-        let t = s.trim();
-        let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let mult: u64 = match unit.trim() {
-            "" | "B" => 1,
-            "KiB" | "K" | "k" | "KB" => 1 << 10,
-            "MiB" | "M" | "MB" => 1 << 20,
-            "GiB" | "G" | "GB" => 1 << 30,
-            _ => return int_err(s, Self::FORM),
-        };
-        match num.trim().parse::<u64>() {
-            Ok(v) => v
-                .checked_mul(mult)
-                .map(Size)
-                .ok_or_else(|| format!("`{s}` is too large")),
-            Err(_) => int_err(s, Self::FORM),
-        }
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        ValueError::wrap(s, || {
+            let t = s.trim();
+            let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+            let (num, unit) = t.split_at(split);
+            let mult: u64 = match unit.trim() {
+                "" | "B" => 1,
+                "KiB" | "K" | "k" | "KB" => 1 << 10,
+                "MiB" | "M" | "MB" => 1 << 20,
+                "GiB" | "G" | "GB" => 1 << 30,
+                _ => return int_err(s, Self::FORM),
+            };
+            match num.trim().parse::<u64>() {
+                Ok(v) => v
+                    .checked_mul(mult)
+                    .map(Size)
+                    .ok_or_else(|| format!("`{s}` is too large")),
+                Err(_) => int_err(s, Self::FORM),
+            }
+        })
     }
     fn show(&self) -> String {
         let n = self.0;
@@ -371,8 +385,9 @@ impl ConfigValue for Size {
 impl ConfigValue for Dist {
     const FORM: &'static str =
         "a distribution like exp:200us, fixed:1ms or mix:0.9*exp:100us+0.1*fixed:2ms";
-    fn parse(s: &str) -> Result<Self, String> {
-        s.parse::<Dist>().map_err(|e| e.to_string())
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        s.parse::<Dist>()
+            .map_err(|e| ValueError::new(s, e.to_string()))
     }
     fn show(&self) -> String {
         self.to_string()
@@ -381,7 +396,7 @@ impl ConfigValue for Dist {
 
 impl ConfigValue for crate::arrival::ArrivalSpec {
     const FORM: &'static str = "an arrival process: poisson, fixed, lognormal:cv=X, gamma:cv=X, pareto:alpha=A, mmpp:on=D,off=D,ratio=R, trace:FILE[,scale=F], steps:R@D,..., ramp:A..B over D, sine:mean=R,amp=R,period=D";
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, ValueError> {
         s.trim().parse()
     }
     fn show(&self) -> String {
@@ -443,18 +458,20 @@ pub fn nearest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>) -> 
 }
 
 /// Parses `T: FromStr` through its own error (for types defined elsewhere).
-pub fn parse_via<T: FromStr>(s: &str) -> Result<T, String>
+pub fn parse_via<T: FromStr>(s: &str) -> Result<T, ValueError>
 where
     T::Err: fmt::Display,
 {
-    s.trim().parse::<T>().map_err(|e| e.to_string())
+    s.trim()
+        .parse::<T>()
+        .map_err(|e| ValueError::new(s, e.to_string()))
 }
 
 impl ConfigValue for crate::queue::Dispatch {
     const FORM: &'static str =
         "shared, per-worker (a random worker), per-worker:random or per-worker:round-robin";
     const COMMA_AXIS: bool = true;
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, ValueError> {
         s.parse()
     }
     fn show(&self) -> String {
@@ -478,6 +495,7 @@ mod tests {
         assert_eq!(Dur::parse("0.5").unwrap(), Dur(500_000_000));
         assert!(Dur::parse("3 parsecs")
             .unwrap_err()
+            .why
             .contains("duration like 30s"));
         for s in ["16MiB", "1GiB", "64KiB", "4097"] {
             assert_eq!(Size::parse(s).unwrap().show(), s);
@@ -500,7 +518,7 @@ mod tests {
         assert_eq!(<Option<u64>>::parse("none").unwrap(), None);
         assert_eq!(<Option<u64>>::parse("7").unwrap(), Some(7));
         assert_eq!(Items::parse_many(&["a,b", "c"]).unwrap().0.len(), 2);
-        assert!(u64::parse("two").unwrap_err().contains("whole number"));
+        assert!(u64::parse("two").unwrap_err().why.contains("whole number"));
     }
 
     #[test]
