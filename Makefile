@@ -51,8 +51,9 @@ lint: setup
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	$(TAILLAB_PYTHON) -m ruff check python
 	# The bench and helper scripts (no .py suffix): syntax errors and undefined names.
-	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention bench/manycore bench/fanout bench/grpc bench/records bench/attribute bench/attribute-analysis transport/grpc/echo_server.py scripts/faults-table scripts/import-cycles.py scripts/reproduction-doc.py
+	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention bench/manycore bench/fanout bench/grpc bench/records bench/attribute bench/attribute-analysis transport/grpc/echo_server.py scripts/faults-table scripts/import-cycles.py scripts/long-functions.py scripts/reproduction-doc.py
 	python3 scripts/import-cycles.py
+	python3 scripts/long-functions.py
 
 ## TailWAG's validation over all eight apps (about an hour; speech with its AN4 set), with its table.
 tailwag: build

@@ -424,45 +424,7 @@ pub(crate) fn run_load(
         lost: Mutex::new(None),
         sched: Mutex::new(None),
     });
-    let mut writers = Vec::with_capacity(k);
-    let mut killers = Vec::with_capacity(k);
-    let mut receivers = Vec::with_capacity(k);
-    let clone =
-        |s: &TcpStream| s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e });
-    let side = match conns {
-        Conns::Streams(mut c) => {
-            c.start((0..k).map(|c| Receiver::new(&sh, spec, c, k, slice_ns, &fallback)).collect());
-            SendSide::H2(c)
-        }
-        Conns::Tcp(streams) => {
-            for s in &streams {
-                killers.push(clone(s)?);
-            }
-            match opts.receive {
-                Receive::Sender => SendSide::Polling(
-                    Polling::new(&sh, spec, streams, slice_ns, &fallback)
-                        .map_err(|e| TransportError::Io { what: "setting up the polling sender".into(), source: e })?,
-                ),
-                Receive::Threads => {
-                    for (c, s) in streams.into_iter().enumerate() {
-                        writers.push(clone(&s)?);
-                        // The timeout only lets an idle receiver notice the end of the run.
-                        s.set_read_timeout(Some(Duration::from_millis(50)))
-                            .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
-                        let (sh, wire, spec, cpus) = (sh.clone(), wire.clone(), spec.clone(), opts.cpus.clone());
-                        let r = Receiver::new(&sh, &spec, c, k, slice_ns, &fallback);
-                        receivers.push(
-                            std::thread::Builder::new()
-                                .name(format!("taillab-recv-{c}"))
-                                .spawn(move || receiver(&sh, &cpus, wire.as_ref(), s, r))
-                                .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
-                        );
-                    }
-                    SendSide::Writers(writers)
-                }
-            }
-        }
-    };
+    let (side, killers, receivers) = send_side(&sh, spec, opts, &wire, conns, k, &fallback)?;
 
     let delay = start_delay()?;
     let t0 = now_ns() + delay.max(1_000_000);
@@ -476,58 +438,7 @@ pub(crate) fn run_load(
             .map_err(|e| TransportError::Io { what: "spawning the sender".into(), source: e })?
     };
 
-    let expected = spec.expected_total_ns();
-    let mut watch = spec.drain_watch(t0);
-    let planned = spec.record_capacity();
-    let mut aborted = false;
-    let (mut last_replies, mut last_progress_at) = (0u64, now_ns());
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        // Follows wall-clock steps: kernel stamps are on that clock.
-        tstamp::refresh_offset();
-        sh.sink.collect();
-        let now = now_ns();
-        let done = sh.completed.load(Ordering::Acquire);
-        let sent = sh.sent.load(Ordering::Acquire);
-        progress(Progress {
-            completed: done,
-            planned,
-            elapsed_ns: now.saturating_sub(t0),
-            expected_ns: expected,
-            measuring: sh.sink.measuring(now),
-            in_flight: spec.live.then(|| sent.saturating_sub(done)),
-            interval: sh.sink.latest(),
-        });
-        if sh.sender_done.load(Ordering::Acquire) && done >= sh.sent.load(Ordering::Acquire) {
-            break;
-        }
-        if sh.lost.lock().is_some() {
-            aborted = true;
-            break;
-        }
-        // Any response counts as a sign of life, also one whose slot a
-        // later request took (a hopelessly saturated run).
-        let replies = sh.replies.load(Ordering::Acquire);
-        if replies != last_replies || sent == done {
-            (last_replies, last_progress_at) = (replies, now);
-        } else if now - last_progress_at > opts.dead_after_ns {
-            sh.lose(format!(
-                "no response for {:.1} s with {} requests outstanding: the server is dead or hung",
-                (now - last_progress_at) as f64 / 1e9,
-                sent - done
-            ));
-            aborted = true;
-            break;
-        }
-        let backlog = || {
-            let last = sh.last_intended.load(Ordering::Relaxed).saturating_sub(t0);
-            spec.backlog(sent, last, done)
-        };
-        if now > watch.deadline() || watch.hopeless(now, done, backlog) {
-            aborted = true;
-            break;
-        }
-    }
+    let aborted = watch_load(&sh, spec, opts, t0, progress);
     sh.stop.store(true, Ordering::Release);
     if aborted {
         // A sender blocked in a full socket buffer (hung server) or a
@@ -538,19 +449,7 @@ pub(crate) fn run_load(
     }
     let mut outs = sender.join().unwrap_or_default();
     outs.extend(receivers.into_iter().filter_map(|r| r.join().ok()));
-    let mut totals: Option<Shard> = None;
-    let mut transport = new_hist();
-    let mut transport_sum = 0u128;
-    let mut stamps = ClientStamps { fallback: fallback.clone(), ..Default::default() };
-    for (shard, th, ts, st) in outs {
-        transport.add(&th).expect("auto-resizing histograms add");
-        transport_sum += ts;
-        stamps.absorb(&st);
-        match &mut totals {
-            None => totals = Some(shard),
-            Some(t) => t.absorb(&shard),
-        }
-    }
+    let (totals, transport, transport_sum, stamps) = gather(outs, &fallback);
     let stats = sh.sched.lock().take().expect("the sender stores its schedule stats");
     let intervals = sh.sink.finish();
     let totals = totals.unwrap_or_else(|| Shard::new(0, &sh.sink, slice_ns, spec.interval_ns));
@@ -596,6 +495,136 @@ pub(crate) fn run_load(
         stamps,
         choice: opts.choice.clone(),
     })
+}
+
+/// The sender's side of the connections: HTTP/2 streams, a polling sender, or
+/// write-only clones with one receiver thread per connection (started here).
+/// Also returns a clone of each TCP socket, to shut them on an abort.
+#[allow(clippy::type_complexity)]
+fn send_side(
+    sh: &Arc<Shared>,
+    spec: &RunSpec,
+    opts: &LoadOpts,
+    wire: &Arc<dyn Wire>,
+    conns: Conns,
+    k: usize,
+    fallback: &Option<String>,
+) -> Result<(SendSide, Vec<TcpStream>, Vec<std::thread::JoinHandle<RecvOut>>), TransportError> {
+    let slice_ns = spec.slice_ns();
+    let mut writers = Vec::with_capacity(k);
+    let mut killers = Vec::with_capacity(k);
+    let mut receivers = Vec::with_capacity(k);
+    let clone =
+        |s: &TcpStream| s.try_clone().map_err(|e| TransportError::Io { what: "cloning a socket".into(), source: e });
+    let side = match conns {
+        Conns::Streams(mut c) => {
+            c.start((0..k).map(|c| Receiver::new(sh, spec, c, k, slice_ns, fallback)).collect());
+            SendSide::H2(c)
+        }
+        Conns::Tcp(streams) => {
+            for s in &streams {
+                killers.push(clone(s)?);
+            }
+            match opts.receive {
+                Receive::Sender => SendSide::Polling(
+                    Polling::new(sh, spec, streams, slice_ns, fallback)
+                        .map_err(|e| TransportError::Io { what: "setting up the polling sender".into(), source: e })?,
+                ),
+                Receive::Threads => {
+                    for (c, s) in streams.into_iter().enumerate() {
+                        writers.push(clone(&s)?);
+                        // The timeout only lets an idle receiver notice the end of the run.
+                        s.set_read_timeout(Some(Duration::from_millis(50)))
+                            .map_err(|e| TransportError::Io { what: "setting a read timeout".into(), source: e })?;
+                        let (sh, wire, spec, cpus) = (sh.clone(), wire.clone(), spec.clone(), opts.cpus.clone());
+                        let r = Receiver::new(&sh, &spec, c, k, slice_ns, fallback);
+                        receivers.push(
+                            std::thread::Builder::new()
+                                .name(format!("taillab-recv-{c}"))
+                                .spawn(move || receiver(&sh, &cpus, wire.as_ref(), s, r))
+                                .map_err(|e| TransportError::Io { what: "spawning a receiver".into(), source: e })?,
+                        );
+                    }
+                    SendSide::Writers(writers)
+                }
+            }
+        }
+    };
+    Ok((side, killers, receivers))
+}
+
+/// Reports progress every 20 ms until every sent request is answered; ends the
+/// run early (returns `true`) when the connection is lost, the server stops
+/// answering for `dead_after`, or the run is past its drain deadline or hopeless.
+fn watch_load(sh: &Shared, spec: &RunSpec, opts: &LoadOpts, t0: u64, progress: &mut dyn FnMut(Progress)) -> bool {
+    let expected = spec.expected_total_ns();
+    let mut watch = spec.drain_watch(t0);
+    let planned = spec.record_capacity();
+    let (mut last_replies, mut last_progress_at) = (0u64, now_ns());
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        // Follows wall-clock steps: kernel stamps are on that clock.
+        tstamp::refresh_offset();
+        sh.sink.collect();
+        let now = now_ns();
+        let done = sh.completed.load(Ordering::Acquire);
+        let sent = sh.sent.load(Ordering::Acquire);
+        progress(Progress {
+            completed: done,
+            planned,
+            elapsed_ns: now.saturating_sub(t0),
+            expected_ns: expected,
+            measuring: sh.sink.measuring(now),
+            in_flight: spec.live.then(|| sent.saturating_sub(done)),
+            interval: sh.sink.latest(),
+        });
+        if sh.sender_done.load(Ordering::Acquire) && done >= sh.sent.load(Ordering::Acquire) {
+            break;
+        }
+        if sh.lost.lock().is_some() {
+            return true;
+        }
+        // Any response counts as a sign of life, also one whose slot a
+        // later request took (a hopelessly saturated run).
+        let replies = sh.replies.load(Ordering::Acquire);
+        if replies != last_replies || sent == done {
+            (last_replies, last_progress_at) = (replies, now);
+        } else if now - last_progress_at > opts.dead_after_ns {
+            sh.lose(format!(
+                "no response for {:.1} s with {} requests outstanding: the server is dead or hung",
+                (now - last_progress_at) as f64 / 1e9,
+                sent - done
+            ));
+            return true;
+        }
+        let backlog = || {
+            let last = sh.last_intended.load(Ordering::Relaxed).saturating_sub(t0);
+            spec.backlog(sent, last, done)
+        };
+        if now > watch.deadline() || watch.hopeless(now, done, backlog) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Adds up what the sender and receivers measured: their shards, transport
+/// histograms and sums, and kernel stamp counts.
+fn gather(outs: Vec<RecvOut>, fallback: &Option<String>) -> (Option<Shard>, Histogram<u64>, u128, ClientStamps) {
+    let mut totals: Option<Shard> = None;
+    let mut transport = new_hist();
+    let mut transport_sum = 0u128;
+    let mut stamps = ClientStamps { fallback: fallback.clone(), ..Default::default() };
+    for (shard, th, ts, st) in outs {
+        transport.add(&th).expect("auto-resizing histograms add");
+        transport_sum += ts;
+        stamps.absorb(&st);
+        match &mut totals {
+            None => totals = Some(shard),
+            Some(t) => t.absorb(&shard),
+        }
+    }
+    (totals, transport, transport_sum, stamps)
 }
 
 /// An auto-resizing histogram of ns: 1 ns to 60 s at 3 significant digits,

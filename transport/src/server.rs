@@ -208,6 +208,74 @@ pub fn serve(
     for _ in 0..opts.threads {
         polls.push(if opts.dispatch.is_per_worker() { Some(Arc::new(Poller::new()?)) } else { None });
     }
+    let workers = start_workers(&server, opts, &st, &polls, init_tx, init_rx)?;
+    let listener = TcpListener::bind(opts.listen).map_err(|e| TransportError::Io {
+        what: format!("binding {} (is the port free? use port 0 to let the kernel pick)", opts.listen),
+        source: e,
+    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| TransportError::Io { what: "reading the bound address".into(), source: e })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| TransportError::Io { what: "setting the listener non-blocking".into(), source: e })?;
+    on_listening(local);
+
+    let mut readers = Vec::new();
+    let mut refusals = Refusals::default();
+    while !stop.load(Ordering::Acquire) {
+        // Follows wall-clock steps: kernel stamps are on that clock.
+        tstamp::refresh_offset();
+        match listener.accept() {
+            Ok((s, peer)) => accept(&st, opts, &polls, s, peer, &mut readers, &mut refusals),
+            // Polling accept every 10 ms only delays new connections, never requests.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("taillab serve: accept failed: {e}; still serving open connections");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+    // Stop: wake every reader by shutting its socket, then let workers
+    // drain (skipping the requests of the connections now gone).
+    for c in st.conns.lock().iter() {
+        c.dead.store(true, Ordering::Release);
+        let _ = c.w.lock().shutdown(Shutdown::Both);
+    }
+    for h in readers {
+        let _ = h.join();
+    }
+    st.q.close();
+    for h in workers {
+        let _ = h.join();
+    }
+    refusals.flush(opts.max_connections);
+    let enqueued_stamps = st.stamps.lock().clone();
+    Ok(ServeStats {
+        connections: st.connections.load(Ordering::Relaxed),
+        dropped: st.dropped.load(Ordering::Relaxed),
+        refused: refusals.total,
+        requests: st.requests.load(Ordering::Relaxed),
+        app_errors: st.app_errors.load(Ordering::Relaxed),
+        dispatch: opts.dispatch.to_string(),
+        wait: opts.wait.to_string(),
+        enqueued_stamps,
+    })
+}
+
+/// Starts one worker thread per `--threads`, each placed and with its app
+/// worker built, and waits until all have started (the first failure is the error).
+fn start_workers(
+    server: &Arc<dyn Server>,
+    opts: &ServeOpts,
+    st: &Arc<State>,
+    polls: &[Option<Arc<Poller>>],
+    init_tx: std::sync::mpsc::Sender<Result<(), AppError>>,
+    init_rx: std::sync::mpsc::Receiver<Result<(), AppError>>,
+) -> Result<Vec<std::thread::JoinHandle<()>>, TransportError> {
     let mut workers = Vec::new();
     for (w, poll) in polls.iter().cloned().enumerate() {
         let spin_ns = opts.spin_ns;
@@ -255,106 +323,60 @@ pub fn serve(
             }
         }
     }
-    let listener = TcpListener::bind(opts.listen).map_err(|e| TransportError::Io {
-        what: format!("binding {} (is the port free? use port 0 to let the kernel pick)", opts.listen),
-        source: e,
-    })?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| TransportError::Io { what: "reading the bound address".into(), source: e })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| TransportError::Io { what: "setting the listener non-blocking".into(), source: e })?;
-    on_listening(local);
+    Ok(workers)
+}
 
-    let mut readers = Vec::new();
-    let mut refusals = Refusals::default();
-    while !stop.load(Ordering::Acquire) {
-        // Follows wall-clock steps: kernel stamps are on that clock.
-        tstamp::refresh_offset();
-        match listener.accept() {
-            Ok((s, peer)) => {
-                if st.conns.lock().len() >= opts.max_connections {
-                    refusals.refuse(s, opts.max_connections);
-                    continue;
-                }
-                if let Err(e) = s.set_nonblocking(false).and_then(|_| s.set_nodelay(true)) {
-                    eprintln!("taillab serve: dropping {peer}: cannot configure socket: {e}");
-                    continue;
-                }
-                if st.kernel_stamps {
-                    use std::os::fd::AsRawFd;
-                    // Without them the reads are stamped in user space (and counted so).
-                    if let Err(e) = tstamp::enable(s.as_raw_fd()) {
-                        eprintln!(
-                            "taillab serve: {peer}: no kernel receive stamps ({e}); stamping reads in user space"
-                        );
-                    }
-                }
-                let w = match s.try_clone() {
-                    Ok(w) => w,
-                    Err(e) => {
-                        eprintln!("taillab serve: dropping {peer}: {e}");
-                        continue;
-                    }
-                };
-                let conn = Arc::new(Conn { w: Mutex::new(w), peer, dead: AtomicBool::new(false) });
-                st.conns.lock().push(conn.clone());
-                st.connections.fetch_add(1, Ordering::Relaxed);
-                if opts.dispatch.is_per_worker() {
-                    let k = (st.connections.load(Ordering::Relaxed) - 1) as usize % polls.len();
-                    let p = polls[k].as_ref().expect("per-worker pollers exist");
-                    if let Err(e) = p.add(s, conn) {
-                        eprintln!("taillab serve: dropping {peer}: {e}");
-                    }
-                    continue;
-                }
-                let st2 = st.clone();
-                readers.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
-                match std::thread::Builder::new()
-                    .name(format!("taillab-read-{peer}"))
-                    .spawn(move || reader(&st2, s, conn))
-                {
-                    Ok(h) => readers.push(h),
-                    Err(e) => eprintln!("taillab serve: dropping {peer}: cannot start a reader thread: {e}"),
-                }
-            }
-            // Polling accept every 10 ms only delays new connections, never requests.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                eprintln!("taillab serve: accept failed: {e}; still serving open connections");
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
+/// Takes in an accepted connection: refused over `max_connections`, else
+/// configured (no delay, kernel stamps) and handed to a worker's poller
+/// (per-worker dispatch) or to a reader thread of its own.
+fn accept(
+    st: &Arc<State>,
+    opts: &ServeOpts,
+    polls: &[Option<Arc<Poller>>],
+    s: TcpStream,
+    peer: SocketAddr,
+    readers: &mut Vec<std::thread::JoinHandle<()>>,
+    refusals: &mut Refusals,
+) {
+    if st.conns.lock().len() >= opts.max_connections {
+        refusals.refuse(s, opts.max_connections);
+        return;
+    }
+    if let Err(e) = s.set_nonblocking(false).and_then(|_| s.set_nodelay(true)) {
+        eprintln!("taillab serve: dropping {peer}: cannot configure socket: {e}");
+        return;
+    }
+    if st.kernel_stamps {
+        use std::os::fd::AsRawFd;
+        // Without them the reads are stamped in user space (and counted so).
+        if let Err(e) = tstamp::enable(s.as_raw_fd()) {
+            eprintln!("taillab serve: {peer}: no kernel receive stamps ({e}); stamping reads in user space");
         }
     }
-    // Stop: wake every reader by shutting its socket, then let workers
-    // drain (skipping the requests of the connections now gone).
-    for c in st.conns.lock().iter() {
-        c.dead.store(true, Ordering::Release);
-        let _ = c.w.lock().shutdown(Shutdown::Both);
+    let w = match s.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("taillab serve: dropping {peer}: {e}");
+            return;
+        }
+    };
+    let conn = Arc::new(Conn { w: Mutex::new(w), peer, dead: AtomicBool::new(false) });
+    st.conns.lock().push(conn.clone());
+    st.connections.fetch_add(1, Ordering::Relaxed);
+    if opts.dispatch.is_per_worker() {
+        let k = (st.connections.load(Ordering::Relaxed) - 1) as usize % polls.len();
+        let p = polls[k].as_ref().expect("per-worker pollers exist");
+        if let Err(e) = p.add(s, conn) {
+            eprintln!("taillab serve: dropping {peer}: {e}");
+        }
+        return;
     }
-    for h in readers {
-        let _ = h.join();
+    let st2 = st.clone();
+    readers.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
+    match std::thread::Builder::new().name(format!("taillab-read-{peer}")).spawn(move || reader(&st2, s, conn)) {
+        Ok(h) => readers.push(h),
+        Err(e) => eprintln!("taillab serve: dropping {peer}: cannot start a reader thread: {e}"),
     }
-    st.q.close();
-    for h in workers {
-        let _ = h.join();
-    }
-    refusals.flush(opts.max_connections);
-    let enqueued_stamps = st.stamps.lock().clone();
-    Ok(ServeStats {
-        connections: st.connections.load(Ordering::Relaxed),
-        dropped: st.dropped.load(Ordering::Relaxed),
-        refused: refusals.total,
-        requests: st.requests.load(Ordering::Relaxed),
-        app_errors: st.app_errors.load(Ordering::Relaxed),
-        dispatch: opts.dispatch.to_string(),
-        wait: opts.wait.to_string(),
-        enqueued_stamps,
-    })
 }
 
 /// Raises the soft limit on open files to the hard limit: each connection
