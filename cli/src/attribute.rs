@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use taillab_core::config::experiment::{point_id, Executor, Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
-use taillab_core::config::{read_toml, resolve, toml_items, view, Target};
+use taillab_core::config::{read_toml, resolve, toml_alternatives, view, Target};
 use taillab_core::design::{plan as make_design, Design, Factor, Want};
 use taillab_core::experiment::{check_experiment, open_experiment, Aggregate, CiTarget, PointRuns};
 use taillab_core::summary::write_json_atomic;
@@ -171,14 +171,7 @@ fn file_settings(path: &Path) -> anyhow::Result<FileSettings> {
                     )
                 })?;
                 for (key, levels) in f {
-                    let levels = match levels {
-                        toml::Value::Array(a) => a
-                            .iter()
-                            .map(|x| toml_items(x).map(|i| i.join(",")))
-                            .collect::<Result<Vec<_>, _>>(),
-                        v => toml_items(v),
-                    }
-                    .map_err(|why| anyhow!("{}: factor {key}: {why}", path.display()))?;
+                    let levels = toml_alternatives(levels).map_err(|why| anyhow!("{}: factor {key}: {why}", path.display()))?;
                     s.factors.push(Factor {
                         key: key.clone(),
                         levels,

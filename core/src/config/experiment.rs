@@ -16,7 +16,9 @@
 
 use super::sections::{view, Field, Opts};
 use super::value::{ConfigValue, Dur, Items};
-use super::{fields, resolve, toml_items, ConfigError, RunConfig, Target, ValueError};
+use super::{
+    fields, resolve, toml_alternatives, toml_items, ConfigError, RunConfig, Target, ValueError,
+};
 use crate::search::Slo;
 use std::path::Path;
 
@@ -325,14 +327,7 @@ impl Layers {
                 why: "must be a table of KEY = [values]".into(),
             })?;
             for (k, v) in t {
-                let items = match v {
-                    toml::Value::Array(a) => a
-                        .iter()
-                        .map(|x| toml_items(x).map(|i| i.join(",")))
-                        .collect::<Result<Vec<_>, _>>(),
-                    v => toml_items(v),
-                }
-                .map_err(|why| ConfigError::BadValue {
+                let items = toml_alternatives(v).map_err(|why| ConfigError::BadValue {
                     key: format!("grid.{k}"),
                     why: why.to_string(),
                 })?;

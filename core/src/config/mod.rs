@@ -262,6 +262,19 @@ pub fn toml_items(v: &toml::Value) -> Result<Vec<String>, ValueError> {
     }
 }
 
+/// The alternatives of a grid axis or a factor written in TOML: one per array
+/// element (an element that is itself a list is one alternative, its items joined
+/// by commas), or the items of a single value.
+pub fn toml_alternatives(v: &toml::Value) -> Result<Vec<String>, ValueError> {
+    match v {
+        toml::Value::Array(a) => a
+            .iter()
+            .map(|x| toml_items(x).map(|i| i.join(",")))
+            .collect(),
+        v => toml_items(v),
+    }
+}
+
 impl RunConfig {
     /// Sets `key` (as [`resolve`] reads it) from text items.
     pub fn set(&mut self, key: &str, items: &[&str]) -> Result<(), ConfigError> {
