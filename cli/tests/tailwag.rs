@@ -62,7 +62,13 @@ fn tailwag_in(app: &str, extra: &[&str]) -> PathBuf {
         let all = pooled_fit(&out);
         assert_eq!(all["by_point"].as_array().unwrap().len(), 2, "{all}");
         let steps = all["selection"]["steps"].as_array().unwrap();
-        assert_eq!(steps.len(), 4, "every optional term tried: {all}");
+        // Every optional term tried (then each mixture component beyond the first).
+        let terms: Vec<&str> = steps.iter().map(|s| s["term"].as_str().unwrap()).collect();
+        assert_eq!(terms[..4], ["pause", "cold", "speed", "periodic"], "{all}");
+        assert!(
+            terms[4..].iter().all(|t| t.starts_with("component ")),
+            "{all}"
+        );
         let cold = all["selection"]["kept"]
             .as_array()
             .unwrap()
