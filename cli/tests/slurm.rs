@@ -243,6 +243,49 @@ fn networked_run_merges_clients(slurm: &LocalSlurm, root: &Path) {
     );
 }
 
+/// A fan-out through Slurm: each leaf's server a step on its own node, both leaves' clients
+/// on the third; the whole requests are joined from both leaves' answers.
+fn fanout_leaves_on_nodes(slurm: &LocalSlurm, root: &Path) {
+    let out = root.join("fanout");
+    #[rustfmt::skip]
+    let o = slurm.taillab(&[
+        "run", "--app", "synth", "--set", "service=exp:200us", "--set", "spin=sleep",
+        "--wait", "block", "--qps", "200", "--requests", "600", "--warmup-requests", "60",
+        "--topology", "networked", "--launcher", "slurm", "--fanout", "2",
+        "--server-nodes", "2", "--client-nodes", "1", "--out", out.to_str().unwrap(), "-q",
+    ]);
+    ok(&o, "fan-out through Slurm");
+    let s = json(&out.join("summary.json"));
+    assert_eq!(s["fanout"]["leaves"], 2);
+    assert_eq!(s["transport"]["clients"], 2, "one client per leaf");
+    assert_eq!(s["latency_ns"]["sojourn"]["count"], 600);
+    let per_leaf = s["fanout"]["per_leaf"].as_array().unwrap();
+    assert!(
+        per_leaf.iter().all(|l| l["count"] == 600),
+        "every leaf answered every request: {per_leaf:?}"
+    );
+    let nodes: Vec<(String, Value)> = s["nodes"]
+        .as_array()
+        .expect("the nodes section")
+        .iter()
+        .map(|n| (n["node"].as_str().unwrap().to_string(), n["roles"].clone()))
+        .collect();
+    assert_eq!(
+        nodes,
+        vec![
+            ("n1".to_string(), serde_json::json!(["server 0"])),
+            ("n2".to_string(), serde_json::json!(["server 1"])),
+            (
+                "n3".to_string(),
+                serde_json::json!(["client 0", "client 1"])
+            ),
+        ]
+    );
+    // Each leaf's address is its node's: two servers, two targets.
+    let targets = s["transport"]["target"].as_str().unwrap();
+    assert_eq!(targets.split(',').count(), 2, "{targets}");
+}
+
 /// A two-point synth sweep through Slurm into `out` (3 s per run).
 fn two_point_sweep(out: &Path) -> Vec<String> {
     #[rustfmt::skip]
@@ -393,6 +436,7 @@ fn slurm_sweeps_and_networked_runs_on_a_local_cluster() {
     let root = tmp("slurm-results");
     sweep_matches_local(&slurm, &root);
     networked_run_merges_clients(&slurm, &root);
+    fanout_leaves_on_nodes(&slurm, &root);
     cancelled_task_is_reported_and_resumed(&slurm, &root);
     interrupted_sweep_cancels_its_jobs(&slurm, &root);
     let _ = std::fs::remove_dir_all(&root);

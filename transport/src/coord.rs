@@ -408,9 +408,11 @@ pub fn run_config(
     let alloc = crate::slurm::Allocation::for_run(&cfg, quiet)?;
     let cfg = &alloc.as_ref().map_or(cfg.clone(), |a| a.configure(&cfg));
     // 1. The server, unless one is given; 2. the clients, up to the barrier.
-    let mut fleet = start_server(cfg, &exe)?;
+    let mut fleet = start_server(cfg, &exe, alloc.as_ref())?;
     if let Some(a) = &alloc {
-        fleet.target = a.reachable(cfg, &fleet.target)?;
+        let targets = fleet.targets.iter().enumerate().map(|(i, t)| a.reachable(cfg, t, i));
+        fleet.targets = targets.collect::<Result<_, _>>()?;
+        fleet.target = fleet.targets.join(",");
     }
     start_clients(cfg, &spec, &exe, &mut fleet)?;
     await_ready(&fleet, clients(cfg))?;
@@ -591,7 +593,7 @@ fn check(cfg: &RunConfig) -> Result<RunSpec, TransportError> {
     }
     crate::slurm::check(cfg)?;
     if let Some(f) = cfg.spec().map_err(invalid)?.fanout {
-        crate::fanout::check(&f, cfg.net.clients, cfg.net.launcher == taillab_core::config::sections::Launcher::Slurm)?;
+        crate::fanout::check(&f, cfg.net.clients)?;
     }
     taillab_core::harness::check_cpus("--client-cpus", &cfg.net.client_cpus.0)?;
     if cfg.net.clients > 1 && cfg.load.arrival.own_rate().is_some() {
@@ -620,14 +622,10 @@ pub fn serve_defaults() -> RunConfig {
     c
 }
 
-/// Leaves of a coordinated run: a fan-out's, or 1.
-fn leaves(cfg: &RunConfig) -> usize {
-    cfg.fanout.leaves.max(1)
-}
-
-/// Starts `taillab serve` — one per leaf of a fan-out, the launcher's `{i}` the leaf —
-/// unless `net.target` names running servers, and waits for their `listening ADDR` lines.
-fn start_server(cfg: &RunConfig, exe: &str) -> Result<Fleet, TransportError> {
+/// Starts `taillab serve` — one per leaf of a fan-out, the launcher's `{i}` the leaf; with
+/// `--launcher slurm` each a step on its own node (`alloc`) — unless `net.target` names
+/// running servers, and waits for their `listening ADDR` lines.
+fn start_server(cfg: &RunConfig, exe: &str, alloc: Option<&crate::slurm::Allocation>) -> Result<Fleet, TransportError> {
     let (_, client_lines) = mpsc::channel();
     let mut fleet = Fleet {
         kids: Children(Vec::new()),
@@ -651,7 +649,8 @@ fn start_server(cfg: &RunConfig, exe: &str) -> Result<Fleet, TransportError> {
     argv.push("--exit-on-eof".into());
     let mut waiting = Vec::new();
     for i in 0..n {
-        let line = expand(&cfg.net.server_launcher, &argv, i)?;
+        let tpl = alloc.map_or_else(|| cfg.net.server_launcher.clone(), |a| a.server_step(cfg, i));
+        let line = expand(&tpl, &argv, i)?;
         let mut child = spawn(&server_name(i, n), &line)?;
         let (stx, srx) = mpsc::channel();
         lines_of(&mut child, i, stx);
@@ -733,15 +732,6 @@ fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> Run
     // Each client serves its own live metrics, on the port after the one before.
     k.monitor.metrics_listen = cfg.monitor.metrics_listen.as_deref().map(|a| next_port(a, i));
     k
-}
-
-/// Client processes: one per leaf of a fan-out, else `net.clients`.
-fn clients(cfg: &RunConfig) -> usize {
-    if leaves(cfg) > 1 {
-        leaves(cfg)
-    } else {
-        cfg.net.clients
-    }
 }
 
 /// `HOST:PORT` with the port moved up by `i` (0 stays 0: any free port); an address that
@@ -948,7 +938,7 @@ pub fn emit_server_stats(stats: &crate::server::ServeStats, app_report: Value) {
 /// One `req` line's numbers, in `requests.csv` order. Kept as numbers the
 /// moment they arrive: a million requests are 88 MB so, several times that
 /// as lines of text.
-use crate::fanout::ReqRow;
+use crate::fanout::{clients, leaves, ReqRow};
 
 fn parse_req(line: &str) -> Result<ReqRow, TransportError> {
     let mut row = [0u64; 11];

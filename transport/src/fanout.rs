@@ -30,17 +30,28 @@ use taillab_core::harness::Records;
 /// finished, completed, measured, enqueued_user, completed_user.
 pub type ReqRow = [u64; 11];
 
+/// Leaves of a coordinated run: a fan-out's, or 1.
+pub(crate) fn leaves(cfg: &taillab_core::config::RunConfig) -> usize {
+    cfg.fanout.leaves.max(1)
+}
+
+/// Client processes: one per leaf of a fan-out, else `net.clients`.
+pub(crate) fn clients(cfg: &taillab_core::config::RunConfig) -> usize {
+    if leaves(cfg) > 1 {
+        leaves(cfg)
+    } else {
+        cfg.net.clients
+    }
+}
+
 /// What a coordinated fan-out supports; the message names what to change.
-pub fn check(f: &FanoutSpec, clients: usize, slurm: bool) -> Result<(), TransportError> {
+pub fn check(f: &FanoutSpec, clients: usize) -> Result<(), TransportError> {
     let bad = |s: &str| Err(TransportError::Invalid(s.into()));
     if f.replicas > 1 || f.tied || f.hedge != taillab_core::fanout::Hedge::None {
         return bad("hedged and tied copies to replicas run in the integrated configuration only (so far): use --topology integrated, or drop --replicas, --hedge and --tied");
     }
     if clients > 1 {
         return bad("a TCP fan-out runs one client per leaf: drop --clients");
-    }
-    if slurm {
-        return bad("--launcher slurm places one server: a fan-out's leaves on Slurm nodes are not built yet (use --server-launcher with {i}, e.g. `ssh leaf{i} {cmdq}`)");
     }
     Ok(())
 }

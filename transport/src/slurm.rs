@@ -12,7 +12,9 @@
 //!   and cancelled when the run ends, whatever happened.
 //! - **The nodes.** The server gets the first node (with `server_nodes = 0`
 //!   it shares the first client node); client i runs on client node
-//!   i mod `client_nodes`. Steps run with `--overlap`, so server, clients
+//!   i mod `client_nodes`. A fan-out (`--fanout N`) has N servers, its
+//!   leaves, and one client per leaf: leaf j runs on server node
+//!   j mod `server_nodes` (with `server_nodes = 0`, on its client's node). Steps run with `--overlap`, so server, clients
 //!   and monitors may share a node's CPUs (the job owns the node anyway).
 //! - **The address.** A server told to listen on a loopback address listens
 //!   on all interfaces instead, and the clients are given the server node's
@@ -54,16 +56,24 @@ pub fn check(cfg: &RunConfig) -> Result<(), TransportError> {
     if n.topology != Topology::Networked {
         return Err(invalid("--launcher slurm starts the parts of a networked run: add --topology networked"));
     }
-    if n.server_nodes > 1 {
+    let (servers, clients) = (crate::fanout::leaves(cfg), crate::fanout::clients(cfg));
+    if servers == 1 && n.server_nodes > 1 {
         return Err(invalid(format!(
             "--server-nodes {} : a run has one server; give 1 (its own node) or 0 (on the first client node)",
             n.server_nodes
         )));
     }
-    if n.client_nodes == 0 || n.client_nodes > n.clients {
+    if n.server_nodes > servers {
         return Err(invalid(format!(
-            "--client-nodes {} must be in 1..=--clients ({}): each client node runs at least one client",
-            n.client_nodes, n.clients
+            "--server-nodes {} : a fan-out has {servers} servers, its leaves; give at most {servers} (leaf j on server node j mod --server-nodes) or 0 (each leaf on its client's node)",
+            n.server_nodes
+        )));
+    }
+    if n.client_nodes == 0 || n.client_nodes > clients {
+        let what = if servers > 1 { "one per leaf" } else { "--clients" };
+        return Err(invalid(format!(
+            "--client-nodes {} must be in 1..={clients} (the clients, {what}): each client node runs at least one client",
+            n.client_nodes
         )));
     }
     if n.server_launcher != "{cmd}" || !n.client_launcher.0.is_empty() {
@@ -189,12 +199,22 @@ impl Allocation {
         Ok(a)
     }
 
-    /// The server's node and each client's node.
-    fn placement(&self, cfg: &RunConfig) -> (String, Vec<String>) {
+    /// Each server's node (a fan-out's leaves, or the one) and each client's node.
+    fn placement(&self, cfg: &RunConfig) -> (Vec<String>, Vec<String>) {
         let s = cfg.net.server_nodes;
         let client_nodes = &self.nodes[s..s + cfg.net.client_nodes];
-        let clients = (0..cfg.net.clients).map(|i| client_nodes[i % client_nodes.len()].clone()).collect();
-        (self.nodes[0].clone(), clients)
+        let clients: Vec<String> =
+            (0..crate::fanout::clients(cfg)).map(|i| client_nodes[i % client_nodes.len()].clone()).collect();
+        let servers = (0..crate::fanout::leaves(cfg))
+            .map(|j| if s == 0 { clients[j % clients.len()].clone() } else { self.nodes[j % s].clone() })
+            .collect();
+        (servers, clients)
+    }
+
+    /// The launch line of server `i` (a fan-out's leaf `i`): a step on its node.
+    pub fn server_step(&self, cfg: &RunConfig, i: usize) -> String {
+        let (servers, _) = self.placement(cfg);
+        self.step(&servers[i % servers.len()])
     }
 
     /// The launch line of one step on `node` (a launcher template).
@@ -209,8 +229,8 @@ impl Allocation {
     /// loopback listen address widened to every interface.
     pub fn configure(&self, cfg: &RunConfig) -> RunConfig {
         let mut c = cfg.clone();
-        let (server, clients) = self.placement(cfg);
-        c.net.server_launcher = self.step(&server);
+        let (servers, clients) = self.placement(cfg);
+        c.net.server_launcher = self.step(&servers[0]);
         c.net.client_launcher = Items(clients.iter().map(|n| self.step(n)).collect());
         if let Some((host, port)) = c.net.listen.rsplit_once(':') {
             let ip = host.trim_matches(['[', ']']).parse::<std::net::IpAddr>();
@@ -221,15 +241,16 @@ impl Allocation {
         c
     }
 
-    /// The address clients reach the server at, from the one it printed:
-    /// an unspecified host (`0.0.0.0`) becomes the server node's address.
-    pub fn reachable(&self, cfg: &RunConfig, printed: &str) -> Result<String, TransportError> {
+    /// The address clients reach server `i` at (a fan-out's leaf `i`), from the one it
+    /// printed: an unspecified host (`0.0.0.0`) becomes its node's address.
+    pub fn reachable(&self, cfg: &RunConfig, printed: &str, i: usize) -> Result<String, TransportError> {
         let Some((host, port)) = printed.rsplit_once(':') else { return Ok(printed.to_string()) };
         let ip = host.trim_matches(['[', ']']).parse::<std::net::IpAddr>();
         if !ip.is_ok_and(|ip| ip.is_unspecified()) {
             return Ok(printed.to_string());
         }
-        let (server, _) = self.placement(cfg);
+        let (servers, _) = self.placement(cfg);
+        let server = servers[i % servers.len()].clone();
         let show = slurm_cmd("scontrol", &["show".into(), "node".into(), server.clone(), "-o".into()])?;
         let addr =
             show.split_whitespace().find_map(|w| w.strip_prefix("NodeAddr=")).map(String::from).unwrap_or(server);
@@ -239,14 +260,16 @@ impl Allocation {
     /// Starts one monitor step per node of the run and waits until each
     /// samples. A node whose monitor does not start is reported, not fatal.
     pub fn start_monitors(&self, cfg: &RunConfig, exe: &str) -> NodeMonitors {
-        let (server, clients) = self.placement(cfg);
+        let (servers, clients) = self.placement(cfg);
         let mut roles: Vec<(String, Vec<String>)> = Vec::new();
         let mut add = |node: &str, role: String| match roles.iter_mut().find(|(n, _)| n == node) {
             Some((_, r)) => r.push(role),
             None => roles.push((node.to_string(), vec![role])),
         };
         if cfg.net.target.is_none() {
-            add(&server, "server".into());
+            for (j, n) in servers.iter().enumerate() {
+                add(n, if servers.len() > 1 { format!("server {j}") } else { "server".into() });
+            }
         }
         for (i, n) in clients.iter().enumerate() {
             add(n, format!("client {i}"));
@@ -466,7 +489,7 @@ mod tests {
         let a = Allocation { job: "7".into(), nodes: vec!["a".into(), "b".into(), "c".into()], owned: false };
         let c = cfg(&[("net.launcher", "slurm"), ("net.clients", "3"), ("net.client_nodes", "2")]);
         let (s, cl) = a.placement(&c);
-        assert_eq!((s.as_str(), cl), ("a", vec!["b".to_string(), "c".into(), "b".into()]));
+        assert_eq!((s, cl), (vec!["a".to_string()], vec!["b".to_string(), "c".into(), "b".into()]));
         let c0 = cfg(&[("net.server_nodes", "0"), ("net.clients", "2"), ("net.client_nodes", "2")]);
         assert_eq!(a.placement(&c0).1, vec!["a".to_string(), "b".into()]);
         let k = a.configure(&c);
@@ -476,7 +499,34 @@ mod tests {
         // A routable address is the user's choice and kept.
         let k = a.configure(&cfg(&[("net.listen", "10.0.0.5:7000")]));
         assert_eq!(k.net.listen, "10.0.0.5:7000");
-        assert_eq!(a.reachable(&c, "10.1.2.3:555").unwrap(), "10.1.2.3:555");
+        assert_eq!(a.reachable(&c, "10.1.2.3:555", 0).unwrap(), "10.1.2.3:555");
+    }
+
+    /// A fan-out's leaves spread over the server nodes (or sit on their clients' nodes), one
+    /// client per leaf over the client nodes; its settings are checked against its leaves.
+    #[test]
+    fn a_fanouts_leaves_are_placed_on_nodes() {
+        let a = Allocation { job: "7".into(), nodes: vec!["a".into(), "b".into(), "c".into()], owned: false };
+        let slurm = [("net.launcher", "slurm"), ("net.topology", "networked"), ("fanout.leaves", "3")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut p = slurm.to_vec();
+            p.extend_from_slice(extra);
+            cfg(&p)
+        };
+        let c = with(&[("net.server_nodes", "2"), ("net.client_nodes", "1")]);
+        check(&c).unwrap();
+        let (s, cl) = a.placement(&c);
+        assert_eq!(s, vec!["a".to_string(), "b".into(), "a".into()]);
+        assert_eq!(cl, vec!["c".to_string(); 3]);
+        assert!(a.server_step(&c, 1).contains("--nodelist=b"));
+        let c0 = with(&[("net.server_nodes", "0"), ("net.client_nodes", "2")]);
+        check(&c0).unwrap();
+        let (s, cl) = a.placement(&c0);
+        assert_eq!((s.clone(), cl), (vec!["a".to_string(), "b".into(), "a".into()], s));
+        for (extra, needle) in [(("net.server_nodes", "4"), "at most 3"), (("net.client_nodes", "4"), "one per leaf")] {
+            let e = check(&with(&[extra])).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
     }
 
     #[test]

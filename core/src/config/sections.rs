@@ -258,7 +258,7 @@ section! {
         remote_taillab: Option<String> = None, Opts::on(EXP);
         /// How networked runs start server and clients: templates (server_launcher, client_launcher) or slurm (srun on the nodes of a Slurm allocation; docs/cluster.md).
         launcher: Launcher = Launcher::Templates, Opts::on(EXP);
-        /// Slurm nodes for the server (slurm launcher): 1, or 0 to put it on the first client node.
+        /// Slurm nodes for the server (slurm launcher): 1, or 0 to put it on the first client node; a fan-out's N leaves go on S ≤ N nodes (leaf j on node j mod S; 0: on its client's node).
         server_nodes: usize = 1, Opts::on(EXP);
         /// Slurm nodes for the clients (slurm launcher); client i runs on client node i mod K.
         client_nodes: usize = 1, Opts::on(EXP);
