@@ -298,6 +298,63 @@ fn grpc_bad_input_gets_one_clear_line() {
     let _ = std::fs::remove_file(&req);
 }
 
+/// A gRPC server that answers HTTP/2 PINGs but no call (its Slow method sleeps past the run):
+/// one error line naming it, not a run of no requests that exits 0.
+#[test]
+fn a_grpc_server_that_never_answers_is_an_error() {
+    let _s = serial();
+    let req = request_file();
+    let srv = echo_server(&["--slow", "600000"]);
+    let target = srv.target();
+    let out = refused(
+        "grpc",
+        &target,
+        &strs(&calls("Slow", &req, "50", "0", "50")),
+        &[&format!("{target} did not answer"), "50 requests outstanding", "dead or hung"],
+    );
+    let s = read_summary(&out);
+    assert_eq!(s["requests"]["measured"], 0);
+    assert!(s["incomplete"].as_str().unwrap_or_default().contains("did not answer"), "{}", s["incomplete"]);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&req);
+}
+
+/// `taillab run --topology loopback --target HOST:PORT` drives an external gRPC server through
+/// the coordinator (docs/protocol.md): two clients' calls, merged into one run.
+#[test]
+fn a_loopback_run_drives_an_external_grpc_server() {
+    let _s = serial();
+    let req = request_file();
+    let srv = echo_server(&[]);
+    let out = tmp("grpc-loopback");
+    let target = srv.target();
+    let mut args: Vec<String> = ["run", "--app", "grpc", "--topology", "loopback", "--clients", "2"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--target".into(), target, "-q".into()]);
+    args.extend(calls("Echo", &req, "400", "50", "400"));
+    let o = Command::new(bin())
+        .args(&args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = read_summary(&out);
+    assert_eq!(s["config"], "loopback");
+    assert_eq!(s["transport"]["clients"], 2);
+    assert_eq!(s["requests"]["measured"], 400);
+    assert_eq!(s["requests"]["errors"], 0, "{}", s["first_error"]);
+    assert!(p(&s, "sojourn", "p50") > 1000, "not a round trip");
+    // The server answered every call the clients sent, warmup included.
+    let own = srv.stop();
+    assert_eq!(own["Echo"]["count"], 450, "{own}");
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&req);
+}
+
 fn openssl(dir: &Path, args: &[&str]) {
     let o = Command::new(need("openssl"))
         .current_dir(dir)

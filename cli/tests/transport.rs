@@ -452,6 +452,43 @@ fn hung_server_is_detected_and_the_measured_part_kept() {
     }
 }
 
+/// A server that stops answering before the schedule ends (a hung process, here SIGSTOP) is an
+/// error naming it even when the drain ends the run before `--dead-after` would have; what was
+/// measured before is kept. (Before, such a run ended as a saturated one, exit status 0.)
+#[test]
+fn a_server_silent_at_the_schedule_s_end_is_an_error_not_a_saturated_run() {
+    let _s = serial();
+    let (srv, addr) = serve(&["--app", "null"]);
+    let out = tmp("silent");
+    #[rustfmt::skip]
+    let mut c = Kid(Command::new(bin())
+        .args(["load", "--app", "null", "--target", &addr, "--qps", "1000", "--duration", "2s",
+               "--warmup-requests", "100", "--dead-after", "60s", "-q", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap());
+    std::thread::sleep(Duration::from_millis(1200));
+    let pid = srv.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let (status, err) = exits_within(&mut c, Duration::from_secs(20), "the server hung");
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    assert_eq!(status.code(), Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(&format!("{addr} did not answer")) && lines[0].contains("dead or hung"),
+        "{err}"
+    );
+    kept_what_it_measured(&out);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn bad_flags_give_one_clear_error() {
     let o = Command::new(bin())

@@ -14,7 +14,7 @@
 //! per worker is a healthy run's stragglers and is always waited for.
 
 /// How long the backlog's service rate is measured before it is judged.
-const WINDOW_NS: u64 = 1_000_000_000;
+pub const WINDOW_NS: u64 = 1_000_000_000;
 
 /// Watches a run past its schedule's end (see the module docs).
 #[derive(Debug, Clone)]

@@ -389,6 +389,15 @@ fn preload(s: &mut TcpStream, wire: &dyn Wire) -> Result<(), TransportError> {
     Ok(())
 }
 
+/// Why a run stopped at a server that went silent: which server, for how long, and what it left
+/// unanswered.
+fn silent(target: &str, quiet_ns: u64, outstanding: u64, answered: u64) -> String {
+    format!(
+        "{target} did not answer: no response for {:.1} s with {outstanding} requests outstanding ({answered} answered before): the server is dead or hung",
+        quiet_ns as f64 / 1e9
+    )
+}
+
 /// Runs one load measurement over connections `conns`. `start_delay` is
 /// called after everything is set up and returns how long from now the
 /// schedule starts (the coordinator's barrier lives there).
@@ -590,11 +599,7 @@ fn watch_load(sh: &Shared, spec: &RunSpec, opts: &LoadOpts, t0: u64, progress: &
         if replies != last_replies || sent == done {
             (last_replies, last_progress_at) = (replies, now);
         } else if now - last_progress_at > opts.dead_after_ns {
-            sh.lose(format!(
-                "no response for {:.1} s with {} requests outstanding: the server is dead or hung",
-                (now - last_progress_at) as f64 / 1e9,
-                sent - done
-            ));
+            sh.lose(silent(&opts.target, now - last_progress_at, sent - done, done));
             return true;
         }
         let backlog = || {
@@ -602,6 +607,14 @@ fn watch_load(sh: &Shared, spec: &RunSpec, opts: &LoadOpts, t0: u64, progress: &
             spec.backlog(sent, last, done)
         };
         if now > watch.deadline() || watch.hopeless(now, done, backlog) {
+            // The drain gives up on a backlog that is not being served. A server that answers
+            // slowly is saturated (the run's verdict says so); one that has answered nothing
+            // for a drain window is dead or hung, and that is an error, not a result, even
+            // when the schedule ended before `net.dead_after` ran out.
+            let quiet = now - last_progress_at;
+            if sent > done && quiet >= taillab_core::drain::WINDOW_NS.min(opts.dead_after_ns) {
+                sh.lose(silent(&opts.target, quiet, sent - done, done));
+            }
             return true;
         }
     }
