@@ -37,6 +37,10 @@ struct State {
     progress: Option<Progress>,
     /// The host's steal over the last second (fraction of one CPU).
     steal: Option<f64>,
+    /// Other processes' CPU over the last second, from the run's environment sampler.
+    foreign: Option<taillab_monitor::LiveForeign>,
+    /// % of one CPU of other processes above which the environment check fails a run.
+    foreign_limit: f64,
 }
 
 /// The endpoint: a thread answering scrapes until dropped.
@@ -61,10 +65,21 @@ pub fn address(cfg: &RunConfig, client: usize) -> anyhow::Result<Option<SocketAd
     Ok(Some(a))
 }
 
-/// Binds every address the clients of a loopback run will listen on, and lets go of them:
-/// a port in use is said here, before the server starts, instead of by a client later.
+/// The topology `taillab_run_info` names: the run's; a `taillab load`'s (a coordinator's client
+/// or one of its own) is its summary's label: what the coordinator says, else where its target is.
+fn topology(cfg: &RunConfig) -> String {
+    match (&cfg.net.target, &cfg.net.label) {
+        (Some(_), Some(l)) => l.clone(),
+        (Some(t), None) => taillab_transport::load::default_label(t).to_string(),
+        (None, _) => cfg.net.topology.name().to_string(),
+    }
+}
+
+/// Binds every address the clients of a loopback run (one per leaf of a fan-out) will listen
+/// on, and lets go of them: a port in use is said here, before the server starts, instead of
+/// by a client later.
 pub fn check_free(cfg: &RunConfig) -> anyhow::Result<()> {
-    for i in 0..cfg.net.clients {
+    for i in 0..taillab_transport::fanout::clients(cfg) {
         if let Some(a) = address(cfg, i)? {
             bind(a)?;
         }
@@ -88,7 +103,7 @@ impl MetricsServer {
         let state = State {
             info: vec![
                 ("app", cfg.app_name().unwrap_or("?").to_string()),
-                ("topology", cfg.net.topology.name().to_string()),
+                ("topology", topology(cfg)),
                 ("threads", h.threads.to_string()),
                 ("wait", h.wait.to_string()),
                 (
@@ -99,6 +114,7 @@ impl MetricsServer {
             offered: cfg.load.qps.unwrap_or(0.0),
             interval_s: cfg.record.interval.0 as f64 / 1e9,
             steal_limit: cfg.monitor.max_steal / 100.0,
+            foreign_limit: cfg.monitor.max_foreign,
             ..State::default()
         };
         let state = Arc::new(Mutex::new(state));
@@ -118,6 +134,13 @@ impl MetricsServer {
             stop,
             thread: Some(thread),
         })
+    }
+
+    /// Serves the foreign-CPU flag from the run's environment sampler.
+    pub fn watch_foreign(&self, f: taillab_monitor::LiveForeign) {
+        if let Ok(mut s) = self.state.lock() {
+            s.foreign = Some(f);
+        }
     }
 
     /// Takes a progress report (from the run's main thread).
@@ -258,22 +281,7 @@ fn render(s: &State) -> String {
         "The offered rate: the arrival process's mean.",
     );
     let _ = writeln!(o, "taillab_offered_requests_per_second {}", s.offered);
-    if let Some(st) = s.steal {
-        family(
-            &mut o,
-            "taillab_environment_steal_ratio",
-            "gauge",
-            None,
-            "The host's hypervisor steal over the last second, in CPUs (1 = one CPU's time).",
-        );
-        let _ = writeln!(o, "taillab_environment_steal_ratio {st}");
-        family(&mut o, "taillab_environment_flag", "gauge", None, "1 where the environment check would fail the run: steal above monitor.max_steal over the last second.");
-        let _ = writeln!(
-            o,
-            "taillab_environment_flag{{check=\"steal\"}} {}",
-            u8::from(st > s.steal_limit)
-        );
-    }
+    environment(&mut o, s);
     let Some(p) = &s.progress else {
         o.push_str("# EOF\n");
         return o;
@@ -324,6 +332,48 @@ fn render(s: &State) -> String {
     }
     o.push_str("# EOF\n");
     o
+}
+
+/// The environment's families: the host's steal (the endpoint's own reading) and other
+/// processes' CPU (the run's sampler's, when the monitor is on), each with its flag.
+fn environment(o: &mut String, s: &State) {
+    let foreign = s.foreign.as_ref().and_then(|f| f.pct());
+    if let Some(st) = s.steal {
+        family(
+            o,
+            "taillab_environment_steal_ratio",
+            "gauge",
+            None,
+            "The host's hypervisor steal over the last second, in CPUs (1 = one CPU's time).",
+        );
+        let _ = writeln!(o, "taillab_environment_steal_ratio {st}");
+    }
+    if let Some(pct) = foreign {
+        family(
+            o,
+            "taillab_environment_foreign_cpu_ratio",
+            "gauge",
+            None,
+            "Other processes' CPU over the last second, in CPUs (the environment monitor's).",
+        );
+        let _ = writeln!(o, "taillab_environment_foreign_cpu_ratio {}", pct / 100.0);
+    }
+    let flags = [
+        ("steal", s.steal.map(|st| st > s.steal_limit)),
+        ("foreign_cpu", foreign.map(|f| f > s.foreign_limit)),
+    ];
+    if flags.iter().any(|f| f.1.is_some()) {
+        family(o, "taillab_environment_flag", "gauge", None, "1 where the environment check would fail the run, over the last second: steal above monitor.max_steal, other processes' CPU above monitor.max_foreign.");
+        for (check, on) in flags {
+            if let Some(on) = on {
+                let _ = writeln!(
+                    o,
+                    "taillab_environment_flag{{check=\"{check}\"}} {}",
+                    u8::from(on)
+                );
+            }
+        }
+    }
 }
 
 /// The families of the last finished interval of the measured phase.

@@ -109,6 +109,9 @@ pub fn run_once(
         for p in planned.pids() {
             s.add_pid(p);
         }
+        if let Some(m) = &metrics {
+            m.watch_foreign(s.live_foreign());
+        }
     }
     let bar = progress_bar(&spec, !show_progress);
     let mut measuring = false;

@@ -310,11 +310,22 @@ fn a_grpc_server_that_never_answers_is_an_error() {
         "grpc",
         &target,
         &strs(&calls("Slow", &req, "50", "0", "50")),
-        &[&format!("{target} did not answer"), "50 requests outstanding", "dead or hung"],
+        &[
+            &format!("{target} did not answer"),
+            "50 requests outstanding",
+            "dead or hung",
+        ],
     );
     let s = read_summary(&out);
     assert_eq!(s["requests"]["measured"], 0);
-    assert!(s["incomplete"].as_str().unwrap_or_default().contains("did not answer"), "{}", s["incomplete"]);
+    assert!(
+        s["incomplete"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did not answer"),
+        "{}",
+        s["incomplete"]
+    );
     drop(srv);
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_file(&req);
@@ -329,10 +340,18 @@ fn a_loopback_run_drives_an_external_grpc_server() {
     let srv = echo_server(&[]);
     let out = tmp("grpc-loopback");
     let target = srv.target();
-    let mut args: Vec<String> = ["run", "--app", "grpc", "--topology", "loopback", "--clients", "2"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = [
+        "run",
+        "--app",
+        "grpc",
+        "--topology",
+        "loopback",
+        "--clients",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     args.extend(["--target".into(), target, "-q".into()]);
     args.extend(calls("Echo", &req, "400", "50", "400"));
     let o = Command::new(bin())

@@ -62,6 +62,18 @@ fn a_port_in_use_is_one_line_before_the_run() {
         "in-use-loopback",
         "cannot listen there",
     );
+    // A fan-out's second leaf's client would listen on the port after a free one.
+    let port = held.local_addr().unwrap().port();
+    if std::net::TcpListener::bind(("127.0.0.1", port - 1)).is_ok() {
+        let first = format!("127.0.0.1:{}", port - 1);
+        #[rustfmt::skip]
+        refused(
+            &["--metrics-listen", &first, "--topology", "loopback", "--fanout", "2",
+              "--set", "spin=sleep"],
+            "in-use-leaf",
+            &format!("{addr}: cannot listen there"),
+        );
+    }
 }
 
 #[test]

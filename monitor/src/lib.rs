@@ -48,8 +48,8 @@ pub mod system;
 pub use error::MonitorError;
 pub use sample::{ChildProcess, ForeignProcess, Phase, Sample, SamplerCost};
 pub use sampler::{
-    register_worker_thread, unregister_worker_thread, IntervalEnv, MonitorReport, Sampler,
-    SamplerConfig,
+    register_worker_thread, unregister_worker_thread, IntervalEnv, LiveForeign, MonitorReport,
+    Sampler, SamplerConfig,
 };
 pub use summary::{
     summarize, CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds,

@@ -76,6 +76,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -244,6 +245,21 @@ struct Ctl {
 struct Shared {
     ctl: Mutex<Ctl>,
     cv: Condvar,
+    /// Foreign CPU over the last second (% of one CPU, f64 bits; NaN before a second's samples).
+    foreign_1s: Arc<AtomicU64>,
+}
+
+/// The sampler's foreign CPU over the last second, read from another thread (a live metrics
+/// endpoint) while the run goes on.
+#[derive(Debug, Clone)]
+pub struct LiveForeign(Arc<AtomicU64>);
+
+impl LiveForeign {
+    /// Other processes' CPU over the last second, % of one CPU (`None` before a second passed).
+    pub fn pct(&self) -> Option<f64> {
+        let v = f64::from_bits(self.0.load(Ordering::Relaxed));
+        (!v.is_nan()).then_some(v)
+    }
 }
 
 /// A running sampler. Dropping it stops the thread and discards the data;
@@ -277,6 +293,7 @@ impl Sampler {
                 window: None,
             }),
             cv: Condvar::new(),
+            foreign_1s: Arc::new(AtomicU64::new(f64::NAN.to_bits())),
         });
         // The baseline is read on the sampler thread; wait until it has been.
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), MonitorError>>();
@@ -312,6 +329,11 @@ impl Sampler {
         }
         c.transitions.push_back((phase, now));
         self.shared.cv.notify_all();
+    }
+
+    /// A handle on the foreign CPU over the last second, for another thread.
+    pub fn live_foreign(&self) -> LiveForeign {
+        LiveForeign(self.shared.foreign_1s.clone())
     }
 
     /// The measured phase starts now. Non-blocking: the sampler closes the
@@ -988,6 +1010,19 @@ fn wait_tick(shared: &Shared, next_deadline: u64) -> Tick {
     }
 }
 
+/// The time-weighted foreign CPU of the samples of the last second, once they cover one.
+fn publish_foreign_1s(samples: &[Sample], out: &AtomicU64) {
+    let (mut dt, mut cpu) = (0.0, 0.0);
+    for x in samples.iter().rev() {
+        dt += x.dt_s;
+        cpu += x.foreign_cpu_pct * x.dt_s;
+        if dt >= 1.0 {
+            out.store((cpu / dt).to_bits(), Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
 /// Samples every period (and at every mark) until stopped: the samples, the sampler's own
 /// cost, and when it stopped (monotonic ns).
 fn sample_until_stopped(
@@ -1019,6 +1054,7 @@ fn sample_until_stopped(
                 .max(now.saturating_sub(t) as f64 / 1e6);
         }
         samples.push(sample);
+        publish_foreign_1s(&samples, &shared.foreign_1s);
         cost.samples += 1;
         let cpu1 = procfs::thread_cpu_ns();
         // Rescan processes at boundaries and every scan period.

@@ -105,6 +105,10 @@ def test_an_integrated_run_serves_what_its_interval_log_says(tmp_path):
     check_against_log(scrapes, out)
     info = scrapes[0]["taillab_run"][0][1]
     assert (info["app"], info["topology"]) == ("synth", "integrated")
+    # The environment monitor's foreign CPU over the last second, and its flag.
+    last = scrapes[-1]
+    assert value(last, "taillab_environment_foreign_cpu_ratio") >= 0
+    assert value(last, "taillab_environment_flag", check="foreign_cpu") in (0, 1)
 
 
 def test_a_loopback_runs_client_serves_what_the_interval_log_says(tmp_path):
@@ -113,3 +117,5 @@ def test_a_loopback_runs_client_serves_what_the_interval_log_says(tmp_path):
         ["run", "--app", "null", "--topology", "loopback", "--qps", "1000",
          "--duration", "4s", "--warmup-seconds", "0.5"], out)  # fmt: skip
     check_against_log(scrapes, out)
+    # The client is a `taillab load`; it names the run's topology, not its own.
+    assert scrapes[0]["taillab_run"][0][1]["topology"] == "loopback"

@@ -710,6 +710,10 @@ fn await_listening(
 fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> RunConfig {
     let mut k = cfg.clone();
     k.net.target = Some(target.to_string());
+    // Each client (a fan-out's leaf too) serves its own live metrics, on the port after the
+    // one before, and names the run's topology there, not its own `taillab load`'s.
+    k.monitor.metrics_listen = cfg.monitor.metrics_listen.as_deref().map(|a| next_port(a, i));
+    k.net.label.get_or_insert_with(|| cfg.net.topology.name().to_string());
     if leaves(cfg) > 1 {
         // A fan-out's leaf: the whole schedule (same seed, rate and counts at every leaf),
         // its rows kept for the join (crate::fanout), the record cap shared by the leaves.
@@ -729,8 +733,6 @@ fn client_config(cfg: &RunConfig, spec: &RunSpec, target: &str, i: usize) -> Run
     }
     // The records of all clients meet in the coordinator: the cap is the run's.
     k.record.max_record_mem.0 = cfg.record.max_record_mem.0 / c as u64;
-    // Each client serves its own live metrics, on the port after the one before.
-    k.monitor.metrics_listen = cfg.monitor.metrics_listen.as_deref().map(|a| next_port(a, i));
     k
 }
 

@@ -36,7 +36,7 @@ pub(crate) fn leaves(cfg: &taillab_core::config::RunConfig) -> usize {
 }
 
 /// Client processes: one per leaf of a fan-out, else `net.clients`.
-pub(crate) fn clients(cfg: &taillab_core::config::RunConfig) -> usize {
+pub fn clients(cfg: &taillab_core::config::RunConfig) -> usize {
     if leaves(cfg) > 1 {
         leaves(cfg)
     } else {

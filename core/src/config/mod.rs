@@ -780,10 +780,15 @@ impl RunConfig {
         if let Some(text) = &m.metrics_listen {
             let a =
                 metrics_address(text, m.metrics_public).map_err(|e| ConfigError::Invalid(e.why))?;
-            if a.port() != 0 && a.port() as usize + n.clients - 1 > u16::MAX as usize {
+            // One client per fan-out leaf, else net.clients.
+            let clients = if self.fanout.leaves > 1 {
+                self.fanout.leaves
+            } else {
+                n.clients
+            };
+            if a.port() != 0 && a.port() as usize + clients - 1 > u16::MAX as usize {
                 return bad(format!(
-                    "monitor.metrics_listen {a}: client i of {} listens on port {}+i, beyond 65535; give a lower port",
-                    n.clients,
+                    "monitor.metrics_listen {a}: client i of {clients} listens on port {}+i, beyond 65535; give a lower port",
                     a.port()
                 ));
             }
