@@ -52,27 +52,7 @@ pub fn run_once(
     write_config(cfg, out)?;
     crate::planned::preflight(cfg)?;
     if cfg.net.topology != Topology::Integrated {
-        if cfg.net.topology == Topology::Loopback {
-            // The clients listen for scrapes; a port in use is said before anything starts.
-            crate::metrics::check_free(cfg)?;
-        }
-        if cfg.record.counters != taillab_core::config::CounterMode::None {
-            eprintln!("note: record.counters counts the worker threads of integrated runs; this {} run has no counters", cfg.net.topology);
-        }
-        // Server and client processes; the same result folder as integrated.
-        let mut obs = EnvObserver::new(cfg, spec.clone());
-        obs.planned = Some(Planned::start(cfg, out)?);
-        let r = taillab_transport::coord::run_config(
-            cfg,
-            out,
-            !show_progress,
-            Some(&mut obs as &mut dyn RunObserver),
-        );
-        if let Some(p) = obs.planned.take() {
-            // The run failed before it finished: stop the hogs, restore the knobs.
-            p.abandon();
-        }
-        return Ok(r?);
+        return run_coordinated(cfg, spec, out, show_progress);
     }
     let (mut spec, note) = cfg.run_spec()?;
     if let Some(n) = note {
@@ -162,6 +142,36 @@ pub fn run_once(
     }
     taillab_core::write_run(out, &summary, &result, cfg.record.save_requests)?;
     Ok(summary)
+}
+
+/// A loopback or networked run: server and client processes, the same result folder as an
+/// integrated run's.
+fn run_coordinated(
+    cfg: &RunConfig,
+    spec: RunSpec,
+    out: &Path,
+    show_progress: bool,
+) -> anyhow::Result<Summary> {
+    if cfg.net.topology == Topology::Loopback {
+        // The clients listen for scrapes; a port in use is said before anything starts.
+        crate::metrics::check_free(cfg)?;
+    }
+    if cfg.record.counters != taillab_core::config::CounterMode::None {
+        eprintln!("note: record.counters counts the worker threads of integrated runs; this {} run has no counters", cfg.net.topology);
+    }
+    let mut obs = EnvObserver::new(cfg, spec);
+    obs.planned = Some(Planned::start(cfg, out)?);
+    let r = taillab_transport::coord::run_config(
+        cfg,
+        out,
+        !show_progress,
+        Some(&mut obs as &mut dyn RunObserver),
+    );
+    if let Some(p) = obs.planned.take() {
+        // The run failed before it finished: stop the hogs, restore the knobs.
+        p.abandon();
+    }
+    Ok(r?)
 }
 
 /// Places an integrated run's threads: without `harness.cpus`, workers one per CPU away
