@@ -376,6 +376,24 @@ fn background_load(addr: &str, receive: &str, qps: &str, extra: &[&str], out: &P
     Kid(c)
 }
 
+/// Stops the server `srv` (SIGSTOP: a hung process), waits for the load `c` to exit within
+/// `limit`, then lets the server go on; returns the load's status and stderr.
+fn freeze_until_exit(
+    srv: &Kid,
+    c: &mut Kid,
+    limit: Duration,
+) -> (std::process::ExitStatus, String) {
+    let pid = srv.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let r = exits_within(c, limit, "the server hung");
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    r
+}
+
 /// Waits for `c` to exit, failing if it takes longer than `limit`; returns its status and stderr.
 fn exits_within(c: &mut Kid, limit: Duration, what: &str) -> (std::process::ExitStatus, String) {
     let since = Instant::now();
@@ -437,14 +455,7 @@ fn hung_server_is_detected_and_the_measured_part_kept() {
         // wait, so a sender blocked in a full socket is exercised too.
         let mut c = background_load(&addr, receive, "50000", &["--dead-after", "2s"], &out);
         std::thread::sleep(Duration::from_millis(1500));
-        let pid = srv.0.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success());
-        let (status, err) = exits_within(&mut c, Duration::from_secs(8), "the server hung");
-        let _ = Command::new("kill").args(["-CONT", &pid]).status();
+        let (status, err) = freeze_until_exit(&srv, &mut c, Duration::from_secs(8));
         assert!(!status.success(), "--receive {receive}");
         assert!(err.contains("dead or hung"), "--receive {receive}: {err}");
         kept_what_it_measured(&out);
@@ -470,14 +481,7 @@ fn a_server_silent_at_the_schedule_s_end_is_an_error_not_a_saturated_run() {
         .spawn()
         .unwrap());
     std::thread::sleep(Duration::from_millis(1200));
-    let pid = srv.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-STOP", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let (status, err) = exits_within(&mut c, Duration::from_secs(20), "the server hung");
-    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    let (status, err) = freeze_until_exit(&srv, &mut c, Duration::from_secs(20));
     assert_eq!(status.code(), Some(2), "{err}");
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
     assert_eq!(lines.len(), 1, "{err}");

@@ -1505,6 +1505,22 @@ def _stress_paper_table(item: dict, paper: dict) -> tuple[list[str], list[list[s
     return ["stress", "SVC mean", "SVC p95", "SVC p99", "p95 ÷ none", "p99 ÷ none"], rows
 
 
+def _stress_p95(ratio: dict, c: str) -> float:
+    """The p95 ratio of stress ``c`` in a per-stress ratio table (NaN when absent)."""
+    return ratio.get(c, {}).get("p95", math.nan)
+
+
+def _stress_body(lead: str, nums: dict, paper: dict) -> str:
+    """The verdict sentence of a stress item: each app's p95 ratio per stress, then the
+    report's (sphinx)."""
+    ours = "; ".join(
+        f"{a} " + ", ".join(f"{c} {_x(_stress_p95(v['ratio'], c))}" for c in STRESSES)
+        for a, v in nums.items()
+    )
+    theirs = ", ".join(f"{c} {_x(_stress_p95(paper, c))}" for c in STRESSES)
+    return f"{lead}: {ours} (report, sphinx: {theirs})"
+
+
 def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Service p95/p99 per stress relative to none, per app, beside the report's ratios;
     judged on PROF_APP (the report's app), the others shown beside it."""
@@ -1521,14 +1537,8 @@ def rule_profiling(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     judged = _stress_conds(PROF_APP, nums.get(PROF_APP, {}).get("ratio", {}))
     beside = {a: status_of(c) for a, c in conds_by_app.items() if a != PROF_APP}
 
-    def p95(ratio: dict, c: str) -> float:
-        return ratio.get(c, {}).get("p95", math.nan)
-
-    body = "service p95 ÷ none: " + "; ".join(
-        f"{a} " + ", ".join(f"{c} {_x(p95(v['ratio'], c))}" for c in STRESSES)
-        for a, v in nums.items()
-    )
-    body += " (report, sphinx: " + ", ".join(f"{c} {_x(p95(paper, c))}" for c in STRESSES) + ")"
+    p95 = _stress_p95
+    body = _stress_body("service p95 ÷ none", nums, paper)
     rows = [
         [a, c]
         + [_x(v["ratio"].get(c, {}).get(s, math.nan)) for s in ("p95", "p99")]
@@ -2207,14 +2217,8 @@ def rule_profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> V
     ]
     beside = {a: status_of(c) for a, c in conds_by_app.items() if a != PROF_APP}
 
-    def p95(r: dict, c: str) -> float:
-        return r.get(c, {}).get("p95", math.nan)
-
-    body = "service p95 ÷ none, from the model: " + "; ".join(
-        f"{a} " + ", ".join(f"{c} {_x(p95(v['ratio'], c))}" for c in STRESSES)
-        for a, v in nums.items()
-    )
-    body += " (report, sphinx: " + ", ".join(f"{c} {_x(p95(paper, c))}" for c in STRESSES) + ")"
+    p95 = _stress_p95
+    body = _stress_body("service p95 ÷ none, from the model", nums, paper)
     cats = [f"{a} {c}" for a in nums for c in STRESSES]
     series = {
         "ours (model)": [p95(nums[a]["ratio"], c) for a in nums for c in STRESSES],

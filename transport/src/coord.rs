@@ -972,17 +972,8 @@ fn records_of(clients: &[Vec<ReqRow>]) -> taillab_core::harness::Records {
     let rec = taillab_core::harness::Records::new(len.unwrap_or(0));
     for (n, (_, i, j)) in order.into_iter().enumerate() {
         let v = &clients[i as usize][j as usize];
-        let st = taillab_core::collector::Stamps {
-            intended: v[2],
-            sent: v[3],
-            enqueued: v[4],
-            started: v[5],
-            finished: v[6],
-            completed: v[7],
-            enqueued_user: v[9],
-            completed_user: v[10],
-        };
-        rec.set(id(n, v), &st, v[1] as usize, v[8] == 1);
+        let r = reqfile::Row::from_base(v);
+        rec.set(id(n, v), &r.stamps, r.worker as usize, r.measured);
     }
     rec
 }
