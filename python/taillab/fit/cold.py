@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..mixture import duration_spec
-from .common import _by_send_time, _fcfs, _in_order, _stats3
+from .common import MIN_TO_COMPARE, _by_send_time, _fcfs, _in_order, _stats3
 from .config import current
 
 
@@ -153,7 +153,7 @@ def _means_extra(best: dict[str, Any], kk: np.ndarray, y: np.ndarray, x: np.ndar
     model's mean."""
     groups = [kk == p for p in np.unique(kk)]  # each point's requests, found once
     xm = np.array([x[g].mean() for g in groups])
-    if len(groups) < 2 or float(xm.max() - xm.min()) < current().cold_min_spread:
+    if len(groups) < MIN_TO_COMPARE or float(xm.max() - xm.min()) < current().cold_min_spread:
         return
     power = 1.0
     base, extra, fitted, ym = _warm_line(groups, y, x, 1.0)

@@ -31,6 +31,9 @@ NORMAL_IQR_SD = 1.349
 #: The least log-variance of a component: a constant service time has none, which no
 #: density has.
 MIN_LOG_VAR = 1e-6
+#: The fewest of anything (points, groups, runs, blocks, components, short or long gaps) that a
+#: spread, a line or a comparison can be drawn from.
+MIN_TO_COMPARE = 2
 #: Nanoseconds per millisecond and per second.
 NS_PER_MS, NS_PER_S = 1e6, 1e9
 

@@ -13,6 +13,10 @@ from ..mixture import Component, Mixture
 from .common import MAX_COMPONENTS, QUANTILES, FitError
 from .config import current
 
+#: Component counts tried in a row whose BIC is no better than the best so far before the
+#: search stops (BIC over k is noisy by one step, rarely by two).
+BIC_PATIENCE = 2
+
 #: An integer ns record v stands for [v, v + 1): a record of 0 is drawn from at least this.
 HALF_NS = 0.5
 #: The fit figure: bins of the measured density, the share of each tail left out of its
@@ -72,7 +76,7 @@ def fit_mixture(
                 best, worse = (k, gm), 0
             else:
                 worse += 1
-                if worse == 2:
+                if worse == BIC_PATIENCE:
                     break
     assert best is not None
     gm = best[1]

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..mixture import duration_spec
 from ..results import read_summary
-from .common import NS_PER_MS, NS_PER_S, QUARTILES, _one, _range_of
+from .common import MIN_TO_COMPARE, NS_PER_MS, NS_PER_S, QUARTILES, _one, _range_of
 from .config import current
 
 
@@ -175,7 +175,7 @@ def pause_sequence(pause: dict[str, Any], dfs: list[pd.DataFrame]) -> dict[str, 
     )
     cut = current().pause_short_gap * np.median(gaps)
     short = gaps < cut
-    if 2 <= short.sum() <= len(gaps) - 2:
+    if MIN_TO_COMPARE <= short.sum() <= len(gaps) - MIN_TO_COMPARE:
         # A cycle: the long gaps' range so many times (the median run of long gaps between
         # clusters), then the short ones' (the median run of short gaps in a cluster).
         s_runs, l_runs = [], []

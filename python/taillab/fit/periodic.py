@@ -10,8 +10,19 @@ import pandas as pd
 
 from ..mixture import Component, Mixture, lognormal_spec
 from .cold import _cold_factor, _warmth
-from .common import NORMAL_IQR_SD, QUARTILES, _lognormal_of, _one, _range_of
+from .common import (
+    MIN_TO_COMPARE,
+    NORMAL_IQR_SD,
+    QUARTILES,
+    _lognormal_of,
+    _one,
+    _range_of,
+)
 from .config import current
+
+#: The shortest period, in requests, a periodic slow request can have: one in every request
+#: is the whole stream, not a rhythm in it.
+MIN_PERIOD = 2
 
 #: Members a rhythm needs at least: two gaps, or there is nothing to join.
 RHYTHM_MIN_MEMBERS = 3
@@ -121,7 +132,7 @@ def _rhythm(runs, dens, totals, k: int, c: Component, strict: bool):
     band = current().periodic_share_band
     if (
         cv > current().periodic_max_cv
-        or med < 2
+        or med < MIN_PERIOD
         or not share_kept / band <= share <= band * share_kept
     ):
         return None
@@ -152,7 +163,7 @@ def periodic(runs: list[np.ndarray], mix: Mixture) -> dict[str, Any] | None:
     slow requests, and with the periodic length they would be too slow.
     """
     comps = mix.components
-    if len(comps) < 2 or not runs:
+    if len(comps) < MIN_TO_COMPARE or not runs:
         return None
     # Each request's weighted density under each component, once per run.
     dens = [mix.log_pdf_components(np.log(np.maximum(s, 1.0))) for s in runs]
@@ -228,7 +239,7 @@ def periodic_cold(
             by.setdefault(pid, [[], []])
             by[pid][0].append(r[m])
             by[pid][1].append(w[m])
-    if len(by) < 2:
+    if len(by) < MIN_TO_COMPARE:
         return
     means = {
         side: [float(np.concatenate(v[i]).mean()) for v in by.values()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..results import Results
-from .common import FitError, _plain, _records
+from .common import MIN_TO_COMPARE, FitError, _plain, _records
 from .config import DEFAULT, FitConfig, using
 from .mixfit import _mixture_entry
 from .model import Calibrated, calibrate
@@ -35,7 +35,7 @@ def fit_pooled(
     bought and why the others were dropped.
     """
     points = points or fewest_thread_points(res)
-    if len(points) < 2:
+    if len(points) < MIN_TO_COMPARE:
         raise FitError(
             f"a fit across loads needs at least two points, got {points}; "
             "run the app at several loads (e.g. --load 0.2,0.5,0.7)"

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import _by_send_time, _fcfs, _in_order, _stats3
+from .common import MIN_TO_COMPARE, _by_send_time, _fcfs, _in_order, _stats3
 from .config import FitConfig
 from .mixfit import fit_mixture
 from .model import TERMS, Calibrated, Records, calibrate
@@ -45,7 +45,7 @@ def split_blocks(recs: Records, chunks: int) -> tuple[Records, Records, str]:
     """Per point, the blocks fitted and those held out (alternately), and how they were cut."""
     fit, held, how = [], [], set()
     for pid, dfs in recs:
-        if len(dfs) >= 2:
+        if len(dfs) >= MIN_TO_COMPARE:
             blocks = dfs
             how.add(f"runs ({len(dfs)} per point)")
         else:
@@ -178,7 +178,7 @@ def _components(fit, held, dirs, workers, kept, cfg, kw, steps):
     noisy to tell a small component from none. Appends a step per component tried."""
     base = calibrate(fit, dirs, workers, kept, cfg, kw)
     k = len(base.mix.components)
-    if k < 2:
+    if k < MIN_TO_COMPARE:
         return k
     held_dist = calibrate(held, dirs, workers, kept, cfg, {**kw, "components": 1}).dist
     t = np.log((held_dist.lo + held_dist.hi) / 2.0)
@@ -213,7 +213,7 @@ def _judge(term: str, before: np.ndarray, after: np.ndarray, cfg: FitConfig) -> 
     more than its standard error and by at least ``cfg.select_min_gain``."""
     gain = before - after
     n = len(gain)
-    se = float(gain.std(ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
+    se = float(gain.std(ddof=1) / math.sqrt(n)) if n >= MIN_TO_COMPARE else math.nan
     mean = float(gain.mean()) if n else math.nan
     step = {"term": term, "error": float(after.mean()), "gain": mean, "se": se}
     step["errors"] = after.tolist()
