@@ -1,0 +1,246 @@
+"""What every ``taillab reproduce`` rule builds its verdict from: the conditions
+(:class:`Cond`), how they make a status (:func:`status_of`), the verdict itself
+(:class:`Verdict`, :func:`_verdict`), a point's numbers (:func:`value`), the small
+arithmetic and formatting the rules share, and the bar figure most items draw (:func:`bars`).
+
+A leaf under :mod:`taillab.reproduce` (which re-exports these names) so that rules kept in
+their own modules (:mod:`taillab.reproduce_tailwag`) use them without importing the module
+that registers them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import figures as F
+from .ideal import ideal_points
+from .units import unit_for
+
+# A verdict sentence names at most this many failed conditions (the page lists them all).
+MAX_LISTED = 3
+
+
+def value(p: pd.Series | dict, metric: str, stat: str) -> float:
+    """A point's estimate of ``metric`` ``stat`` (ns): the aggregate's estimate, else the
+    statistic of the merged histograms (service times are not among the CI metrics)."""
+    for col in (f"{metric}_{stat}", f"merged_{metric}_{stat}"):
+        v = p.get(col) if hasattr(p, "get") else None
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            return v
+    return math.nan
+
+
+@dataclass
+class Cond:
+    """One condition of a verdict rule, evaluated on the data (None: no data for it)."""
+
+    text: str
+    ok: bool | None
+    primary: bool = False
+
+
+def status_of(conds: list[Cond]) -> str:
+    """confirmed / partly / not confirmed / inconclusive from the conditions (module doc)."""
+    known = [c for c in conds if c.ok is not None]
+    if not known:
+        return "inconclusive"
+    if any(c.primary and c.ok is False for c in known):
+        return "not confirmed"
+    if all(c.ok for c in conds):
+        return "confirmed"
+    return "partly" if any(c.ok for c in known) else "not confirmed"
+
+
+@dataclass
+class Verdict:
+    """A rule's outcome: status, the sentence's body (the numbers in words), the numbers
+    themselves, the conditions, the per-app/per-case table, the paper's numbers table (when
+    the paper gives numbers), the figures to draw and any extra page sections (functions of
+    the page's folder returning HTML)."""
+
+    status: str
+    body: str
+    numbers: dict[str, Any]
+    conds: list[Cond] = field(default_factory=list)
+    heads: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    paper: tuple[list[str], list[list[str]]] | None = None
+    figures: list[tuple[str, str, Callable[[Path], Any]]] = field(default_factory=list)
+    sections: list[Callable[[Path], str]] = field(default_factory=list)
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.body}: {self.status}"
+
+
+def _verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
+    status = status_of(conds)
+    failed = [c.text for c in conds if c.ok is False]
+    nodata = [c.text for c in conds if c.ok is None]
+    sentence = body
+    if len(failed) > MAX_LISTED:
+        sentence += f"; not met: {len(failed)} of {len(conds)} conditions (first: {failed[0]})"
+    elif failed:
+        sentence += "; not met: " + ", ".join(failed)
+    if nodata:
+        sentence += "; no data for: " + ", ".join(nodata)
+    return Verdict(status, sentence, numbers, conds, **kw)
+
+
+def _no_data(data: Any, what: str) -> Verdict:
+    return Verdict(
+        "inconclusive",
+        f"no {what} in {data.root} (missing: {', '.join(data.missing) or 'none'})",
+        {},
+    )
+
+
+def _x(v: float, digits: int = 3) -> str:
+    """A ratio as '1.93×' ('–' when unknown)."""
+    if v is None or not math.isfinite(v):
+        return "–"
+    return f"{v:,.0f}×" if abs(v) >= 100 else f"{v:.{digits}g}×"
+
+
+def _pct(v: float) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{100 * v:.3g} %"
+
+
+def _ok(v: bool | None) -> str:
+    if v is None:
+        return '<span class="muted">no data</span>'
+    return '<span class="ok">yes</span>' if v else '<span class="fail">no</span>'
+
+
+def _div(a: float, b: float) -> float:
+    """a ÷ b, NaN when either is unknown or b is 0 (a verdict then says "no data")."""
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return math.nan
+    return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
+
+
+def _within(ratio: float, factor: float) -> bool | None:
+    """Whether a ratio is within ``factor`` of 1 either way (None when unknown)."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return None
+    return bool(max(ratio, 1 / ratio) <= factor)
+
+
+def _mean(v) -> float:
+    v = [x for x in v if x is not None and math.isfinite(x)]
+    return float(np.mean(v)) if v else math.nan
+
+
+def _ge(v: float, limit: float) -> bool | None:
+    return None if not math.isfinite(v) else bool(v >= limit)
+
+
+def _finite(v: float, default: float = -math.inf) -> float:
+    return v if v is not None and math.isfinite(v) else default
+
+
+def _less(a: float, b: float) -> bool | None:
+    return None if not (math.isfinite(a) and math.isfinite(b)) else bool(a < b)
+
+
+def _by_axis(pts: pd.DataFrame, key: str) -> dict[str, pd.Series]:
+    """A sweep's points by their value on axis ``key`` (e.g. "load.arrival", "case")."""
+    col = f"axis_{key}"
+    if col not in pts:
+        return {}
+    return {
+        str(r[col]): r for _, r in pts.iterrows() if isinstance(r[col], str) or pd.notna(r[col])
+    }
+
+
+def bars(
+    out: Path | None,
+    cats: list[str],
+    series: dict[str, list[float]],
+    ylabel: str,
+    title: str,
+    log: bool = True,
+    hlines: list[tuple[float, str]] | None = None,
+):
+    """Grouped bars: one group per category, one bar per series (NaN bars left out), with
+    optional dotted reference lines. The small figure of an item that no figure kind of
+    :mod:`taillab.figures` fits (ours beside the paper's, a ratio per app)."""
+    vals = np.array([[_finite(v, math.nan) for v in s] for s in series.values()], dtype=float)
+    if not cats or not np.isfinite(vals).any():
+        raise F.FigureError(f"no values to draw for {title!r}")
+    fig, ax = F._new(w=max(5.0, 0.75 * len(cats) * max(1, len(series)) + 2.0), h=4.0)
+    ax = ax[0, 0]
+    width = 0.8 / len(series)
+    x = np.arange(len(cats))
+    for i, (name, row) in enumerate(zip(series, vals, strict=True)):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, row, width, label=name, color=f"C{i}")
+    for k, (y, lab) in enumerate(hlines or []):
+        ax.axhline(
+            y, color=f"C{len(series) + k}" if lab else "0.4", ls=":", lw=1.2, label=lab or None
+        )
+    if log and (vals[np.isfinite(vals)] > 0).all():
+        F._plain_log_y(ax)
+    ax.set_xticks(
+        x, cats, rotation=30 if len(cats) > 4 else 0, ha="right" if len(cats) > 4 else "center"
+    )
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    if len(series) > 1 or any(lab for _, lab in hlines or []):
+        ax.legend(fontsize="small")
+    return F.save(fig, out)
+
+
+def _apps(data: Any) -> dict[str, pd.DataFrame]:
+    """Points per app, in the item's experiment order."""
+    out: dict[str, pd.DataFrame] = {}
+    for stem in data.results:
+        pts = data.of(stem)
+        pts = pts[pts["runs"] > 0]
+        if len(pts):
+            app = str(pts["app"].iloc[0])
+            out[app] = pd.concat([out[app], pts]) if app in out else pts
+    return out
+
+
+def _ideal_points(data: Any, stems: list[str] | None = None) -> pd.DataFrame:
+    """Per point of the item: measured ÷ ideal ratios (mean over runs) beside the point."""
+    frames = []
+    for stem, res in data.results.items():
+        if stems is not None and stem not in stems:
+            continue
+        ip = ideal_points(res)
+        if ip.empty:
+            continue
+        cols = ["point"] + [c for c in ip.columns if c.startswith(("ratio_", "ideal_"))]
+        frames.append(data.of(stem).merge(ip[cols], on="point", how="inner"))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _with_ideal(data: Any) -> pd.DataFrame:
+    """The item's points with runs, with ratio_*/ideal_* columns where runs have an ideal."""
+    pts = data.points[data.points["runs"] > 0] if len(data.points) else data.points
+    ip = _ideal_points(data)
+    if ip.empty:
+        return pts.assign(ratio_p99=math.nan, ideal_p99=math.nan)
+    keep = ["stem", "point", "ratio_p99", "ideal_p99"]
+    return pts.merge(ip[keep], on=["stem", "point"], how="left")
+
+
+def _in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]], str]:
+    """Latencies (ns) scaled to the unit their median reads best in, and that unit."""
+    scale, unit = unit_for([v for vs in series_ns.values() for v in vs])
+    return {k: [v / scale for v in vs] for k, vs in series_ns.items()}, unit
