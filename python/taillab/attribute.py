@@ -19,7 +19,9 @@ only through their count: they are replaced by one pseudo-observation of that we
 weighted quantile regression with weights w is the unweighted one of (w·y, w·x) (the check
 function is positively homogeneous). The fit is then checked: where a run's fitted value
 left the window it kept, the window is widened and the fit redone, so the compressed fit is
-the fit of all requests (up to ``QuantReg``'s own tolerance).
+the fit of all requests (up to ``QuantReg``'s own tolerance, which the tests check against
+the exact linear program: the same objective within 1e-5; where a sparse tail leaves the
+optimum flat between two order statistics, the coefficients may sit anywhere on that flat).
 
 **Confidence intervals** come from a cluster bootstrap over runs: requests of one run share
 its arrivals and its host's moment, so they are not independent; each resample draws every
