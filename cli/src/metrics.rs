@@ -2,12 +2,13 @@
 //! while it runs (`GET /metrics`), for a Prometheus scrape or `curl`.
 //!
 //! What it serves comes from the progress reports the run's main thread makes every 20 ms
-//! ([`Progress`]): requests completed, requests in flight, the phase, and the last interval
-//! that every thread has finished: its request count and each metric's p50, p99 and max,
-//! taken from the very histograms that become that interval's line of `hist/*.hlog`, so a
-//! scrape and the interval log agree for the same second. The host's steal is read from
-//! `/proc/stat` by the endpoint's own thread, once a second. Off (the default) none of this
-//! exists: no thread, no socket, and the run computes no interval quantiles.
+//! ([`Progress`]): requests completed, requests in flight, the phase, and each phase's last
+//! interval that every thread has finished: its request count and each metric's p50, p99 and
+//! max. The measured phase's are taken from the very histograms that become that interval's
+//! line of `hist/*.hlog`, so a scrape and the interval log agree for the same second; the
+//! warmup's from histograms the run keeps for this endpoint alone. The host's steal is read
+//! from `/proc/stat` by the endpoint's own thread, once a second. Off (the default) none of
+//! this exists: no thread, no socket, and the run computes no interval quantiles.
 //!
 //! The endpoint listens on loopback unless `monitor.metrics_public` says otherwise: a run's
 //! numbers, app and settings are nobody else's business by default.
@@ -327,9 +328,7 @@ fn render(s: &State) -> String {
         );
         let _ = writeln!(o, "taillab_requests_in_flight {n}");
     }
-    if let Some(iv) = &p.interval {
-        interval(&mut o, iv, s.interval_s);
-    }
+    intervals(&mut o, p, s.interval_s);
     o.push_str("# EOF\n");
     o
 }
@@ -376,42 +375,59 @@ fn environment(o: &mut String, s: &State) {
     }
 }
 
-/// The families of the last finished interval of the measured phase.
-fn interval(o: &mut String, iv: &LiveInterval, len_s: f64) {
-    family(o, "taillab_interval_start_seconds", "gauge", Some("seconds"), "Start of the last finished interval, after the measured phase began (its StartTimestamp in hist/*.hlog).");
-    let _ = writeln!(
-        o,
-        "taillab_interval_start_seconds {}",
+/// The families of each phase's last finished interval, labelled `phase`: the measured
+/// phase's (those of the interval logs) and, from a watched run's own histograms, the
+/// warmup's, which stay as the warmup left them once the measured phase has begun.
+fn intervals(o: &mut String, p: &Progress, len_s: f64) {
+    let ivs: Vec<(&str, &LiveInterval)> =
+        [("measured", &p.interval), ("warmup", &p.warmup_interval)]
+            .into_iter()
+            .filter_map(|(ph, iv)| Some((ph, iv.as_ref()?)))
+            .collect();
+    if ivs.is_empty() {
+        return;
+    }
+    let each = |o: &mut String, name: &str, v: &dyn Fn(&LiveInterval) -> f64| {
+        for (ph, iv) in &ivs {
+            let _ = writeln!(o, "{name}{{phase=\"{ph}\"}} {}", v(iv));
+        }
+    };
+    family(o, "taillab_interval_start_seconds", "gauge", Some("seconds"), "Start of the phase's last finished interval, from the phase's start: the measured phase's (the interval's StartTimestamp in hist/*.hlog), the schedule's for warmup.");
+    each(o, "taillab_interval_start_seconds", &|iv: &LiveInterval| {
         iv.index as f64 * len_s
-    );
+    });
     family(
         o,
         "taillab_interval_requests",
         "gauge",
         None,
-        "Measured requests completed in that interval.",
+        "Requests of the phase completed in that interval.",
     );
-    let _ = writeln!(o, "taillab_interval_requests {}", iv.count);
+    each(o, "taillab_interval_requests", &|iv: &LiveInterval| {
+        iv.count as f64
+    });
     family(
         o,
         "taillab_achieved_requests_per_second",
         "gauge",
         None,
-        "The achieved rate: that interval's requests over its length.",
+        "The achieved rate: that interval's requests over its length (the warmup's last interval ends where the measured phase begins).",
     );
-    let _ = writeln!(
+    each(
         o,
-        "taillab_achieved_requests_per_second {}",
-        iv.count as f64 / len_s
+        "taillab_achieved_requests_per_second",
+        &|iv: &LiveInterval| iv.count as f64 / (iv.length_ns.max(1) as f64 / 1e9),
     );
-    family(o, "taillab_interval_latency_seconds", "gauge", Some("seconds"), "p50, p99 and max of each metric in that interval (sojourn, service, queue, send_lag, recv_lag, server_recv_lag), phase measured.");
-    for (m, name) in METRICS.iter().enumerate() {
-        for (q, v) in [("0.5", iv.p50[m]), ("0.99", iv.p99[m]), ("1", iv.max[m])] {
-            let _ = writeln!(
-                o,
-                "taillab_interval_latency_seconds{{metric=\"{name}\",phase=\"measured\",quantile=\"{q}\"}} {}",
-                v as f64 / 1e9
-            );
+    family(o, "taillab_interval_latency_seconds", "gauge", Some("seconds"), "p50, p99 and max of each metric in that interval (sojourn, service, queue, send_lag, recv_lag, server_recv_lag), by phase.");
+    for (ph, iv) in &ivs {
+        for (m, name) in METRICS.iter().enumerate() {
+            for (q, v) in [("0.5", iv.p50[m]), ("0.99", iv.p99[m]), ("1", iv.max[m])] {
+                let _ = writeln!(
+                    o,
+                    "taillab_interval_latency_seconds{{metric=\"{name}\",phase=\"{ph}\",quantile=\"{q}\"}} {}",
+                    v as f64 / 1e9
+                );
+            }
         }
     }
 }

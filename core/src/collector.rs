@@ -15,6 +15,10 @@
 //! emptied sets back as spares. The worker's cost is a pointer swap and an
 //! uncontended lock, a few tens of ns once per interval.
 //!
+//! A watched run (`--metrics-listen`) keeps the warmup's intervals the same way, counted
+//! from the schedule's start, for the live endpoint alone: they never reach the interval
+//! logs or the totals, and a thread stops keeping them at its first measured request.
+//!
 //! All histograms are pre-faulted (zeroed by a write, not only by `calloc`),
 //! so no page fault lands inside a measured request.
 
@@ -195,13 +199,18 @@ pub struct IntervalBlob {
     pub hist_b64: [String; N_METRICS],
 }
 
-/// A finished interval's numbers as the run goes on (`--metrics-listen`): taken from the
-/// merged histograms that become the interval's line of the log, so they agree with it.
+/// A finished interval's numbers as the run goes on (`--metrics-listen`). A measured
+/// interval's are taken from the merged histograms that become its line of the log, so they
+/// agree with it; a warmup interval's from histograms kept for this alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveInterval {
-    /// Which interval ([`IntervalBlob::index`]).
+    /// Which interval ([`IntervalBlob::index`]; a warmup interval counts from the schedule's
+    /// start).
     pub index: u32,
-    /// Measured requests completed in it.
+    /// Its length (ns): one interval, or less for the warmup's last, which ends where the
+    /// measured phase begins.
+    pub length_ns: u64,
+    /// Requests of its phase completed in it.
     pub count: u64,
     /// Each metric's median (ns), in [`METRICS`] order.
     pub p50: [u64; N_METRICS],
@@ -212,10 +221,11 @@ pub struct LiveInterval {
 }
 
 impl LiveInterval {
-    fn of(index: u32, h: &Hists) -> Self {
+    fn of(index: u32, length_ns: u64, h: &Hists) -> Self {
         let q = |x: f64| std::array::from_fn(|m| h.0[m].value_at_quantile(x));
         LiveInterval {
             index,
+            length_ns,
             count: h.count(),
             p50: q(0.5),
             p99: q(0.99),
@@ -224,21 +234,81 @@ impl LiveInterval {
     }
 }
 
-/// Where workers drop full interval histograms; drained by the main thread.
-pub struct IntervalSink {
+/// One phase's interval histograms on their way from the threads to the main thread.
+struct Track {
+    /// Full sets handed in: (interval, thread, histograms).
     inbox: Mutex<Vec<(u32, usize, Box<Hists>)>>,
-    // Boxed so a swap moves a pointer, not four histogram headers.
+    /// Each thread's current interval; `u32::MAX` once it has left the phase.
+    thread_interval: Vec<AtomicU32>,
+    /// Merged sets of the intervals some thread may still add to.
+    merged: Mutex<BTreeMap<u32, Hists>>,
+    /// The last finished interval's numbers, when watched.
+    latest: Mutex<Option<LiveInterval>>,
+}
+
+impl Track {
+    fn new(threads: usize) -> Self {
+        Track {
+            inbox: Mutex::new(Vec::new()),
+            thread_interval: (0..threads).map(|_| AtomicU32::new(0)).collect(),
+            merged: Mutex::new(BTreeMap::new()),
+            latest: Mutex::new(None),
+        }
+    }
+
+    /// A thread hands in interval `k`'s set (an empty one goes straight back to its spares).
+    #[allow(clippy::vec_box)]
+    fn hand_in(&self, k: u32, w: usize, full: Box<Hists>, spares: &Mutex<Vec<Box<Hists>>>) {
+        if full.count() > 0 {
+            self.inbox.lock().push((k, w, full));
+        } else {
+            spares.lock().push(full);
+        }
+    }
+
+    /// Merges what was handed in (the emptied sets go back to their threads' spares) and
+    /// takes out the intervals every thread has moved past, in order.
+    #[allow(clippy::vec_box)]
+    fn collect(&self, spares: &[Mutex<Vec<Box<Hists>>>]) -> Vec<(u32, Hists)> {
+        let items = std::mem::take(&mut *self.inbox.lock());
+        let mut merged = self.merged.lock();
+        for (k, w, mut h) in items {
+            merged.entry(k).or_default().add(&h);
+            h.reset();
+            spares[w].lock().push(h);
+        }
+        let low = self
+            .thread_interval
+            .iter()
+            .map(|a| a.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(0);
+        let finished: Vec<u32> = merged.range(..low).map(|(k, _)| *k).collect();
+        finished
+            .into_iter()
+            .map(|k| (k, merged.remove(&k).expect("key listed above")))
+            .collect()
+    }
+}
+
+/// Where threads drop full interval histograms; drained by the main thread.
+pub struct IntervalSink {
+    // Boxed so a swap moves a pointer, not six histogram headers.
     #[allow(clippy::vec_box)]
     spares: Vec<Mutex<Vec<Box<Hists>>>>,
-    worker_interval: Vec<AtomicU32>,
-    merged: Mutex<BTreeMap<u32, Hists>>,
+    /// The measured phase's intervals: the interval logs.
+    measured: Track,
+    /// The warmup's intervals, kept only when watched: the live endpoint's alone.
+    warmup: Track,
     done: Mutex<Vec<IntervalBlob>>,
     /// Start of the measured phase (0 until known): intervals and slices
     /// count from it.
     pub measure_start: std::sync::atomic::AtomicU64,
-    /// Keep the last finished interval's numbers ([`IntervalSink::watched`]).
-    live: bool,
-    latest: Mutex<Option<LiveInterval>>,
+    /// Start of the schedule (0 until known): the warmup's intervals count from it.
+    pub start: std::sync::atomic::AtomicU64,
+    /// When watched, the length of one interval (ns): keep each phase's last finished
+    /// interval ([`IntervalSink::watched`]).
+    live: Option<u64>,
 }
 
 impl IntervalSink {
@@ -249,30 +319,42 @@ impl IntervalSink {
     /// worker between two requests: a dispatch gap of several milliseconds.
     pub fn new(workers: usize) -> Self {
         IntervalSink {
-            inbox: Mutex::new(Vec::new()),
             spares: (0..workers)
                 .map(|_| Mutex::new(vec![Box::new(Hists::new()), Box::new(Hists::new())]))
                 .collect(),
-            worker_interval: (0..workers).map(|_| AtomicU32::new(0)).collect(),
-            merged: Mutex::new(BTreeMap::new()),
+            measured: Track::new(workers),
+            warmup: Track::new(workers),
             done: Mutex::new(Vec::new()),
             measure_start: std::sync::atomic::AtomicU64::new(0),
-            live: false,
-            latest: Mutex::new(None),
+            start: std::sync::atomic::AtomicU64::new(0),
+            live: None,
         }
     }
 
-    /// With `on`, [`IntervalSink::collect`] also keeps the numbers of the last interval it
-    /// finished, for [`IntervalSink::latest`] (a few quantile look-ups on the main thread
-    /// once an interval; off, nothing).
-    pub fn watched(mut self, on: bool) -> Self {
-        self.live = on;
+    /// With `on`, the run is watched: shards also keep the warmup's intervals (`interval_ns`
+    /// long, from [`IntervalSink::start`]; a third set of histograms each, for the warmup's
+    /// current interval), and [`IntervalSink::collect`] keeps the numbers of each phase's
+    /// last finished interval, for [`IntervalSink::latest`] and
+    /// [`IntervalSink::latest_warmup`] (a few quantile look-ups on the main thread once an
+    /// interval). Off, none of this.
+    pub fn watched(mut self, on: bool, interval_ns: u64) -> Self {
+        if on {
+            self.live = Some(interval_ns.max(1));
+            for s in &self.spares {
+                s.lock().push(Box::new(Hists::new()));
+            }
+        }
         self
     }
 
-    /// The last interval every thread has finished, when watched.
+    /// The measured phase's last interval every thread has finished, when watched.
     pub fn latest(&self) -> Option<LiveInterval> {
-        *self.latest.lock()
+        *self.measured.latest.lock()
+    }
+
+    /// The warmup's last interval every thread has finished, when watched.
+    pub fn latest_warmup(&self) -> Option<LiveInterval> {
+        *self.warmup.latest.lock()
     }
 
     /// Whether the measured phase has begun by `now` (harness clock).
@@ -289,37 +371,45 @@ impl IntervalSink {
             .unwrap_or_else(|| Box::new(Hists::new()))
     }
 
-    /// Main thread: merge what workers handed in, compress intervals that
-    /// every worker has moved past, and refill the workers' spares.
+    /// The warmup's length from the schedule's start (ns), once the measured phase's start
+    /// is known.
+    fn warmup_span(&self) -> Option<u64> {
+        let (s, m) = (
+            self.start.load(Ordering::Acquire),
+            self.measure_start.load(Ordering::Acquire),
+        );
+        (s != 0 && m > s).then(|| m - s)
+    }
+
+    /// Main thread: merge what threads handed in, compress measured intervals
+    /// that every thread has moved past, and refill the threads' spares.
     pub fn collect(&self) {
-        let items = std::mem::take(&mut *self.inbox.lock());
-        let mut merged = self.merged.lock();
-        for (k, w, mut h) in items {
-            merged.entry(k).or_default().add(&h);
-            h.reset();
-            self.spares[w].lock().push(h);
+        let finished = self.measured.collect(&self.spares);
+        if !finished.is_empty() {
+            let mut done = self.done.lock();
+            done.extend(finished.iter().map(|(k, h)| blob(*k, h)));
         }
-        let low = self
-            .worker_interval
-            .iter()
-            .map(|a| a.load(Ordering::Acquire))
-            .min()
-            .unwrap_or(0);
-        let finished: Vec<u32> = merged.range(..low).map(|(k, _)| *k).collect();
-        let mut done = self.done.lock();
-        for k in finished {
-            let h = merged.remove(&k).expect("key listed above");
-            if self.live {
-                *self.latest.lock() = Some(LiveInterval::of(k, &h));
-            }
-            done.push(blob(k, &h));
+        let Some(len) = self.live else {
+            return;
+        };
+        if let Some((k, h)) = finished.last() {
+            *self.measured.latest.lock() = Some(LiveInterval::of(*k, len, h));
+        }
+        if let Some((k, h)) = self.warmup.collect(&self.spares).last() {
+            // The warmup's last interval is cut short where the measured phase begins.
+            let from = *k as u64 * len;
+            let length = self
+                .warmup_span()
+                .filter(|&span| span > from)
+                .map_or(len, |span| (span - from).min(len));
+            *self.warmup.latest.lock() = Some(LiveInterval::of(*k, length, h));
         }
     }
 
-    /// After all workers flushed: every interval, compressed, in order.
+    /// After all workers flushed: every measured interval, compressed, in order.
     pub fn finish(&self) -> Vec<IntervalBlob> {
         self.collect();
-        let mut merged = self.merged.lock();
+        let mut merged = self.measured.merged.lock();
         let mut done = std::mem::take(&mut *self.done.lock());
         for (k, h) in std::mem::take(&mut *merged) {
             done.push(blob(k, &h));
@@ -360,6 +450,11 @@ pub struct Shard {
     interval_ns: u64,
     cur_k: u32,
     cur: Box<Hists>,
+    /// A watched run's warmup: its current interval and that interval's histograms, until
+    /// this thread's first measured request.
+    warm: Option<(u32, Box<Hists>)>,
+    /// Start of the schedule (from the sink, at the first warmup request).
+    start: u64,
 }
 
 impl Shard {
@@ -380,6 +475,8 @@ impl Shard {
             interval_ns: interval_ns.max(1),
             cur_k: 0,
             cur: sink.take_spare(worker),
+            warm: sink.live.map(|_| (0, sink.take_spare(worker))),
+            start: 0,
         }
     }
 
@@ -388,7 +485,13 @@ impl Shard {
     pub fn record(&mut self, s: &Stamps, measured: bool, sink: &IntervalSink) {
         if !measured {
             self.warmup += 1;
+            if self.warm.is_some() {
+                self.record_warmup(s, sink);
+            }
             return;
+        }
+        if self.warm.is_some() {
+            self.leave_warmup(sink);
         }
         let d = s.durations();
         self.totals.record(&d);
@@ -415,19 +518,55 @@ impl Shard {
         self.cur.record(&d);
     }
 
+    /// A watched run's warmup request: into the warmup's interval by its completion time, as
+    /// a measured request. One that completes after the measured phase began counts in the
+    /// warmup's last interval, not in one of its own.
+    fn record_warmup(&mut self, s: &Stamps, sink: &IntervalSink) {
+        if self.start == 0 {
+            self.start = sink.start.load(Ordering::Acquire);
+        }
+        let mut k = if self.start == 0 {
+            0
+        } else {
+            (s.completed.saturating_sub(self.start) / self.interval_ns).min(u32::MAX as u64 - 1)
+                as u32
+        };
+        if let Some(span) = sink.warmup_span() {
+            k = k.min((span.saturating_sub(1) / self.interval_ns) as u32);
+        }
+        let w = self.worker;
+        let Some((cur_k, cur)) = &mut self.warm else {
+            return;
+        };
+        if k > *cur_k {
+            let full = std::mem::replace(cur, sink.take_spare(w));
+            sink.warmup.hand_in(*cur_k, w, full, &sink.spares[w]);
+            *cur_k = k;
+            sink.warmup.thread_interval[w].store(k, Ordering::Release);
+        }
+        cur.record(&s.durations());
+    }
+
+    /// Hands the warmup's last interval in: this thread is done with the warmup.
+    fn leave_warmup(&mut self, sink: &IntervalSink) {
+        if let Some((k, full)) = self.warm.take() {
+            sink.warmup
+                .hand_in(k, self.worker, full, &sink.spares[self.worker]);
+            sink.warmup.thread_interval[self.worker].store(u32::MAX, Ordering::Release);
+        }
+    }
+
     fn roll(&mut self, k: u32, sink: &IntervalSink) {
         let full = std::mem::replace(&mut self.cur, sink.take_spare(self.worker));
-        if full.count() > 0 {
-            sink.inbox.lock().push((self.cur_k, self.worker, full));
-        } else {
-            sink.spares[self.worker].lock().push(full);
-        }
+        let w = self.worker;
+        sink.measured.hand_in(self.cur_k, w, full, &sink.spares[w]);
         self.cur_k = k;
-        sink.worker_interval[self.worker].store(k, Ordering::Release);
+        sink.measured.thread_interval[w].store(k, Ordering::Release);
     }
 
     /// Hands the current interval to the sink (at the end of the run).
     pub fn flush(&mut self, sink: &IntervalSink) {
+        self.leave_warmup(sink);
         self.roll(u32::MAX, sink);
     }
 
@@ -623,9 +762,67 @@ mod tests {
 
     #[test]
     fn warmup_is_counted_not_recorded() {
-        let sink = IntervalSink::new(1);
-        let mut s = Shard::new(0, &sink, 1000, 1000);
-        s.record(&st(0, 1, 2, 3), false, &sink);
-        assert_eq!((s.warmup, s.measured, s.totals.count()), (1, 0, 0));
+        for watched in [false, true] {
+            let sink = IntervalSink::new(1).watched(watched, 1000);
+            let mut s = Shard::new(0, &sink, 1000, 1000);
+            s.record(&st(0, 1, 2, 3), false, &sink);
+            assert_eq!((s.warmup, s.measured, s.totals.count()), (1, 0, 0));
+            s.flush(&sink);
+            assert!(
+                sink.finish().is_empty(),
+                "a warmup request in the interval log"
+            );
+        }
+    }
+
+    /// A watched run's warmup intervals: counted from the schedule's start, every warmup
+    /// request in one, the last one cut short where the measured phase begins (a warmup
+    /// request completing after that counts in it), served once every thread has left it;
+    /// the measured intervals are what an unwatched run logs.
+    #[test]
+    fn a_watched_runs_warmup_has_intervals_of_its_own() {
+        const MS: u64 = 1_000_000;
+        let run = |watched: bool| {
+            let sink = IntervalSink::new(2).watched(watched, MS);
+            sink.start.store(1000, Ordering::Release);
+            let mut shards: Vec<Shard> = (0..2).map(|w| Shard::new(w, &sink, MS, MS)).collect();
+            // Warmup 2.5 ms, one request every 10 µs of 100 ns; then 2 ms measured.
+            for i in 0..250u64 {
+                shards[(i % 2) as usize].record(&st(1000 + i * 10_000, 0, 100, 0), false, &sink);
+            }
+            sink.collect();
+            if watched {
+                let w = sink.latest_warmup().expect("warmup interval 1 is finished");
+                assert_eq!((w.index, w.count, w.length_ns), (1, 100, MS));
+                assert_eq!((w.p50[1], w.max[1]), (100, 100));
+            }
+            sink.measure_start
+                .store(1000 + 5 * MS / 2, Ordering::Release);
+            // A warmup request completing after the measured phase began, in the interval
+            // after the warmup's last.
+            let late = st(1000 + 5 * MS / 2 - 50, 0, MS / 2 + 100, 0);
+            shards[0].record(&late, false, &sink);
+            for i in 0..200u64 {
+                let s = st(1000 + 5 * MS / 2 + i * 10_000, 0, 200, 0);
+                shards[(i % 2) as usize].record(&s, true, &sink);
+            }
+            sink.collect();
+            let (w, m) = (sink.latest_warmup(), sink.latest());
+            for s in &mut shards {
+                s.flush(&sink);
+            }
+            let blobs = sink.finish();
+            let logged: Vec<(u32, u64)> = blobs.iter().map(|b| (b.index, b.count)).collect();
+            (w, logged, m)
+        };
+        let (w, logged, latest) = run(true);
+        let w = w.expect("the warmup's last interval is finished");
+        assert_eq!((w.index, w.count, w.length_ns), (2, 51, MS / 2));
+        assert_eq!(w.p50[1], 100);
+        assert_eq!(logged, vec![(0, 100), (1, 100)]);
+        let m = latest.expect("measured interval 0 is finished");
+        assert_eq!((m.index, m.count, m.length_ns, m.p50[1]), (0, 100, MS, 200));
+        let (none, plain, _) = run(false);
+        assert_eq!((none, plain), (None, logged));
     }
 }

@@ -67,8 +67,12 @@ pub struct Progress {
     /// [`RunSpec::live`] (counting them draws arrival times ahead, see
     /// [`Schedule::due_by`]).
     pub in_flight: Option<u64>,
-    /// The last interval every thread has finished; only when [`RunSpec::live`].
+    /// The measured phase's last interval every thread has finished; only when
+    /// [`RunSpec::live`].
     pub interval: Option<crate::collector::LiveInterval>,
+    /// The warmup's last interval every thread has finished (kept for the live numbers
+    /// alone); only when [`RunSpec::live`].
+    pub warmup_interval: Option<crate::collector::LiveInterval>,
 }
 
 /// What a run measured, before it is summarised.
@@ -236,6 +240,7 @@ pub fn run_integrated(
     // Start the schedule a little in the future so every thread is waiting.
     let t0 = now_ns() + 2_000_000;
     shared.feed.schedule().set_start(t0);
+    shared.sink.start.store(t0, Ordering::Release);
     // Helpers start generating ahead now, for the 2 ms before the first arrival.
     let helpers = if init_failed.is_some() {
         Vec::new()
@@ -297,7 +302,7 @@ fn shared_state(
     }
     Arc::new(Shared {
         feed: Feed::new(schedule, spec.threads, spec.discipline, spec.dispatch),
-        sink: IntervalSink::new(workers).watched(spec.live),
+        sink: IntervalSink::new(workers).watched(spec.live, spec.interval_ns),
         records,
         abort: AtomicBool::new(false),
         completed: (0..workers).map(|_| CachePadded::default()).collect(),
@@ -479,6 +484,7 @@ fn watch_run(
             measuring: shared.sink.measuring(now),
             in_flight,
             interval: shared.sink.latest(),
+            warmup_interval: shared.sink.latest_warmup(),
         });
         if shared.running.load(Ordering::Acquire) == 0 {
             break;

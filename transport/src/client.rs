@@ -420,7 +420,7 @@ pub(crate) fn run_load(
         ring: (0..RING)
             .map(|_| Slot { intended: AtomicU64::new(0), sent: AtomicU64::new(0), tag: AtomicU64::new(0) })
             .collect(),
-        sink: IntervalSink::new(k).watched(spec.live),
+        sink: IntervalSink::new(k).watched(spec.live, spec.interval_ns),
         records: spec.keep_records.then(|| Arc::new(Records::new(spec.record_capacity()))),
         stop: AtomicBool::new(false),
         sender_done: AtomicBool::new(false),
@@ -437,6 +437,7 @@ pub(crate) fn run_load(
 
     let delay = start_delay()?;
     let t0 = now_ns() + delay.max(1_000_000);
+    sh.sink.start.store(t0, Ordering::Release);
     let wall_start = std::time::SystemTime::now() + Duration::from_nanos(t0.saturating_sub(now_ns()));
     let sched = Schedule::new(spec, client, t0);
     let sender = {
@@ -586,6 +587,7 @@ fn watch_load(sh: &Shared, spec: &RunSpec, opts: &LoadOpts, t0: u64, progress: &
             measuring: sh.sink.measuring(now),
             in_flight: spec.live.then(|| sent.saturating_sub(done)),
             interval: sh.sink.latest(),
+            warmup_interval: sh.sink.latest_warmup(),
         });
         if sh.sender_done.load(Ordering::Acquire) && done >= sh.sent.load(Ordering::Acquire) {
             break;

@@ -352,7 +352,7 @@ section! {
         max_recv_lag: Dur = Dur(250_000), Opts::on(EXP | LOAD);
         /// The relative part of the client check's limit (a fraction of sojourn p50).
         max_recv_lag_ratio: f64 = 0.5, Opts::on(EXP | LOAD);
-        /// Serve the run's live numbers as OpenMetrics text on HOST:PORT (GET /metrics) while it runs: rate, in-flight, the last interval's p50/p99, send lag, steal (docs/metrics.md). Client i of a loopback or networked run listens on PORT+i.
+        /// Serve the run's live numbers as OpenMetrics text on HOST:PORT (GET /metrics) while it runs: rate, in-flight, each phase's last interval p50/p99 (warmup and measured), send lag, steal, other processes' CPU (docs/metrics.md). Client i of a loopback or networked run listens on PORT+i.
         metrics_listen: Option<String> = None, Opts::on(EXP | LOAD);
         /// Let monitor.metrics_listen be an address other than loopback (anyone who reaches it can read the run's metrics).
         metrics_public: bool = false, Opts::on(EXP | LOAD);
