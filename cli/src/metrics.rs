@@ -7,8 +7,10 @@
 //! max. The measured phase's are taken from the very histograms that become that interval's
 //! line of `hist/*.hlog`, so a scrape and the interval log agree for the same second; the
 //! warmup's from histograms the run keeps for this endpoint alone. The host's steal is read
-//! from `/proc/stat` by the endpoint's own thread, once a second. Off (the default) none of
-//! this exists: no thread, no socket, and the run computes no interval quantiles.
+//! from `/proc/stat` by the endpoint's own thread, once a second; other processes' CPU comes
+//! from the environment sampler of the run (integrated), of the `taillab load`, or of a
+//! loopback run's coordinator, which relays it to its clients. Off (the default) none of this
+//! exists: no thread, no socket, and the run computes no interval quantiles.
 //!
 //! The endpoint listens on loopback unless `monitor.metrics_public` says otherwise: a run's
 //! numbers, app and settings are nobody else's business by default.
@@ -139,15 +141,32 @@ impl MetricsServer {
 
     /// Serves the foreign-CPU flag from the run's environment sampler.
     pub fn watch_foreign(&self, f: taillab_monitor::LiveForeign) {
-        if let Ok(mut s) = self.state.lock() {
-            s.foreign = Some(f);
-        }
+        self.foreign_slot().watch(f);
+    }
+
+    /// Where a sampler that starts later, out of reach of the caller (a `taillab load`'s
+    /// environment observer), hands over its foreign-CPU handle.
+    pub fn foreign_slot(&self) -> ForeignSlot {
+        ForeignSlot(self.state.clone())
     }
 
     /// Takes a progress report (from the run's main thread).
     pub fn update(&self, p: &Progress) {
         if let Ok(mut s) = self.state.lock() {
             s.progress = Some(*p);
+        }
+    }
+}
+
+/// An endpoint's place for the foreign-CPU handle ([`MetricsServer::foreign_slot`]).
+#[derive(Clone)]
+pub struct ForeignSlot(Arc<Mutex<State>>);
+
+impl ForeignSlot {
+    /// Serves the foreign-CPU flag from `f` from now on.
+    pub fn watch(&self, f: taillab_monitor::LiveForeign) {
+        if let Ok(mut s) = self.0.lock() {
+            s.foreign = Some(f);
         }
     }
 }

@@ -326,6 +326,8 @@ pub struct EnvObserver {
     planned: Option<Planned>,
     /// Profile the first process started (the server), when we started it.
     profile_first: bool,
+    /// A `taillab load`'s live endpoint, to serve the sampler's foreign CPU once it starts.
+    metrics: Option<crate::metrics::ForeignSlot>,
 }
 
 impl EnvObserver {
@@ -340,7 +342,14 @@ impl EnvObserver {
             sampler: None,
             planned: None,
             profile_first: cfg.net.target.is_none(),
+            metrics: None,
         }
+    }
+
+    /// The live endpoint `m` serves this monitor's foreign CPU and its flag, from the moment
+    /// the sampler starts.
+    pub fn serve_foreign_on(&mut self, m: &crate::metrics::MetricsServer) {
+        self.metrics = Some(m.foreign_slot());
     }
 }
 
@@ -361,6 +370,9 @@ impl RunObserver for EnvObserver {
             Ok(s) => {
                 for p in &pids {
                     s.add_pid(*p);
+                }
+                if let Some(m) = &self.metrics {
+                    m.watch(s.live_foreign());
                 }
                 self.sampler = Some(s);
             }
@@ -396,6 +408,10 @@ impl RunObserver for EnvObserver {
 
     fn table_lines(&self, summary: &Summary) -> String {
         env_lines(summary)
+    }
+
+    fn foreign_cpu_pct(&self) -> Option<f64> {
+        self.sampler.as_ref()?.live_foreign().pct()
     }
 }
 

@@ -108,10 +108,21 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
         Some(a) => Some(crate::metrics::MetricsServer::start(&cfg, a)?),
         None => None,
     };
+    // A coordinator's client serves what the coordinator's monitor reads of this host: it
+    // is told once a second on stdin, after `go` (so only once the schedule runs, when the
+    // first progress report comes).
+    let mut relayed = metrics.as_ref().filter(|_| a.barrier).map(|m| {
+        let f = taillab_monitor::LiveForeign::relayed();
+        m.watch_foreign(f.clone());
+        f
+    });
     let mut last_print = 0u64;
     let mut on_progress = |p: Progress| {
         if let Some(m) = &metrics {
             m.update(&p);
+        }
+        if let Some(f) = relayed.take() {
+            taillab_transport::coord::follow_coordinator(move |pct| f.relay(pct));
         }
         if show && p.elapsed_ns >= last_print + 1_000_000_000 {
             last_print = p.elapsed_ns;
@@ -141,6 +152,9 @@ pub fn load_cmd(a: LoadCmd) -> anyhow::Result<i32> {
     };
     // A coordinator's client is watched by the coordinator.
     let mut obs = EnvObserver::new(&cfg, spec);
+    if let Some(m) = &metrics {
+        obs.serve_foreign_on(m);
+    }
     let watch = cfg.monitor.enabled && !a.emit_shard;
     let r = load(
         app,

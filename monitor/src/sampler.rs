@@ -260,6 +260,18 @@ impl LiveForeign {
         let v = f64::from_bits(self.0.load(Ordering::Relaxed));
         (!v.is_nan()).then_some(v)
     }
+
+    /// A handle no sampler of this process feeds: [`LiveForeign::relay`] sets it with what a
+    /// sampler elsewhere read (a coordinated client's endpoint: its coordinator's sampler,
+    /// which watches the same host). Empty until then.
+    pub fn relayed() -> LiveForeign {
+        LiveForeign(Arc::new(AtomicU64::new(f64::NAN.to_bits())))
+    }
+
+    /// Sets a [`LiveForeign::relayed`] handle's figure (% of one CPU).
+    pub fn relay(&self, pct: f64) {
+        self.0.store(pct.to_bits(), Ordering::Relaxed);
+    }
 }
 
 /// A running sampler. Dropping it stops the thread and discards the data;

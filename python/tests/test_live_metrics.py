@@ -3,7 +3,8 @@ prometheus_client's parser, agrees with the run's own interval log for the same 
 interval's request count exactly, each metric's p50/p99/max to the nanosecond: both come from
 the same histogram), for an integrated run and for the client of a loopback run. During a long
 warmup it serves the warmup's own intervals (phase="warmup"), which fit the app's service time
-and the offered rate."""
+and the offered rate. The environment monitor's foreign-CPU flag is served by an integrated
+run, a loopback run's client (relayed by the coordinator) and a `taillab load`."""
 
 from __future__ import annotations
 
@@ -153,12 +154,38 @@ def test_an_integrated_run_serves_what_its_interval_log_says(tmp_path):
 
 def test_a_loopback_runs_client_serves_what_the_interval_log_says(tmp_path):
     out = tmp_path / "r"
-    scrapes, _ = run_and_scrape(
+    scrapes, met = run_and_scrape(
         ["run", "--app", "null", "--topology", "loopback", "--qps", "1000",
-         "--duration", "4s", "--warmup-seconds", "0.5"], out)  # fmt: skip
+         "--duration", "4s", "--warmup-seconds", "0.5"], out, foreign_served)  # fmt: skip
     check_against_log(scrapes, out)
     # The client is a `taillab load`; it names the run's topology, not its own.
     assert scrapes[0]["taillab_run"][0][1]["topology"] == "loopback"
+    # Its foreign CPU is the coordinator's monitor's, relayed over its stdin.
+    check_foreign(met)
+    assert scrapes[0]["taillab_run"][0][1]["monitor"] == "on"
+
+
+def test_a_load_serves_its_monitors_foreign_cpu(tmp_path):
+    server = subprocess.Popen(
+        [str(EXE), "serve", "--app", "null", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("listening "), line
+        target = line.split()[1]
+        args = ["load", "--app", "null", "--target", target, "--qps", "1000",
+                "--duration", "3s", "--warmup-seconds", "0.5"]  # fmt: skip
+        proc, port = launch(args, tmp_path / "r")
+        try:
+            got, met = scrape_during(proc, port, 1, foreign_served)
+        finally:
+            finish(proc, port)
+    finally:
+        server.kill()
+        server.wait()
+    assert got, "no scrape saw a finished interval while the load went on"
+    assert got[0]["taillab_run"][0][1]["topology"] == "loopback"
+    check_foreign(met)
 
 
 SERVICE_S = 200e-6

@@ -12,6 +12,10 @@
 //!    client; each starts its schedule DELAY later on its own clock, so the
 //!    clients start together within the pipes' latency without any clock
 //!    synchronisation;
+//!    while they run, a loopback run with live metrics and the environment
+//!    monitor on writes each client `foreign PCT` once a second: other
+//!    processes' CPU on the host over the last second, from the
+//!    coordinator's sampler (the clients serve it, [`follow_coordinator`]);
 //! 4. each client prints its histograms as one `shard {json}` line, with
 //!    its times relative to its own schedule start;
 //! 5. the coordinator adds the histograms (HdrHistogram add — percentiles
@@ -376,6 +380,11 @@ pub trait RunObserver {
     fn table_lines(&self, _summary: &Summary) -> String {
         String::new()
     }
+    /// Other processes' CPU on this host over the last second (% of one CPU), while the run
+    /// goes on, when it samples that.
+    fn foreign_cpu_pct(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// The server and clients of a coordinated run, and their output lines.
@@ -431,7 +440,10 @@ pub fn run_config(
             cfg.net.topology, cfg.net.clients, cfg.net.connections, fleet.target
         );
     }
-    let (shards, reqs) = collect_shards(&fleet, &spec, clients(cfg))?;
+    // The clients of a loopback run share this host: its sampler's figure is theirs to serve.
+    let relay =
+        obs.as_deref().filter(|_| cfg.net.topology == Topology::Loopback && cfg.monitor.metrics_listen.is_some());
+    let (shards, reqs) = collect_shards(&mut fleet, &spec, clients(cfg), relay)?;
     let server_stats = stop_servers(&mut fleet).into_iter().next().unwrap_or(Value::Null);
     // 6. Merge into one result folder: the clients that reported, and why
     // the others did not (a client that died takes only its own part).
@@ -812,6 +824,29 @@ fn go(fleet: &mut Fleet) -> Result<(u64, std::time::SystemTime), TransportError>
 }
 
 impl Fleet {
+    /// The clients' stdins stop blocking the coordinator: a client that does not read its
+    /// `foreign` lines (stopped, or gone) loses them once its pipe is full, and the run goes on.
+    fn stdins_nonblocking(&mut self) {
+        use std::os::fd::AsRawFd;
+        for s in self.stdins.iter().flatten() {
+            let fd = s.as_raw_fd();
+            // SAFETY: fcntl on a pipe this process owns; F_GETFL/F_SETFL touch no memory.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFL);
+                if flags >= 0 {
+                    libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+                }
+            }
+        }
+    }
+
+    /// Writes `line` to every client still listening (one that is not loses it).
+    fn tell_clients(&mut self, line: &str) {
+        for s in self.stdins.iter_mut().flatten() {
+            let _ = s.write_all(line.as_bytes());
+        }
+    }
+
     /// Why client `i` sent no shard: how it ended, as far as we can tell.
     fn why_silent(&mut self, i: usize) -> String {
         let name = format!("client {i}");
@@ -838,16 +873,40 @@ type Collected = (Vec<Option<ShardDump>>, Vec<Vec<ReqRow>>);
 
 /// Reads each client's `shard` line (and `req` lines) until all exit or
 /// their time is up; a client that died or hung has no shard (`None`) and
-/// the others' are kept. Fails only when no client reported.
-fn collect_shards(fleet: &Fleet, spec: &RunSpec, c: usize) -> Result<Collected, TransportError> {
+/// the others' are kept. Fails only when no client reported. Meanwhile, with
+/// `relay`, tells the clients its foreign CPU once a second.
+fn collect_shards(
+    fleet: &mut Fleet,
+    spec: &RunSpec,
+    c: usize,
+    relay: Option<&dyn RunObserver>,
+) -> Result<Collected, TransportError> {
     let mut dumps: Vec<Option<ShardDump>> = vec![None; c];
     let mut reqs: Vec<Vec<ReqRow>> = vec![Vec::new(); c];
     let mut open = c;
     let limit = Duration::from_nanos(spec.expected_total_ns() + spec.drain_timeout_ns) + Duration::from_secs(30);
-    let deadline = std::time::Instant::now() + limit;
+    let start = std::time::Instant::now();
+    let deadline = start + limit;
+    let mut next_relay = start + Duration::from_secs(1);
+    if relay.is_some() {
+        fleet.stdins_nonblocking();
+    }
     while open > 0 {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match fleet.client_lines.recv_timeout(left) {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            break;
+        }
+        let mut wait = deadline - now;
+        if let Some(o) = relay {
+            if now >= next_relay {
+                if let Some(pct) = o.foreign_cpu_pct() {
+                    fleet.tell_clients(&format!("foreign {pct}\n"));
+                }
+                next_relay += Duration::from_secs(1);
+            }
+            wait = wait.min(next_relay.saturating_duration_since(now));
+        }
+        match fleet.client_lines.recv_timeout(wait) {
             Ok((i, Some(l))) => {
                 if let Some(r) = l.strip_prefix("req ") {
                     reqs[i].push(parse_req(r)?);
@@ -856,7 +915,8 @@ fn collect_shards(fleet: &Fleet, spec: &RunSpec, c: usize) -> Result<Collected, 
                 }
             }
             Ok((_, None)) => open -= 1,
-            Err(_) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
     if dumps.iter().all(Option::is_none) {
@@ -909,6 +969,23 @@ pub fn barrier() -> Result<u64, TransportError> {
     line.trim().strip_prefix("go ").and_then(|d| d.parse::<u64>().ok()).ok_or_else(|| {
         TransportError::Launch(format!("expected `go DELAY_NS` from the coordinator, got {:?}", line.trim()))
     })
+}
+
+/// A coordinated client's further lines from the coordinator, read on a thread of its own
+/// until the coordinator closes its stdin; call it after [`barrier`] returned (it would take
+/// the `go` line). Each `foreign PCT` (a loopback run with live metrics: other processes' CPU
+/// on the host over the last second, % of one CPU) goes to `on_foreign`.
+pub fn follow_coordinator(on_foreign: impl Fn(f64) + Send + 'static) {
+    let follow = move || {
+        for line in std::io::stdin().lines() {
+            let Ok(l) = line else { break };
+            if let Some(pct) = l.trim().strip_prefix("foreign ").and_then(|v| v.parse::<f64>().ok()) {
+                on_foreign(pct);
+            }
+        }
+    };
+    // Without the thread the endpoint only lacks the figure; the run does not depend on it.
+    let _ = std::thread::Builder::new().name("taillab-coord-in".into()).spawn(follow);
 }
 
 /// A coordinated client's report: one `shard {json}` line, then one `req`
