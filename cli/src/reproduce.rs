@@ -166,7 +166,8 @@ fn stem(p: &str) -> String {
 /// `key` (the config key, e.g. `harness.threads`), `paper` (the paper's values), `reserve`
 /// (CPUs the item needs besides its workers: the load generator and the monitor), `least`
 /// (the fewest workers at which the run still tests the claim), `per_worker` (keys whose value
-/// is given per worker, e.g. `load.qps`, for an item that runs one worker count).
+/// is given per worker, e.g. `load.qps`, for an item that runs one worker count; `KEY?APP`:
+/// for that app's experiments only, as in the quick settings).
 struct Scale {
     key: String,
     paper: Vec<u64>,
@@ -275,46 +276,67 @@ fn host_cpus() -> u64 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
 }
 
+/// The scaled pairs that apply to an experiment of `app`: a `KEY?APP` pair only to that app's
+/// (as KEY), the others to every experiment.
+fn for_app(scaled: &[(String, Vec<String>)], app: &str) -> Pairs {
+    scaled
+        .iter()
+        .filter_map(|(k, v)| match k.rsplit_once('?') {
+            Some((k, only)) => (only == app).then(|| (k.to_string(), v.clone())),
+            None => Some((k.clone(), v.clone())),
+        })
+        .collect()
+}
+
+/// A `kind = "tailwag"` item: `taillab tailwag` of each app into `OUT/<id>/<app>/` with the
+/// item's settings and loads, and its worker axis (`scaled`), which goes over the app and its
+/// synthetic twin alike (the fit is made at the fewest workers).
+fn run_tailwags(
+    item: &Item,
+    scaled: &[(String, Vec<String>)],
+    out: &Path,
+    a: &ReproduceCmd,
+) -> anyhow::Result<()> {
+    for app in item.list("apps") {
+        let (mut cfg, mut sweep) = (
+            vec![("app.name".to_string(), vec![app.clone()])],
+            Vec::new(),
+        );
+        cfg.extend(for_app(scaled, &app));
+        for s in item.list("settings") {
+            let (k, v) = s
+                .split_once('=')
+                .with_context(|| format!("{}: setting `{s}` is not KEY=VALUE", item.id))?;
+            cfg.push((k.into(), vec![v.into()]));
+        }
+        sweep.push(("load".to_string(), vec![item.str("loads").to_string()]));
+        if a.quick {
+            let (c, s) = quick_pairs(item, &app, a.smoke)?;
+            cfg.extend(c);
+            sweep.extend(s);
+        }
+        sweep.extend(executor_pairs(a)?);
+        let cmd = crate::tailwag::TailwagCmd {
+            app: None,
+            cfg: ConfigFlags { pairs: cfg },
+            sweep: FieldFlags::<Sweep>::from_pairs(sweep),
+            synth_set: vec![],
+            fit_at: crate::tailwag::FitAt::All,
+            rounds: None,
+            fit_set: vec![],
+            exp: ExperimentOut {
+                out: Some(out.join(&app)),
+                resume: a.exp.resume,
+                quiet: a.exp.quiet,
+            },
+        };
+        crate::tailwag::tailwag(cmd).with_context(|| format!("{}: tailwag of {app}", item.id))?;
+    }
+    Ok(())
+}
+
 /// Runs one item's experiments into `out` (OUT/<id>).
 fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Result<()> {
-    if item.str("kind") == "tailwag" {
-        for app in item.list("apps") {
-            let (mut cfg, mut sweep) = (
-                vec![("app.name".to_string(), vec![app.clone()])],
-                Vec::new(),
-            );
-            for s in item.list("settings") {
-                let (k, v) = s
-                    .split_once('=')
-                    .with_context(|| format!("{}: setting `{s}` is not KEY=VALUE", item.id))?;
-                cfg.push((k.into(), vec![v.into()]));
-            }
-            sweep.push(("load".to_string(), vec![item.str("loads").to_string()]));
-            if a.quick {
-                let (c, s) = quick_pairs(item, &app, a.smoke)?;
-                cfg.extend(c);
-                sweep.extend(s);
-            }
-            sweep.extend(executor_pairs(a)?);
-            let cmd = crate::tailwag::TailwagCmd {
-                app: None,
-                cfg: ConfigFlags { pairs: cfg },
-                sweep: FieldFlags::<Sweep>::from_pairs(sweep),
-                synth_set: vec![],
-                fit_at: crate::tailwag::FitAt::All,
-                rounds: None,
-                fit_set: vec![],
-                exp: ExperimentOut {
-                    out: Some(out.join(&app)),
-                    resume: a.exp.resume,
-                    quiet: a.exp.quiet,
-                },
-            };
-            crate::tailwag::tailwag(cmd)
-                .with_context(|| format!("{}: tailwag of {app}", item.id))?;
-        }
-        return Ok(());
-    }
     // Worker counts as the paper's, capped at this host; the page says what was capped.
     let scaled = match Scale::of(item)? {
         Some(s) => {
@@ -331,6 +353,9 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
         }
         None => vec![],
     };
+    if item.str("kind") == "tailwag" {
+        return run_tailwags(item, &scaled, out, a);
+    }
     if item.str("kind") == "attribute" {
         return run_attributions(item, dir, out, a);
     }
@@ -342,7 +367,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
         } else {
             (vec![], vec![])
         };
-        cfg.splice(0..0, scaled.iter().cloned());
+        cfg.splice(0..0, for_app(&scaled, &app));
         sweep.extend(executor_pairs(a)?);
         let plan = Plan::build(Some(&file), &cfg, &sweep, &[])
             .with_context(|| format!("{}: {e}", item.id))?;

@@ -240,3 +240,112 @@ fn smoke_tales_fig3_runs_its_workers_capped_at_the_host() {
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+// --- The worker-count and load-axis items (issue 39) ------------------------------------------
+
+smoke! {
+    smoke_tales_fig7: "tales-fig7";
+}
+
+/// TailBench Fig. 6, `--smoke`: a saturation search for each app in each configuration (four,
+/// the loopback ones starting a server and a client per probe; oltp-disk copying its database
+/// each time) before its points: 100 s on the 2-CPU VM, so `make test-long` (its rule on
+/// fixtures is in the default suite: python/tests/test_reproduce.py).
+#[test]
+#[ignore]
+fn smoke_tailbench_fig6() {
+    let _s = serial();
+    let out = tmp("smoke-tailbench-fig6");
+    reproduce_with("tailbench-fig6", "--smoke", &out);
+    check_item(&out, "tailbench-fig6");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// An item's scale.json: the worker counts it ran, and the cap this host gives it.
+fn scaled(out: &std::path::Path, id: &str, reserve: u64) -> (Vec<u64>, u64) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let sc = json(&out.join(id).join("scale.json"));
+    assert_eq!(sc["cpus"], cpus, "{sc}");
+    assert_eq!(sc["reserve"], reserve, "{sc}");
+    let ran = sc["ran"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    (ran, cpus.saturating_sub(reserve).max(1))
+}
+
+/// A verdict capped below two workers says what it needs instead; above, it says nothing of it.
+fn needs_below_two(v: &serde_json::Value, cap: u64, needs: u64) {
+    let text = v["verdict"].as_str().unwrap();
+    if cap < 2 {
+        assert_eq!(v["status"], "inconclusive", "{v}");
+        assert!(text.starts_with(&format!("needs: {needs} CPUs")), "{text}");
+    } else {
+        assert!(!text.contains("needs:"), "{text}");
+    }
+}
+
+/// TailBench Fig. 7: the paper's 4 workers capped at the host's CPUs less two, each app at its
+/// own rate per worker (`per_worker` keys for one app, `load.qps?kv`): every point of every
+/// app runs that app's rate × the workers it ran, in both configurations.
+#[test]
+fn smoke_tailbench_fig7_runs_each_app_at_its_rate_per_worker() {
+    let _s = serial();
+    let out = tmp("smoke-tailbench-fig7");
+    let v = reproduce_with("tailbench-fig7", "--smoke", &out);
+    check_item(&out, "tailbench-fig7");
+    let (ran, cap) = scaled(&out, "tailbench-fig7", 2);
+    assert_eq!(ran, vec![cap.min(4)]);
+    for (app, per) in [
+        ("search", 150.0),
+        ("img-dnn", 300.0),
+        ("kv", 1000.0),
+        ("middleware", 1000.0),
+    ] {
+        let exp = json(&out.join(format!("tailbench-fig7/fig7-{app}/experiment.json")));
+        let pts = exp["points"].as_array().unwrap();
+        assert_eq!(pts.len(), 2, "{app}: {exp}");
+        for p in pts {
+            assert_eq!(p["threads"].as_u64(), Some(ran[0]), "{p}");
+            let qps = p["qps"].as_f64().unwrap();
+            assert!((qps - per * ran[0] as f64).abs() < 1e-6, "{app}: {p}");
+        }
+    }
+    needs_below_two(&v, cap, 2 + 2);
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// TailWAG Fig. 6: a tailwag item's worker axis, the paper's 1/2/4 capped at the host's CPUs
+/// less one, goes over the app and its synthetic twin alike. Two apps' tailwags (saturation
+/// searches, fits, two rounds each): minutes on the 2-CPU VM, so `make test-long` (its rule on
+/// fixtures is in the default suite: python/tests/test_reproduce.py).
+#[test]
+#[ignore]
+fn smoke_tailwag_fig6_scales_the_app_and_its_twin() {
+    let _s = serial();
+    let out = tmp("smoke-tailwag-fig6");
+    let v = reproduce_with("tailwag-fig6", "--smoke", &out);
+    check_item(&out, "tailwag-fig6");
+    let (ran, cap) = scaled(&out, "tailwag-fig6", 1);
+    let mut want: Vec<u64> = [1, 2, 4].into_iter().filter(|&w| w <= cap).collect();
+    if cap < 4 && !want.contains(&cap) {
+        want.push(cap);
+    }
+    assert_eq!(ran, want);
+    for side in ["measured", "synthetic"] {
+        let exp = json(&out.join(format!("tailwag-fig6/kv/{side}/experiment.json")));
+        let mut threads: Vec<u64> = exp["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["threads"].as_u64().unwrap())
+            .collect();
+        threads.sort_unstable();
+        threads.dedup();
+        assert_eq!(threads, ran, "{side}: {exp}");
+    }
+    needs_below_two(&v, cap, 1 + 2);
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -46,25 +46,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import coverage, html, ideal, resources
-from . import figures as F
+from . import coverage, html, resources
 from .errors import TaillabError
 from .html import esc
+from .reproduce_scale import rule_tales7, rule_tb_fig6, rule_tb_fig7, rule_tw_fig6
 from .reproduce_verdict import (
     Cond,
     Verdict,
     _apps,
     _by_axis,
+    _config_ratios,
     _div,
+    _fig,
     _finite,
+    _float,
     _ge,
+    _ideal_fig,
     _ideal_points,
     _in_unit,
     _less,
     _mean,
     _no_data,
     _ok,
+    _p99_table,
     _pct,
+    _read_json,
+    _transport_parts,
     _verdict,
     _with_ideal,
     _within,
@@ -76,7 +83,7 @@ from .reproduce_verdict import (
 from .resources import point_table, resource_table
 from .results import Results, load, numeric, read_summary
 from .tailwag import GOAL, TAILWAG_ERROR
-from .units import CONFIG_ORDER, fmt_bytes, fmt_ns
+from .units import fmt_bytes, fmt_ns
 
 SCHEMA = "taillab.reproduce/1"
 STATUSES = ("confirmed", "partly", "not confirmed", "inconclusive")
@@ -175,9 +182,6 @@ _ENV_ITEMS = {
     "worker_invol_cs": "involuntary switches of a worker",
     "worker_runq_wait": "a worker waiting for a CPU",
 }
-# Topologies as the page names them: a networked run here is two network namespaces on one
-# host joined by a veth pair, not two machines.
-CONFIG_LABEL = {"networked": "networked (network namespaces on one host)"}
 
 
 class ReproduceError(TaillabError):
@@ -209,14 +213,6 @@ def _stems(item: dict[str, Any]) -> list[str]:
 
 
 # --- the item's data ---------------------------------------------------------------------------
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def group_tag(point_id: str) -> str:
@@ -614,10 +610,6 @@ def rule_profiling_ratios(item: dict, data: Data, reuse: Data | None) -> Verdict
     )
 
 
-def _fig(name: str, res: Results, out: Path, **kw):
-    return getattr(F, name)(res, out, **kw)
-
-
 def _ends(pts: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """The lowest- and highest-load points (by planned fraction, else offered rate)."""
     key = "load_frac" if pts["load_frac"].notna().all() else "qps"
@@ -793,20 +785,6 @@ def rule_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
-def _config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
-    """One app's sojourn p95 per configuration ÷ integrated (None without both integrated and
-    loopback)."""
-    by = {str(p["config"]): p for _, p in pts.iterrows()}
-    if "integrated" not in by or "loopback" not in by:
-        return None
-    base = value(by["integrated"], "sojourn", "p95")
-    out = {"service_mean_ns": value(by["integrated"], "service", "mean"), "p95_ns": {}}
-    for c in sorted(by, key=lambda c: CONFIG_ORDER.index(c) if c in CONFIG_ORDER else 9):
-        out["p95_ns"][c] = value(by[c], "sojourn", "p95")
-    out["ratio"] = {c: _div(v, base) for c, v in out["p95_ns"].items() if c != "integrated"}
-    return out
-
-
 def rule_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Per app: p95 loopback (and networked) ÷ integrated; the app with the shortest requests
     must differ most, the one with the longest hardly at all."""
@@ -829,51 +807,16 @@ def rule_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         f"{a} {_x(r)} (service mean {fmt_ns(nums[a]['service_mean_ns'])})"
         for a, r in ratios.items()
     )
-    configs = list(dict.fromkeys(c for v in nums.values() for c in v["p95_ns"]))
-    rows = [
-        [a, fmt_ns(v["service_mean_ns"])]
-        + [fmt_ns(v["p95_ns"].get(c)) for c in configs]
-        + [_x(v["ratio"].get(c, math.nan)) for c in configs[1:]]
-        for a, v in nums.items()
-    ]
-    label = [CONFIG_LABEL.get(c, c) for c in configs]
-    heads = ["app", "service mean", *(f"{c} p95" for c in label)]
-    heads += [f"{c} ÷ integrated" for c in label[1:]]
-    series = {
-        f"{c} ÷ integrated": [v["ratio"].get(c, math.nan) for v in nums.values()]
-        for c in configs[1:]
-    }
+    heads, rows, figures = _transport_parts(
+        nums, data, lambda a, v: [a, fmt_ns(v["service_mean_ns"])], "service time", "Fig. 5"
+    )
     return _verdict(
         conds,
         body,
         {"apps": nums, "shortest": short, "longest": long},
-        heads=heads,
+        heads=["app", "service mean", *heads],
         rows=rows,
-        figures=[
-            (
-                "transport_ratio",
-                "Sojourn p95 of each TCP configuration ÷ integrated per app, apps ordered by "
-                "service time; loopback is server and client processes over 127.0.0.1"
-                + (
-                    "; networked is two network namespaces on this one host."
-                    if "networked" in configs
-                    else "."
-                ),
-                lambda o: bars(
-                    o,
-                    list(nums),
-                    series,
-                    "p95 ÷ integrated (log scale)",
-                    "Transport cost by request length",
-                    hlines=[(1.0, "equal")],
-                ),
-            ),
-            (
-                "config_comparison",
-                "Sojourn p95 per configuration and app (TailBench Fig. 5).",
-                lambda o: _fig("config_comparison", data.combined(), o),
-            ),
-        ],
+        figures=figures,
     )
 
 
@@ -934,19 +877,6 @@ def rule_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             )
         ],
     )
-
-
-def _ideal_fig(name: str, res: Results, out: Path, **kw):
-    return getattr(ideal, name)(res, out, **kw)
-
-
-def _p99_table(by: dict[str, pd.Series]) -> tuple[dict, list[list[str]]]:
-    nums, rows = {}, []
-    for name, p in by.items():
-        v, r = value(p, "sojourn", "p99"), float(p.get("ratio_p99", math.nan))
-        nums[name] = {"p99_ns": v, "ideal_p99_ns": float(p.get("ideal_p99", math.nan)), "ratio": r}
-        rows.append([name, fmt_ns(v), fmt_ns(nums[name]["ideal_p99_ns"]), _x(r)])
-    return nums, rows
 
 
 def _p99_bars(name: str, caption: str, nums: dict, title: str):
@@ -1570,13 +1500,6 @@ def rule_tailwag_fig5(item: dict, data: Data, reuse: Data | None) -> Verdict:
     )
 
 
-def _float(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _validation_links(item: dict, data: Data, out: Path) -> str:
     links = [
         f'<a href="{esc(html.rel(data.root / a / "validation" / "index.html", out))}">{esc(a)}</a>'
@@ -2130,6 +2053,11 @@ RULES: dict[str, Rule] = {
     "tail-at-scale-hedging": rule_tas_hedging,
     "tales-fig5-attribution": rule_tales5_attribution,
     "profiling-attribution": rule_profiling_attribution,
+    # The worker-count and load-axis items (reproduce_scale.py).
+    "tailbench-fig6": rule_tb_fig6,
+    "tailbench-fig7": rule_tb_fig7,
+    "tales-fig7": rule_tales7,
+    "tailwag-fig6": rule_tw_fig6,
 }
 
 
@@ -2557,7 +2485,8 @@ def _md_header(found: list[tuple[str, dict, dict | None]], inside: str | None) -
         "Generated by `scripts/reproduction-doc.py` from the results of `taillab reproduce"
         + (" --quick" if quick else "")
         + "`; do not edit by hand. Each verdict is computed from the data by its rule in "
-        "`python/taillab/reproduce.py` (thresholds and why are named constants there): "
+        "`python/taillab/reproduce.py` or a module of rules it registers (`reproduce_*.py`; "
+        "thresholds and why are named constants there): "
         "**confirmed** (every condition holds), **partly**, **not confirmed**, or "
         "**inconclusive** (no data, or every run failed its environment check; the status the "
         "numbers alone give is then said in the sentence).",

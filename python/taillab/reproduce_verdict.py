@@ -1,15 +1,17 @@
 """What every ``taillab reproduce`` rule builds its verdict from: the conditions
 (:class:`Cond`), how they make a status (:func:`status_of`), the verdict itself
 (:class:`Verdict`, :func:`_verdict`), a point's numbers (:func:`value`), the small
-arithmetic and formatting the rules share, and the bar figure most items draw (:func:`bars`).
+arithmetic and formatting the rules share, the bar figure most items draw (:func:`bars`), and
+what rules in several modules read (a JSON file, a figure kind, a comparison of configurations).
 
 A leaf under :mod:`taillab.reproduce` (which re-exports these names) so that rules kept in
-their own modules (:mod:`taillab.reproduce_tailwag`) use them without importing the module
-that registers them.
+their own modules (:mod:`taillab.reproduce_tailwag`, :mod:`taillab.reproduce_scale`) use them
+without importing the module that registers them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,8 +22,10 @@ import numpy as np
 import pandas as pd
 
 from . import figures as F
+from . import ideal
 from .ideal import ideal_points
-from .units import unit_for
+from .results import Results
+from .units import CONFIG_ORDER, fmt_ns, unit_for
 
 # A verdict sentence names at most this many failed conditions (the page lists them all).
 MAX_LISTED = 3
@@ -244,3 +248,102 @@ def _in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]],
     """Latencies (ns) scaled to the unit their median reads best in, and that unit."""
     scale, unit = unit_for([v for vs in series_ns.values() for v in vs])
     return {k: [v / scale for v in vs] for k, vs in series_ns.items()}, unit
+
+
+# --- files, figures and configurations the rules of several modules read -----------------------
+
+
+# Topologies as the page names them: a networked run here is two network namespaces on one
+# host joined by a veth pair, not two machines.
+CONFIG_LABEL = {"networked": "networked (network namespaces on one host)"}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _float(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _fig(name: str, res: Results, out: Path, **kw):
+    return getattr(F, name)(res, out, **kw)
+
+
+def _ideal_fig(name: str, res: Results, out: Path, **kw):
+    return getattr(ideal, name)(res, out, **kw)
+
+
+def _p99_table(by: dict[str, pd.Series]) -> tuple[dict, list[list[str]]]:
+    nums, rows = {}, []
+    for name, p in by.items():
+        v, r = value(p, "sojourn", "p99"), float(p.get("ratio_p99", math.nan))
+        nums[name] = {"p99_ns": v, "ideal_p99_ns": float(p.get("ideal_p99", math.nan)), "ratio": r}
+        rows.append([name, fmt_ns(v), fmt_ns(nums[name]["ideal_p99_ns"]), _x(r)])
+    return nums, rows
+
+
+def _config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
+    """One app's sojourn p95 per configuration ÷ integrated (None without both integrated and
+    loopback)."""
+    by = {str(p["config"]): p for _, p in pts.iterrows()}
+    if "integrated" not in by or "loopback" not in by:
+        return None
+    base = value(by["integrated"], "sojourn", "p95")
+    out = {"service_mean_ns": value(by["integrated"], "service", "mean"), "p95_ns": {}}
+    for c in sorted(by, key=lambda c: CONFIG_ORDER.index(c) if c in CONFIG_ORDER else 9):
+        out["p95_ns"][c] = value(by[c], "sojourn", "p95")
+    out["ratio"] = {c: _div(v, base) for c, v in out["p95_ns"].items() if c != "integrated"}
+    return out
+
+
+def _transport_parts(
+    nums: dict[str, dict[str, Any]], data: Any, lead, order: str, figure: str
+) -> tuple[list[str], list[list[str]], list]:
+    """The table and figures of a comparison of configurations (``nums``: per app, in
+    ``order``, :func:`_config_ratios`' numbers): the columns after ``lead(app, numbers)``'s
+    cells (each configuration's p95, then each ÷ integrated), the rows, and two figures —
+    the ratios as bars and the p95 per configuration (TailBench ``figure``)."""
+    configs = list(dict.fromkeys(c for v in nums.values() for c in v["p95_ns"]))
+    rows = [
+        lead(a, v)
+        + [fmt_ns(v["p95_ns"].get(c)) for c in configs]
+        + [_x(v["ratio"].get(c, math.nan)) for c in configs[1:]]
+        for a, v in nums.items()
+    ]
+    label = [CONFIG_LABEL.get(c, c) for c in configs]
+    heads = [f"{c} p95" for c in label] + [f"{c} ÷ integrated" for c in label[1:]]
+    series = {
+        f"{c} ÷ integrated": [v["ratio"].get(c, math.nan) for v in nums.values()]
+        for c in configs[1:]
+    }
+    networked = "; networked is two network namespaces on this one host."
+    figures = [
+        (
+            "transport_ratio",
+            f"Sojourn p95 of each TCP configuration ÷ integrated per app, apps ordered by {order}; "
+            "loopback is server and client processes over 127.0.0.1"
+            + (networked if "networked" in configs else "."),
+            lambda o: bars(
+                o,
+                list(nums),
+                series,
+                "p95 ÷ integrated (log scale)",
+                "Transport cost by request length",
+                hlines=[(1.0, "equal")],
+            ),
+        ),
+        (
+            "config_comparison",
+            f"Sojourn p95 per configuration and app (TailBench {figure}).",
+            lambda o: _fig("config_comparison", data.combined(), o),
+        ),
+    ]
+    return heads, rows, figures
