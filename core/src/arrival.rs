@@ -639,7 +639,7 @@ mod tests {
             ("walk:1", "unknown kind `walk`"),
         ] {
             let e = s.parse::<ArrivalSpec>().unwrap_err();
-            assert!(e.why.contains(want), "{s}: {e}");
+            assert!(e.to_string().contains(want), "{s}: {e}");
         }
     }
 

@@ -77,32 +77,38 @@ pub enum Dist {
 
 /// Parses a duration such as `200us` or `1.5ms` into nanoseconds.
 pub fn parse_duration_ns(s: &str) -> Result<f64, crate::error::ValueError> {
-    crate::error::ValueError::wrap(s, || parse_duration_text(s))
-}
-
-fn parse_duration_text(s: &str) -> Result<f64, String> {
+    use crate::error::ValueError;
+    let given = s;
     let s = s.trim();
-    let split = s
-        .find(|c: char| c.is_ascii_alphabetic())
-        .ok_or_else(|| format!("`{s}` has no unit; write it with ns, us, ms or s (e.g. 200us)"))?;
+    let units = "use ns, us, ms or s";
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(|| {
+        ValueError::new(given, format!("`{s}` has no unit"))
+            .with_fix("write it with ns, us, ms or s (e.g. 200us)")
+    })?;
     let (num, unit) = s.split_at(split);
+    if num.trim().is_empty() {
+        return Err(ValueError::not(given, "a duration like 200us or 1.5ms"));
+    }
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("`{num}` in `{s}` is not a number"))?;
+        .map_err(|_| ValueError::new(given, format!("`{num}` in `{s}` is not a number")))?;
     let mult = match unit {
         "ns" => 1.0,
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
         _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{s}`; use ns, us, ms or s"
-            ))
+            return Err(
+                ValueError::new(given, format!("unknown unit `{unit}` in `{s}`")).with_fix(units),
+            )
         }
     };
     if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}` must be a finite, non-negative duration"));
+        return Err(ValueError::new(
+            given,
+            format!("`{s}` must be a finite, non-negative duration"),
+        ));
     }
     Ok(v * mult)
 }

@@ -1228,7 +1228,7 @@ mod tests {
         assert!("after=0ms"
             .parse::<Hedge>()
             .unwrap_err()
-            .why
+            .to_string()
             .contains("positive"));
         let mut s = spec(4);
         s.wait = FanoutWait::First(5);

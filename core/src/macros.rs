@@ -41,6 +41,7 @@ macro_rules! section {
                     repeated: <$ty as $crate::config::ConfigValue>::REPEATED,
                     list: <$ty as $crate::config::ConfigValue>::LIST,
                     comma_axis: <$ty as $crate::config::ConfigValue>::COMMA_AXIS,
+                    number: <$ty as $crate::config::ConfigValue>::NUMBER,
                     opts: $opts,
                     check: |s| <$ty as $crate::config::ConfigValue>::parse(s).map(|_| ()),
                     default: || { let d: $ty = $def; $crate::config::ConfigValue::show(&d) },
@@ -96,13 +97,12 @@ macro_rules! names_enum {
         impl ::std::str::FromStr for $name {
             type Err = $crate::error::ValueError;
             fn from_str(s: &str) -> Result<Self, $crate::error::ValueError> {
-$crate::error::ValueError::wrap(s, || {
                 match s.trim() {
                     $($s => Ok(Self::$v),)+
-                    _ => Err(format!("unknown {} `{}`; use {}", $what, s, $crate::config::value::one_of(Self::NAMES))),
+                    _ => Err($crate::error::ValueError::new(s, format!("unknown {} `{}`", $what, s))
+                        .expecting($crate::config::value::one_of(Self::NAMES))),
                 }
-            })
-}
+            }
         }
 
         impl ::std::fmt::Display for $name {

@@ -70,21 +70,24 @@ impl Dispatch {
     }
 }
 
+/// How a dispatch is written (`harness.dispatch`).
+pub const DISPATCH_FORM: &str =
+    "shared, per-worker (a random worker), per-worker:random or per-worker:round-robin";
+
 impl std::str::FromStr for Dispatch {
     type Err = crate::error::ValueError;
     fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
-        crate::error::ValueError::wrap(s, || {
-            match s.trim() {
+        match s.trim() {
             "shared" => Ok(Dispatch::Shared),
             "per-worker" | "per-worker:random" => Ok(Dispatch::PerWorker(Assign::Random)),
             "per-worker:round-robin" | "per-worker:rr" => {
                 Ok(Dispatch::PerWorker(Assign::RoundRobin))
             }
-            _ => Err(format!(
-                "unknown dispatch `{s}`; use shared, per-worker (random worker), per-worker:random or per-worker:round-robin"
-            )),
+            _ => Err(
+                crate::error::ValueError::new(s, format!("unknown dispatch `{s}`"))
+                    .expecting(DISPATCH_FORM),
+            ),
         }
-        })
     }
 }
 
@@ -308,7 +311,7 @@ mod tests {
         assert!("perworker"
             .parse::<Dispatch>()
             .unwrap_err()
-            .why
+            .to_string()
             .contains("per-worker"));
         let mut rr = Assigner::new(3, Assign::RoundRobin, 1);
         let got: Vec<usize> = (0..7).map(|_| rr.next_worker()).collect();

@@ -206,27 +206,25 @@ impl std::str::FromStr for Slo {
     type Err = crate::error::ValueError;
     /// `p99<=2ms` (sojourn) or `service.p95<=500us`.
     fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
-        crate::error::ValueError::wrap(s, || {
-            let bad = || {
-                format!(
-                    "`{s}` is not an SLO; write STAT<=TIME, e.g. p99<=2ms or service.p95<=500us"
-                )
-            };
-            let (lhs, rhs) = s.split_once("<=").ok_or_else(bad)?;
-            let (metric, stat) = match lhs.trim().split_once('.') {
-                Some((m, st)) => (m.to_string(), st.to_string()),
-                None => ("sojourn".to_string(), lhs.trim().to_string()),
-            };
-            if !METRICS.contains(&metric.as_str()) || MetricStats::default().get(&stat).is_none() {
-                return Err(bad());
-            }
-            let bound_ns =
-                crate::dist::parse_duration_ns(rhs).map_err(|e| format!("`{s}`: {e}"))?;
-            Ok(Slo {
-                metric,
-                stat,
-                bound_ns,
-            })
+        use crate::error::ValueError;
+        let bad = || {
+            ValueError::not(s, "an SLO")
+                .with_fix("write STAT<=TIME, e.g. p99<=2ms or service.p95<=500us")
+        };
+        let (lhs, rhs) = s.split_once("<=").ok_or_else(bad)?;
+        let (metric, stat) = match lhs.trim().split_once('.') {
+            Some((m, st)) => (m.to_string(), st.to_string()),
+            None => ("sojourn".to_string(), lhs.trim().to_string()),
+        };
+        if !METRICS.contains(&metric.as_str()) || MetricStats::default().get(&stat).is_none() {
+            return Err(bad());
+        }
+        let bound_ns = crate::dist::parse_duration_ns(rhs)
+            .map_err(|e| ValueError::new(s, format!("`{s}`: {e}")))?;
+        Ok(Slo {
+            metric,
+            stat,
+            bound_ns,
         })
     }
 }

@@ -122,7 +122,7 @@ fn bad_arrivals_are_refused_before_the_run() {
     let e = "steps:100@1s,0@1s"
         .parse::<taillab_core::arrival::ArrivalSpec>()
         .unwrap_err();
-    assert!(e.why.contains("positive"), "{e}");
+    assert!(e.to_string().contains("positive"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -333,7 +333,7 @@ mod tests {
         assert!("gprof"
             .parse::<ProfileMode>()
             .unwrap_err()
-            .why
+            .to_string()
             .contains("off or perf"));
     }
 }

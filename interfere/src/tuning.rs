@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use taillab_monitor::system::parse_cpu_list;
-use taillab_monitor::{SetOutcome, Tuner};
+use taillab_monitor::{ResetLine, SetOutcome, Tuner};
 
 use crate::signals;
 use crate::spec::CpuList;
@@ -160,7 +160,7 @@ pub fn numa_nodes() -> Vec<usize> {
 
 /// Writes back what a journal saved (a run killed before it could) and
 /// deletes it. Returns one line per setting; empty when there was none.
-pub fn recover_journal(path: &Path) -> Result<Vec<String>, TuningError> {
+pub fn recover_journal(path: &Path) -> Result<Vec<ResetLine>, TuningError> {
     if !path.exists() {
         return Ok(Vec::new());
     }
@@ -227,7 +227,7 @@ impl Tuning {
             numa_bound: false,
             applied: AppliedTuning {
                 knobs: Vec::new(),
-                recovered,
+                recovered: recovered.into_iter().map(|l| l.text).collect(),
             },
             cleanup_id: Some(signals::register(move || {
                 let _ = recover_journal(&jpath);
@@ -410,10 +410,10 @@ impl TuningGuard {
 
     /// Restores every knob now; one line per file written back.
     pub fn restore(mut self) -> Vec<String> {
-        self.restore_inner()
+        self.restore_inner().into_iter().map(|l| l.text).collect()
     }
 
-    fn restore_inner(&mut self) -> Vec<String> {
+    fn restore_inner(&mut self) -> Vec<ResetLine> {
         if self.done {
             return Vec::new();
         }
@@ -422,14 +422,17 @@ impl TuningGuard {
         if self.numa_bound {
             // SAFETY: MPOL_DEFAULT with no mask resets this thread's policy.
             unsafe { libc::syscall(libc::SYS_set_mempolicy, 0i64, std::ptr::null::<u64>(), 0u64) };
-            out.push("memory policy of this thread back to default".into());
+            out.push(done("memory policy of this thread back to default"));
         }
         if self.dma.take().is_some() {
-            out.push("C-state limit released".into());
+            out.push(done("C-state limit released"));
         }
         match recover_journal(self.journal.state_path()) {
             Ok(v) => out.extend(v),
-            Err(e) => out.push(e.to_string()),
+            Err(e) => out.push(ResetLine {
+                text: e.to_string(),
+                failed: true,
+            }),
         }
         if let Some(id) = self.cleanup_id.take() {
             signals::unregister(id);
@@ -438,12 +441,18 @@ impl TuningGuard {
     }
 }
 
+fn done(text: &str) -> ResetLine {
+    ResetLine {
+        text: text.into(),
+        failed: false,
+    }
+}
+
 impl Drop for TuningGuard {
     fn drop(&mut self) {
-        for line in self.restore_inner() {
-            if line.starts_with("could not") || line.contains("journal") {
-                eprintln!("taillab: {line}");
-            }
+        // Only what could not be put back is worth a word here.
+        for line in self.restore_inner().into_iter().filter(|l| l.failed) {
+            eprintln!("taillab: {line}");
         }
     }
 }
@@ -471,7 +480,7 @@ mod tests {
         assert!("sometimes"
             .parse::<ThpMode>()
             .unwrap_err()
-            .why
+            .to_string()
             .contains("always, madvise or never"));
         assert_eq!("0".parse::<DmaLatency>().unwrap().to_string(), "0us");
         assert_eq!("10us".parse::<DmaLatency>().unwrap(), DmaLatency(10));

@@ -211,7 +211,9 @@ fn a_killed_run_is_restored_from_its_journal() {
     assert_eq!(thp_after, during);
     assert!(journal_left);
     assert!(
-        lines.iter().any(|l| l.contains("transparent_hugepage")),
+        lines
+            .iter()
+            .any(|l| l.text.contains("transparent_hugepage") && !l.failed),
         "{lines:?}"
     );
     assert_eq!(thp_now(), Some(before));

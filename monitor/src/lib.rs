@@ -55,5 +55,6 @@ pub use summary::{
     summarize, CheckItem, EnvCheck, EnvSummary, ProcTotals, ThreadTotals, Thresholds,
 };
 pub use system::{
-    default_run_journal_path, default_state_path, Damon, OpState, SetOutcome, SystemReport, Tuner,
+    default_run_journal_path, default_state_path, Damon, OpState, ResetLine, SetOutcome,
+    SystemReport, Tuner,
 };

@@ -1083,15 +1083,16 @@ impl Tuner {
     }
 
     /// Writes back every value saved by `apply` and deletes the state file.
-    /// Values that cannot be written back stay in the file and are reported.
-    pub fn reset(&self) -> Result<Vec<String>, MonitorError> {
+    /// Values that cannot be written back stay in the file and are reported
+    /// (their lines are [`ResetLine::failed`]).
+    pub fn reset(&self) -> Result<Vec<ResetLine>, MonitorError> {
         let mut state = self.load_state()?;
         let mut msgs = Vec::new();
         if state.saved.is_empty() {
-            msgs.push(format!(
+            msgs.push(ResetLine::done(format!(
                 "nothing to reset: no saved values in {}",
                 self.state_path.display()
-            ));
+            )));
             return Ok(msgs);
         }
         let mut left = BTreeMap::new();
@@ -1099,16 +1100,21 @@ impl Tuner {
             // Already back (a kdamond turned on again by its platform refuses "on" with EBUSY).
             let now = read_trim(Path::new(&path)).map(|v| bracketed(&v).unwrap_or(v));
             if now.as_deref() == Some(value.as_str()) {
-                msgs.push(format!("restored {path} = {value} (it already was)"));
+                msgs.push(ResetLine::done(format!(
+                    "restored {path} = {value} (it already was)"
+                )));
                 continue;
             }
             match std::fs::write(&path, &value) {
-                Ok(()) => msgs.push(format!("restored {path} = {value}")),
+                Ok(()) => msgs.push(ResetLine::done(format!("restored {path} = {value}"))),
                 Err(e) => {
-                    msgs.push(format!(
-                        "could not restore {path} = {value}: {}",
-                        write_error_text(&e)
-                    ));
+                    msgs.push(ResetLine {
+                        text: format!(
+                            "could not restore {path} = {value}: {}",
+                            write_error_text(&e)
+                        ),
+                        failed: true,
+                    });
                     left.insert(path, value);
                 }
             }
@@ -1124,6 +1130,31 @@ impl Tuner {
             self.save_state(&state)?;
         }
         Ok(msgs)
+    }
+}
+
+/// One line of [`Tuner::reset`]: a setting written back (or already
+/// back), or one that could not be, which stays in the state file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetLine {
+    /// What was done, as printed (`restored /sys/... = madvise`).
+    pub text: String,
+    /// The value could not be written back.
+    pub failed: bool,
+}
+
+impl ResetLine {
+    fn done(text: String) -> Self {
+        ResetLine {
+            text,
+            failed: false,
+        }
+    }
+}
+
+impl fmt::Display for ResetLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
     }
 }
 
@@ -1161,6 +1192,26 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&plain).unwrap(), "0-1");
         assert_eq!(std::fs::read_to_string(&sel).unwrap(), "madvise");
         assert!(!t.state_path().exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_value_that_cannot_be_written_back_is_a_failed_line_and_stays_saved() {
+        let dir = std::env::temp_dir().join(format!("taillab-reset-fail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let knob = dir.join("knob");
+        std::fs::write(&knob, "a\n").unwrap();
+        let t = Tuner::with_root(&dir, dir.join("journal.json"), None);
+        t.set_saving(&knob, "b").unwrap();
+        // A folder now stands where the knob was: writing it back fails.
+        std::fs::remove_file(&knob).unwrap();
+        std::fs::create_dir(&knob).unwrap();
+        let msgs = t.reset().unwrap();
+        assert!(
+            matches!(msgs.as_slice(), [l] if l.failed && l.text.starts_with("could not restore")),
+            "{msgs:?}"
+        );
+        assert!(t.state_path().exists(), "kept for a later reset");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -206,7 +206,7 @@ fn parse_cold(v: &str) -> Result<Option<Cold>, AppError> {
         .trim()
         .strip_prefix("tau=")
         .ok_or_else(|| bad(format!("`{t}` is not tau=DURATION")))?;
-    let tau_ns = parse_duration_ns(d).map_err(|e| bad(e.why))?;
+    let tau_ns = parse_duration_ns(d).map_err(|e| bad(e.to_string()))?;
     if tau_ns <= 0.0 {
         return Err(bad("tau must be > 0".into()));
     }
@@ -336,7 +336,7 @@ fn parse_stall(v: &str) -> Result<Option<Stall>, AppError> {
         let (k, d) = part
             .split_once(':')
             .ok_or_else(|| bad(format!("`{part}` is not key:duration")))?;
-        let d = parse_duration_ns(d).map_err(|e| bad(e.why))? as u64;
+        let d = parse_duration_ns(d).map_err(|e| bad(e.to_string()))? as u64;
         match k.trim() {
             "at" => at = Some(d),
             "for" => len = Some(d),

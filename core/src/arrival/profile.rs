@@ -400,12 +400,12 @@ mod tests {
             ("sine", "mean=100,period=1s"),
         ] {
             let e = Profile::parse(k, a).unwrap().unwrap_err();
-            assert!(!e.why.is_empty(), "{k}:{a}");
+            assert!(!e.to_string().is_empty(), "{k}:{a}");
         }
         let e = Profile::parse("sine", "mean=100,amp=150,period=1s")
             .unwrap()
             .unwrap_err();
-        assert!(e.why.contains("> 0"), "{e}");
+        assert!(e.to_string().contains("> 0"), "{e}");
     }
 
     #[test]

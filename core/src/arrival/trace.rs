@@ -447,15 +447,15 @@ mod tests {
         ] {
             let p = file("bad.txt", body);
             let e = Trace::parse(&format!("{}{opts}", p.display())).unwrap_err();
-            assert!(e.why.contains(want), "{body:?}: {e}");
+            assert!(e.to_string().contains(want), "{body:?}: {e}");
         }
         assert!(Trace::parse("/nonexistent/file.csv")
             .unwrap_err()
-            .why
+            .to_string()
             .contains("nonexistent"));
         assert!(Trace::parse("x.csv,speed=2")
             .unwrap_err()
-            .why
+            .to_string()
             .contains("unknown trace option"));
     }
 
@@ -472,7 +472,7 @@ mod tests {
             "as us 41.7 min, as ns 2.5 s",
             &format!("trace:{},unit=ns", p.display()),
         ] {
-            assert!(e.why.contains(want), "{want}: {e}");
+            assert!(e.to_string().contains(want), "{want}: {e}");
         }
         let t = Trace::parse(&format!("{},unit=ns", p.display())).unwrap();
         assert_eq!(offsets(&t)[1], 1_000_000);

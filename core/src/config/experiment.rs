@@ -211,7 +211,7 @@ fn axis_values(f: Option<&Field>, items: &[String]) -> Option<Vec<String>> {
     if f.list {
         return None;
     }
-    if f.comma_axis && f.form.contains("number") && one.contains(':') {
+    if f.comma_axis && f.number && one.contains(':') {
         return parse_values(one)
             .ok()
             .map(|v| v.iter().map(|x| x.to_string()).collect());
@@ -267,16 +267,16 @@ impl Layers {
         self.axes.retain(|a| !gone(&a.key));
         if axis {
             if items.is_empty() {
-                return Err(ConfigError::BadValue {
+                return Err(ConfigError::Malformed {
                     key: k,
                     why: "an axis needs at least one value".into(),
                 });
             }
             for v in &items {
                 if let Some(f) = &f {
-                    (f.check)(v).map_err(|why| ConfigError::BadValue {
+                    (f.check)(v).map_err(|e| ConfigError::BadValue {
                         key: k.clone(),
-                        why: format!("{why} (expected {})", f.form),
+                        error: e.or_expected(f.form),
                     })?;
                 }
             }
@@ -306,14 +306,14 @@ impl Layers {
             self.put(&k, items, axis)?;
         }
         if let Some(t) = doc.get("sweep") {
-            let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
+            let t = t.as_table().ok_or_else(|| ConfigError::Malformed {
                 key: "sweep".into(),
                 why: "must be a table".into(),
             })?;
             for (k, v) in t {
-                let items = toml_items(v).map_err(|why| ConfigError::BadValue {
+                let items = toml_items(v).map_err(|error| ConfigError::BadValue {
                     key: format!("sweep.{k}"),
-                    why: why.to_string(),
+                    error,
                 })?;
                 set_sweep(sweep, k, &items, &origin)?;
             }
@@ -322,14 +322,14 @@ impl Layers {
             *cases = read_cases(v)?;
         }
         if let Some(t) = doc.get("grid") {
-            let t = t.as_table().ok_or_else(|| ConfigError::BadValue {
+            let t = t.as_table().ok_or_else(|| ConfigError::Malformed {
                 key: "grid".into(),
                 why: "must be a table of KEY = [values]".into(),
             })?;
             for (k, v) in t {
-                let items = toml_alternatives(v).map_err(|why| ConfigError::BadValue {
+                let items = toml_alternatives(v).map_err(|error| ConfigError::BadValue {
                     key: format!("grid.{k}"),
-                    why: why.to_string(),
+                    error,
                 })?;
                 self.put(k, items, true)?;
             }
@@ -382,7 +382,7 @@ impl Plan {
             set_sweep(&mut sweep, name, items, "flags")?;
         }
         for g in grid {
-            let (k, vs) = g.split_once('=').ok_or_else(|| ConfigError::BadValue {
+            let (k, vs) = g.split_once('=').ok_or_else(|| ConfigError::Malformed {
                 key: g.clone(),
                 why: "--grid takes KEY=V1|V2|…, e.g. --grid harness.rt_priority=0|10".into(),
             })?;
@@ -551,7 +551,7 @@ impl Plan {
 
 /// The `[[case]]` tables of an experiment file.
 fn read_cases(v: &toml::Value) -> Result<Vec<Case>, ConfigError> {
-    let bad = |why: String| ConfigError::BadValue {
+    let bad = |why: String| ConfigError::Malformed {
         key: "case".into(),
         why,
     };
@@ -573,16 +573,16 @@ fn read_cases(v: &toml::Value) -> Result<Vec<Case>, ConfigError> {
         }
         let mut pairs = Vec::new();
         for (k, v) in t.iter().filter(|(k, _)| *k != "name") {
-            let items = toml_items(v).map_err(|why| ConfigError::BadValue {
+            let items = toml_items(v).map_err(|error| ConfigError::BadValue {
                 key: format!("case `{name}`: {k}"),
-                why: why.to_string(),
+                error,
             })?;
             let (key, f) = canonical(k)?;
             if let Some(f) = f {
                 for i in &items {
-                    (f.check)(i).map_err(|why| ConfigError::BadValue {
+                    (f.check)(i).map_err(|e| ConfigError::BadValue {
                         key: format!("case `{name}`: {key}"),
-                        why: why.to_string(),
+                        error: e.or_expected(f.form),
                     })?;
                 }
             }
@@ -622,9 +622,9 @@ fn set_sweep(s: &mut Sweep, k: &str, items: &[String], origin: &str) -> Result<(
                 ),
             })
         }
-        Err(why) => Err(ConfigError::BadValue {
+        Err(error) => Err(ConfigError::BadValue {
             key: format!("sweep.{k}"),
-            why: why.to_string(),
+            error,
         }),
     }
 }

@@ -115,7 +115,7 @@ pub struct InterfereSpec {
 pub const SPEC_FORM: &str = "CLASS:N[,KEY=VALUE...][@cpus=LIST][,nice=N] with CLASS one of cpu, vm, io, hdd, cache, net (e.g. cpu:1@cpus=0, vm:2,bytes=256M@nice=10)";
 
 fn spec_err(s: &str, why: impl fmt::Display) -> String {
-    format!("bad interference `{s}`: {why}; expected {SPEC_FORM}")
+    format!("bad interference `{s}`: {why}")
 }
 
 /// A size for stress-ng: digits with an optional b/k/m/g suffix, or a
@@ -280,6 +280,7 @@ impl FromStr for InterfereSpec {
                 nice,
             })
         })
+        .map_err(|e| e.expecting(SPEC_FORM))
     }
 }
 
@@ -425,8 +426,12 @@ mod tests {
         ];
         for (s, want) in cases {
             let e = s.parse::<InterfereSpec>().unwrap_err();
-            assert!(e.why.contains(want), "{s}: {e}");
-            assert!(e.why.contains("CLASS:N"), "{s}: {e}");
+            assert!(e.problem.contains(want), "{s}: {e}");
+            assert_eq!(e.expected.as_deref(), Some(SPEC_FORM), "{s}");
+            assert!(
+                e.to_string().ends_with(&format!("(expected {SPEC_FORM})")),
+                "{e}"
+            );
         }
     }
 }

@@ -71,11 +71,20 @@ pub enum ConfigError {
         hint: String,
     },
     /// A value that does not parse.
-    #[error("{key}: {why}")]
+    #[error("{key}: {error}")]
     BadValue {
         /// The key.
         key: String,
-        /// What is wrong and the expected form.
+        /// What was given, what is wrong, the form expected and the fix.
+        error: ValueError,
+    },
+    /// A table, list or flag not shaped as its place needs (`[sweep]` that is
+    /// not a table, a `[[case]]` without a name, `--grid` without `=`).
+    #[error("{key}: {why}")]
+    Malformed {
+        /// The key, table or flag.
+        key: String,
+        /// What is wrong and how to write it.
         why: String,
     },
     /// Several values for a key that takes one (a list of values is a sweep's axis).
@@ -183,6 +192,7 @@ pub fn app_field() -> Field {
         repeated: false,
         list: false,
         comma_axis: true,
+        number: false,
         opts: Opts::on(view::ALL).flag("app"),
         check: |_| Ok(()),
         default: || "none".into(),
@@ -305,11 +315,7 @@ impl RunConfig {
         }
         let bad = |e: ValueError| ConfigError::BadValue {
             key: f.key(),
-            why: if e.why.contains(f.form) {
-                e.why
-            } else {
-                format!("{} (expected {})", e.why, f.form)
-            },
+            error: e.or_expected(f.form),
         };
         let known = match f.section {
             "load" => self.load.set(f.name, items),
@@ -326,7 +332,12 @@ impl RunConfig {
                     self.app.name = <Option<String>>::parse(v).map_err(bad)?;
                     Ok(true)
                 }
-                _ => Err(ValueError::new(items.join(","), "takes one value")),
+                _ => {
+                    return Err(ConfigError::OneValue {
+                        key: f.key(),
+                        got: items.len(),
+                    })
+                }
             },
             _ => Ok(false),
         }
@@ -449,9 +460,9 @@ impl RunConfig {
             }
             for (k, v) in t {
                 let key = format!("{sec}.{k}");
-                let items = toml_items(v).map_err(|why| ConfigError::BadValue {
+                let items = toml_items(v).map_err(|error| ConfigError::BadValue {
                     key: key.clone(),
-                    why: why.to_string(),
+                    error,
                 })?;
                 pairs.push((key, items));
             }
@@ -778,8 +789,8 @@ impl RunConfig {
             ));
         }
         if let Some(text) = &m.metrics_listen {
-            let a =
-                metrics_address(text, m.metrics_public).map_err(|e| ConfigError::Invalid(e.why))?;
+            let a = metrics_address(text, m.metrics_public)
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
             // One client per fan-out leaf, else net.clients.
             let clients = if self.fanout.leaves > 1 {
                 self.fanout.leaves
@@ -1097,6 +1108,22 @@ mod tests {
         );
         let e = c.set("harness.wait", &["nap"]).unwrap_err().to_string();
         assert!(e.contains("spin, block or hybrid"), "{e}");
+        // The error keeps its parts: the parser's own form stays, and a setting's
+        // form is added, once, only where the parser named none.
+        let parts = |key: &str, v: &str| match c.clone().set(key, &[v]) {
+            Err(ConfigError::BadValue { key, error }) => (key, error),
+            other => panic!("{key}={v}: {other:?}"),
+        };
+        let (key, e) = parts("harness.threads", "two");
+        assert_eq!((key.as_str(), e.given.as_str()), ("harness.threads", "two"));
+        assert_eq!(e.expected.as_deref(), Some(<usize as ConfigValue>::FORM));
+        let (_, e) = parts("harness.wait", "nap");
+        assert_eq!(e.expected.as_deref(), Some("spin, block or hybrid"));
+        let (_, e) = parts("harness.dispatch", "nope");
+        assert!(e.problem.contains("unknown dispatch `nope`"), "{e:?}");
+        assert_eq!(e.expected.as_deref(), Some(<Dispatch as ConfigValue>::FORM));
+        let (_, e) = parts("load.duration", "20x");
+        assert_eq!(e.to_string().matches("(expected").count(), 1, "{e}");
         let e = c.set("harness.thread", &["2"]).unwrap_err().to_string();
         assert!(
             e.contains("did you mean `harness.threads` (section [harness])"),

@@ -102,6 +102,8 @@ pub struct Field {
     pub list: bool,
     /// In a sweep, `a,b` means two axis values.
     pub comma_axis: bool,
+    /// A number: in a sweep, `FROM:TO:STEP` is a range of axis values.
+    pub number: bool,
     /// Flag and views.
     pub opts: Opts,
     /// Checks a text value.

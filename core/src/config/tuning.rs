@@ -37,16 +37,12 @@ pub struct DmaLatency(pub u32);
 impl FromStr for DmaLatency {
     type Err = crate::error::ValueError;
     fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
-        crate::error::ValueError::wrap(s, || {
-            let t = s.trim().trim_end_matches("us").trim_end_matches("µs");
-            t.parse::<u32>()
-                .ok()
-                .filter(|v| *v <= 2_000_000_000)
-                .map(DmaLatency)
-                .ok_or_else(|| {
-                    format!("bad C-state limit `{s}`: expected microseconds like 0 or 10us")
-                })
-        })
+        let t = s.trim().trim_end_matches("us").trim_end_matches("µs");
+        t.parse::<u32>()
+            .ok()
+            .filter(|v| *v <= 2_000_000_000)
+            .map(DmaLatency)
+            .ok_or_else(|| crate::error::ValueError::not(s, <Self as ConfigValue>::FORM))
     }
 }
 
@@ -63,15 +59,13 @@ pub struct NumaNode(pub u32);
 impl FromStr for NumaNode {
     type Err = crate::error::ValueError;
     fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
-        crate::error::ValueError::wrap(s, || {
-            s.trim()
-                .trim_start_matches("node")
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n < 1024)
-                .map(NumaNode)
-                .ok_or_else(|| format!("bad NUMA node `{s}`: expected a node number like 0"))
-        })
+        s.trim()
+            .trim_start_matches("node")
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n < 1024)
+            .map(NumaNode)
+            .ok_or_else(|| crate::error::ValueError::not(s, <Self as ConfigValue>::FORM))
     }
 }
 

@@ -5,7 +5,8 @@
 //! (a flag's argument, a grid alternative, a TOML scalar turned into text),
 //! `show` writes it back so that `parse(show(v)) == v`, and `to_toml` gives
 //! the native TOML form for `config.toml` (numbers stay numbers). Errors are
-//! the expected form (`FORM`), which the caller prefixes with the key.
+//! [`ValueError`]s; where a parser names no form, the setting adds its `FORM`
+//! ([`ValueError::or_expected`]) and the caller prefixes the key.
 
 use crate::dist::Dist;
 pub use crate::error::ValueError;
@@ -25,6 +26,8 @@ pub trait ConfigValue: Sized + Clone + PartialEq {
     /// In a sweep, `a,b` is two values of an axis (numbers and names; not
     /// texts or distributions, which may contain commas).
     const COMMA_AXIS: bool = false;
+    /// A number: in a sweep, `FROM:TO:STEP` is a range of axis values.
+    const NUMBER: bool = false;
     /// Parses the text form.
     fn parse(s: &str) -> Result<Self, ValueError>;
     /// Parses several items (a repeated flag or a TOML array).
@@ -49,22 +52,17 @@ pub trait ConfigValue: Sized + Clone + PartialEq {
     }
 }
 
-fn int_err<T>(s: &str, form: &str) -> Result<T, String> {
-    Err(format!("`{s}` is not {form}"))
-}
-
 /// Whole numbers: the same parser for every width (underscores allowed:
 /// `1_000_000`), stored in TOML as integers where they fit.
 macro_rules! whole_number {
     ($($t:ty => $form:literal),* $(,)?) => {$(
         impl ConfigValue for $t {
             const COMMA_AXIS: bool = true;
+            const NUMBER: bool = true;
             const FORM: &'static str = $form;
             fn parse(s: &str) -> Result<Self, ValueError> {
-ValueError::wrap(s, || {
-                s.trim().replace('_', "").parse().or_else(|_| int_err(s, Self::FORM))
-            })
-}
+                s.trim().replace('_', "").parse().map_err(|_| ValueError::not(s, Self::FORM))
+            }
             fn show(&self) -> String {
                 self.to_string()
             }
@@ -79,12 +77,13 @@ whole_number!(u64 => "a whole number like 1000", usize => "a whole number like 2
 
 impl ConfigValue for f64 {
     const COMMA_AXIS: bool = true;
+    const NUMBER: bool = true;
     const FORM: &'static str = "a number like 2500 or 0.5";
     fn parse(s: &str) -> Result<Self, ValueError> {
-        ValueError::wrap(s, || match s.trim().replace('_', "").parse::<f64>() {
+        match s.trim().replace('_', "").parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(v),
-            _ => int_err(s, Self::FORM),
-        })
+            _ => Err(ValueError::not(s, Self::FORM)),
+        }
     }
     fn show(&self) -> String {
         // Rust prints the shortest text that reads back to the same f64.
@@ -99,11 +98,11 @@ impl ConfigValue for bool {
     const FORM: &'static str = "true or false";
     const SWITCH: bool = true;
     fn parse(s: &str) -> Result<Self, ValueError> {
-        ValueError::wrap(s, || match s.trim() {
+        match s.trim() {
             "true" | "yes" | "on" | "1" => Ok(true),
             "false" | "no" | "off" | "0" => Ok(false),
-            _ => int_err(s, Self::FORM),
-        })
+            _ => Err(ValueError::not(s, Self::FORM)),
+        }
     }
     fn show(&self) -> String {
         self.to_string()
@@ -129,6 +128,7 @@ impl<T: ConfigValue> ConfigValue for Option<T> {
     const SWITCH: bool = T::SWITCH;
     const LIST: bool = T::LIST;
     const COMMA_AXIS: bool = T::COMMA_AXIS;
+    const NUMBER: bool = T::NUMBER;
     fn parse(s: &str) -> Result<Self, ValueError> {
         match s.trim() {
             "" | "none" => Ok(None),
@@ -169,22 +169,20 @@ impl ConfigValue for CpuList {
     const FORM: &'static str = "a CPU list like 0,1 or 0-3 (none for no pinning)";
     const LIST: bool = true;
     fn parse(s: &str) -> Result<Self, ValueError> {
-        ValueError::wrap(s, || {
-            let mut v = Vec::new();
-            for part in s
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty() && *p != "none")
-            {
-                let (a, b) = part.split_once('-').unwrap_or((part, part));
-                let (a, b) = (usize::parse(a), usize::parse(b));
-                match (a, b) {
-                    (Ok(a), Ok(b)) if a <= b && b < 65536 => v.extend(a..=b),
-                    _ => return int_err(s, Self::FORM),
-                }
+        let mut v = Vec::new();
+        for part in s
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty() && *p != "none")
+        {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b) = (usize::parse(a), usize::parse(b));
+            match (a, b) {
+                (Ok(a), Ok(b)) if a <= b && b < 65536 => v.extend(a..=b),
+                _ => return Err(ValueError::not(s, Self::FORM)),
             }
-            Ok(CpuList(v))
-        })
+        }
+        Ok(CpuList(v))
     }
     fn parse_many(items: &[&str]) -> Result<Self, ValueError> {
         Self::parse(&items.join(","))
@@ -318,19 +316,17 @@ impl Dur {
 impl ConfigValue for Dur {
     const FORM: &'static str = "a duration like 30s, 500ms or 200us";
     fn parse(s: &str) -> Result<Self, ValueError> {
-        ValueError::wrap(s, || {
-            let t = s.trim();
-            if let Ok(v) = t.parse::<f64>() {
-                return if v.is_finite() && v >= 0.0 {
-                    Ok(Dur::from_secs(v))
-                } else {
-                    int_err(s, Self::FORM)
-                };
-            }
-            crate::dist::parse_duration_ns(t)
-                .map(|ns| Dur(ns.round() as u64))
-                .map_err(|e| format!("{e} ({})", Self::FORM))
-        })
+        let t = s.trim();
+        if let Ok(v) = t.parse::<f64>() {
+            return if v.is_finite() && v >= 0.0 {
+                Ok(Dur::from_secs(v))
+            } else {
+                Err(ValueError::not(s, Self::FORM))
+            };
+        }
+        crate::dist::parse_duration_ns(t)
+            .map(|ns| Dur(ns.round() as u64))
+            .map_err(|e| e.expecting(Self::FORM))
     }
     fn show(&self) -> String {
         let n = self.0;
@@ -351,25 +347,23 @@ pub struct Size(pub u64);
 impl ConfigValue for Size {
     const FORM: &'static str = "a size like 16MiB, 1GiB or 4096 (bytes)";
     fn parse(s: &str) -> Result<Self, ValueError> {
-        ValueError::wrap(s, || {
-            let t = s.trim();
-            let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-            let (num, unit) = t.split_at(split);
-            let mult: u64 = match unit.trim() {
-                "" | "B" => 1,
-                "KiB" | "K" | "k" | "KB" => 1 << 10,
-                "MiB" | "M" | "MB" => 1 << 20,
-                "GiB" | "G" | "GB" => 1 << 30,
-                _ => return int_err(s, Self::FORM),
-            };
-            match num.trim().parse::<u64>() {
-                Ok(v) => v
-                    .checked_mul(mult)
-                    .map(Size)
-                    .ok_or_else(|| format!("`{s}` is too large")),
-                Err(_) => int_err(s, Self::FORM),
-            }
-        })
+        let t = s.trim();
+        let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let mult: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "KiB" | "K" | "k" | "KB" => 1 << 10,
+            "MiB" | "M" | "MB" => 1 << 20,
+            "GiB" | "G" | "GB" => 1 << 30,
+            _ => return Err(ValueError::not(s, Self::FORM)),
+        };
+        match num.trim().parse::<u64>() {
+            Ok(v) => v
+                .checked_mul(mult)
+                .map(Size)
+                .ok_or_else(|| ValueError::new(s, format!("`{s}` is too large"))),
+            Err(_) => Err(ValueError::not(s, Self::FORM)),
+        }
     }
     fn show(&self) -> String {
         let n = self.0;
@@ -468,8 +462,7 @@ where
 }
 
 impl ConfigValue for crate::queue::Dispatch {
-    const FORM: &'static str =
-        "shared, per-worker (a random worker), per-worker:random or per-worker:round-robin";
+    const FORM: &'static str = crate::queue::DISPATCH_FORM;
     const COMMA_AXIS: bool = true;
     fn parse(s: &str) -> Result<Self, ValueError> {
         s.parse()
@@ -493,10 +486,22 @@ mod tests {
         }
         assert_eq!(Dur::parse("2").unwrap(), Dur(2_000_000_000));
         assert_eq!(Dur::parse("0.5").unwrap(), Dur(500_000_000));
-        assert!(Dur::parse("3 parsecs")
-            .unwrap_err()
-            .why
-            .contains("duration like 30s"));
+        // The parts: what was given, what is wrong, the form and the fix.
+        let e = Dur::parse("3 parsecs").unwrap_err();
+        assert_eq!(e.given, "3 parsecs");
+        assert!(e.problem.contains("unknown unit `parsecs`"), "{e:?}");
+        assert_eq!(e.expected.as_deref(), Some(Dur::FORM));
+        assert!(
+            e.fix
+                .as_deref()
+                .is_some_and(|f| f.contains("ns, us, ms or s")),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "unknown unit `parsecs` in `3 parsecs`; use ns, us, ms or s \
+             (expected a duration like 30s, 500ms or 200us)"
+        );
         for s in ["16MiB", "1GiB", "64KiB", "4097"] {
             assert_eq!(Size::parse(s).unwrap().show(), s);
         }
@@ -518,7 +523,9 @@ mod tests {
         assert_eq!(<Option<u64>>::parse("none").unwrap(), None);
         assert_eq!(<Option<u64>>::parse("7").unwrap(), Some(7));
         assert_eq!(Items::parse_many(&["a,b", "c"]).unwrap().0.len(), 2);
-        assert!(u64::parse("two").unwrap_err().why.contains("whole number"));
+        let e = u64::parse("two").unwrap_err();
+        assert_eq!((e.given.as_str(), e.problem.as_str()), ("two", ""));
+        assert_eq!(e.to_string(), "`two` is not a whole number like 1000");
     }
 
     #[test]
