@@ -9,6 +9,7 @@
 
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use taillab_core::clock::WaitMode;
 use taillab_core::config::{ProfileMode, RunConfig};
 use taillab_core::sections::planned::TuningRecord;
 use taillab_core::summary::Check;
@@ -26,6 +27,7 @@ fn tuning_of(cfg: &RunConfig) -> Tuning {
         dma_latency: t.dma_latency,
         thp: t.thp,
         numa_node: t.numa_node,
+        rt_runtime: t.rt_runtime,
     }
 }
 
@@ -40,12 +42,44 @@ pub fn preflight(cfg: &RunConfig) -> anyhow::Result<()> {
     if cfg.harness.rt_priority > 0 {
         preflight::check_rt_priority(cfg.harness.rt_priority as i32)?;
     }
+    rt_starvation(cfg)?;
     if cfg.record.profile == ProfileMode::Perf {
         if let Some(why) = taillab_interfere::profile::perf_unavailable() {
             eprintln!(
                 "note: record.profile = perf, but {why}; the run continues without a profile"
             );
         }
+    }
+    Ok(())
+}
+
+/// Refuses a run that could starve the host: with no real-time limit (`tuning.rt_runtime =
+/// -1`) a SCHED_FIFO worker that spins never gives its CPU up, so workers that may cover every
+/// online CPU would leave none for the kernel's threads, the monitor or a shell.
+fn rt_starvation(cfg: &RunConfig) -> anyhow::Result<()> {
+    let unlimited = cfg.tuning.rt_runtime.is_some_and(|r| r.0.is_none());
+    let spin = Some(WaitMode::Spin);
+    let spins = cfg.harness.wait == WaitMode::Spin || cfg.net.server_wait == spin;
+    if !unlimited || cfg.harness.rt_priority == 0 || !spins {
+        return Ok(());
+    }
+    let online = taillab_interfere::tuning::online_cpus().len().max(1);
+    let pinned: std::collections::BTreeSet<usize> = cfg.harness.cpus.0.iter().copied().collect();
+    let covered = if pinned.is_empty() {
+        cfg.harness.threads
+    } else {
+        pinned.len().min(cfg.harness.threads)
+    };
+    if covered >= online {
+        let place = if pinned.is_empty() {
+            "on any CPU".to_string()
+        } else {
+            format!("on CPUs {}", cfg.harness.cpus)
+        };
+        anyhow::bail!(
+            "tuning.rt_runtime = -1 with {} spinning SCHED_FIFO worker(s) {place} could take all {online} CPUs of this host and starve it; pin fewer workers than CPUs (--cpus) or keep the real-time limit",
+            cfg.harness.threads,
+        );
     }
     Ok(())
 }
@@ -186,4 +220,42 @@ pub fn worker_tids() -> PerfTarget {
         }
     }
     PerfTarget::Tids(tids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taillab_core::config::{CpuList, RtRuntime};
+
+    fn spinning(threads: usize, cpus: &[usize], rt_runtime: Option<u32>) -> RunConfig {
+        let mut c = RunConfig::default();
+        c.harness.threads = threads;
+        c.harness.cpus = CpuList(cpus.to_vec());
+        c.harness.rt_priority = 50;
+        c.harness.wait = WaitMode::Spin;
+        c.tuning.rt_runtime = Some(RtRuntime(rt_runtime));
+        c
+    }
+
+    #[test]
+    fn no_rt_limit_is_refused_for_spinning_workers_that_could_take_every_cpu() {
+        let online = taillab_interfere::tuning::online_cpus().len().max(1);
+        let e = rt_starvation(&spinning(online, &[], None)).unwrap_err();
+        assert!(e.to_string().contains("starve"), "{e}");
+        // Pinned to every CPU: the same.
+        let all: Vec<usize> = taillab_interfere::tuning::online_cpus();
+        assert!(rt_starvation(&spinning(online, &all, None)).is_err());
+        // With the kernel's limit, or blocking workers, or no real-time priority: allowed.
+        assert!(rt_starvation(&spinning(online, &[], Some(950_000))).is_ok());
+        let mut blocking = spinning(online, &[], None);
+        blocking.harness.wait = WaitMode::Block;
+        assert!(rt_starvation(&blocking).is_ok());
+        let mut normal = spinning(online, &[], None);
+        normal.harness.rt_priority = 0;
+        assert!(rt_starvation(&normal).is_ok());
+        // One CPU left free: allowed.
+        if online >= 2 {
+            assert!(rt_starvation(&spinning(online, &all[1..], None)).is_ok());
+        }
+    }
 }

@@ -158,8 +158,14 @@ fn app_of_file(file: &Path) -> anyhow::Result<String> {
         .to_string())
 }
 
+/// The folder an experiment file's results go to: `apps/kv.toml` → `apps-kv`, and a file of
+/// another configs folder (`../tailwag/middleware-gc.toml`) → `tailwag-middleware-gc`.
 fn stem(p: &str) -> String {
-    p.trim_end_matches(".toml").replace('/', "-")
+    let mut p = p.trim_end_matches(".toml");
+    while let Some(rest) = p.strip_prefix("../") {
+        p = rest;
+    }
+    p.replace('/', "-")
 }
 
 /// An item's worker axis as its paper wrote it, capped at this host (`scale` in items.toml):

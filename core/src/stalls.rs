@@ -37,7 +37,23 @@ pub struct Stalls {
     pub over_1ms: u64,
     /// Total length of the gaps over 1 ms (ns).
     pub over_1ms_total_ns: u64,
+    /// The gaps over 1 ms in the order they began, the first [`MAX_LONG_GAPS`]: the run's
+    /// stall timeline (a real-time worker throttled by the kernel stalls once a second).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub long_gaps: Vec<Gap>,
 }
+
+/// One dispatch gap over 1 ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Gap {
+    /// When it began, seconds after the measured phase began.
+    pub at_s: f64,
+    /// How long it lasted (ns).
+    pub length_ns: u64,
+}
+
+/// The most gaps over 1 ms a summary lists one by one (the count and total cover them all).
+pub const MAX_LONG_GAPS: usize = 1000;
 
 /// One request as the sweep needs it.
 #[derive(Clone, Copy)]
@@ -122,11 +138,9 @@ fn summarize(mut gaps: Vec<(u64, u64)>, start: u64, end: u64) -> Stalls {
         .copied()
         .max_by_key(|g| g.1)
         .unwrap_or((start, 0));
-    let over: Vec<u64> = gaps
-        .iter()
-        .map(|g| g.1)
-        .filter(|&l| l > 1_000_000)
-        .collect();
+    let mut long: Vec<(u64, u64)> = gaps.iter().copied().filter(|g| g.1 > 1_000_000).collect();
+    long.sort_unstable();
+    let over: Vec<u64> = long.iter().map(|g| g.1).collect();
     let mut lens: Vec<u64> = gaps.iter().map(|g| g.1).collect();
     lens.sort_unstable();
     Stalls {
@@ -145,6 +159,14 @@ fn summarize(mut gaps: Vec<(u64, u64)>, start: u64, end: u64) -> Stalls {
         longest_at_s: longest.0.saturating_sub(start) as f64 / 1e9,
         over_1ms: over.len() as u64,
         over_1ms_total_ns: over.iter().sum(),
+        long_gaps: long
+            .iter()
+            .take(MAX_LONG_GAPS)
+            .map(|&(at, length_ns)| Gap {
+                at_s: at.saturating_sub(start) as f64 / 1e9,
+                length_ns,
+            })
+            .collect(),
     }
 }
 
@@ -207,5 +229,24 @@ mod tests {
         assert_eq!(s.longest_ns, 2_000_000);
         assert!((s.longest_at_s - 150e-9).abs() < 1e-12);
         assert_eq!((s.over_1ms, s.over_1ms_total_ns), (1, 2_000_000));
+        assert_eq!(s.long_gaps.len(), 1);
+        assert_eq!(s.long_gaps[0].length_ns, 2_000_000);
+        assert!((s.long_gaps[0].at_s - 150e-9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_long_gaps_are_the_timeline_in_order() {
+        let s = summarize(
+            vec![(3_000, 4_000_000), (1_000, 2_000_000), (2_000, 10)],
+            0,
+            10_000,
+        );
+        let at: Vec<u64> = s
+            .long_gaps
+            .iter()
+            .map(|g| (g.at_s * 1e9).round() as u64)
+            .collect();
+        assert_eq!(at, vec![1_000, 3_000]);
+        assert_eq!(s.over_1ms_total_ns, 6_000_000);
     }
 }

@@ -56,6 +56,7 @@ pub use preflight::PreflightError;
 pub use profile::{PerfOptions, PerfTarget, Profile, ProfileMode, ProfileOutcome};
 pub use spec::{Class, CpuList, InterfereSet, InterfereSpec};
 pub use tuning::{
-    AppliedTuning, DmaLatency, KnobState, NumaNode, ThpMode, Tuning, TuningError, TuningGuard,
+    AppliedTuning, DmaLatency, KnobState, NumaNode, RtRuntime, ThpMode, Tuning, TuningError,
+    TuningGuard,
 };
 pub use usage::{ProcessUsage, UsageSnapshot};

@@ -1,5 +1,6 @@
 //! Host knobs held for one run and restored when it ends: IRQ affinity, a
-//! C-state limit, transparent huge pages, NUMA binding of memory.
+//! C-state limit, transparent huge pages, the real-time runtime limit, NUMA
+//! binding of memory.
 //!
 //! Each knob is a typed setting value (`FromStr` + `Display` + serde as the
 //! string) so that it can be a configuration key and a sweep axis, and is
@@ -9,7 +10,8 @@
 //! [`crate::signals`]) on Ctrl-C.
 //!
 //! How each knob is restored, and what survives a SIGKILL:
-//! - **IRQ affinity** and **THP** are system files: each prior value is
+//! - **IRQ affinity**, **THP** and the **real-time runtime limit** are system
+//!   files: each prior value is
 //!   saved in a journal file (the monitor's `Tuner` state format, at
 //!   `taillab_monitor::default_run_journal_path()`) *before* the file is
 //!   written. The guard writes them back and deletes the journal; after a
@@ -27,7 +29,10 @@
 //! delay the request it is running; waking a core from a deep C-state costs
 //! tens to hundreds of microseconds, paid by the request that woke it;
 //! khugepaged and compaction stall allocations when THP is `always`; memory
-//! on the other socket's node costs every access a remote hop.
+//! on the other socket's node costs every access a remote hop; the kernel
+//! stops real-time threads that used up their runtime for the rest of each
+//! period (50 ms a second by default), so a SCHED_FIFO worker that spins
+//! stalls every second.
 
 use std::fmt;
 use std::fs::File;
@@ -40,7 +45,7 @@ use taillab_monitor::{ResetLine, SetOutcome, Tuner};
 
 use crate::signals;
 use crate::spec::CpuList;
-pub use taillab_core::config::{DmaLatency, NumaNode, ThpMode};
+pub use taillab_core::config::{DmaLatency, NumaNode, RtRuntime, ThpMode};
 pub use taillab_core::sections::planned::{AppliedTuning, KnobState};
 
 /// Why a knob could not be applied. Knobs already applied are restored
@@ -75,6 +80,14 @@ pub enum TuningError {
         /// The mode asked for.
         mode: String,
         /// Why the write was refused.
+        why: String,
+    },
+    #[error("cannot set the real-time runtime limit to {value}: {why} (needs root and /proc/sys/kernel/sched_rt_runtime_us; leave tuning.rt_runtime unset on this host)")]
+    /// `sched_rt_runtime_us` could not be written, or the value exceeds the period.
+    RtRuntime {
+        /// The value asked for, as the kernel takes it.
+        value: String,
+        /// Why it was refused.
         why: String,
     },
     #[error("NUMA node {node} does not exist: this host has node(s) {nodes}")]
@@ -118,6 +131,9 @@ pub struct Tuning {
     /// Bind the memory of threads created after `apply` to this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_node: Option<NumaNode>,
+    /// Hold this real-time runtime limit (`sched_rt_runtime_us`) during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rt_runtime: Option<RtRuntime>,
 }
 
 /// Restores every knob of a [`Tuning`] when dropped (or at [`restore`](Self::restore)).
@@ -173,6 +189,18 @@ pub fn recover_journal(path: &Path) -> Result<Vec<ResetLine>, TuningError> {
 }
 
 const THP_FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+/// The real-time runtime limit and its period (µs).
+pub const RT_RUNTIME_FILE: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+const RT_PERIOD_FILE: &str = "/proc/sys/kernel/sched_rt_period_us";
+
+/// The real-time runtime limit in force now (µs of each period; `None`: no limit), and the
+/// period, from /proc/sys/kernel.
+pub fn read_rt_runtime() -> Option<(RtRuntime, u64)> {
+    let num = |f: &str| -> Option<i64> { std::fs::read_to_string(f).ok()?.trim().parse().ok() };
+    let rt = num(RT_RUNTIME_FILE)?;
+    let period = u64::try_from(num(RT_PERIOD_FILE)?).ok()?;
+    Some((RtRuntime(u32::try_from(rt).ok()), period))
+}
 
 impl Tuning {
     /// True when no knob is set.
@@ -215,7 +243,7 @@ impl Tuning {
     }
 
     /// Restores whatever a killed run left in `journal`, then applies the
-    /// knobs in order (IRQs, THP, C-states, NUMA). On an error the knobs
+    /// knobs in order (IRQs, THP, RT runtime, C-states, NUMA). On an error the knobs
     /// applied so far are restored before it is returned.
     pub fn apply_with(&self, journal: &Path) -> Result<TuningGuard, TuningError> {
         self.validate()?;
@@ -240,6 +268,10 @@ impl Tuning {
         }
         if let Some(m) = self.thp {
             let k = g.apply_thp(m)?;
+            g.applied.knobs.push(k);
+        }
+        if let Some(r) = self.rt_runtime {
+            let k = g.apply_rt_runtime(r)?;
             g.applied.knobs.push(k);
         }
         if let Some(d) = self.dma_latency {
@@ -337,6 +369,37 @@ impl TuningGuard {
         Ok(KnobState {
             knob: "thp".into(),
             requested: mode.to_string(),
+            before,
+            message,
+        })
+    }
+
+    fn apply_rt_runtime(&mut self, r: RtRuntime) -> Result<KnobState, TuningError> {
+        let value = r.kernel();
+        let refused = |why: String| TuningError::RtRuntime {
+            value: value.clone(),
+            why,
+        };
+        let (_, period) = read_rt_runtime().ok_or_else(|| {
+            refused(format!(
+                "{RT_RUNTIME_FILE} or {RT_PERIOD_FILE} cannot be read"
+            ))
+        })?;
+        if r.0.is_some_and(|v| u64::from(v) > period) {
+            return Err(refused(format!("it exceeds the period, {period} µs")));
+        }
+        let out = self
+            .journal
+            .set_saving(Path::new(RT_RUNTIME_FILE), &value)
+            .map_err(|e| journal_err(self.journal.state_path(), e))?;
+        let (before, message) = match out {
+            SetOutcome::Changed { old } => (Some(old), format!("set (period {period} µs)")),
+            SetOutcome::Unchanged => (Some(value.clone()), "already set".to_string()),
+            SetOutcome::Refused { why } => return Err(refused(why)),
+        };
+        Ok(KnobState {
+            knob: "rt_runtime".into(),
+            requested: value,
             before,
             message,
         })
@@ -486,16 +549,23 @@ mod tests {
         assert_eq!("10us".parse::<DmaLatency>().unwrap(), DmaLatency(10));
         assert!("-1".parse::<DmaLatency>().is_err());
         assert_eq!("node1".parse::<NumaNode>().unwrap(), NumaNode(1));
+        for (s, want) in [("-1", None), ("unlimited", None), ("950000", Some(950_000))] {
+            assert_eq!(s.parse::<RtRuntime>().unwrap(), RtRuntime(want), "{s}");
+        }
+        assert_eq!("950000us".parse::<RtRuntime>().unwrap().kernel(), "950000");
+        assert_eq!(RtRuntime(None).to_string(), "-1");
+        assert!("-2".parse::<RtRuntime>().is_err());
         let t = Tuning {
             irq_cpus: Some("1".parse().unwrap()),
             dma_latency: Some(DmaLatency(0)),
             thp: Some(ThpMode::Never),
             numa_node: Some(NumaNode(0)),
+            rt_runtime: Some(RtRuntime(None)),
         };
         let j = serde_json::to_string(&t).unwrap();
         assert_eq!(
             j,
-            r#"{"irq_cpus":"1","dma_latency":"0us","thp":"never","numa_node":"0"}"#
+            r#"{"irq_cpus":"1","dma_latency":"0us","thp":"never","numa_node":"0","rt_runtime":"-1"}"#
         );
         assert_eq!(serde_json::from_str::<Tuning>(&j).unwrap(), t);
     }

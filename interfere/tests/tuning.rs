@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use common::*;
 use taillab_interfere::tuning::{
-    irq_affinity_files, numa_nodes, read_dma_latency, recover_journal,
+    irq_affinity_files, numa_nodes, read_dma_latency, read_rt_runtime, recover_journal,
+    RT_RUNTIME_FILE,
 };
-use taillab_interfere::{DmaLatency, NumaNode, ThpMode, Tuning};
+use taillab_interfere::{DmaLatency, NumaNode, RtRuntime, ThpMode, Tuning};
 
 const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
@@ -107,6 +108,66 @@ fn irq_affinity_is_restored() {
     assert_eq!(irq_values(), before, "every IRQ back where it was");
 }
 
+fn rt_runtime_now() -> Option<String> {
+    Some(
+        std::fs::read_to_string(RT_RUNTIME_FILE)
+            .ok()?
+            .trim()
+            .to_string(),
+    )
+}
+
+/// A real-time limit other than the host's: none where it has one, the kernel's default
+/// where it has none.
+fn other_rt_runtime(now: &str) -> RtRuntime {
+    if now == "-1" {
+        RtRuntime(Some(950_000))
+    } else {
+        RtRuntime(None)
+    }
+}
+
+#[test]
+fn rt_runtime_is_restored_when_the_guard_drops_and_on_error() {
+    let _s = serial();
+    let Some(before) = rt_runtime_now() else {
+        return skip_without("rt-runtime", &format!("{RT_RUNTIME_FILE} does not exist"));
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("run-tuning.json");
+    let want = other_rt_runtime(&before);
+    let t = Tuning {
+        rt_runtime: Some(want),
+        ..Default::default()
+    };
+    let guard = match t.apply_with(&journal) {
+        Ok(g) => g,
+        Err(e) => return skip_without("rt-runtime", &format!("not writable here: {e}")),
+    };
+    assert_eq!(rt_runtime_now(), Some(want.kernel()));
+    assert_eq!(read_rt_runtime().unwrap().0, want);
+    assert!(journal.exists(), "prior value saved before the write");
+    let k = &guard.applied().knobs[0];
+    assert_eq!(
+        (k.knob.as_str(), k.before.as_deref()),
+        ("rt_runtime", Some(before.as_str()))
+    );
+    drop(guard);
+    assert_eq!(rt_runtime_now().as_deref(), Some(before.as_str()));
+    assert!(!journal.exists(), "journal deleted after restoring");
+
+    // A value the kernel would refuse (longer than its period) is refused before anything
+    // changes.
+    let (_, period) = read_rt_runtime().unwrap();
+    let too_long = Tuning {
+        rt_runtime: Some(RtRuntime(Some(u32::try_from(period + 1).unwrap()))),
+        ..Default::default()
+    };
+    let e = too_long.apply_with(&journal).unwrap_err().to_string();
+    assert!(e.contains("exceeds the period"), "{e}");
+    assert_eq!(rt_runtime_now().as_deref(), Some(before.as_str()));
+}
+
 #[test]
 fn c_state_limit_is_held_and_released() {
     let _s = serial();
@@ -177,6 +238,7 @@ fn helper_hold_tuning() {
     let t = Tuning {
         thp: Some(other_thp(&now)),
         dma_latency: read_dma_latency().map(|_| DmaLatency(4)),
+        rt_runtime: rt_runtime_now().map(|r| other_rt_runtime(&r)),
         ..Default::default()
     };
     let g = t.apply_with(Path::new(&journal)).unwrap();
@@ -192,6 +254,7 @@ fn a_killed_run_is_restored_from_its_journal() {
         return skip_without("thp", &format!("{THP} does not exist on this host"));
     };
     let dma_before = read_dma_latency();
+    let rt_before = rt_runtime_now();
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("run-tuning.json");
     let mut child = spawn_helper(
@@ -200,8 +263,10 @@ fn a_killed_run_is_restored_from_its_journal() {
     );
     read_line_starting(&mut child, "APPLIED");
     let during = thp_now();
+    let rt_during = rt_runtime_now();
     sigkill(&mut child);
     let (dma_after, thp_after, journal_left) = (read_dma_latency(), thp_now(), journal.exists());
+    let rt_after = rt_runtime_now();
     // Restore first, so that a failed assertion below leaves the host as it was.
     let lines = recover_journal(&journal).unwrap();
     assert_ne!(during.as_deref(), Some(before.as_str()));
@@ -217,5 +282,11 @@ fn a_killed_run_is_restored_from_its_journal() {
         "{lines:?}"
     );
     assert_eq!(thp_now(), Some(before));
+    // The real-time limit too: changed by the killed run, put back from its journal.
+    if rt_before.is_some() {
+        assert_eq!(rt_after, rt_during);
+        assert_ne!(rt_during, rt_before);
+        assert_eq!(rt_runtime_now(), rt_before);
+    }
     assert!(!journal.exists());
 }

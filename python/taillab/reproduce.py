@@ -202,8 +202,12 @@ def read_items(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def experiment_stem(path: str) -> str:
-    """The folder an experiment file's results go to: ``apps/kv.toml`` → ``apps-kv``."""
-    return path.removesuffix(".toml").replace("/", "-")
+    """The folder an experiment file's results go to: ``apps/kv.toml`` → ``apps-kv``, and a file
+    of another configs folder (``../tailwag/middleware-gc.toml``) → ``tailwag-middleware-gc``."""
+    path = path.removesuffix(".toml")
+    while path.startswith("../"):
+        path = path[3:]
+    return path.replace("/", "-")
 
 
 def _stems(item: dict[str, Any]) -> list[str]:

@@ -51,7 +51,7 @@ pub use sections::{
     view, Ci, Fanout, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
     Record, Stamping, Topology,
 };
-pub use tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
+pub use tuning::{DmaLatency, NumaNode, ProfileMode, RtRuntime, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size, ValueError};
 
 use crate::app::{KeySpec, Params};
@@ -960,6 +960,8 @@ mod tests {
             "cpu:1@cpus=0"
         } else if form.contains("C-state") {
             "10us"
+        } else if form.contains("real-time period") {
+            "950000"
         } else if form.contains("NUMA") {
             "0"
         } else if form.contains("duration") {

@@ -5,7 +5,7 @@
 
 use super::interfere::InterfereSet;
 use super::record::{CounterMode, RequestFormat};
-use super::tuning::{DmaLatency, NumaNode, ProfileMode, ThpMode};
+use super::tuning::{DmaLatency, NumaNode, ProfileMode, RtRuntime, ThpMode};
 use super::value::{CpuList, Dur, Items, Names, Size};
 use crate::arrival::ArrivalSpec;
 use crate::clock::WaitMode;
@@ -412,5 +412,7 @@ section! {
         thp: Option<ThpMode> = None, Opts::on(EXP);
         /// Bind the workers' memory to this NUMA node (a host with one node says so).
         numa_node: Option<NumaNode> = None, Opts::on(EXP);
+        /// Hold the real-time runtime limit (/proc/sys/kernel/sched_rt_runtime_us): µs of each period real-time threads may run before the kernel throttles them (950000: the kernel's 95 %), or -1 for no limit (a SCHED_FIFO worker that spins then keeps its CPU: leave one CPU free of such workers).
+        rt_runtime: Option<RtRuntime> = None, Opts::on(EXP);
     }
 }

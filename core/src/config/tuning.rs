@@ -52,6 +52,51 @@ impl fmt::Display for DmaLatency {
     }
 }
 
+/// The real-time runtime limit held for a run (`/proc/sys/kernel/sched_rt_runtime_us`): the
+/// µs of each period (`sched_rt_period_us`, 1 s by default) that real-time threads may run
+/// before the kernel throttles them for the rest of it, or `None` for no limit (the kernel's
+/// `-1`). The kernel's default, 950000 of 1000000, lets a SCHED_FIFO worker that spins run
+/// 950 ms and stops it for 50 ms every second (TailWAG Fig. 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RtRuntime(pub Option<u32>);
+
+impl RtRuntime {
+    /// The value as the kernel's file takes it: `-1` or the µs.
+    pub fn kernel(&self) -> String {
+        self.0.map_or("-1".into(), |v| v.to_string())
+    }
+}
+
+impl FromStr for RtRuntime {
+    type Err = crate::error::ValueError;
+    fn from_str(s: &str) -> Result<Self, crate::error::ValueError> {
+        crate::error::ValueError::wrap(s, || {
+            let t = s.trim();
+            if t == "-1" || t == "unlimited" {
+                return Ok(RtRuntime(None));
+            }
+            t.trim_end_matches("us")
+                .trim_end_matches("µs")
+                .parse::<u32>()
+                .ok()
+                .filter(|v| *v <= 2_000_000_000)
+                .map(|v| RtRuntime(Some(v)))
+                .ok_or_else(|| {
+                    format!("bad real-time runtime `{s}`: expected microseconds of each period like 950000, or -1 for no limit")
+                })
+        })
+    }
+}
+
+impl fmt::Display for RtRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}us"),
+            None => f.write_str("-1"),
+        }
+    }
+}
+
 /// A NUMA node number for binding workers' memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NumaNode(pub u32);
@@ -75,7 +120,7 @@ impl fmt::Display for NumaNode {
     }
 }
 
-crate::serde_as_display!(DmaLatency, NumaNode);
+crate::serde_as_display!(DmaLatency, NumaNode, RtRuntime);
 
 impl ConfigValue for DmaLatency {
     const FORM: &'static str = "a C-state limit in microseconds like 0 or 10us";
@@ -89,6 +134,16 @@ impl ConfigValue for DmaLatency {
 
 impl ConfigValue for NumaNode {
     const FORM: &'static str = "a NUMA node number like 0";
+    fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
+        s.parse()
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl ConfigValue for RtRuntime {
+    const FORM: &'static str = "µs of each real-time period like 950000, or -1 for no limit";
     fn parse(s: &str) -> Result<Self, crate::error::ValueError> {
         s.parse()
     }

@@ -177,7 +177,7 @@ pub enum ProfileOutcome {
 /// What happened to one knob (the run's `tuning` record).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct KnobState {
-    /// The knob's key: `irq_cpus`, `thp`, `dma_latency` or `numa_node`.
+    /// The knob's key: `irq_cpus`, `thp`, `rt_runtime`, `dma_latency` or `numa_node`.
     pub knob: String,
     /// The value asked for, as the configuration spells it.
     pub requested: String,
@@ -190,7 +190,7 @@ pub struct KnobState {
 /// The record of taillab-interfere's `Tuning::apply`, for `summary.json` / `experiment.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AppliedTuning {
-    /// The knobs applied, in order (IRQs, THP, C-states, NUMA).
+    /// The knobs applied, in order (IRQs, THP, RT runtime, C-states, NUMA).
     pub knobs: Vec<KnobState>,
     /// Settings restored from a journal left by a run that was killed.
     pub recovered: Vec<String>,
