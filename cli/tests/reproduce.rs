@@ -144,13 +144,13 @@ fn smoke_with_readers(id: &str, also: &[&str], readers: &[&str]) {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
-/// Table I's runs serve Fig. 2 and the profiling report's Tables III–IV.
+/// Table I's runs serve Fig. 2 and the profiling report's Tables II–IV.
 #[test]
-fn smoke_tailbench_table1_fig2_and_profiling_table4() {
+fn smoke_tailbench_table1_fig2_and_profiling_tables() {
     smoke_with_readers(
         "tailbench-fig2",
         &["tailbench-table1"],
-        &["profiling-table4"],
+        &["profiling-table4", "profiling-table2"],
     );
 }
 
@@ -173,6 +173,52 @@ smoke! {
     smoke_tail_at_scale_fanout: "tail-at-scale-fanout";
     smoke_tail_at_scale_hedging: "tail-at-scale-hedging";
     smoke_tales_fig5_attribution: "tales-fig5-attribution";
+    smoke_tailwag_fig9: "tailwag-fig9";
+}
+
+const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+
+/// TailWAG Fig. 3, `--smoke`: both cases run with the real-time limit each asked for
+/// (summary.json's `tuning` says so), and the host's own limit is back afterwards.
+#[test]
+fn smoke_tailwag_fig3_holds_each_rt_limit_and_restores_the_hosts() {
+    let _s = serial();
+    let Ok(before) = std::fs::read_to_string(RT_RUNTIME) else {
+        return skip_without("rt-runtime", &format!("{RT_RUNTIME} does not exist"));
+    };
+    let out = tmp("smoke-tailwag-fig3");
+    let o = Command::new(bin())
+        .args(["reproduce", "tailwag-fig3", "--smoke", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let after = std::fs::read_to_string(RT_RUNTIME).unwrap();
+    assert_eq!(after, before, "the host's real-time limit was not restored");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    check_item(&out, "tailwag-fig3");
+    let exp = out.join("tailwag-fig3/tailwag-fig3");
+    let mut held = Vec::new();
+    for p in json(&exp.join("experiment.json"))["points"]
+        .as_array()
+        .unwrap()
+    {
+        let id = p["id"].as_str().unwrap();
+        let sum = json(&exp.join("points").join(id).join("run-0/summary.json"));
+        let knobs = sum["tuning"]["applied"]["knobs"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let rt = knobs.iter().find(|k| k["knob"] == "rt_runtime").unwrap();
+        held.push(rt["requested"].as_str().unwrap().to_string());
+        assert_eq!(
+            rt["before"].as_str().unwrap(),
+            before.trim(),
+            "each run starts from the host's limit: {rt}"
+        );
+    }
+    held.sort();
+    assert_eq!(held, ["-1", "950000"]);
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 /// The profiling tables as attributions, `--smoke`: 20 runs (five stress levels × 2 blocks,

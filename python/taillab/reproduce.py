@@ -50,6 +50,7 @@ from . import coverage, html, resources
 from .errors import TaillabError
 from .html import esc
 from .reproduce_scale import rule_tales7, rule_tb_fig6, rule_tb_fig7, rule_tw_fig6
+from .reproduce_tailwag import rule_profiling_table2, rule_tailwag_fig3, rule_tailwag_fig9
 from .reproduce_verdict import (
     Cond,
     Verdict,
@@ -2062,6 +2063,10 @@ RULES: dict[str, Rule] = {
     "tailbench-fig7": rule_tb_fig7,
     "tales-fig7": rule_tales7,
     "tailwag-fig6": rule_tw_fig6,
+    # TailWAG's case studies and throttling, the report's Table II (reproduce_tailwag.py).
+    "tailwag-fig9": rule_tailwag_fig9,
+    "tailwag-fig3": rule_tailwag_fig3,
+    "profiling-table2": rule_profiling_table2,
 }
 
 

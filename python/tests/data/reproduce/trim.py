@@ -25,8 +25,9 @@ RUN_KEYS = [
 ]  # fmt: skip
 METRICS = ("sojourn", "service")
 HLOGS = {"tailbench-table1": ("service",), "tales-fig2": ("sojourn",), "tales-fig3": ("sojourn",)}
-# Items whose page shows the processes' resources (the rest read only the foreign names).
-RESOURCES = {"profiling-table7"}
+# Items whose page shows the processes' resources (the rest read only the foreign names):
+# profiling-table7's, and Table I's runs, which the report's Table II (profiling-table2) reads.
+RESOURCES = {"profiling-table7", "tailbench-table1"}
 
 
 def _point(p: dict) -> dict:
