@@ -33,7 +33,7 @@ fn tuning_of(cfg: &RunConfig) -> Tuning {
 
 /// Everything that must fail before anything starts: hog programs installed,
 /// their CPUs allowed, knobs applicable, worker CPUs allowed, RT priority
-/// permitted.
+/// (or the workers' nice value) permitted.
 pub fn preflight(cfg: &RunConfig) -> anyhow::Result<()> {
     check_specs(&cfg.interference.hogs.0)?;
     tuning_of(cfg).validate()?;
@@ -43,6 +43,9 @@ pub fn preflight(cfg: &RunConfig) -> anyhow::Result<()> {
         preflight::check_rt_priority(cfg.harness.rt_priority as i32)?;
     }
     rt_starvation(cfg)?;
+    if let Some(n) = cfg.harness.nice {
+        preflight::check_nice(n)?;
+    }
     if cfg.record.profile == ProfileMode::Perf {
         if let Some(why) = taillab_interfere::profile::perf_unavailable() {
             eprintln!(

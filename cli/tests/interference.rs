@@ -177,6 +177,8 @@ fn bad_interference_is_refused_before_anything_starts() {
         (vec!["--interfere", "cpu:1@cpus=4096"], "4096"),
         (vec!["--thp", "sometimes"], "THP mode"),
         (vec!["--rt-priority", "100"], "rt_priority"),
+        (vec!["--nice", "20"], "harness.nice must be -20..=19"),
+        (vec!["--nice", "-20", "--rt-priority", "50"], "both set"),
     ] {
         let mut args = vec!["run", "-q"];
         args.extend(RUN);

@@ -293,6 +293,37 @@ fn serve_places_its_workers() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--nice` puts every worker thread of `taillab serve` at that nice value under CFS
+/// (stat field 19 the nice value, field 41 the policy: 0 is SCHED_OTHER), and only them: the
+/// process's main thread keeps its own.
+#[test]
+fn serve_runs_its_workers_at_a_nice_value() {
+    let _s = serial();
+    let (srv, _addr) = serve(&["--app", "null", "--threads", "2", "--nice", "-7"]);
+    let (mut workers, mut others) = (0, 0);
+    for t in std::fs::read_dir(format!("/proc/{}/task", srv.0.id()))
+        .unwrap()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split(' ').collect();
+        if comm.starts_with("taillab-srv-") {
+            workers += 1;
+            assert_eq!((f[19 - 3], f[41 - 3]), ("-7", "0"), "{comm}: {stat}");
+        } else if t.file_name().to_str() == Some(&srv.0.id().to_string()) {
+            others += 1;
+            assert_ne!(f[19 - 3], "-7", "the main thread moved too: {stat}");
+        }
+    }
+    assert_eq!(
+        (workers, others),
+        (2, 1),
+        "two worker threads and the main one"
+    );
+}
+
 #[test]
 fn server_drops_garbage_and_keeps_serving() {
     let _s = serial();

@@ -612,10 +612,12 @@ fn run_result(
     }
 }
 
-/// Applies `--rt-priority` and `--cpus` to the calling thread (`w` is the
+/// Applies `--rt-priority` (or `--nice`) and `--cpus` to the calling thread (`w` is the
 /// worker index, `usize::MAX` for the shaper).
 fn place_thread(spec: &RunSpec, w: usize) -> Result<(), RunError> {
-    place_thread_on(&spec.cpus, spec.rt_priority, w).map_err(|e| RunError::Setup(e.to_string()))
+    place_thread_on(&spec.cpus, spec.rt_priority, w)
+        .and_then(|()| spec.nice.map_or(Ok(()), crate::placement::set_thread_nice))
+        .map_err(|e| RunError::Setup(e.to_string()))
 }
 
 /// Adds the simulated network delay of one direction (0 without `--net-delay`).

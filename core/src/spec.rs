@@ -101,6 +101,9 @@ pub struct RunSpec {
     pub drain_timeout_ns: u64,
     /// Run workers (and the shaper) under SCHED_FIFO at this priority.
     pub rt_priority: Option<i32>,
+    /// Run workers (and the shaper) under CFS at this nice value (-20..=19); never together
+    /// with `rt_priority`.
+    pub nice: Option<i32>,
     /// Pin worker i to `cpus[i % len]` (the shaper to the last one).
     pub cpus: Vec<usize>,
     /// Helper threads of the inline shaper (see [`crate::placement::helper_cpus`]); `None`:
@@ -150,6 +153,7 @@ impl Default for RunSpec {
             drain_timeout_ns: 10_000_000_000,
             send_lag_p99_max_ns: 50_000,
             rt_priority: None,
+            nice: None,
             cpus: Vec::new(),
             helpers: None,
             fanout: None,

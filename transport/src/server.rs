@@ -88,6 +88,8 @@ pub struct ServeOpts {
     pub cpus: Vec<usize>,
     /// SCHED_FIFO priority of the workers.
     pub rt_priority: Option<i32>,
+    /// Nice value of the workers (`harness.nice`), under CFS.
+    pub nice: Option<i32>,
     /// How requests reach workers.
     pub dispatch: Dispatch,
     /// Kernel or user-space receive stamps.
@@ -134,6 +136,7 @@ impl ServeOpts {
             seed: cfg.load.seed,
             cpus: h.cpus.0.clone(),
             rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),
+            nice: h.nice,
             dispatch: choice.dispatch,
             stamps: cfg.net.stamps,
             choice: why.join("; "),
@@ -280,13 +283,15 @@ fn start_workers(
     for (w, poll) in polls.iter().cloned().enumerate() {
         let spin_ns = opts.spin_ns;
         let (st, server, tx, wait) = (st.clone(), server.clone(), init_tx.clone(), opts.wait);
-        let (cpus, rt) = (opts.cpus.clone(), opts.rt_priority);
+        let (cpus, rt, nice) = (opts.cpus.clone(), opts.rt_priority, opts.nice);
         workers.push(
             std::thread::Builder::new()
                 .name(format!("taillab-srv-{w}"))
                 .spawn(move || {
                     set_timer_slack_1ns();
-                    if let Err(e) = taillab_core::harness::place_thread_on(&cpus, rt, w) {
+                    let placed = taillab_core::harness::place_thread_on(&cpus, rt, w)
+                        .and_then(|()| nice.map_or(Ok(()), taillab_core::placement::set_thread_nice));
+                    if let Err(e) = placed {
                         let _ =
                             tx.send(Err(AppError::Engine { engine: "placing a worker".into(), why: e.to_string() }));
                         return;

@@ -629,6 +629,19 @@ impl RunConfig {
                 h.rt_priority
             )));
         }
+        if let Some(n) = h.nice {
+            if !(-20..=19).contains(&n) {
+                return Err(ConfigError::Invalid(format!(
+                    "harness.nice must be -20..=19 (a CFS nice value; -20 is the highest), got {n}"
+                )));
+            }
+            if h.rt_priority > 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "harness.nice {n} and harness.rt_priority {} both set: a worker runs under one scheduling class, CFS at a nice value or SCHED_FIFO at a priority; leave one out",
+                    h.rt_priority
+                )));
+            }
+        }
         let spec = RunSpec {
             qps,
             threads: h.threads,
@@ -648,6 +661,7 @@ impl RunConfig {
             interval_ns: self.record.interval.0,
             drain_timeout_ns: l.drain_timeout.0,
             rt_priority: (h.rt_priority > 0).then_some(h.rt_priority as i32),
+            nice: h.nice,
             cpus: h.cpus.0.clone(),
             helpers: h.helpers,
             fanout: {
@@ -1182,6 +1196,28 @@ mod tests {
         c.set("harness.wait", &["spin"]).unwrap();
         let (spec, note) = c.run_spec().unwrap();
         assert_eq!((spec.wait, note), (WaitMode::Spin, None));
+    }
+
+    /// `harness.nice` reaches the spec, round-trips through config.toml, and is refused out
+    /// of -20..=19 or beside `rt_priority` (one scheduling class per worker).
+    #[test]
+    fn a_worker_nice_value_is_checked() {
+        let mut c = RunConfig::default();
+        c.set("app.name", &["synth"]).unwrap();
+        c.set("load.qps", &["1000"]).unwrap();
+        c.set("load.requests", &["100"]).unwrap();
+        c.set("harness.nice", &["-20"]).unwrap();
+        assert_eq!(c.spec().unwrap().nice, Some(-20));
+        assert_eq!(roundtrip(&c), c);
+        c.set("harness.nice", &["20"]).unwrap();
+        assert!(c.spec().unwrap_err().to_string().contains("-20..=19"));
+        c.set("harness.nice", &["-5"]).unwrap();
+        c.set("harness.rt_priority", &["50"]).unwrap();
+        let e = c.spec().unwrap_err().to_string();
+        assert!(
+            e.contains("harness.nice -5") && e.contains("rt_priority 50"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -234,6 +234,8 @@ section! {
         cpus: CpuList = CpuList::default(), Opts::on(EXP | SERVE);
         /// Run workers under SCHED_FIFO at this priority (1..=99; needs root); 0 = normal scheduling.
         rt_priority: u32 = 0, Opts::on(EXP | SERVE);
+        /// Run workers under normal (CFS) scheduling at this nice value, -20..=19 (below 0 needs root); not with `rt_priority`. Tales of the Tail's "strictly higher priority without FIFO order" is nearest at -20.
+        nice: Option<i32> = None, Opts::on(EXP | SERVE);
         /// Helper threads of integrated inline runs: they generate requests ahead and record the served ones on CPUs no worker uses, so a worker's own cost per request is a claim and a push; none: one per 4 workers on the CPUs the workers leave free (none when workers are unpinned); 0: workers do it themselves while idle.
         helpers: Option<usize> = None, Opts::on(EXP);
     }

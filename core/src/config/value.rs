@@ -75,6 +75,25 @@ macro_rules! whole_number {
 
 whole_number!(u64 => "a whole number like 1000", usize => "a whole number like 2", u32 => "a whole number like 10");
 
+/// Signed whole numbers (a nice value): the same parser, always a TOML integer.
+impl ConfigValue for i32 {
+    const COMMA_AXIS: bool = true;
+    const NUMBER: bool = true;
+    const FORM: &'static str = "a whole number like -20";
+    fn parse(s: &str) -> Result<Self, ValueError> {
+        s.trim()
+            .replace('_', "")
+            .parse()
+            .map_err(|_| ValueError::not(s, Self::FORM))
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+    fn to_toml(&self) -> Option<toml::Value> {
+        Some(toml::Value::Integer(i64::from(*self)))
+    }
+}
+
 impl ConfigValue for f64 {
     const COMMA_AXIS: bool = true;
     const NUMBER: bool = true;
