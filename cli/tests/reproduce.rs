@@ -395,3 +395,56 @@ fn smoke_tailwag_fig6_scales_the_app_and_its_twin() {
     needs_below_two(&v, cap, 1 + 2);
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+// --- Host mechanisms: scheduling class, interrupt placement, NUMA ------------------------------
+
+smoke! {
+    smoke_tales_fig6: "tales-fig6";
+    smoke_tailwag_fig7: "tailwag-fig7";
+}
+
+/// TailWAG Fig. 1's loopback runs serve Tales Fig. 8 (read as they are). Neither crossed a
+/// NIC, so both say what they need instead of a verdict, with what the numbers alone say.
+#[test]
+fn smoke_tailwag_fig1_and_tales_fig8_say_they_need_a_nic() {
+    let _s = serial();
+    let out = tmp("smoke-tailwag-fig1");
+    for id in ["tailwag-fig1", "tales-fig8"] {
+        let v = reproduce_with(id, "--smoke", &out);
+        check_item(&out, id);
+        let text = v["verdict"].as_str().unwrap();
+        assert_eq!(v["status"], "inconclusive", "{v}");
+        assert!(
+            text.starts_with("needs: NIC interrupt affinity (these runs were loopback"),
+            "{text}"
+        );
+        assert!(text.contains(" on these numbers: "), "{text}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Tales Fig. 9 on a host with one NUMA node runs the one-node baseline and says it needs two.
+#[test]
+fn smoke_tales_fig9_says_it_needs_two_numa_nodes() {
+    let _s = serial();
+    let out = tmp("smoke-tales-fig9");
+    let v = reproduce_with("tales-fig9", "--smoke", &out);
+    check_item(&out, "tales-fig9");
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.len() > 4 && n.starts_with("node") && n[4..].bytes().all(|c| c.is_ascii_digit())
+        })
+        .count();
+    let text = v["verdict"].as_str().unwrap();
+    assert_eq!(v["status"], "inconclusive", "{v}");
+    if nodes < 2 {
+        assert!(
+            text.contains(&format!("needs: 2 NUMA nodes (this host has {nodes} node")),
+            "{text}"
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}

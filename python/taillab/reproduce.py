@@ -49,6 +49,13 @@ import pandas as pd
 from . import coverage, html, resources
 from .errors import TaillabError
 from .html import esc
+from .reproduce_host import (
+    rule_tailwag_fig1,
+    rule_tailwag_fig7,
+    rule_tales6,
+    rule_tales8,
+    rule_tales9,
+)
 from .reproduce_scale import rule_tales7, rule_tb_fig6, rule_tb_fig7, rule_tw_fig6
 from .reproduce_tailwag import rule_profiling_table2, rule_tailwag_fig3, rule_tailwag_fig9
 from .reproduce_verdict import (
@@ -66,6 +73,7 @@ from .reproduce_verdict import (
     _ideal_points,
     _in_unit,
     _less,
+    _load_name,
     _mean,
     _no_data,
     _ok,
@@ -78,6 +86,7 @@ from .reproduce_verdict import (
     _within,
     _x,
     bars,
+    group_tag,
     status_of,
     value,
 )
@@ -218,11 +227,6 @@ def _stems(item: dict[str, Any]) -> list[str]:
 
 
 # --- the item's data ---------------------------------------------------------------------------
-
-
-def group_tag(point_id: str) -> str:
-    """The saturation folder of a point's group: its id with the rate set to 0."""
-    return re.sub(r"^([^-]+-t\d+-q)[^-]*", r"\g<1>0", point_id)
 
 
 def _threads_of_tag(tag: str) -> int | None:
@@ -620,13 +624,6 @@ def _ends(pts: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     key = "load_frac" if pts["load_frac"].notna().all() else "qps"
     s = pts.sort_values(key)
     return s.iloc[0], s.iloc[-1]
-
-
-def _load_name(p: pd.Series) -> str:
-    f = p.get("load_frac")
-    if isinstance(f, float) and math.isfinite(f):
-        return f"{100 * f:.0f} % load"
-    return f"{float(p['qps']):,.0f} QPS"
 
 
 def rule_fig3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
@@ -2067,6 +2064,12 @@ RULES: dict[str, Rule] = {
     "tailwag-fig9": rule_tailwag_fig9,
     "tailwag-fig3": rule_tailwag_fig3,
     "profiling-table2": rule_profiling_table2,
+    # Host mechanisms (taillab.reproduce_host).
+    "tales-fig6": rule_tales6,
+    "tailwag-fig1": rule_tailwag_fig1,
+    "tales-fig8": rule_tales8,
+    "tales-fig9": rule_tales9,
+    "tailwag-fig7": rule_tailwag_fig7,
 }
 
 
@@ -2141,6 +2144,15 @@ def _counts(v: list) -> str:
     return ", ".join(str(x) for x in v)
 
 
+def _needs_rule(verdict: Verdict, from_data: str) -> None:
+    """A rule that found its runs could not be the paper's experiment (``verdict.needs``):
+    "needs: …" instead of a verdict, ``from_data`` (the status the numbers alone gave) kept in
+    the sentence."""
+    if verdict.needs:
+        verdict.status = "inconclusive"
+        verdict.body = f"needs: {verdict.needs}; {from_data} on these numbers: {verdict.body}"
+
+
 def _scale_rule(verdict: Verdict, folder: Path, from_data: str) -> None:
     """An item whose worker axis was capped at the host (OUT/<id>/scale.json, written by
     `taillab reproduce`) says so; one capped below the fewest workers that test its claim
@@ -2194,6 +2206,7 @@ def evaluate(
     # An item that only reads another's results shows (and is judged on) those runs.
     shown = reused if reused is not None and not data.results else data
     from_data = _environment_rule(verdict, shown.env)
+    _needs_rule(verdict, from_data)
     _scale_rule(verdict, folder, from_data)
     return Page(item_id, item, verdict, from_data, shown, quick)
 
@@ -2497,8 +2510,9 @@ def _md_header(found: list[tuple[str, dict, dict | None]], inside: str | None) -
         "`python/taillab/reproduce.py` or a module of rules it registers (`reproduce_*.py`; "
         "thresholds and why are named constants there): "
         "**confirmed** (every condition holds), **partly**, **not confirmed**, or "
-        "**inconclusive** (no data, or every run failed its environment check; the status the "
-        "numbers alone give is then said in the sentence).",
+        "**inconclusive** (no data, every run failed its environment check, or `needs: …` "
+        "where the host could not run the paper's experiment; the status the numbers alone "
+        "give is then said in the sentence).",
         "",
         f"- Machine: {host.get('hostname', '?')}, {host.get('cpu', '?')}, "
         f"{host.get('cores', '?')} CPUs, kernel {host.get('kernel', '?')}, "

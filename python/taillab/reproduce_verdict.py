@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,8 +71,10 @@ def status_of(conds: list[Cond]) -> str:
 class Verdict:
     """A rule's outcome: status, the sentence's body (the numbers in words), the numbers
     themselves, the conditions, the per-app/per-case table, the paper's numbers table (when
-    the paper gives numbers), the figures to draw and any extra page sections (functions of
-    the page's folder returning HTML)."""
+    the paper gives numbers), the figures to draw, any extra page sections (functions of
+    the page's folder returning HTML) and ``needs``: what this host lacks to run the paper's
+    experiment, when its runs could not be it (the page then says "needs: …" instead of a
+    verdict, the status the numbers give kept in the sentence)."""
 
     status: str
     body: str
@@ -82,6 +85,7 @@ class Verdict:
     paper: tuple[list[str], list[list[str]]] | None = None
     figures: list[tuple[str, str, Callable[[Path], Any]]] = field(default_factory=list)
     sections: list[Callable[[Path], str]] = field(default_factory=list)
+    needs: str | None = None
 
     @property
     def sentence(self) -> str:
@@ -347,3 +351,15 @@ def _transport_parts(
         ),
     ]
     return heads, rows, figures
+
+
+def group_tag(point_id: str) -> str:
+    """The saturation folder of a point's group: its id with the rate set to 0."""
+    return re.sub(r"^([^-]+-t\d+-q)[^-]*", r"\g<1>0", point_id)
+
+
+def _load_name(p: pd.Series) -> str:
+    f = p.get("load_frac")
+    if isinstance(f, float) and math.isfinite(f):
+        return f"{100 * f:.0f} % load"
+    return f"{float(p['qps']):,.0f} QPS"

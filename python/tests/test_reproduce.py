@@ -1103,7 +1103,7 @@ def test_no_data_is_inconclusive(tmp_path):
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["reproduce-page", "tales-fig9", "{tmp}", "--items", str(ITEMS)], "unknown item"),
+        (["reproduce-page", "tales-fig99", "{tmp}", "--items", str(ITEMS)], "unknown item"),
         (["reproduce-page", "tales-fig5", "{tmp}/nope", "--items", str(ITEMS)], "does not exist"),
         (["reproduce-page", "tales-fig5", "{tmp}", "--items", "{tmp}/x.toml"], "cannot read"),
         (
