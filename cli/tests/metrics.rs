@@ -100,7 +100,7 @@ fn an_unknown_record_format_is_one_line() {
     refused(
         &["--save-requests", "--record-format", "xml"],
         "format",
-        "use csv or parquet",
+        "(expected csv or parquet)",
     );
 }
 
