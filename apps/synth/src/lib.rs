@@ -1350,9 +1350,12 @@ mod tests {
         // 150 requests over ~60 ms: a dozen stretches, half of each factor; a preempted
         // fast one can look slow.
         assert!(fast >= 30 && slow >= 30, "fast {fast}, slow {slow}");
+        // The mean over requests, not over time: a fast stretch holds three requests for each
+        // one a slow stretch of the same length holds, so 3/4 × 1 + 1/4 × 3 = 1.5 (the time
+        // average, 2, would be a wrong formula); a few preempted or straddling requests move it.
         let r = server.report();
         let m = r["speed"]["mean_factor"].as_f64().unwrap();
-        assert!((1.5..=2.5).contains(&m), "{r}");
+        assert!((1.2..=1.8).contains(&m), "{r}");
         let spec = r["speed"]["spec"].as_str().unwrap();
         assert_eq!(
             Speed::parse(spec).unwrap(),
