@@ -286,10 +286,10 @@ fn fanout_leaves_on_nodes(slurm: &LocalSlurm, root: &Path) {
     assert_eq!(targets.split(',').count(), 2, "{targets}");
 }
 
-/// A two-point synth sweep through Slurm into `out` (3 s per run).
-fn two_point_sweep(out: &Path) -> Vec<String> {
+/// A two-point synth sweep through Slurm into `out`, `duration` per run.
+fn two_point_sweep(out: &Path, duration: &str) -> Vec<String> {
     #[rustfmt::skip]
-    let a = ["sweep", "--app", "synth", "--qps", "500,1000", "--duration", "3s",
+    let a = ["sweep", "--app", "synth", "--qps", "500,1000", "--duration", duration,
              "--warmup-requests", "20", "--executor", "slurm", "-q", "--out"];
     let mut v: Vec<String> = a.iter().map(|s| s.to_string()).collect();
     v.push(out.to_str().unwrap().to_string());
@@ -320,7 +320,10 @@ fn resume(slurm: &LocalSlurm, args: &[String]) {
 /// the task's stderr, keeps the other point, and --resume finishes.
 fn cancelled_task_is_reported_and_resumed(slurm: &LocalSlurm, root: &Path) {
     let out = root.join("fail");
-    let args = two_point_sweep(&out);
+    // Long enough that the cancel lands inside the run even when slurmctld, on a busy
+    // host, lists the task as running seconds after it started (a 3 s run once
+    // finished before its scancel did).
+    let args = two_point_sweep(&out, "15s");
     let child = start_sweep(slurm, &args);
     let until = Instant::now() + Duration::from_secs(30);
     let task = loop {
@@ -336,10 +339,16 @@ fn cancelled_task_is_reported_and_resumed(slurm: &LocalSlurm, root: &Path) {
         assert!(Instant::now() < until, "the q1000 task never ran: {text}");
         std::thread::sleep(Duration::from_millis(200));
     };
+    let seen = Instant::now();
     slurm.cmd("scancel").arg(&task).status().unwrap();
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "the sweep ended {:.1} s after task {task} was seen running and cancelled: {err}",
+        seen.elapsed().as_secs_f64()
+    );
     assert!(
         err.contains("integrated-t1-q1000 run-0") && err.contains("CANCELLED"),
         "{err}"
@@ -367,7 +376,7 @@ fn cancelled_task_is_reported_and_resumed(slurm: &LocalSlurm, root: &Path) {
 /// finishes the sweep.
 fn interrupted_sweep_cancels_its_jobs(slurm: &LocalSlurm, root: &Path) {
     let out = root.join("interrupted");
-    let args = two_point_sweep(&out);
+    let args = two_point_sweep(&out, "3s");
     let child = start_sweep(slurm, &args);
     let until = Instant::now() + Duration::from_secs(30);
     let jobs = loop {
