@@ -346,10 +346,10 @@ fn replay_run(a: &ModelArgs, dir: &std::path::Path) -> anyhow::Result<i32> {
         println!("measured {}", stats_line(measured));
         println!(
             "excess   mean {}  p99 {}  (measured ÷ ideal: mean {:.3}, p99 {:.3})",
-            fmt_ns(summary.excess["mean"]),
-            fmt_ns(summary.excess["p99"]),
-            summary.ratio["mean"],
-            summary.ratio["p99"]
+            fmt_ns(summary.excess.get("mean").copied().unwrap_or(f64::NAN)),
+            fmt_ns(summary.excess.get("p99").copied().unwrap_or(f64::NAN)),
+            summary.ratio.get("mean").copied().unwrap_or(f64::NAN),
+            summary.ratio.get("p99").copied().unwrap_or(f64::NAN)
         );
     } else {
         println!(

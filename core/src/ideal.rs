@@ -140,9 +140,10 @@ pub struct IdealSummary {
     pub replayed: u64,
     /// Sojourn statistics of the measured requests, as `latency_ns.sojourn`.
     pub sojourn: MetricStats,
-    /// measured − ideal per statistic, ns.
+    /// measured − ideal per statistic, ns; a statistic that either side lacks (a run with
+    /// no measured request) is left out.
     pub excess: BTreeMap<String, f64>,
-    /// measured ÷ ideal per statistic.
+    /// measured ÷ ideal per statistic; left out where either side lacks it or the ideal is 0.
     pub ratio: BTreeMap<String, f64>,
 }
 
@@ -368,8 +369,7 @@ pub fn fanout_ideal(
             measured.get(k).unwrap_or(f64::NAN),
             model.e2e.get(k).unwrap_or(f64::NAN),
         );
-        excess.insert(k.to_string(), m - i);
-        ratio.insert(k.to_string(), if i > 0.0 { m / i } else { f64::NAN });
+        compare(&mut excess, &mut ratio, k, m, i);
     }
     Ok(IdealSummary {
         method: "fan-out model (the run's arrivals and releases; service times, hedges' lateness and workers' wake-ups drawn from its measured copies)"
@@ -384,6 +384,23 @@ pub fn fanout_ideal(
     })
 }
 
+/// Puts `m − i` and `m ÷ i` under `k` where they are numbers: JSON has no NaN, and a null
+/// would break the summary's schema.
+fn compare(
+    excess: &mut BTreeMap<String, f64>,
+    ratio: &mut BTreeMap<String, f64>,
+    k: &str,
+    m: f64,
+    i: f64,
+) {
+    if (m - i).is_finite() {
+        excess.insert(k.to_string(), m - i);
+    }
+    if i > 0.0 && (m / i).is_finite() {
+        ratio.insert(k.to_string(), m / i);
+    }
+}
+
 /// The `ideal` section from a replay's statistics and the measured ones.
 pub fn summary_of(cfg: &IdealConfig, st: &ReplayStats, measured: &MetricStats) -> IdealSummary {
     let ideal = st.stats();
@@ -393,8 +410,7 @@ pub fn summary_of(cfg: &IdealConfig, st: &ReplayStats, measured: &MetricStats) -
             measured.get(k).unwrap_or(f64::NAN),
             ideal.get(k).unwrap_or(f64::NAN),
         );
-        excess.insert(k.to_string(), m - i);
-        ratio.insert(k.to_string(), if i > 0.0 { m / i } else { f64::NAN });
+        compare(&mut excess, &mut ratio, k, m, i);
     }
     IdealSummary {
         method: "replay".into(),
@@ -565,6 +581,20 @@ pub fn describe(sim: &SimConfig) -> String {
 mod tests {
     use super::*;
     use crate::queue::Assign;
+
+    #[test]
+    fn a_statistic_either_side_lacks_is_left_out_not_null() {
+        let (mut e, mut r) = (BTreeMap::new(), BTreeMap::new());
+        compare(&mut e, &mut r, "p99", 300.0, 100.0);
+        compare(&mut e, &mut r, "mean", f64::NAN, 100.0);
+        compare(&mut e, &mut r, "max", 50.0, 0.0);
+        assert_eq!(e.keys().collect::<Vec<_>>(), ["max", "p99"]);
+        assert_eq!(r.keys().collect::<Vec<_>>(), ["p99"]);
+        assert_eq!((e["p99"], r["p99"]), (200.0, 3.0));
+        // JSON has no NaN: every value written is a number.
+        let text = serde_json::to_string(&(e, r)).unwrap();
+        assert!(!text.contains("null"), "{text}");
+    }
 
     fn reqs(a: &[u64], s: &[u64]) -> Vec<ReplayReq> {
         a.iter()
