@@ -537,6 +537,9 @@ def _cells(res: Results, design: dict, runs: list[RunData]) -> list[dict]:
         disturbed = (
             int((~tr["check_environment"].astype(bool)).sum()) if "check_environment" in tr else 0
         )
+        saturated = (
+            int((~tr["check_saturation"].astype(bool)).sum()) if "check_saturation" in tr else 0
+        )
         out.append(
             {
                 "id": cid,
@@ -547,6 +550,7 @@ def _cells(res: Results, design: dict, runs: list[RunData]) -> list[dict]:
                 "runs": len(rs),
                 "requests": int(len(soj)),
                 "disturbed_runs": disturbed,
+                "saturated_runs": saturated,
                 "sojourn_p99_us": float(np.quantile(soj, 0.99)) if len(soj) else math.nan,
                 "run_p99_us": [_run_p99(r) for r in rs],
             }
@@ -602,6 +606,14 @@ def text_table(doc: dict) -> str:
                 f"  {e['term'][:52]:<52} {_signed(e['estimate_us']):>10} {pct:>8}  {ci:<24} "
                 f"{'yes' if e['excludes_zero'] else 'no'}"
             )
+    sat = [c for c in doc["cells"] if c.get("saturated_runs")]
+    if sat:
+        lines.append(
+            f"saturated: {sum(c['saturated_runs'] for c in sat)} run(s) in {len(sat)} cell(s) "
+            f"({', '.join(c['id'] for c in sat[:3])}{', …' if len(sat) > 3 else ''}) had a queue "
+            "that grew through the run: their quantiles grow with the run's length, not only "
+            "with the factors, and they make the fits slow; lower the load"
+        )
     inter = doc["interactions"]
     lines.append(
         "interactions that matter (sojourn, CI excludes 0): "
@@ -879,12 +891,13 @@ def write_page(
         ],
     )
     cells = html.table(
-        ["cell", "runs", "disturbed", "requests", "sojourn p99 (pooled)"],
+        ["cell", "runs", "disturbed", "saturated", "requests", "sojourn p99 (pooled)"],
         [
             [
                 esc(c["id"]),
                 str(c["runs"]),
                 str(c["disturbed_runs"]),
+                str(c.get("saturated_runs", 0)),
                 str(c["requests"]),
                 esc(_us(c["sojourn_p99_us"])),
             ]

@@ -230,3 +230,25 @@ def test_the_bootstrap_is_the_same_in_two_processes(attribution_dir):
     two = A.analyse(attribution_dir, bootstrap=8, procs=2)
     assert [e["ci_low_us"] for e in one["effects"]] == [e["ci_low_us"] for e in two["effects"]]
     assert [e["ci_high_us"] for e in one["effects"]] == [e["ci_high_us"] for e in two["effects"]]
+
+
+def test_saturated_runs_are_counted_and_named(attribution_dir, tmp_path):
+    """A run whose saturation check failed is counted in its cell, and the text says which
+    cell and what to do: its quantiles grow with the run's length, not only with the factors."""
+    import shutil
+
+    root = tmp_path / "a"
+    shutil.copytree(attribution_dir, root, ignore=shutil.ignore_patterns("attribution"))
+    design = A.read_design(root)
+    cid = design["cell_ids"][3]
+    path = root / "points" / cid / "run-1" / "summary.json"
+    doc = json.loads(path.read_text())
+    doc["checks"]["saturation"] = {"ok": False, "verdict": "backlog grew: saturated"}
+    path.write_text(json.dumps(doc))
+    out = A.analyse(root, bootstrap=4)
+    counts = {c["id"]: c["saturated_runs"] for c in out["cells"]}
+    assert counts[cid] == 1
+    assert sum(counts.values()) == 1
+    text = A.text_table(out)
+    assert f"saturated: 1 run(s) in 1 cell(s) ({cid})" in text
+    assert "saturated" not in A.text_table(A.analyse(attribution_dir, bootstrap=4))
