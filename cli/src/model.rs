@@ -344,12 +344,17 @@ fn replay_run(a: &ModelArgs, dir: &std::path::Path) -> anyhow::Result<i32> {
     println!("ideal    {}", stats_line(&summary.sojourn));
     if own {
         println!("measured {}", stats_line(measured));
+        // A statistic either side lacks is absent from the maps: NaN here.
+        let get = |m: &std::collections::BTreeMap<String, f64>, k: &str| {
+            m.get(k).copied().unwrap_or(f64::NAN)
+        };
+        let (e, r) = (&summary.excess, &summary.ratio);
         println!(
             "excess   mean {}  p99 {}  (measured ÷ ideal: mean {:.3}, p99 {:.3})",
-            fmt_ns(summary.excess.get("mean").copied().unwrap_or(f64::NAN)),
-            fmt_ns(summary.excess.get("p99").copied().unwrap_or(f64::NAN)),
-            summary.ratio.get("mean").copied().unwrap_or(f64::NAN),
-            summary.ratio.get("p99").copied().unwrap_or(f64::NAN)
+            fmt_ns(get(e, "mean")),
+            fmt_ns(get(e, "p99")),
+            get(r, "mean"),
+            get(r, "p99")
         );
     } else {
         println!(

@@ -527,6 +527,12 @@ def _variance_table(design, point, draws, scale) -> list[dict]:
     return out
 
 
+def _failed(table: pd.DataFrame, check: str) -> int:
+    """How many of ``table``'s runs failed the self-check ``check`` (0 where none has it)."""
+    col = f"check_{check}"
+    return int((~table[col].astype(bool)).sum()) if col in table else 0
+
+
 def _cells(res: Results, design: dict, runs: list[RunData]) -> list[dict]:
     table = _run_table(res, design)
     out = []
@@ -534,12 +540,6 @@ def _cells(res: Results, design: dict, runs: list[RunData]) -> list[dict]:
         rs = [r for r in runs if r.cell == c]
         soj = np.concatenate([r.sorted["sojourn"] for r in rs]) if rs else np.array([])
         tr = table[table["cell"] == c]
-        disturbed = (
-            int((~tr["check_environment"].astype(bool)).sum()) if "check_environment" in tr else 0
-        )
-        saturated = (
-            int((~tr["check_saturation"].astype(bool)).sum()) if "check_saturation" in tr else 0
-        )
         out.append(
             {
                 "id": cid,
@@ -549,8 +549,8 @@ def _cells(res: Results, design: dict, runs: list[RunData]) -> list[dict]:
                 },
                 "runs": len(rs),
                 "requests": int(len(soj)),
-                "disturbed_runs": disturbed,
-                "saturated_runs": saturated,
+                "disturbed_runs": _failed(tr, "environment"),
+                "saturated_runs": _failed(tr, "saturation"),
                 "sojourn_p99_us": float(np.quantile(soj, 0.99)) if len(soj) else math.nan,
                 "run_p99_us": [_run_p99(r) for r in rs],
             }
