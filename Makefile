@@ -57,7 +57,7 @@ lint: setup
 	python3 scripts/import-cycles.py
 	python3 scripts/long-functions.py
 
-## TailWAG's validation over all eight apps (about an hour; speech with its AN4 set), with its table.
+## TailWAG's validation over all eight apps (about three hours on a 2-vCPU VM; speech two rounds on its AN4 set), with its table.
 tailwag: build
 	python3 bench/tailwag
 
