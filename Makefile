@@ -50,6 +50,7 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	$(TAILLAB_PYTHON) -m ruff check python
+	$(TAILLAB_PYTHON) -m ruff format --check python
 	# The fit's numbers are named constants with their reasons: no bare number compared with.
 	$(TAILLAB_PYTHON) -m ruff check --select PLR2004 python/taillab/fit
 	# The bench and helper scripts (no .py suffix): syntax errors and undefined names.

@@ -351,9 +351,7 @@ def rule_tailwag_fig3(item: dict, data: Any, _reuse: Any) -> Verdict:
         return _no_data(data, "points over [[case]]")
     cases: dict[str, dict[str, Any]] = {}
     for case, p in by.items():
-        cases[case] = _stalls(data, p) | {
-            s: value(p, "sojourn", s) for s in ("p99", "p999", "max")
-        }
+        cases[case] = _stalls(data, p) | {s: value(p, "sojourn", s) for s in ("p99", "p999", "max")}
     lim, off = cases.get(TW3_LIMIT, {}), cases.get(TW3_OFF, {})
     left = _div(_get(off, "stall_ms_per_s"), _get(lim, "stall_ms_per_s"))
     conds = [
@@ -388,9 +386,7 @@ def rule_tailwag_fig3(item: dict, data: Any, _reuse: Any) -> Verdict:
         ]
         for c, v in cases.items()
     ]
-    series, unit = _in_unit(
-        {s: [cases[c][s] for c in cases] for s in ("p99", "p999", "max")}
-    )
+    series, unit = _in_unit({s: [cases[c][s] for c in cases] for s in ("p99", "p999", "max")})
     return _verdict(
         conds,
         body,
@@ -478,8 +474,7 @@ def rule_profiling_table2(item: dict, data: Any, reuse: Any) -> Verdict:
     groups = (("cpu", T2_CPU_APPS), ("mem", T2_MEM_APPS))
     rss = {g: _median([_get(nums, a, "rss") for a in members]) for g, members in groups}
     cpu = {
-        g: _median([_get(nums, a, "cpu_per_request_ns") for a in members])
-        for g, members in groups
+        g: _median([_get(nums, a, "cpu_per_request_ns") for a in members]) for g, members in groups
     }
     both = [a for a in nums if a in paper and math.isfinite(nums[a]["rss"])]
     rho = math.nan
