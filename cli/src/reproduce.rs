@@ -484,7 +484,7 @@ pub fn reproduce(mut a: ReproduceCmd) -> anyhow::Result<i32> {
         );
         for i in &all {
             println!(
-                "{:<18} {:<12} {:>5.0}m {:>6.0}m  {} — {}",
+                "{:<18} {:<12} {:>5.0}m {:>6.1}m  {} — {}",
                 i.id,
                 i.str("figure"),
                 i.minutes(false),
@@ -493,6 +493,13 @@ pub fn reproduce(mut a: ReproduceCmd) -> anyhow::Result<i32> {
                 i.str("claim")
             );
         }
+        let total = |quick| all.iter().map(|i| i.minutes(quick)).sum::<f64>();
+        println!(
+            "{:<31} {:>5.0}m {:>6.1}m  (on a 2-vCPU VM: --quick as measured, full estimated; `all` runs every item)",
+            "all",
+            total(false),
+            total(true)
+        );
         if a.id.is_none() && !a.list {
             bail!("say which item to reproduce (an id above, or `all`)");
         }

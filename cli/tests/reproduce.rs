@@ -69,7 +69,30 @@ fn unknown_items_are_listed() {
         .output()
         .unwrap();
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).lines().count() >= 13);
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(list.lines().count() >= 13);
+    // The last line sums the items' minutes: the quick column's total is what `all --quick` takes.
+    let quick: f64 = list
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("all "))
+        .map(|l| {
+            l.split_whitespace()
+                .find(|w| w.ends_with('m') && w.contains('.'))
+                .unwrap()
+        })
+        .map(|w| w.trim_end_matches('m').parse::<f64>().unwrap())
+        .sum();
+    let last = list.lines().last().unwrap();
+    assert!(last.starts_with("all "), "{last}");
+    let total: f64 = last
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .trim_end_matches('m')
+        .parse()
+        .unwrap();
+    assert!((total - quick).abs() < 0.5, "{total} vs {quick}: {last}");
 }
 
 /// An item's page and verdict after `--smoke`: the page's figures exist, the verdict names

@@ -13,15 +13,17 @@ runs. Existing item folders here are replaced.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RUN_KEYS = [
-    "schema", "app", "params", "config", "threads", "seed", "arrival", "wait", "discipline",
-    "dispatch", "offered_qps", "scheduled_qps", "achieved_qps", "utilization", "duration_s",
-    "requests", "host", "started_at", "interval_s",
+    "schema", "app", "params", "config", "threads", "seed", "arrival", "wait", "shaper",
+    "discipline", "spin_margin_ns", "dispatch", "offered_qps", "scheduled_qps", "achieved_qps",
+    "utilization", "duration_s", "requests", "host", "started_at", "interval_s",
 ]  # fmt: skip
 METRICS = ("sojourn", "service")
 HLOGS = {"tailbench-table1": ("service",), "tales-fig2": ("sojourn",), "tales-fig3": ("sojourn",)}
@@ -67,7 +69,7 @@ def summary(doc: dict, resources: bool) -> dict:
     if not resources:
         env = {"top_foreign": env.get("top_foreign", [])}
     out["environment"] = {
-        "harness": env.get("harness"),
+        **({"harness": env["harness"]} if env.get("harness") is not None else {}),
         "extra": env.get("extra", []),
         "top_foreign": [
             {"name": f.get("name"), "cpu_pct": f.get("cpu_pct")} for f in env.get("top_foreign", [])
@@ -75,7 +77,34 @@ def summary(doc: dict, resources: bool) -> dict:
     }
     if "interference" in doc:
         out["interference"] = doc["interference"]
-    return out
+    return _with_required(out, doc)
+
+
+def _at(doc: Any, path: list[str | int]) -> Any:
+    for k in path:
+        doc = doc[k]
+    return doc
+
+
+def _with_required(out: dict, doc: dict) -> dict:
+    """``out`` with every key that ``taillab.run/2`` requires and the trim dropped put back from
+    ``doc``, so the trimmed summary still validates (a run/1 summary is left as it is)."""
+    if doc.get("schema") != "taillab.run/2":
+        return out
+    sys.path.insert(0, str(HERE.parents[2]))
+    from taillab.schema import MISSING, load_schema, problems
+
+    for _ in range(100):
+        missing = [p for p in problems(out, load_schema("run-2")) if p.endswith(": " + MISSING)]
+        if not missing:
+            return out
+        for m in missing:
+            path: list[str | int] = [
+                int(k[1:-1]) if k.startswith("[") else k
+                for k in re.findall(r"\[\d+\]|[^.\[\]]+", m[: -len(": " + MISSING)])
+            ]
+            _at(out, path[:-1])[path[-1]] = _at(doc, path)
+    raise SystemExit(f"a trimmed summary still lacks required keys: {missing[:3]}")
 
 
 def _write(path: Path, doc: dict) -> None:
