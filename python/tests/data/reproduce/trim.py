@@ -16,14 +16,17 @@ import json
 import re
 import shutil
 import sys
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# What the pages read; the keys taillab.run/2 requires besides are put back from its schema.
 RUN_KEYS = [
-    "schema", "app", "params", "config", "threads", "seed", "arrival", "wait", "shaper",
-    "discipline", "spin_margin_ns", "dispatch", "offered_qps", "scheduled_qps", "achieved_qps",
-    "utilization", "duration_s", "requests", "host", "started_at", "interval_s",
+    "schema", "app", "params", "config", "threads", "seed", "arrival", "wait", "discipline",
+    "dispatch", "offered_qps", "scheduled_qps", "achieved_qps", "utilization", "duration_s",
+    "requests", "host", "started_at", "interval_s",
 ]  # fmt: skip
 METRICS = ("sojourn", "service")
 HLOGS = {"tailbench-table1": ("service",), "tales-fig2": ("sojourn",), "tales-fig3": ("sojourn",)}
@@ -86,22 +89,30 @@ def _at(doc: Any, path: list[str | int]) -> Any:
     return doc
 
 
+@cache
+def _validator() -> tuple[Callable[[dict], list[str]], str]:
+    """The package's run/2 check (``problems`` against its schema) and the ending of its
+    missing-key lines; the package is imported from this checkout once."""
+    sys.path.insert(0, str(HERE.parents[2]))
+    from taillab.schema import MISSING, load_schema, problems
+
+    return (lambda d: problems(d, load_schema("run-2"))), ": " + MISSING
+
+
 def _with_required(out: dict, doc: dict) -> dict:
     """``out`` with every key that ``taillab.run/2`` requires and the trim dropped put back from
     ``doc``, so the trimmed summary still validates (a run/1 summary is left as it is)."""
     if doc.get("schema") != "taillab.run/2":
         return out
-    sys.path.insert(0, str(HERE.parents[2]))
-    from taillab.schema import MISSING, load_schema, problems
-
+    problems, missing_text = _validator()
     for _ in range(100):
-        missing = [p for p in problems(out, load_schema("run-2")) if p.endswith(": " + MISSING)]
+        missing = [p for p in problems(out) if p.endswith(missing_text)]
         if not missing:
             return out
         for m in missing:
             path: list[str | int] = [
                 int(k[1:-1]) if k.startswith("[") else k
-                for k in re.findall(r"\[\d+\]|[^.\[\]]+", m[: -len(": " + MISSING)])
+                for k in re.findall(r"\[\d+\]|[^.\[\]]+", m[: -len(missing_text)])
             ]
             _at(out, path[:-1])[path[-1]] = _at(doc, path)
     raise SystemExit(f"a trimmed summary still lacks required keys: {missing[:3]}")
