@@ -114,6 +114,18 @@ fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
             assert!(f(&s["wake"]["count"]) > 0.0, "{what} wake-ups: {s}");
         }
         assert!(f(&h["served_per_sub"]) < 1.15, "extra load {h}");
+        // From the release, a request's latency leaves out the dispatcher's own lateness; the
+        // model is run again without each host cost the run measured, then all of them.
+        assert!(f(&h["e2e_released"]["mean"]) < f(&h["e2e"]["mean"]), "{h}");
+        let without: Vec<&str> = fan(&hedged)["model_without"]
+            .as_array()
+            .expect("model_without")
+            .iter()
+            .map(|w| w["without"].as_str().unwrap())
+            .collect();
+        for n in ["hedge lag", "wake-ups", "all"] {
+            assert!(without.contains(&n), "{n} not in {without:?}");
+        }
         // 2 % of services take 20 ms: the plain p99 is one of them; a hedge after the leaf's
         // p95 (about 4 ms) sends a copy that is slow only 2 % of the time (model: 20 → 5.4 ms).
         let p99 = |s: &Value| f(&s["latency_ns"]["sojourn"]["p99"]);

@@ -263,6 +263,10 @@ pub struct FanoutStats {
     pub requests: u64,
     /// Latency of the whole request (ns): from its arrival to its K-th answer.
     pub e2e: MetricStats,
+    /// The same from the request's release to its leaves (ns): its latency less the
+    /// dispatcher's own lateness (the send lag), what the leaves and their copies made of it.
+    #[serde(default)]
+    pub e2e_released: MetricStats,
     /// Latency of a leaf's sub-request (ns): from the request's arrival to the leaf's first answer.
     pub leaf: MetricStats,
     /// Latency of one copy sent to one replica (ns): from its send to its answer.
@@ -308,10 +312,29 @@ pub struct FanoutSummary {
     pub per_leaf: Vec<MetricStats>,
     /// The model of this run; `null` when no copy was measured.
     pub model: Option<FanoutStats>,
+    /// The same model with one of the host's measured costs taken out at a time, then all of
+    /// them: what each cost adds to the whole request's latency (the send lag, the hedges'
+    /// lateness, the workers' wake-ups). Only costs the run had are listed.
+    #[serde(default)]
+    pub model_without: Vec<ModelWithout>,
     /// Measured ÷ model of the whole request's latency: mean, p99, p999.
     pub ratio: std::collections::BTreeMap<String, f64>,
     /// 1 − 0.99^N: the fraction of requests above the leaves' p99 if leaves were independent.
     pub above_leaf_p99_independent: f64,
+}
+
+/// The fan-out model of a run with some of its measured costs taken out (a fan-out summary's
+/// `model_without`).
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct ModelWithout {
+    /// What was taken out: `send lag` (requests released at their arrivals), `hedge lag`
+    /// (hedges' copies sent when their delay ran out), `wake-ups` (copies start when sent to an
+    /// idle worker), or `all` (the three together: the host's costs, only service times left).
+    pub without: String,
+    /// The whole request's latency (ns) in that model.
+    pub e2e: MetricStats,
 }
 
 impl FanoutSummary {
@@ -341,6 +364,17 @@ impl FanoutSummary {
                 fmt_ns(md.e2e.p99 as f64),
                 fmt_ns(md.e2e.p999 as f64),
                 self.ratio.get("p99").copied().unwrap_or(f64::NAN)
+            );
+        }
+        if !self.model_without.is_empty() {
+            let parts: Vec<String> = self
+                .model_without
+                .iter()
+                .map(|w| format!("{} {}", w.without, fmt_ns(w.e2e.p999 as f64)))
+                .collect();
+            s += &format!(
+                "\nfan-out model p99.9 without each host cost: {}",
+                parts.join(", ")
             );
         }
         s
@@ -378,6 +412,7 @@ impl FanoutSummary {
             measured,
             per_leaf,
             model,
+            model_without: Vec::new(),
             ratio,
             above_leaf_p99_independent: 1.0 - 0.99f64.powi(spec.leaves as i32),
         }
@@ -408,6 +443,8 @@ pub struct FanoutRun {
 pub struct FanoutHists {
     /// Whole requests.
     pub e2e: Histogram<u64>,
+    /// Whole requests from their release.
+    pub e2e_released: Histogram<u64>,
     /// Leaf sub-requests (first answer).
     pub leaf: Histogram<u64>,
     /// Copies (send to answer).
@@ -432,6 +469,7 @@ impl Default for FanoutHists {
     fn default() -> Self {
         FanoutHists {
             e2e: hist(),
+            e2e_released: hist(),
             leaf: hist(),
             copy: hist(),
             service: hist(),
@@ -449,6 +487,9 @@ impl FanoutHists {
     /// Adds another's counts (merging threads: histograms added, never averaged).
     pub fn absorb(&mut self, o: &FanoutHists) {
         self.e2e.add(&o.e2e).expect("auto-resizing histograms add");
+        self.e2e_released
+            .add(&o.e2e_released)
+            .expect("auto-resizing histograms add");
         self.leaf
             .add(&o.leaf)
             .expect("auto-resizing histograms add");
@@ -482,6 +523,7 @@ impl FanoutHists {
         FanoutStats {
             requests: self.e2e.len(),
             e2e: MetricStats::from_hist(&self.e2e, None),
+            e2e_released: MetricStats::from_hist(&self.e2e_released, None),
             leaf: MetricStats::from_hist(&self.leaf, None),
             copy: MetricStats::from_hist(&self.copy, None),
             sent_per_sub: per(self.sent),
@@ -645,6 +687,7 @@ struct Sub {
 
 struct Logical {
     intended: u64,
+    released: u64,
     answers: usize,
 }
 
@@ -781,6 +824,7 @@ impl Model<'_> {
             i,
             Logical {
                 intended,
+                released: t,
                 answers: 0,
             },
         );
@@ -930,12 +974,13 @@ impl Model<'_> {
             }
             let l = self.logicals.get_mut(&logical).expect("live request");
             l.answers += 1;
-            let intended = l.intended;
+            let (intended, released) = (l.intended, l.released);
             if counted {
                 self.out.leaf.saturating_record(t - intended);
             }
             if l.answers == self.spec.needed() && counted {
                 self.out.e2e.saturating_record(t - intended);
+                self.out.e2e_released.saturating_record(t - released);
             }
             if l.answers == self.spec.leaves {
                 self.logicals.remove(&logical);
@@ -1172,6 +1217,9 @@ mod tests {
         );
         let added = costly.e2e.mean() - plain.e2e.mean();
         assert!((added / 500_000.0 - 1.0).abs() < 0.02, "added {added} ns");
+        // From the release, the release lag is not counted: the wake-up alone is added.
+        let after = costly.e2e_released.mean() - plain.e2e.mean();
+        assert!((after / 300_000.0 - 1.0).abs() < 0.03, "added {after} ns");
         let w = costly.stats().wake;
         // Every copy that found its worker idle (nearly all, at 1 % load) woke.
         assert!(w.count > 19_000 && w.count <= 20_000, "{w:?}");

@@ -1171,6 +1171,7 @@ fn fanout_worker(
         if answers == k {
             if m {
                 h.e2e.saturating_record(finished - intended);
+                h.e2e_released.saturating_record(finished - job.released);
             }
             // Sent when the request was released; enqueued when this copy was (a hedge's
             // later), so `queue` is the completing copy's own wait.

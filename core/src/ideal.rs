@@ -313,46 +313,138 @@ pub fn ideal_of_run(
 /// released when the run released them, through N×R exact FIFO queues
 /// ([`crate::fanout::simulate_with`]), every copy's service, every hedge's lateness and every
 /// idle worker's wake-up drawn from the run's own measurements (seeded from the run's seed).
+/// The model is run again with each of those host costs taken out, then all of them
+/// ([`crate::fanout::ModelWithout`]), with the same seeds: what each adds to the tail.
 pub fn fanout_summary(f: &crate::fanout::FanoutRun, seed: u64) -> crate::fanout::FanoutSummary {
+    let has = |h: &hdrhistogram::Histogram<u64>| !h.is_empty();
+    let late = f.arrivals.iter().zip(&f.released).any(|(a, r)| r > a);
+    let with = Out::default();
+    let model = fanout_model(f, seed, with);
+    let mut parts = Vec::new();
+    if model.is_some() {
+        let outs = [
+            (
+                "send lag",
+                late,
+                Out {
+                    send_lag: true,
+                    ..with
+                },
+            ),
+            (
+                "hedge lag",
+                has(&f.hists.hedge_lag),
+                Out {
+                    hedge_lag: true,
+                    ..with
+                },
+            ),
+            ("wake-ups", has(&f.hists.wake), Out { wake: true, ..with }),
+        ];
+        let any = outs.iter().filter(|o| o.1).count();
+        for (name, on, out) in outs {
+            if on {
+                parts.extend(part(f, seed, name, out));
+            }
+        }
+        if any > 1 {
+            let all = Out {
+                send_lag: true,
+                hedge_lag: true,
+                wake: true,
+            };
+            parts.extend(part(f, seed, "all", all));
+        }
+    }
+    let mut s = crate::fanout::FanoutSummary::new(
+        &f.spec,
+        f.workers_per_replica,
+        f.hists.stats(),
+        f.per_leaf.clone(),
+        model,
+    );
+    s.model_without = parts;
+    s
+}
+
+/// Which of a run's measured costs its fan-out model leaves out.
+#[derive(Clone, Copy, Default)]
+struct Out {
+    send_lag: bool,
+    hedge_lag: bool,
+    wake: bool,
+}
+
+fn part(
+    f: &crate::fanout::FanoutRun,
+    seed: u64,
+    name: &str,
+    out: Out,
+) -> Option<crate::fanout::ModelWithout> {
+    fanout_model(f, seed, out).map(|m| crate::fanout::ModelWithout {
+        without: name.into(),
+        e2e: m.e2e,
+    })
+}
+
+/// Sub-requests the fan-out model of a run simulates at least: it replays the run's arrivals
+/// with fresh draws until it has (up to [`MODEL_ROUNDS`] times), so that its p99.9 rests on
+/// more than the run's own few requests above it.
+const MODEL_SUBS: u64 = 200_000;
+/// The most times the model replays a run's arrivals.
+const MODEL_ROUNDS: u64 = 10;
+
+/// The fan-out model of a run (see [`fanout_summary`]) without the costs in `out`, its
+/// arrivals replayed `rounds` times (each with its own draws; round 0 with the run's seeds),
+/// the rounds' histograms added; `None` when no copy's service was measured.
+fn fanout_model(
+    f: &crate::fanout::FanoutRun,
+    seed: u64,
+    out: Out,
+) -> Option<crate::fanout::FanoutStats> {
     use crate::empirical::Empirical;
     use rand::SeedableRng;
-    let rng =
-        |k| rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(crate::arrival::derive_seed(seed, k));
-    // A cost the run measured is drawn from its measurements; one it never saw adds nothing.
-    let cost = |h: &hdrhistogram::Histogram<u64>, k| -> Option<Box<dyn FnMut() -> u64>> {
-        let emp = Empirical::from_hist(h).ok()?;
-        let mut rng = rng(k);
-        Some(Box::new(move || emp.sample(&mut rng)))
-    };
-    let model = Empirical::from_hist(&f.hists.service).ok().map(|emp| {
-        let mut rng = rng(9);
-        let mut draw = || emp.sample(&mut rng);
-        let costs = crate::fanout::Costs {
-            hedge_lag: cost(&f.hists.hedge_lag, 10),
-            wake: cost(&f.hists.wake, 11),
+    let emp = Empirical::from_hist(&f.hists.service).ok()?;
+    let subs = (f.arrivals.len() as u64 * f.spec.leaves as u64).max(1);
+    let rounds = MODEL_SUBS.div_ceil(subs).clamp(1, MODEL_ROUNDS);
+    let mut all = crate::fanout::FanoutHists::default();
+    for round in 0..rounds {
+        let rng = |k: u64| {
+            rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(crate::arrival::derive_seed(
+                seed,
+                k + 100 * round,
+            ))
         };
-        let released = f
-            .arrivals
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| (a, f.released.get(i).copied().unwrap_or(a)));
-        crate::fanout::simulate_with(
+        // A cost the run measured is drawn from its measurements; one it never saw adds nothing.
+        let cost =
+            |h: &hdrhistogram::Histogram<u64>, k, off: bool| -> Option<Box<dyn FnMut() -> u64>> {
+                if off {
+                    return None;
+                }
+                let emp = Empirical::from_hist(h).ok()?;
+                let mut rng = rng(k);
+                Some(Box::new(move || emp.sample(&mut rng)))
+            };
+        let mut srng = rng(9);
+        let mut draw = || emp.sample(&mut srng);
+        let costs = crate::fanout::Costs {
+            hedge_lag: cost(&f.hists.hedge_lag, 10, out.hedge_lag),
+            wake: cost(&f.hists.wake, 11, out.wake),
+        };
+        let released = f.arrivals.iter().enumerate().map(|(i, &a)| {
+            let r = f.released.get(i).copied().unwrap_or(a);
+            (a, if out.send_lag { a } else { r })
+        });
+        all.absorb(&crate::fanout::simulate_with(
             &f.spec,
             released,
             &mut draw,
             f.workers_per_replica,
             f.warmup,
             costs,
-        )
-        .stats()
-    });
-    crate::fanout::FanoutSummary::new(
-        &f.spec,
-        f.workers_per_replica,
-        f.hists.stats(),
-        f.per_leaf.clone(),
-        model,
-    )
+        ));
+    }
+    Some(all.stats())
 }
 
 /// A fan-out run's ideal: its model ([`fanout_summary`]) — a comparison of distributions,
@@ -581,6 +673,75 @@ pub fn describe(sim: &SimConfig) -> String {
 mod tests {
     use super::*;
     use crate::queue::Assign;
+
+    /// A fan-out run's model is run again without each host cost it measured: taking out a
+    /// 1 ms release lag takes 1 ms off every request, and `all` is below each single one.
+    #[test]
+    fn each_host_cost_is_taken_out_of_the_fanout_model() {
+        use crate::fanout::{FanoutHists, FanoutRun, FanoutSpec, Hedge};
+        let mut hists = FanoutHists::default();
+        for i in 0..2_000u64 {
+            hists.service.record(100_000 + (i % 7) * 10_000).unwrap();
+            hists.wake.record(40_000).unwrap();
+            hists.hedge_lag.record(200_000).unwrap();
+        }
+        let arrivals: Vec<u64> = (0..5_000u64).map(|i| i * 5_000_000).collect();
+        let released = arrivals.iter().map(|a| a + 1_000_000).collect();
+        let run = |spec: FanoutSpec, released| FanoutRun {
+            spec,
+            workers_per_replica: 1,
+            hists: FanoutHists::default(),
+            per_leaf: Vec::new(),
+            arrivals: arrivals.clone(),
+            released,
+            warmup: 100,
+        };
+        let mut f = run(
+            FanoutSpec {
+                leaves: 1,
+                replicas: 2,
+                hedge: Hedge::After(120_000),
+                ..Default::default()
+            },
+            released,
+        );
+        f.hists = hists;
+        let s = fanout_summary(&f, 3);
+        let names: Vec<&str> = s.model_without.iter().map(|w| w.without.as_str()).collect();
+        assert_eq!(names, ["send lag", "hedge lag", "wake-ups", "all"]);
+        let model = s.model.as_ref().unwrap();
+        // Ten rounds of the run's 4 900 counted requests, each 1 ms late.
+        assert_eq!(model.requests, 49_000);
+        let mean = |n: &str| {
+            s.model_without
+                .iter()
+                .find(|w| w.without == n)
+                .unwrap()
+                .e2e
+                .mean
+        };
+        let lag = model.e2e.mean - mean("send lag");
+        assert!((lag / 1e6 - 1.0).abs() < 0.01, "send lag worth {lag} ns");
+        assert!((model.e2e_released.mean - mean("send lag")).abs() < 0.01 * model.e2e.mean);
+        for n in ["send lag", "hedge lag", "wake-ups"] {
+            assert!(
+                mean("all") < mean(n),
+                "{n}: {} vs all {}",
+                mean(n),
+                mean("all")
+            );
+        }
+        // Released on time and no hedge: nothing but the wake-ups to take out.
+        let mut g = run(FanoutSpec::default_one(), Vec::new());
+        g.hists.service.record(100_000).unwrap();
+        g.hists.wake.record(40_000).unwrap();
+        let names: Vec<String> = fanout_summary(&g, 3)
+            .model_without
+            .into_iter()
+            .map(|w| w.without)
+            .collect();
+        assert_eq!(names, ["wake-ups"]);
+    }
 
     #[test]
     fn a_statistic_either_side_lacks_is_left_out_not_null() {

@@ -636,16 +636,26 @@ def test_tales5_either_way(tmp_path, hog, rt, elsewhere, status):
 
 
 def _fan(
-    leaves, above, model_above, ratio=1.02, p999=None, model_p999=None, served=1.0, cancelled=0.0
+    leaves,
+    above,
+    model_above,
+    ratio=1.02,
+    p999=None,
+    model_p999=None,
+    served=1.0,
+    cancelled=0.0,
+    released_p999=None,
 ):
     e2e = _stats(mean=3 * MS, p99=8 * MS)
     if p999 is not None:
         e2e["p999"] = p999
     model = {**e2e, "p999": model_p999 or e2e["p999"], "p99": e2e["p99"] / ratio}
+    released = {} if released_p999 is None else {"e2e_released": {**e2e, "p999": released_p999}}
     return {
         "fanout": {
             "leaves": leaves,
             "measured": {
+                **released,
                 "e2e": e2e,
                 "above_leaf_p99": above,
                 "served_per_sub": served,
@@ -675,6 +685,15 @@ def test_tail_at_scale_fanout_against_one_minus_099_to_the_n(tmp_path, above50, 
     assert page(tmp_path, "tail-at-scale-fanout")["status"] == "not confirmed"
 
 
+def _hedging_page(tmp_path: Path, cases: dict[str, dict]) -> dict:
+    pts = [
+        point(f"integrated-t1-q500-{i}", axes={"case": k}, extra=v)
+        for i, (k, v) in enumerate(cases.items())
+    ]
+    experiment(tmp_path / "tail-at-scale-hedging" / "tas-hedging", pts)
+    return page(tmp_path, "tail-at-scale-hedging")
+
+
 @pytest.mark.parametrize(
     ("hedged_p999", "served", "status"),
     [(2 * MS, 1.05, "confirmed"), (2 * MS, 1.4, "not confirmed"), (8 * MS, 1.05, "not confirmed")],
@@ -685,15 +704,27 @@ def test_tail_at_scale_hedging_cut_for_its_load(tmp_path, hedged_p999, served, s
         "hedged": _fan(1, 0.01, 0.01, p999=hedged_p999, model_p999=hedged_p999, served=served),
         "tied": _fan(1, 0.01, 0.01, p999=3 * MS, served=1.1, cancelled=0.6),
     }
-    pts = [
-        point(f"integrated-t1-q500-{i}", axes={"case": k}, extra=v)
-        for i, (k, v) in enumerate(cases.items())
-    ]
-    experiment(tmp_path / "tail-at-scale-hedging" / "tas-hedging", pts)
-    doc = page(tmp_path, "tail-at-scale-hedging")
+    doc = _hedging_page(tmp_path, cases)
     assert doc["status"] == status
     assert doc["numbers"]["cut_p999"] == pytest.approx(20 * MS / hedged_p999)
     assert doc["numbers"]["extra_load"] == pytest.approx(served - 1)
+
+
+@pytest.mark.parametrize(("released", "holds"), [(2 * MS, True), (6 * MS, False)])
+def test_tail_at_scale_hedging_from_the_release(tmp_path, released, holds):
+    """A cut held back by the harness's own send lag is told apart: from each request's
+    release it holds, or not even then; the primary cut is the arrival's either way."""
+    cases = {
+        "none": _fan(1, 0.01, 0.01, p999=20 * MS, released_p999=19 * MS),
+        "hedged": _fan(1, 0.01, 0.01, p999=6 * MS, served=1.05, released_p999=released),
+        "tied": _fan(1, 0.01, 0.01, p999=3 * MS, served=1.1, cancelled=0.6),
+    }
+    doc = _hedging_page(tmp_path, cases)
+    assert doc["numbers"]["cut_p999_released"] == pytest.approx(19 * MS / released)
+    assert doc["status"] == "not confirmed"
+    conds = {c["text"].split(" (")[0]: c["ok"] for c in doc["conditions"]}
+    assert conds["hedging cuts p99.9 ≥ 5×"] is False
+    assert conds["from each request's release"] is holds
 
 
 def _stress(root: Path, app: str, p95: dict[str, float]) -> None:

@@ -147,6 +147,8 @@ pub fn join(f: &FanoutSpec, t0s: &[u64], reqs: &[Vec<ReqRow>], axis: &Axis, work
             continue;
         }
         hists.e2e.saturating_record(whole.completed.saturating_sub(whole.intended));
+        // Each leaf's client releases its own copy: the completing one's release.
+        hists.e2e_released.saturating_record(whole.completed.saturating_sub(whole.sent));
         for (j, s) in got {
             let d = s.durations();
             hists.leaf.saturating_record(d[0]);
