@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from . import figures as F
 from . import html
@@ -79,6 +78,8 @@ def _side(res: Results, pid: str, col: str) -> tuple[float, float, float, np.nda
 def compare(a: Results, b: Results, stats=DEFAULT_STATS) -> pd.DataFrame:
     """One row per (matched point, statistic): A, B, their CIs, B - A, relative change, test,
     p-value, whether the change is significant at 5%, and runs with a failed check per side."""
+    from scipy import stats as sps
+
     pairs, _, _ = match_points(a, b)
     if not pairs:
         raise TaillabError(

@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
-from scipy import stats as sps
 
 from . import figures as F
 from . import html
@@ -79,6 +78,8 @@ def ideal_runs(res: Results) -> pd.DataFrame:
 
 def _t_ci(v: np.ndarray) -> tuple[float, float, float]:
     """Mean and 95 % Student-t interval over per-run values (the harness's CI method)."""
+    from scipy import stats as sps
+
     v = v[np.isfinite(v)]
     if len(v) == 0:
         return math.nan, math.nan, math.nan

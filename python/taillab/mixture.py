@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
 
 
 @dataclass(frozen=True)
@@ -66,6 +65,8 @@ class Mixture:
 
     def cdf(self, x_ns) -> np.ndarray:
         """P(X <= x) for x in ns (0 for x <= 0)."""
+        from scipy import special  # where used: a page that never asks starts without scipy
+
         x = np.atleast_1d(np.asarray(x_ns, dtype=float))
         w, mu, sd = self._arrays()
         with np.errstate(divide="ignore"):
@@ -84,6 +85,8 @@ class Mixture:
 
     def quantile(self, q: float) -> float:
         """The x (ns) with P(X <= x) = q, solved on ln x."""
+        from scipy import optimize
+
         _, mu, sd = self._arrays()
         lo, hi = float((mu - 12 * sd).min()), float((mu + 12 * sd).max())
         return math.exp(optimize.brentq(lambda t: self.cdf(math.exp(t))[0] - q, lo, hi))

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from . import figures as F
 from .reproduce_verdict import (
@@ -457,6 +456,8 @@ def rule_profiling_table2(item: dict, data: Any, reuse: Any) -> Verdict:
     at the light load (the harness and its helper processes), the report's beside; the
     report's division into memory- and CPU-intensive apps judged on peak RSS and CPU time per
     request."""
+    from scipy import stats as sps
+
     src = reuse if reuse is not None else data
     apps = _apps(src)
     if not apps:
