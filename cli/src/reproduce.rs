@@ -73,6 +73,13 @@ impl Item {
             })
             .unwrap_or_default()
     }
+    /// A whole number the item sets (`quick_rounds`), if any.
+    fn count(&self, k: &str) -> Option<usize> {
+        self.table
+            .get(k)
+            .and_then(|v| v.as_integer())
+            .and_then(|i| usize::try_from(i).ok())
+    }
     fn minutes(&self, quick: bool) -> f64 {
         let v = self
             .table
@@ -328,7 +335,12 @@ fn run_tailwags(
             sweep: FieldFlags::<Sweep>::from_pairs(sweep),
             synth_set: vec![],
             fit_at: crate::tailwag::FitAt::All,
-            rounds: None,
+            // The quick variant's own rounds (`quick_rounds`), else the app's default.
+            rounds: if a.quick {
+                item.count("quick_rounds")
+            } else {
+                None
+            },
             fit_set: vec![],
             exp: ExperimentOut {
                 out: Some(out.join(&app)),

@@ -388,7 +388,7 @@ fn smoke_tailbench_fig7_runs_each_app_at_its_rate_per_worker() {
 
 /// TailWAG Fig. 6: a tailwag item's worker axis, the paper's 1/2/4 capped at the host's CPUs
 /// less one, goes over the app and its synthetic twin alike. Two apps' tailwags (saturation
-/// searches, fits, two rounds each): minutes on the 2-CPU VM, so `make test-long` (its rule on
+/// searches, fits, one round each): over a minute on the 2-CPU VM, so `make test-long` (its rule on
 /// fixtures is in the default suite: python/tests/test_reproduce.py).
 #[test]
 #[ignore]
