@@ -314,14 +314,16 @@ pub fn ideal_of_run(
 /// ([`crate::fanout::simulate_with`]), every copy's service, every hedge's lateness and every
 /// idle worker's wake-up drawn from the run's own measurements (seeded from the run's seed).
 /// The model is run again with each of those host costs taken out, then all of them
-/// ([`crate::fanout::ModelWithout`]), with the same seeds: what each adds to the tail.
+/// ([`crate::fanout::ModelWithout`]), with the same seeds: what each adds to the tail (for
+/// runs of up to [`PARTS_SUBS`] sub-requests).
 pub fn fanout_summary(f: &crate::fanout::FanoutRun, seed: u64) -> crate::fanout::FanoutSummary {
     let has = |h: &hdrhistogram::Histogram<u64>| !h.is_empty();
     let late = f.arrivals.iter().zip(&f.released).any(|(a, r)| r > a);
     let with = Out::default();
     let model = fanout_model(f, seed, with);
     let mut parts = Vec::new();
-    if model.is_some() {
+    let subs = f.arrivals.len() as u64 * f.spec.leaves as u64;
+    if model.is_some() && subs <= PARTS_SUBS {
         let outs = [
             (
                 "send lag",
@@ -393,6 +395,9 @@ fn part(
 const MODEL_SUBS: u64 = 200_000;
 /// The most times the model replays a run's arrivals.
 const MODEL_ROUNDS: u64 = 10;
+/// Sub-requests of the largest run whose model is also run without each host cost: up to four
+/// more models, which for a run of millions of sub-requests would take minutes to summarise.
+const PARTS_SUBS: u64 = 5_000_000;
 
 /// The fan-out model of a run (see [`fanout_summary`]) without the costs in `out`, its
 /// arrivals replayed `rounds` times (each with its own draws; round 0 with the run's seeds),
