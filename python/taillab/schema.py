@@ -219,6 +219,12 @@ def problems(doc: Any, schema: dict[str, Any]) -> list[str]:
     return [f"{p}: {m}" if p else m for p, m in found]
 
 
+def missing_keys(doc: Any, schema: dict[str, Any]) -> list[str]:
+    """The key paths (``a.b[0].c``, as :func:`problems` names them) that ``schema`` requires and
+    ``doc`` lacks."""
+    return [p for p, m in _Validator(schema).errors(doc, schema, "") if m == MISSING]
+
+
 def validate_run(doc: dict[str, Any], path: Path | str) -> None:
     """Raise :class:`SchemaError` naming ``path`` and the first wrong keys when ``doc`` (a
     ``taillab.run/2`` summary.json) does not match docs/schema/run-2.json."""

@@ -13,7 +13,14 @@ import pytest
 
 import taillab
 from taillab.errors import SchemaError
-from taillab.schema import SCHEMA_DIR, load_schema, problems, unknown_keywords, validate_run
+from taillab.schema import (
+    SCHEMA_DIR,
+    load_schema,
+    missing_keys,
+    problems,
+    unknown_keywords,
+    validate_run,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_V1 = ROOT / "tests" / "data" / "run-v1"
@@ -62,6 +69,16 @@ def test_a_run_the_binary_writes_validates(fresh_run):
     assert {"environment", "stalls", "placement"} <= doc.keys()
     assert problems(doc, load_schema("run-2")) == []
     assert taillab.load(fresh_run).runs.iloc[0]["app"] == "synth"
+
+
+def test_missing_keys_are_named_by_their_paths_and_nothing_else():
+    doc = json.loads((RUN_V1 / "summary.json").read_text())
+    del doc["app"]
+    del doc["latency_ns"]["sojourn"]["p99"]
+    doc["threads"] = "two"  # the wrong shape: a problem, not a missing key
+    schema = load_schema("run-2")
+    assert sorted(missing_keys(doc, schema)) == ["app", "latency_ns.sojourn.p99"]
+    assert len(problems(doc, schema)) == 3
 
 
 def test_the_old_run_files_fit_the_new_schema():

@@ -90,13 +90,13 @@ def _at(doc: Any, path: list[str | int]) -> Any:
 
 
 @cache
-def _validator() -> tuple[Callable[[dict], list[str]], str]:
-    """The package's run/2 check (``problems`` against its schema) and the ending of its
-    missing-key lines; the package is imported from this checkout once."""
+def _missing() -> Callable[[dict], list[str]]:
+    """The package's list of the keys a run/2 summary lacks (``missing_keys`` against its
+    schema); the package is imported from this checkout once."""
     sys.path.insert(0, str(HERE.parents[2]))
-    from taillab.schema import MISSING, load_schema, problems
+    from taillab.schema import load_schema, missing_keys
 
-    return (lambda d: problems(d, load_schema("run-2"))), ": " + MISSING
+    return lambda d: missing_keys(d, load_schema("run-2"))
 
 
 def _with_required(out: dict, doc: dict) -> dict:
@@ -104,15 +104,14 @@ def _with_required(out: dict, doc: dict) -> dict:
     ``doc``, so the trimmed summary still validates (a run/1 summary is left as it is)."""
     if doc.get("schema") != "taillab.run/2":
         return out
-    problems, missing_text = _validator()
     for _ in range(100):
-        missing = [p for p in problems(out) if p.endswith(missing_text)]
+        missing = _missing()(out)
         if not missing:
             return out
         for m in missing:
             path: list[str | int] = [
                 int(k[1:-1]) if k.startswith("[") else k
-                for k in re.findall(r"\[\d+\]|[^.\[\]]+", m[: -len(missing_text)])
+                for k in re.findall(r"\[\d+\]|[^.\[\]]+", m)
             ]
             _at(out, path[:-1])[path[-1]] = _at(doc, path)
     raise SystemExit(f"a trimmed summary still lacks required keys: {missing[:3]}")
