@@ -319,43 +319,35 @@ pub fn ideal_of_run(
 pub fn fanout_summary(f: &crate::fanout::FanoutRun, seed: u64) -> crate::fanout::FanoutSummary {
     let has = |h: &hdrhistogram::Histogram<u64>| !h.is_empty();
     let late = f.arrivals.iter().zip(&f.released).any(|(a, r)| r > a);
-    let with = Out::default();
-    let model = fanout_model(f, seed, with);
+    let out = |send_lag, hedge_lag, wake| Out {
+        send_lag,
+        hedge_lag,
+        wake,
+    };
+    let model = fanout_model(f, seed, out(false, false, false));
     let mut parts = Vec::new();
     let subs = f.arrivals.len() as u64 * f.spec.leaves as u64;
     if model.is_some() && subs <= PARTS_SUBS {
-        let outs = [
-            (
-                "send lag",
-                late,
-                Out {
-                    send_lag: true,
-                    ..with
-                },
-            ),
+        let costs = [
+            ("send lag", late, out(true, false, false)),
             (
                 "hedge lag",
                 has(&f.hists.hedge_lag),
-                Out {
-                    hedge_lag: true,
-                    ..with
-                },
+                out(false, true, false),
             ),
-            ("wake-ups", has(&f.hists.wake), Out { wake: true, ..with }),
+            ("wake-ups", has(&f.hists.wake), out(false, false, true)),
         ];
-        let any = outs.iter().filter(|o| o.1).count();
-        for (name, on, out) in outs {
-            if on {
-                parts.extend(part(f, seed, name, out));
-            }
+        let mut had: Vec<_> = costs.into_iter().filter(|c| c.1).collect();
+        if had.len() > 1 {
+            had.push(("all", true, out(true, true, true)));
         }
-        if any > 1 {
-            let all = Out {
-                send_lag: true,
-                hedge_lag: true,
-                wake: true,
-            };
-            parts.extend(part(f, seed, "all", all));
+        for (name, _, o) in had {
+            parts.extend(
+                fanout_model(f, seed, o).map(|m| crate::fanout::ModelWithout {
+                    without: name.into(),
+                    e2e: m.e2e,
+                }),
+            );
         }
     }
     let mut s = crate::fanout::FanoutSummary::new(
@@ -370,23 +362,11 @@ pub fn fanout_summary(f: &crate::fanout::FanoutRun, seed: u64) -> crate::fanout:
 }
 
 /// Which of a run's measured costs its fan-out model leaves out.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Out {
     send_lag: bool,
     hedge_lag: bool,
     wake: bool,
-}
-
-fn part(
-    f: &crate::fanout::FanoutRun,
-    seed: u64,
-    name: &str,
-    out: Out,
-) -> Option<crate::fanout::ModelWithout> {
-    fanout_model(f, seed, out).map(|m| crate::fanout::ModelWithout {
-        without: name.into(),
-        e2e: m.e2e,
-    })
 }
 
 /// Sub-requests the fan-out model of a run simulates at least: it replays the run's arrivals
