@@ -155,10 +155,13 @@ pub fn start_perf(target: &PerfTarget, dir: &Path, opts: &PerfOptions) -> Profil
             "events".into()
         },
     };
-    // perf fails fast (bad event, no permission, gone pid): look before
-    // promising a profile. A slower failure is caught by `finish`.
-    let until = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < until {
+    // perf creates perf.data empty at once and writes its header only once
+    // every event is open: until then a SIGINT kills it without data or a
+    // word (a first perf on a cold host can take seconds to load). So wait
+    // for the header, or for perf to fail (bad event, no permission, gone
+    // thread: its message is kept), before promising a profile.
+    let until = Instant::now() + START_WAIT;
+    loop {
         if let Some(Ok(Some(st))) = rec.child.as_mut().map(|c| c.try_wait()) {
             rec.child = None;
             return Profile::Skipped(format!(
@@ -166,9 +169,32 @@ pub fn start_perf(target: &PerfTarget, dir: &Path, opts: &PerfOptions) -> Profil
                 first_error_line(&rec.log)
             ));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        if recording_started(&rec.data) {
+            return Profile::Recording(rec);
+        }
+        if Instant::now() >= until {
+            if let Some(mut c) = rec.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            return Profile::Skipped(format!(
+                "perf record had not started recording after {} s (no header in {}): {}",
+                START_WAIT.as_secs(),
+                rec.data.display(),
+                first_error_line(&rec.log)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
-    Profile::Recording(rec)
+}
+
+/// How long `perf record` may take to open its events.
+const START_WAIT: Duration = Duration::from_secs(20);
+
+/// perf has written its file header, so its events are open and a SIGINT
+/// makes it write what it sampled.
+fn recording_started(data: &Path) -> bool {
+    std::fs::metadata(data).map(|m| m.len() > 0).unwrap_or(false)
 }
 
 fn set_pdeathsig(cmd: &mut Command) {
