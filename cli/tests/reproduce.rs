@@ -245,11 +245,9 @@ fn smoke_tailwag_fig3_holds_each_rt_limit_and_restores_the_hosts() {
 }
 
 /// The profiling tables as attributions, `--smoke`: 20 runs (five stress levels × 2 blocks,
-/// kv and speech, each stress started and stopped, speech's model loaded per run), over two
-/// minutes on the 2-CPU VM, so `make test-long` (its rule on fixtures is in the default
-/// suite: python/tests/test_reproduce.py).
+/// kv and speech, each stress started and stopped, speech's model loaded per run), about 40 s
+/// on the 2-CPU VM (its rule on fixtures: python/tests/test_reproduce.py).
 #[test]
-#[ignore]
 fn smoke_profiling_attribution() {
     let _s = serial();
     let out = tmp("smoke-profiling-attribution");
@@ -318,10 +316,9 @@ smoke! {
 
 /// TailBench Fig. 6, `--smoke`: a saturation search for each app in each configuration (four,
 /// the loopback ones starting a server and a client per probe; oltp-disk copying its database
-/// each time) before its points: 100 s on the 2-CPU VM, so `make test-long` (its rule on
-/// fixtures is in the default suite: python/tests/test_reproduce.py).
+/// each time) before its points: about 45 s on the 2-CPU VM (its rule on fixtures:
+/// python/tests/test_reproduce.py).
 #[test]
-#[ignore]
 fn smoke_tailbench_fig6() {
     let _s = serial();
     let out = tmp("smoke-tailbench-fig6");
@@ -388,10 +385,9 @@ fn smoke_tailbench_fig7_runs_each_app_at_its_rate_per_worker() {
 
 /// TailWAG Fig. 6: a tailwag item's worker axis, the paper's 1/2/4 capped at the host's CPUs
 /// less one, goes over the app and its synthetic twin alike. Two apps' tailwags (saturation
-/// searches, fits, one round each): over a minute on the 2-CPU VM, so `make test-long` (its rule on
-/// fixtures is in the default suite: python/tests/test_reproduce.py).
+/// searches, fits, one round each): about 70 s on the 2-CPU VM (its rule on fixtures:
+/// python/tests/test_reproduce.py).
 #[test]
-#[ignore]
 fn smoke_tailwag_fig6_scales_the_app_and_its_twin() {
     let _s = serial();
     let out = tmp("smoke-tailwag-fig6");
