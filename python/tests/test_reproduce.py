@@ -1207,6 +1207,46 @@ def test_index_and_markdown(tmp_path):
     assert "git def: tales-fig5; git abc: tales-fig4" in two or (
         "git abc: tales-fig4; git def: tales-fig5" in two
     ), two[:600]
+    # One machine: named once, not per item.
+    assert "- Machine: " in two and "; on " not in two
+    # Items measured on two hosts (a full run made over several sessions): each row names its.
+    doc.update(host=dict(doc["host"], hostname="big", cpu="Intel Xeon", cores=16))
+    (tmp_path / "tales-fig4" / "verdict.json").write_text(json.dumps(doc))
+    mixed = R.markdown(tmp_path, ITEMS, repo=REPO)
+    assert "- Machines: 2, named per item" in mixed and "CPUs: 2 and 16;" in mixed
+    rows = {
+        line.split(" | ")[0]: line for line in mixed.splitlines() if line.startswith("| tales-fig")
+    }
+    assert "on big, Intel Xeon, 16 CPUs" in rows["| tales-fig4"]
+    assert "on big" not in rows["| tales-fig5"] and ", 2 CPUs, kernel" in rows["| tales-fig5"]
+
+
+def test_markdown_of_a_full_run_not_finished_takes_quick_verdicts_marked(tmp_path):
+    """A full run made item by item: the items it has not reached show the quick run's
+    verdicts, each marked, and the header says how many are full."""
+    full, quick = tmp_path / "full", tmp_path / "quick"
+    p99 = {"none": 100 * US, "hog": 500 * US, "hog + RT": 110 * US, "hog elsewhere": 105 * US}
+    experiment(full / "tales-fig5" / "tales-fig5", _axis_points("case", p99))
+    page(full, "tales-fig5")
+    fig1 = {"fixed": 60 * US, "poisson": 200 * US, "mmpp:on=50ms,off=200ms,ratio=8": 3 * MS}
+    for iid, key, values in (("tales-fig5", "case", p99), ("tales-fig1", "arrival", fig1)):
+        experiment(quick / iid / iid, _axis_points(key, values))
+        page(quick, iid, quick=True)
+    md = R.markdown(full, ITEMS, repo=REPO, quick_root=quick)
+    assert f"Variant: full for 1 of {len(R.read_items(ITEMS))} items" in md
+    rows = {line.split(" | ")[0]: line for line in md.splitlines() if line.startswith("| ")}
+    assert "*(--quick)* **" in rows["| tales-fig1"]
+    assert "`taillab reproduce tales-fig1 --quick`" in rows["| tales-fig1"]
+    assert "(--quick)" not in rows["| tales-fig5"]
+    assert "`taillab reproduce tales-fig5`" in rows["| tales-fig5"]
+    assert rows["| tales-fig4"].count("not run") == 1
+    # How to make the results: the full run's command.
+    assert "`target/release/taillab reproduce all --out DIR`" in md
+    # Without the quick root the missing items are "not run"; a wrong one is named.
+    alone = R.markdown(full, ITEMS, repo=REPO)
+    assert "(--quick)" not in alone and "Variant: full" in alone
+    with pytest.raises(R.ReproduceError, match="does not exist"):
+        R.markdown(full, ITEMS, repo=REPO, quick_root=tmp_path / "nope")
 
 
 def test_every_item_has_a_rule():
