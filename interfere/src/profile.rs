@@ -194,7 +194,9 @@ const START_WAIT: Duration = Duration::from_secs(20);
 /// perf has written its file header, so its events are open and a SIGINT
 /// makes it write what it sampled.
 fn recording_started(data: &Path) -> bool {
-    std::fs::metadata(data).map(|m| m.len() > 0).unwrap_or(false)
+    std::fs::metadata(data)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false)
 }
 
 fn set_pdeathsig(cmd: &mut Command) {
