@@ -2599,7 +2599,13 @@ def _md_header(
         "",
         machine,
         f"- When: {times[0] if times else '?'} to {times[-1] if times else '?'}",
-        _md_results(inside, quick and not full),
+        _md_results(inside, quick and not full)
+        + (
+            "; the items marked *(--quick)*: `taillab reproduce all --quick --out QDIR`, and "
+            "`--quick-root QDIR` to the script"
+            if filled
+            else ""
+        ),
         f"- Variant: {variant}",
         f"- Environment: {disturbed} of {runs} runs failed their environment check"
         + (" (a shared, busy host: read every verdict below as provisional)" if disturbed else ""),
