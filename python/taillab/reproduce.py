@@ -2540,13 +2540,16 @@ def _md(text: Any) -> str:
 
 
 def _md_header(
-    found: list[tuple[str, dict, dict | None]], inside: str | None, filled: set[str] = frozenset()
+    found: list[tuple[str, dict, dict | None]],
+    inside: str | None,
+    machines: list[str],
+    filled: set[str] = frozenset(),
 ) -> list[str]:
     """The doc's opening: how it is made, the machine, when, where the results are (``inside``:
     their folder relative to the repository, or None: on the machine that ran them, so the doc
     says how to make them instead of naming that machine's folder), the variant, the
-    environment. ``filled``: items whose verdict comes from a quick run because the full run
-    has not reached them yet."""
+    environment. ``machines``: the verdicts' hosts (``_machines``). ``filled``: items whose
+    verdict comes from a quick run because the full run has not reached them yet."""
     docs = [d for _, it, d in found if d]
     # An item that reads another's runs would count them twice.
     own = [d for _, it, d in found if d and not it.get("reuse")]
@@ -2572,7 +2575,6 @@ def _md_header(
         git = "; ".join(f"git {g}: {', '.join(ids)}" for g, ids in builds.items())
     else:
         git = f"git {host.get('git', '?')}"
-    machines = _machines(found)
     counts = sorted({d["host"]["cores"] for d in docs if (d.get("host") or {}).get("cores")})
     cores = " and ".join(str(c) for c in counts) if counts else "?"
     if len(machines) > 1:
@@ -2655,8 +2657,8 @@ def markdown(
     heads = ["item", "paper", "figure", "claim"] + (["our figure"] if link else [])
     heads += ["verdict (our numbers)", "environment", "command"]
     inside = str(root.relative_to(docs_dir.parent)) if link else None
-    lines = _md_header(found, inside, filled)
     machines = _machines(found)
+    lines = _md_header(found, inside, machines, filled)
     lines += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for iid, item, doc in found:
         cells = [iid, _md(item.get("paper")), _md(item.get("figure")), _md(item.get("claim"))]
