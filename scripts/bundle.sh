@@ -2,7 +2,7 @@
 # make bundle: one relocatable tarball that runs taillab on a host that cannot install
 # anything (a testbed or cluster node): the stripped binary, the shared libraries it links
 # that a bare Debian/Ubuntu lacks, the Python package with wheels of the dependencies such a
-# host rarely has (hdrhistogram, pbr, statsmodels, patsy), bench/ and configs/. See docs/bundle.md.
+# host rarely has (hdrhistogram, pbr), bench/ and configs/. See docs/bundle.md.
 #
 # Usage: scripts/bundle.sh [OUT.tar.gz]   (default target/taillab-bundle.tar.gz)
 # Needs the release binary (make build) and, for the wheels, PyPI (cached in target/).
@@ -30,19 +30,16 @@ ldd "$bin" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
 done
 
 # Wheels of what the Python package needs beyond numpy/pandas/scipy/matplotlib/scikit-learn,
-# for the CPython versions a host may have (a binary wheel per version; pbr and patsy are pure
-# Python): hdrhistogram, and statsmodels (with patsy) for `taillab attribute`'s analysis, at
-# python/pip.txt's version. A wheel that cannot be had fails the build, in one line: a bundle
-# without it would fail later, on the host that cannot install anything.
+# for the CPython versions a host may have (a binary wheel per version; pbr is pure Python):
+# hdrhistogram. A wheel that cannot be had fails the build, in one line: a bundle without it
+# would fail later, on the host that cannot install anything. (`taillab attribute`'s analysis
+# needs only scipy's HiGHS.)
 # pyarrow is not carried: one wheel is ~55 MB, the whole budget. The bundle's runs write CSV
 # records (record.format's default), which the package reads without it; Parquet records need
 # pyarrow on the host (docs/bundle.md).
 cache=target/bundle-wheels
 mkdir -p "$cache"
 py=${TAILLAB_PYTHON:-python3}
-pin() { sed -n "s/^$1==//p" python/pip.txt; }
-statsmodels=$(pin statsmodels)
-[ -n "$statsmodels" ] || { echo "bundle: python/pip.txt pins no statsmodels version" >&2; exit 2; }
 wheel() {  # NAME VERSION PYVERSION: the cached wheel, downloaded once
   local tag=cp${3/./}
   ls "$cache"/"$1"-"$2"-"$tag"-*.whl >/dev/null 2>&1 && return 0
@@ -54,13 +51,10 @@ wheel() {  # NAME VERSION PYVERSION: the cached wheel, downloaded once
 }
 for v in 3.10 3.11 3.12 3.13; do
   wheel hdrhistogram 0.10.8 "$v"
-  wheel statsmodels "$statsmodels" "$v"
 done
-ls "$cache"/pbr-*.whl >/dev/null 2>&1 || "$py" -m pip download -q --no-deps -d "$cache" "pbr" >/dev/null
-ls "$cache"/patsy-*.whl >/dev/null 2>&1 || "$py" -m pip download -q --no-deps --only-binary=:all: -d "$cache" "patsy" >/dev/null \
-  || { echo "bundle: cannot get the patsy wheel (statsmodels needs it) from PyPI into $cache" >&2; exit 2; }
-for f in "$cache"/*.whl; do
-  case "$f" in */statsmodels-*) [[ "$f" == */statsmodels-"$statsmodels"-* ]] || continue ;; esac
+ls "$cache"/pbr-*.whl >/dev/null 2>&1 || "$py" -m pip download -q --no-deps -d "$cache" "pbr" >/dev/null \
+  || { echo "bundle: cannot get the pbr wheel (hdrhistogram needs it) from PyPI into $cache" >&2; exit 2; }
+for f in "$cache"/hdrhistogram-*.whl "$cache"/pbr-*.whl; do
   cp "$f" "$b/wheels/"
 done
 

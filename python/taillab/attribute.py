@@ -4,7 +4,7 @@ The runs of a designed experiment (``design.json``: factors, cells, blocks) are 
 every request (``requests.csv``, through :mod:`taillab.results`). For each latency (sojourn,
 service, queue) and quantile τ (p50, p95, p99, and p99.9 when every cell holds at least
 20 000 requests), the requests' latencies are regressed on the factors' levels by quantile
-regression (statsmodels' ``QuantReg``):
+regression, solved exactly as the linear program it is (HiGHS, through scipy):
 
 * treatment coding: the first level of every factor is the base, and a level's coefficient
   is the change of the τ-quantile when that factor alone moves from its base level to it,
@@ -15,13 +15,14 @@ regression (statsmodels' ``QuantReg``):
 
 **Exact compression.** Every request of one run has the same regressors, so a run's
 requests that lie far below (above) the fitted quantile enter the check-function objective
-only through their count: they are replaced by one pseudo-observation of that weight, and a
-weighted quantile regression with weights w is the unweighted one of (w·y, w·x) (the check
-function is positively homogeneous). The fit is then checked: where a run's fitted value
-left the window it kept, the window is widened and the fit redone, so the compressed fit is
-the fit of all requests (up to ``QuantReg``'s own tolerance, which the tests check against
-the exact linear program: the same objective within 1e-5; where a sparse tail leaves the
-optimum flat between two order statistics, the coefficients may sit anywhere on that flat).
+only through their count: they are replaced by one pseudo-observation of that weight (the
+linear program takes weights as they are). The fit is then checked: where a run's fitted
+value left the window it kept, the window is widened and the fit redone, so the compressed
+fit is the fit of all requests (the tests check it against the program over every request:
+the same objective; where a sparse tail leaves the optimum flat between two order
+statistics, the coefficients may sit anywhere on that flat). An iterative solver
+(statsmodels' ``QuantReg``, IRLS, used before) crawled on the weighted rows of long runs:
+the full run of an attribution item spent more than half an hour in its bootstrap.
 
 **Confidence intervals** come from a cluster bootstrap over runs: requests of one run share
 its arrivals and its host's moment, so they are not independent; each resample draws every
@@ -45,7 +46,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -160,11 +160,11 @@ def _compressed(
     mult: np.ndarray,
     centres: list[tuple[float, float]],
     widen: int,
-) -> tuple[np.ndarray, np.ndarray, list[tuple[float, float]]]:
-    """Rows (w·y, w·x) of every run with multiplicity > 0, each run's far requests globbed
-    into two weighted pseudo-observations; and each run's (low, high) limits within which
-    its fitted value must lie for the globbing to be exact."""
-    ys, xs, limits = [], [], []
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[float, float]]]:
+    """Rows (y, weight, x) of every run with multiplicity > 0, each run's far requests
+    globbed into two weighted pseudo-observations; and each run's (low, high) limits within
+    which its fitted value must lie for the globbing to be exact."""
+    ys, ws, xs, limits = [], [], [], []
     for r, m, c in zip(runs, mult, centres, strict=True):
         y = r.sorted[metric]
         n = len(y)
@@ -183,32 +183,41 @@ def _compressed(
             parts_y.append(y[-1:])
             parts_w.append(np.array([float(m * (n - hi))]))
         yy, ww = np.concatenate(parts_y), np.concatenate(parts_w)
-        ys.append(ww * yy)
-        xs.append(ww[:, None] * r.x[None, :])
+        ys.append(yy)
+        ws.append(ww)
+        xs.append(np.repeat(r.x[None, :], len(yy), axis=0))
         limits.append((y[lo - 1] if lo > 0 else -math.inf, y[hi] if hi < n else math.inf))
-    return np.concatenate(ys), np.vstack(xs), limits
+    return np.concatenate(ys), np.concatenate(ws), np.vstack(xs), limits
+
+
+def _lp(y: np.ndarray, w: np.ndarray, x: np.ndarray, q: float) -> np.ndarray:
+    """The weighted quantile regression min Σ w·ρ_q(y − xβ), solved exactly as the dual of
+    its linear program (HiGHS through scipy): maximise y·d subject to xᵀd = 0 and
+    −(1 − q)·w ≤ d ≤ q·w, one variable per row and one constraint per coefficient. β is the
+    negated marginal of those constraints: a vertex of the primal's optimal set."""
+    from scipy import optimize
+
+    bounds = np.column_stack([-(1.0 - q) * w, q * w])
+    sol = optimize.linprog(
+        -y, A_eq=x.T, b_eq=np.zeros(x.shape[1]), bounds=bounds, method="highs-ds"
+    )
+    if sol.status != 0:
+        raise TaillabError(f"quantile regression at q={q}: the LP solver failed: {sol.message}")
+    return -np.asarray(sol.eqlin.marginals, dtype=float)
 
 
 def quantreg(
     runs: list[RunData], metric: str, q: float, mult: np.ndarray, compress: bool = True
 ) -> np.ndarray:
     """The quantile-regression coefficients of ``metric`` at ``q`` over ``runs`` (each
-    counted ``mult`` times): statsmodels' QuantReg on the exactly compressed rows
-    (``compress=False``: on every request). A run whose fitted value left the window it
-    kept gets a window around that value too, twice as wide, and the fit is redone."""
-    from statsmodels.regression.quantile_regression import QuantReg
-
+    counted ``mult`` times), exactly (:func:`_lp`) on the compressed rows (``compress=False``:
+    on every request). A run whose fitted value left the window it kept gets a window
+    around that value too, twice as wide, and the fit is redone."""
     centres = [(q, q)] * len(runs)
+    beta = np.zeros(len(runs[0].x)) if runs else np.zeros(0)
     for widen in range(LAST_WIDENING + 1) if compress else (LAST_WIDENING,):
-        y, x, limits = _compressed(runs, metric, q, mult, centres, widen)
-        # The coefficients to a nanosecond, or to 1e-5 of the latencies where they are
-        # milliseconds (an overloaded cell): IRLS crawls the last digits of large values.
-        scale = float(np.median(np.abs(y / np.maximum(np.abs(x[:, 0]), 1e-300))))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit = QuantReg(y, x).fit(q=q, max_iter=2000, p_tol=max(1e-3, 1e-5 * scale), vcov="iid")
-        beta = fit.params
-        beta = np.asarray(beta)
+        y, w, x, limits = _compressed(runs, metric, q, mult, centres, widen)
+        beta = _lp(y, w, x, q)
         fitted = [float(r.x @ beta) for r in runs]
         # Exact when every used run's fit lies among the requests it kept (1 ns slack).
         outside = [
@@ -915,8 +924,9 @@ def write_page(
         f"<p>{esc(kind)}, {len(factors)} factors, {len(doc['cells'])} cells × {d['blocks']} blocks "
         f"({doc['requests']['runs']} runs, at least {doc['requests']['min_per_run']} "
         "requests each). "
-        f"Quantile regression (statsmodels QuantReg) of every request's latency on the factors' "
-        f"levels{' and their two-way interactions' if d['kind'] == 'full' else ''}, blocks "
+        "Quantile regression (exact: a linear program, solved by HiGHS) of every request's "
+        "latency on the factors' levels"
+        f"{' and their two-way interactions' if d['kind'] == 'full' else ''}, blocks "
         f"effect-coded; 95 % CIs from {bs['resamples']} cluster-bootstrap resamples over runs "
         f"(docs/attribute.md).</p>",
         facts,

@@ -342,8 +342,9 @@ def _add_attribute(sub) -> None:
         "attribute",
         help="analyse a taillab attribute folder (quantile regression, cluster bootstrap)",
         description="Regress every request's sojourn, service and queue time on the design's "
-        "factor levels (and two-way interactions) at p50/p95/p99 (p99.9 with enough requests) "
-        "with statsmodels' QuantReg; CIs from a cluster bootstrap over runs. Writes "
+        "factor levels (and two-way interactions) at p50/p95/p99 (p99.9 with enough requests), "
+        "solved exactly as a linear program (HiGHS); CIs from a cluster bootstrap over runs. "
+        "Writes "
         "ROOT/attribution/attribution.json and index.html and prints the table.",
     )
     p.add_argument("root", help="the folder taillab attribute wrote (design.json, points/)")

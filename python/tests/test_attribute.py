@@ -84,10 +84,10 @@ def _exact_lp(y: np.ndarray, x: np.ndarray, q: float) -> np.ndarray:
 
 
 def test_quantreg_reaches_the_exact_optimum(tmp_path):
-    """statsmodels' QuantReg iterates (IRLS) to a tolerance; on compressed rows it must still
-    reach the exact linear program's optimum over every request. Where a sparse tail makes the
-    optimum a flat stretch between two order statistics the coefficients may differ within it,
-    so the objective is what is compared (and the coefficients only loosely)."""
+    """The fit on compressed rows (the dual program, HiGHS) reaches the optimum of the primal
+    program over every request. Where a sparse tail makes the optimum a flat stretch between two
+    order statistics the two vertices may differ within it, so the objective is what is compared
+    (and the coefficients only loosely)."""
     from fixtures import make_attribution
 
     root = make_attribution(tmp_path / "a", duration_s=0.4)
@@ -102,7 +102,7 @@ def test_quantreg_reaches_the_exact_optimum(tmp_path):
             fast = A.quantreg(runs, metric, q, ones)
             exact = _exact_lp(y, x, q)
             got, best = _check_loss(y, x, fast, q), _check_loss(y, x, exact, q)
-            assert got <= best * (1 + 1e-5), (metric, q, got, best)
+            assert got <= best * (1 + 1e-9), (metric, q, got, best)
             # The flat stretches are a few µs wide here (Exp(5 µs) tails over 400 requests).
             assert np.allclose(fast, exact, atol=15.0), (metric, q, fast, exact)
 
