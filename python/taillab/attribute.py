@@ -13,16 +13,19 @@ regression, solved exactly as the linear program it is (HiGHS, through scipy):
 * blocks as effect-coded columns, so a drift of the host between blocks is taken out and the
   intercept is the base cell averaged over blocks.
 
-**Exact compression.** Every request of one run has the same regressors, so a run's
-requests that lie far below (above) the fitted quantile enter the check-function objective
-only through their count: they are replaced by one pseudo-observation of that weight (the
-linear program takes weights as they are). The fit is then checked: where a run's fitted
-value left the window it kept, the window is widened and the fit redone, so the compressed
-fit is the fit of all requests (the tests check it against the program over every request:
-the same objective; where a sparse tail leaves the optimum flat between two order
-statistics, the coefficients may sit anywhere on that flat). An iterative solver
-(statsmodels' ``QuantReg``, IRLS, used before) crawled on the weighted rows of long runs:
-the full run of an attribution item spent more than half an hour in its bootstrap.
+**Exact compression.** Every request of one run has the same regressors, so a stretch of a
+run's sorted requests that lies wholly below (above) the fitted quantile enters the
+check-function objective only through its count and its sum: it is replaced by one row at
+its mean, weighted by its count. Each run keeps its requests near the fitted quantile and
+cuts the rest into about 200 stretches. That objective equals the exact one wherever no
+run's fit lies inside a stretch and is below it elsewhere (the check function is convex),
+so a fit whose every run lies outside its stretches is the exact fit of all requests; where
+one does not, that run keeps the requests around it too and the fit is redone (the tests
+check the result against the program over every request: the same objective; where a
+sparse tail leaves the optimum flat between two order statistics, the coefficients may sit
+anywhere on that flat). An iterative solver (statsmodels' ``QuantReg``, used before) and a
+coarser compression crawled on the long runs of a real attribution: the full run of an
+attribution item spent more than half an hour in its bootstrap.
 
 **Confidence intervals** come from a cluster bootstrap over runs: requests of one run share
 its arrivals and its host's moment, so they are not independent; each resample draws every
@@ -65,8 +68,14 @@ METRICS = ("sojourn", "service", "queue")
 QUANTILES = (0.5, 0.95, 0.99)
 #: p99.9 is fitted when every cell holds at least this many requests (20 above its p99.9).
 P999_REQUESTS = 20_000
-#: Retries of the compressed fit, each with twice the window; the last keeps every request.
+#: A run's retries of the compressed fit; after the last it keeps every request.
 LAST_WIDENING = 5
+#: A run's requests outside its kept ranges are cut into about this many stretches of equal
+#: count, one row each: the compressed objective is then close to the exact one everywhere,
+#: so the first fit lands near the optimum and one or two retries make it exact.
+STRETCHES = 200
+#: µs: how far inside a kept range a fit must lie (the latencies' resolution is 1 ns).
+_EPS = 1e-4
 _LABEL = {0.5: "p50", 0.95: "p95", 0.99: "p99", 0.999: "p99.9"}
 
 
@@ -145,12 +154,47 @@ class RunData:
         self.p99 = float(np.quantile(soj, 0.99)) if soj is not None and len(soj) else math.nan
 
 
-def _window(q: float, n: int, centre: tuple[float, float], widen: int) -> tuple[float, float]:
-    """The quantile levels a run of n requests keeps: its ``centre`` levels (q, and where an
-    earlier fit put the run) and five standard errors of a q-quantile's level (at least 25
-    requests) each side, doubled with each retry."""
-    h = max(5 * math.sqrt(q * (1 - q) / n), 25 / n) * 2**widen
-    return max(0.0, centre[0] - h), min(1.0, centre[1] + h)
+def _kept(q: float, n: int, levels: list[float], widen: int) -> list[tuple[int, int]]:
+    """The index ranges [a, b) of a run's n sorted requests that its rows keep: around each of
+    its ``levels`` (q, and every level where an earlier fit put the run), two standard errors
+    of a q-quantile's level (at least 25 requests) each side; overlapping ranges merged. Every
+    request once the run has been retried LAST_WIDENING times (``widen``)."""
+    if widen >= LAST_WIDENING:
+        return [(0, n)]
+    h = max(2 * math.sqrt(q * (1 - q) / n), 25 / n)
+    spans = sorted(
+        (max(0, int(math.floor((lv - h) * n))), min(n, int(math.ceil((lv + h) * n))))
+        for lv in levels
+    )
+    out = [spans[0]]
+    for a, b in spans[1:]:
+        if a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _snapped(y: np.ndarray, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``kept`` with each range grown to whole runs of equal values (a stretch never shares a
+    value with a kept range), overlaps merged."""
+    n, out = len(y), []
+    for a, b in kept:
+        a = int(np.searchsorted(y, y[a], "left")) if a < n else n
+        b = int(np.searchsorted(y, y[b - 1], "right")) if b > 0 else 0
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        elif b > a:
+            out.append((a, b))
+    return out
+
+
+def _stretch(y: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """One stretch of sorted requests as one row at its mean, weighted by its count. For a fit
+    below the stretch (every residual positive) or above it (every one negative) the check
+    function sums to the same as over the stretch's requests, exactly; for a fit inside it,
+    to less (the check function is convex)."""
+    return np.array([float(np.mean(y))]), np.array([float(m * len(y))])
 
 
 def _compressed(
@@ -158,35 +202,41 @@ def _compressed(
     metric: str,
     q: float,
     mult: np.ndarray,
-    centres: list[tuple[float, float]],
-    widen: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[float, float]]]:
-    """Rows (y, weight, x) of every run with multiplicity > 0, each run's far requests
-    globbed into two weighted pseudo-observations; and each run's (low, high) limits within
-    which its fitted value must lie for the globbing to be exact."""
+    levels: list[list[float]],
+    widen: list[int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[tuple[float, float]]]]:
+    """Rows (y, weight, x) of every run with multiplicity > 0: the distinct values of the
+    requests it keeps (:func:`_kept`), weighted by their counts, and each stretch of requests
+    between them as :func:`_stretch`'s two rows. The compressed objective is then the exact
+    one wherever no run's fit lies inside a stretch, and above it elsewhere; so a minimum of
+    it whose fits all lie strictly between the stretches is a minimum of the exact one too
+    (they agree around it, and the exact objective is convex). Also per run the open ranges
+    its fit must lie in: each kept range out to the nearest stretch's value on either side."""
     ys, ws, xs, limits = [], [], [], []
-    for r, m, c in zip(runs, mult, centres, strict=True):
+    for r, m, lv, wd in zip(runs, mult, levels, widen, strict=True):
         y = r.sorted[metric]
         n = len(y)
         if m == 0 or n == 0:
-            limits.append((-math.inf, math.inf))
+            limits.append([(-math.inf, math.inf)])
             continue
-        lo_q, hi_q = _window(q, n, c, widen) if widen < LAST_WIDENING else (0.0, 1.0)
-        lo, hi = int(math.floor(lo_q * n)), int(math.ceil(hi_q * n))
-        kept = y[lo:hi]
-        parts_y = [kept]
-        parts_w = [np.full(len(kept), float(m))]
-        if lo > 0:
-            parts_y.append(y[:1])
-            parts_w.append(np.array([float(m * lo)]))
-        if hi < n:
-            parts_y.append(y[-1:])
-            parts_w.append(np.array([float(m * (n - hi))]))
+        parts_y, parts_w, allowed = [], [], []
+        edge, chunk = 0, max(1, -(-n // STRETCHES))
+        for a, b in _snapped(y, _kept(q, n, lv, wd)) + [(n, n)]:
+            for s0 in range(edge, a, chunk):
+                sy, sw = _stretch(y[s0 : min(a, s0 + chunk)], m)
+                parts_y.append(sy)
+                parts_w.append(sw)
+            if b > a:
+                vals, counts = np.unique(y[a:b], return_counts=True)
+                parts_y.append(vals)
+                parts_w.append(m * counts.astype(float))
+                allowed.append((y[a - 1] if a > 0 else -math.inf, y[b] if b < n else math.inf))
+            edge = b
         yy, ww = np.concatenate(parts_y), np.concatenate(parts_w)
         ys.append(yy)
         ws.append(ww)
         xs.append(np.repeat(r.x[None, :], len(yy), axis=0))
-        limits.append((y[lo - 1] if lo > 0 else -math.inf, y[hi] if hi < n else math.inf))
+        limits.append(allowed)
     return np.concatenate(ys), np.concatenate(ws), np.vstack(xs), limits
 
 
@@ -211,27 +261,33 @@ def quantreg(
 ) -> np.ndarray:
     """The quantile-regression coefficients of ``metric`` at ``q`` over ``runs`` (each
     counted ``mult`` times), exactly (:func:`_lp`) on the compressed rows (``compress=False``:
-    on every request). A run whose fitted value left the window it kept gets a window
-    around that value too, twice as wide, and the fit is redone."""
-    centres = [(q, q)] * len(runs)
+    on every request). A run whose fit fell in one of its stretches keeps the requests around
+    that fit too, and the fit is redone (the compressed objective is below the exact one, so
+    its optimum finds where the exact one's lies: one or two retries on real attributions).
+    Each retry adds to at least one run and a run retried ``LAST_WIDENING`` times keeps every
+    request, so the retries end. (Widening every run's window at once, around stretches
+    globbed to their extremes, grew a real attribution's program to every request within
+    four tries, minutes a fit.)"""
+    levels = [[q] for _ in runs]
+    widen = [0 if compress else LAST_WIDENING] * len(runs)
     beta = np.zeros(len(runs[0].x)) if runs else np.zeros(0)
-    for widen in range(LAST_WIDENING + 1) if compress else (LAST_WIDENING,):
-        y, w, x, limits = _compressed(runs, metric, q, mult, centres, widen)
+    while True:
+        y, w, x, limits = _compressed(runs, metric, q, mult, levels, widen)
         beta = _lp(y, w, x, q)
         fitted = [float(r.x @ beta) for r in runs]
-        # Exact when every used run's fit lies among the requests it kept (1 ns slack).
+        # Exact when every used run's fit lies in a range it kept (to a tenth of a
+        # nanosecond, the latencies' resolution being one).
         outside = [
             i
-            for i, (f, (lo, hi), m) in enumerate(zip(fitted, limits, mult, strict=True))
-            if m > 0 and not (lo - 1e-3 <= f <= hi + 1e-3)
+            for i, (f, allowed, m) in enumerate(zip(fitted, limits, mult, strict=True))
+            if m > 0 and not any(lo - _EPS <= f <= hi + _EPS for lo, hi in allowed)
         ]
         if not outside:
             return beta
         for i in outside:
             ys = runs[i].sorted[metric]
-            level = np.searchsorted(ys, fitted[i]) / len(ys)
-            centres[i] = (min(centres[i][0], level), max(centres[i][1], level))
-    return beta
+            levels[i].append(float(np.searchsorted(ys, fitted[i]) / len(ys)))
+            widen[i] += 1
 
 
 # ---------------------------------------------------------------------------- data
