@@ -110,6 +110,42 @@ def test_quantreg_reaches_the_exact_optimum(tmp_path):
             assert np.allclose(fast, exact, atol=15.0), (metric, q, fast, exact)
 
 
+def test_runs_far_from_their_fit_stay_compressed(monkeypatch):
+    """Runs of one cell that disagree (a stalled run, a clean one, a mixed one: what a host's
+    moment does to a real attribution) put the fit far from each run's own quantile. The
+    compression must still reach the exact optimum while keeping a small part of the requests:
+    globbing each run's far requests into two rows at its extremes, and widening every run's
+    window on each retry, grew a real attribution's program to every request (minutes a fit)."""
+    rng = np.random.default_rng(11)
+    n = 2000
+
+    def run(cell: int, slow: float) -> A.RunData:
+        fast = 100.0 + rng.exponential(5.0, n)
+        stalled = 1000.0 + rng.exponential(50.0, n)
+        y = np.where(rng.random(n) < slow, stalled, fast) + 30.0 * cell
+        return A.RunData(cell, 0, np.array([1.0, float(cell)]), {"sojourn": y})
+
+    runs = [run(c, slow) for c in (0, 1) for slow in (0.0, 0.45, 1.0)]
+    sizes: list[int] = []
+    solve = A._lp
+
+    def counted(y, w, x, q):
+        sizes.append(len(y))
+        return solve(y, w, x, q)
+
+    monkeypatch.setattr(A, "_lp", counted)
+    ones = np.ones(len(runs), dtype=int)
+    y = np.concatenate([r.sorted["sojourn"] for r in runs])
+    x = np.vstack([np.repeat(r.x[None, :], r.n, axis=0) for r in runs])
+    for q in (0.5, 0.9, 0.99):
+        sizes.clear()
+        fast = A.quantreg(runs, "sojourn", q, ones)
+        got, best = _check_loss(y, x, fast, q), _check_loss(y, x, _exact_lp(y, x, q), q)
+        assert got <= best * (1 + 1e-9), (q, got, best)
+        assert len(sizes) <= 4, (q, sizes)
+        assert max(sizes) <= 0.25 * len(y), (q, sizes, len(y))
+
+
 def test_planted_effects_are_recovered(analysed):
     main = [e for e in analysed["effects"] if e["metric"] == "service" and e["kind"] == "main"]
     assert len(main) == 3 * len(analysed["quantiles"])
