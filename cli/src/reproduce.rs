@@ -506,8 +506,24 @@ pub fn reproduce(mut a: ReproduceCmd) -> anyhow::Result<i32> {
             );
         }
         let total = |quick| all.iter().map(|i| i.minutes(quick)).sum::<f64>();
+        // Full minutes are measured, item by item, except where items.toml says otherwise.
+        let guessed: Vec<&str> = all
+            .iter()
+            .filter(|i| {
+                i.table
+                    .get("minutes_estimated")
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false)
+            })
+            .map(|i| i.id.as_str())
+            .collect();
+        let full = if guessed.is_empty() {
+            "full as measured".to_string()
+        } else {
+            format!("full as measured, estimated for {}", guessed.join(", "))
+        };
         println!(
-            "{:<31} {:>5.0}m {:>6.1}m  (on a 2-vCPU VM: --quick as measured, full estimated; `all` runs every item)",
+            "{:<31} {:>5.0}m {:>6.1}m  (on a 2-vCPU VM, each item alone: --quick and {full}; `all` runs every item)",
             "all",
             total(false),
             total(true)

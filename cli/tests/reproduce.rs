@@ -93,6 +93,22 @@ fn unknown_items_are_listed() {
         .parse()
         .unwrap();
     assert!((total - quick).abs() < 0.5, "{total} vs {quick}: {last}");
+    // It says which full durations were measured and names the items whose are estimates.
+    assert!(last.contains("full as measured"), "{last}");
+    let toml = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/reproduce/items.toml"),
+    )
+    .unwrap();
+    let items: toml::Table = toml.parse().unwrap();
+    let named: Vec<&str> = last
+        .split_once("estimated for ")
+        .map(|(_, rest)| rest.split(';').next().unwrap().split(", ").collect())
+        .unwrap_or_default();
+    for i in items["item"].as_array().unwrap() {
+        let guessed = i.get("minutes_estimated").and_then(|v| v.as_bool()) == Some(true);
+        let id = i["id"].as_str().unwrap();
+        assert_eq!(named.contains(&id), guessed, "{id}: {last}");
+    }
 }
 
 /// An item's page and verdict after `--smoke`: the page's figures exist, the verdict names
