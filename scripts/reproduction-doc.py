@@ -5,8 +5,8 @@
         [--items configs/reproduce/items.toml] > docs/reproduction.md
 
 ROOT is the folder `taillab reproduce all [--quick] --out ROOT` wrote (each item's
-verdict.json is read; nothing is measured or typed here). A full run takes hours (about five
-on a 2-vCPU VM) and may be made item by item over several days (`taillab reproduce ID --out
+verdict.json is read; nothing is measured or typed here). A full run takes hours (about three
+on a 2-vCPU VM: `taillab reproduce --list`) and may be made item by item over several days (`taillab reproduce ID --out
 ROOT`); until it has every item, `--quick-root` names a `--quick` run whose verdicts stand in
 for the missing ones, each marked so. Items' pages are linked when ROOT
 lies inside this repository; otherwise the table carries the verdicts' numbers only.
