@@ -74,7 +74,8 @@ LAST_WIDENING = 5
 #: count, one row each: the compressed objective is then close to the exact one everywhere,
 #: so the first fit lands near the optimum and one or two retries make it exact.
 STRETCHES = 200
-#: µs: how far inside a kept range a fit must lie (the latencies' resolution is 1 ns).
+#: µs: how far past a kept range's ends a fit may lie and still count as in it (rounding;
+#: the latencies' resolution is 1 ns).
 _EPS = 1e-4
 _LABEL = {0.5: "p50", 0.95: "p95", 0.99: "p99", 0.999: "p99.9"}
 
@@ -270,7 +271,6 @@ def quantreg(
     four tries, minutes a fit.)"""
     levels = [[q] for _ in runs]
     widen = [0 if compress else LAST_WIDENING] * len(runs)
-    beta = np.zeros(len(runs[0].x)) if runs else np.zeros(0)
     while True:
         y, w, x, limits = _compressed(runs, metric, q, mult, levels, widen)
         beta = _lp(y, w, x, q)
