@@ -69,7 +69,7 @@ QUANTILES = (0.5, 0.95, 0.99)
 #: p99.9 is fitted when every cell holds at least this many requests (20 above its p99.9).
 P999_REQUESTS = 20_000
 #: A run's retries of the compressed fit; after the last it keeps every request.
-LAST_WIDENING = 5
+MAX_RETRIES = 5
 #: A run's requests outside its kept ranges are cut into about this many stretches of equal
 #: count, one row each: the compressed objective is then close to the exact one everywhere,
 #: so the first fit lands near the optimum and one or two retries make it exact.
@@ -155,34 +155,23 @@ class RunData:
         self.p99 = float(np.quantile(soj, 0.99)) if soj is not None and len(soj) else math.nan
 
 
-def _kept(q: float, n: int, levels: list[float], widen: int) -> list[tuple[int, int]]:
-    """The index ranges [a, b) of a run's n sorted requests that its rows keep: around each of
-    its ``levels`` (q, and every level where an earlier fit put the run), two standard errors
-    of a q-quantile's level (at least 25 requests) each side; overlapping ranges merged. Every
-    request once the run has been retried LAST_WIDENING times (``widen``)."""
-    if widen >= LAST_WIDENING:
+def _kept(y: np.ndarray, q: float, levels: list[float], retries: int) -> list[tuple[int, int]]:
+    """The index ranges [a, b) of a run's sorted requests ``y`` that its rows keep, in order:
+    around each of its ``levels`` (q, and every level where an earlier fit put the run), two
+    standard errors of a q-quantile's level (at least 25 requests) each side, each range grown
+    to whole runs of equal values (so a stretch never shares a value with a kept range) and
+    overlapping ranges merged. Every request once the run has been retried MAX_RETRIES
+    times."""
+    n = len(y)
+    if retries >= MAX_RETRIES:
         return [(0, n)]
     h = max(2 * math.sqrt(q * (1 - q) / n), 25 / n)
-    spans = sorted(
-        (max(0, int(math.floor((lv - h) * n))), min(n, int(math.ceil((lv + h) * n))))
-        for lv in levels
-    )
-    out = [spans[0]]
-    for a, b in spans[1:]:
-        if a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _snapped(y: np.ndarray, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``kept`` with each range grown to whole runs of equal values (a stretch never shares a
-    value with a kept range), overlaps merged."""
-    n, out = len(y), []
-    for a, b in kept:
-        a = int(np.searchsorted(y, y[a], "left")) if a < n else n
-        b = int(np.searchsorted(y, y[b - 1], "right")) if b > 0 else 0
+    out: list[tuple[int, int]] = []
+    for lv in sorted(levels):
+        a = min(n - 1, max(0, math.floor((lv - h) * n)))
+        b = max(1, min(n, math.ceil((lv + h) * n)))
+        a = int(np.searchsorted(y, y[a], "left"))
+        b = int(np.searchsorted(y, y[b - 1], "right"))
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
         elif b > a:
@@ -190,12 +179,15 @@ def _snapped(y: np.ndarray, kept: list[tuple[int, int]]) -> list[tuple[int, int]
     return out
 
 
-def _stretch(y: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """One stretch of sorted requests as one row at its mean, weighted by its count. For a fit
-    below the stretch (every residual positive) or above it (every one negative) the check
-    function sums to the same as over the stretch's requests, exactly; for a fit inside it,
-    to less (the check function is convex)."""
-    return np.array([float(np.mean(y))]), np.array([float(m * len(y))])
+def _stretches(y: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted requests ``y`` cut into stretches of ``chunk`` (the last shorter), each as one
+    row at its mean weighted by its count. For a fit below a stretch (every residual positive)
+    or above it (every one negative) the check function sums to the same as over the
+    stretch's requests, exactly; for a fit inside it, to less (the check function is
+    convex)."""
+    starts = np.arange(0, len(y), chunk)
+    counts = np.diff(np.append(starts, len(y))).astype(float)
+    return np.add.reduceat(y, starts) / counts, counts
 
 
 def _compressed(
@@ -204,17 +196,17 @@ def _compressed(
     q: float,
     mult: np.ndarray,
     levels: list[list[float]],
-    widen: list[int],
+    retries: list[int],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[tuple[float, float]]]]:
     """Rows (y, weight, x) of every run with multiplicity > 0: the distinct values of the
-    requests it keeps (:func:`_kept`), weighted by their counts, and each stretch of requests
-    between them as :func:`_stretch`'s two rows. The compressed objective is then the exact
-    one wherever no run's fit lies inside a stretch, and above it elsewhere; so a minimum of
-    it whose fits all lie strictly between the stretches is a minimum of the exact one too
-    (they agree around it, and the exact objective is convex). Also per run the open ranges
-    its fit must lie in: each kept range out to the nearest stretch's value on either side."""
+    requests it keeps (:func:`_kept`), weighted by their counts, and the requests between
+    those ranges as :func:`_stretches`' rows (about STRETCHES a run). The compressed objective
+    is then the exact one wherever no run's fit lies inside a stretch, and below it elsewhere;
+    so a minimum of it whose fits all lie outside the stretches is a minimum of the exact one
+    too. Also per run the closed ranges its fit must lie in for that: each kept range out to
+    the nearest request on either side that a stretch holds."""
     ys, ws, xs, limits = [], [], [], []
-    for r, m, lv, wd in zip(runs, mult, levels, widen, strict=True):
+    for r, m, lv, tries in zip(runs, mult, levels, retries, strict=True):
         y = r.sorted[metric]
         n = len(y)
         if m == 0 or n == 0:
@@ -222,11 +214,11 @@ def _compressed(
             continue
         parts_y, parts_w, allowed = [], [], []
         edge, chunk = 0, max(1, -(-n // STRETCHES))
-        for a, b in _snapped(y, _kept(q, n, lv, wd)) + [(n, n)]:
-            for s0 in range(edge, a, chunk):
-                sy, sw = _stretch(y[s0 : min(a, s0 + chunk)], m)
+        for a, b in _kept(y, q, lv, tries) + [(n, n)]:
+            if a > edge:
+                sy, sw = _stretches(y[edge:a], chunk)
                 parts_y.append(sy)
-                parts_w.append(sw)
+                parts_w.append(m * sw)
             if b > a:
                 vals, counts = np.unique(y[a:b], return_counts=True)
                 parts_y.append(vals)
@@ -265,14 +257,14 @@ def quantreg(
     on every request). A run whose fit fell in one of its stretches keeps the requests around
     that fit too, and the fit is redone (the compressed objective is below the exact one, so
     its optimum finds where the exact one's lies: one or two retries on real attributions).
-    Each retry adds to at least one run and a run retried ``LAST_WIDENING`` times keeps every
+    Each retry adds to at least one run and a run retried ``MAX_RETRIES`` times keeps every
     request, so the retries end. (Widening every run's window at once, around stretches
     globbed to their extremes, grew a real attribution's program to every request within
     four tries, minutes a fit.)"""
     levels = [[q] for _ in runs]
-    widen = [0 if compress else LAST_WIDENING] * len(runs)
+    retries = [0 if compress else MAX_RETRIES] * len(runs)
     while True:
-        y, w, x, limits = _compressed(runs, metric, q, mult, levels, widen)
+        y, w, x, limits = _compressed(runs, metric, q, mult, levels, retries)
         beta = _lp(y, w, x, q)
         fitted = [float(r.x @ beta) for r in runs]
         # Exact when every used run's fit lies in a range it kept (to a tenth of a
@@ -287,7 +279,7 @@ def quantreg(
         for i in outside:
             ys = runs[i].sorted[metric]
             levels[i].append(float(np.searchsorted(ys, fitted[i]) / len(ys)))
-            widen[i] += 1
+            retries[i] += 1
 
 
 # ---------------------------------------------------------------------------- data
