@@ -87,6 +87,13 @@ impl Item {
         v.and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
             .unwrap_or(0.0)
     }
+    /// Whether the full variant's `minutes` is an estimate, not yet measured.
+    fn minutes_estimated(&self) -> bool {
+        self.table
+            .get("minutes_estimated")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    }
 }
 
 /// The repository's configs/reproduce, found from the binary's location.
@@ -509,12 +516,7 @@ pub fn reproduce(mut a: ReproduceCmd) -> anyhow::Result<i32> {
         // Full minutes are measured, item by item, except where items.toml says otherwise.
         let guessed: Vec<&str> = all
             .iter()
-            .filter(|i| {
-                i.table
-                    .get("minutes_estimated")
-                    .and_then(|v| v.as_bool())
-                    .unwrap_or(false)
-            })
+            .filter(|i| i.minutes_estimated())
             .map(|i| i.id.as_str())
             .collect();
         let full = if guessed.is_empty() {
