@@ -1,0 +1,106 @@
+"""bench/reproduce-seeds: one reproduction item with several base seeds, each from its own copy of
+the item's experiment files (the seed, and side by side the foreign-CPU limit, written in)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "reproduce-seeds"
+
+
+def _script():
+    loader = importlib.machinery.SourceFileLoader("reproduce_seeds", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("reproduce_seeds", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+S = _script()
+TEXT = """[app]
+name = "synth"
+[load]
+qps = 200   # a comment
+seed = 5                        # base seed
+[[case]]
+name = "none"
+[[case]]
+name = "hedged"
+"fanout.hedge" = "after=p95"
+"""
+
+
+def test_set_key_replaces_adds_and_appends_sections():
+    t = tomllib.loads(S.set_key(TEXT, "load", "seed", "11"))
+    assert t["load"] == {"qps": 200, "seed": 11}
+    assert [c["name"] for c in t["case"]] == ["none", "hedged"]
+    t = tomllib.loads(S.set_key(TEXT, "app", "spin", '"sleep"'))
+    assert t["app"] == {"name": "synth", "spin": "sleep"}
+    # A section the file lacks goes at the end, after the [[case]] tables, which keep theirs.
+    t = tomllib.loads(S.set_key(TEXT, "monitor", "max_foreign", "50.0"))
+    assert t["monitor"] == {"max_foreign": 50.0}
+    assert t["case"][1] == {"name": "hedged", "fanout.hedge": "after=p95"}
+    # "seed" under another section is not the one replaced.
+    other = TEXT.replace("[app]\n", "[app]\nseed = 1\n")
+    t = tomllib.loads(S.set_key(other, "load", "seed", "9"))
+    assert (t["app"]["seed"], t["load"]["seed"]) == (1, 9)
+
+
+def test_cpu_lists():
+    assert S.cpu_list("0-3,8") == [0, 1, 2, 3, 8]
+    assert S.cpu_list("5") == [5]
+    with pytest.raises(SystemExit, match="ranges"):
+        S.cpu_list("0-x")
+
+
+def _run(*args):
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_bad_input_says_what_to_fix(tmp_path):
+    for args, says in [
+        (["no-such-item"], "taillab reproduce --list"),
+        (["tail-at-scale-hedging", "--seeds", "5,x"], "whole numbers"),
+        (["tail-at-scale-hedging", "--seeds", "5,5"], "each seed once"),
+        (["tail-at-scale-hedging", "--cpus", "a-b"], "ranges"),
+    ]:
+        r = _run(*args, "--out", str(tmp_path / "o"))
+        assert r.returncode != 0 and says in r.stderr, (args, r.stderr)
+
+
+def test_two_seeds_side_by_side(tmp_path):
+    exe = ROOT / "target/release/taillab"
+    assert exe.exists(), "the release binary is built by `make test` first"
+    out = tmp_path / "seeds"
+    args = ["tail-at-scale-hedging", "--smoke", "--seeds", "5,6", "--cpus-per-seed", "1"]
+    r = _run(*args, "--out", str(out), "--bin", str(exe))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("host: "), r.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    n = len(os.sched_getaffinity(0))
+    assert summary["side_by_side"] == (n >= 2)
+    assert summary["max_foreign"] == (50.0 if n >= 2 else None)
+    seeds = {}
+    for s in ("5", "6"):
+        v = summary["seeds"][s]
+        assert v["id"] == "tail-at-scale-hedging" and v["status"], v
+        assert f"seed {s}: " in r.stdout
+        # Each seed's runs came from its own base seed (the run seed derives from it).
+        cfg = next((out / s).glob("tail-at-scale-hedging/*/points/*case-none/run-0/config.toml"))
+        conf = tomllib.loads(cfg.read_text())
+        seeds[s] = conf["load"]["seed"]
+        if summary["max_foreign"] is not None:
+            assert conf["monitor"]["max_foreign"] == 50.0
+    assert seeds["5"] != seeds["6"]
