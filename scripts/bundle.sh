@@ -83,13 +83,19 @@ tag=$("$py" -c 'import sys; print("cp%d%d" % sys.version_info[:2])' 2>/dev/null 
 lib="$here/pylib/$tag"
 if [ "$tag" != none ] && [ ! -d "$lib" ]; then
   "$py" - "$here/wheels" "$lib" "$tag" <<'PY'
-import os, sys, zipfile
+import os, shutil, sys, zipfile
 src, dst, tag = sys.argv[1:]
-os.makedirs(dst + ".tmp", exist_ok=True)
+# Each run unpacks into its own folder and renames it into place: runs started together
+# (side by side on one host) neither collide nor see a half-unpacked folder.
+tmp = f"{dst}.tmp{os.getpid()}"
+os.makedirs(tmp)
 for w in sorted(os.listdir(src)):
     if w.endswith(".whl") and ("-py3-" in w or "-py2.py3-" in w or f"-{tag}-" in w):
-        zipfile.ZipFile(os.path.join(src, w)).extractall(dst + ".tmp")
-os.rename(dst + ".tmp", dst)
+        zipfile.ZipFile(os.path.join(src, w)).extractall(tmp)
+try:
+    os.rename(tmp, dst)
+except OSError:  # another run put its copy there first
+    shutil.rmtree(tmp)
 PY
 fi
 export PYTHONPATH="$here/python:$lib${PYTHONPATH:+:$PYTHONPATH}"

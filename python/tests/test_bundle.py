@@ -37,6 +37,23 @@ def test_the_bundle_runs_in_a_clean_environment(tmp_path):
             [str(run), *args], capture_output=True, text=True, env=env, cwd=work, timeout=timeout
         )
 
+    # Runs started together on a fresh unpack (bench/reproduce-seeds side by side) each find the
+    # wheels unpacked, none trips over another's unpacking.
+    together = [
+        subprocess.Popen(
+            [str(run), "python3", "-c", "import hdrh.histogram"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=work,
+        )
+        for _ in range(8)
+    ]
+    for p in together:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert (prefix / "taillab-bundle" / "bench" / "reproduce-seeds").is_file()
     # The binary finds the bundled libraries (and only it: LD_LIBRARY_PATH is not exported).
     r = bundled(
         "taillab",

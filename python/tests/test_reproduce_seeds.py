@@ -75,6 +75,7 @@ def test_bad_input_says_what_to_fix(tmp_path):
         (["tail-at-scale-hedging", "--seeds", "5,x"], "whole numbers"),
         (["tail-at-scale-hedging", "--seeds", "5,5"], "each seed once"),
         (["tail-at-scale-hedging", "--cpus", "a-b"], "ranges"),
+        (["tail-at-scale-hedging", "--cpus", "0-4095"], "are not among"),
     ]:
         r = _run(*args, "--out", str(tmp_path / "o"))
         assert r.returncode != 0 and says in r.stderr, (args, r.stderr)
