@@ -17,6 +17,7 @@ counts, never averaged.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,22 @@ class Dist:
     @property
     def total(self) -> int:
         return int(self.count.sum())
+
+    def quantile_ci(self, q: float, level: float = 0.95) -> tuple[float, float]:
+        """A distribution-free confidence interval of the q-quantile: the l-th and u-th smallest
+        samples, with l and u the rank B ~ Binomial(n, q) stays within, l ≤ B < u, with
+        probability ≥ `level` (equal tails; clipped to the sample). It says how far one run's
+        p99.9 can be trusted: 10 samples above it leave a wide interval. NaN if empty."""
+        from scipy.stats import binom
+
+        n = self.total
+        if n == 0:
+            return math.nan, math.nan
+        tail = (1 - level) / 2
+        lo = max(1, int(binom.ppf(tail, n, q)))
+        hi = min(n, int(binom.ppf(1 - tail, n, q)) + 1)
+        v = self.quantile(np.array([lo, hi]) / n)
+        return float(v[0]), float(v[1])
 
     def quantile(self, q: float | np.ndarray) -> float | np.ndarray:
         """Value at quantile(s) q in [0, 1] (nearest rank, bucket's highest value); NaN if empty."""

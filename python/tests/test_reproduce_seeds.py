@@ -76,6 +76,8 @@ def test_bad_input_says_what_to_fix(tmp_path):
         (["tail-at-scale-hedging", "--seeds", "5,5"], "each seed once"),
         (["tail-at-scale-hedging", "--cpus", "a-b"], "ranges"),
         (["tail-at-scale-hedging", "--cpus", "0-4095"], "are not among"),
+        (["tail-at-scale-hedging", "--set", "requests=5"], "SECTION.KEY=VALUE"),
+        (["tail-at-scale-hedging", "--set", "load.requests=five"], "as TOML writes it"),
     ]:
         r = _run(*args, "--out", str(tmp_path / "o"))
         assert r.returncode != 0 and says in r.stderr, (args, r.stderr)
@@ -86,6 +88,7 @@ def test_two_seeds_side_by_side(tmp_path):
     assert exe.exists(), "the release binary is built by `make test` first"
     out = tmp_path / "seeds"
     args = ["tail-at-scale-hedging", "--smoke", "--seeds", "5,6", "--cpus-per-seed", "1"]
+    args += ["--set", "load.qps=250"]
     r = _run(*args, "--out", str(out), "--bin", str(exe))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("host: "), r.stdout
@@ -102,6 +105,18 @@ def test_two_seeds_side_by_side(tmp_path):
         cfg = next((out / s).glob("tail-at-scale-hedging/*/points/*case-none/run-0/config.toml"))
         conf = tomllib.loads(cfg.read_text())
         seeds[s] = conf["load"]["seed"]
+        assert conf["load"]["qps"] == 250
         if summary["max_foreign"] is not None:
             assert conf["monitor"]["max_foreign"] == 50.0
     assert seeds["5"] != seeds["6"]
+    # Pooled per point: both seeds' runs, their requests added, an interval around each p99.9.
+    with open(ROOT / "configs/reproduce/items.toml", "rb") as f:
+        item = next(i for i in tomllib.load(f)["item"] if i["id"] == "tail-at-scale-hedging")
+    per_run = int(dict(kv.split("=") for kv in item["smoke"])["load.requests"])
+    pooled = summary["pooled"]
+    assert {k.rsplit("-", 1)[-1] for k in pooled} == {"none", "hedged", "tied"}
+    for row in pooled.values():
+        assert row["runs"] == 2 and row["requests"] == 2 * per_run
+        lo, hi = row["p999_ci_ns"]
+        assert lo <= row["p999_ns"] <= hi
+    assert "pooled over the seeds" in r.stdout
