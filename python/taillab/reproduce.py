@@ -1686,6 +1686,7 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             "model_p999_ns": _fan_value(fs, "model", "e2e", "p999"),
             "released_p999_ns": _fan_value(fs, "measured", "e2e_released", "p999"),
             "model_host_free_p999_ns": _mean([_without(f, "all", "send lag") for f in fs]),
+            "model_without_send_lag_p999_ns": _mean([_without(f, "send lag") for f in fs]),
             "served_per_sub": _fan_value(fs, "measured", "served_per_sub"),
             "cancelled_per_sub": _fan_value(fs, "measured", "cancelled_per_sub"),
         }
@@ -1718,6 +1719,21 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     inside = bool(lo <= mp <= hi) if all(map(math.isfinite, (lo, hi, mp))) else False
     model_ok = _within(model, 1 + TAS_MODEL)
     cancelled = tied.get("cancelled_per_sub", math.nan)
+    # Can this host's client test the cut from the arrival? The run's model with its own
+    # release lag (the dispatcher's lateness, recorded as send lag) says what cut this client
+    # allows; the model without it what the leaves and copies allow. Where only the lag keeps
+    # the cut under the claim, the run measured its client, not the hedging.
+    model_cut = _div(none.get("model_p999_ns", math.nan), hedged.get("model_p999_ns", math.nan))
+    free_cut = _div(
+        none.get("model_without_send_lag_p999_ns", math.nan),
+        hedged.get("model_without_send_lag_p999_ns", math.nan),
+    )
+    needs = None
+    if model_cut < TAS_HEDGE_CUT <= free_cut:
+        needs = (
+            "a client that releases each request on time: this host's release lag alone holds "
+            f"the run's model to a {_x(model_cut)} cut ({_x(free_cut)} without it)"
+        )
     conds = [
         Cond(f"hedging cuts p99.9 ≥ {TAS_HEDGE_CUT:g}×", _ge(cut, TAS_HEDGE_CUT), True),
         # Runs before the release's latency was recorded do not have it: no condition then.
@@ -1758,7 +1774,15 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     return _verdict(
         conds,
         body,
-        {"cases": nums, "cut_p999": cut, "cut_p999_released": cut_released, "extra_load": extra},
+        {
+            "cases": nums,
+            "cut_p999": cut,
+            "cut_p999_released": cut_released,
+            "extra_load": extra,
+            "model_cut_p999": model_cut,
+            "model_cut_p999_without_send_lag": free_cut,
+        },
+        needs=needs,
         heads=[
             "copies",
             "p99",

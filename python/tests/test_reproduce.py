@@ -648,6 +648,7 @@ def _fan(
     served=1.0,
     cancelled=0.0,
     released_p999=None,
+    without_send_lag=None,
 ):
     e2e = _stats(mean=3 * MS, p99=8 * MS)
     if p999 is not None:
@@ -665,6 +666,9 @@ def _fan(
                 "cancelled_per_sub": cancelled,
             },
             "model": {"e2e": model, "above_leaf_p99": model_above},
+            "model_without": []
+            if without_send_lag is None
+            else [{"without": "send lag", "e2e": {**model, "p999": without_send_lag}}],
             "ratio": {"p99": ratio},
         }
     }
@@ -765,6 +769,36 @@ def test_tail_at_scale_hedging_model_against_the_runs_interval(tmp_path, model_m
     model = next(c for c in doc["conditions"] if c["text"].startswith("hedged p99.9 within"))
     assert model["ok"] is holds
     assert "95 % interval" in doc["verdict"]
+
+
+@pytest.mark.parametrize(("hedged_model", "needs"), [(2.7 * MS, True), (1.2 * MS, False)])
+def test_tail_at_scale_hedging_needs_a_client_on_time(tmp_path, hedged_model, needs):
+    """Where the run's own model says only the client's release lag keeps the cut under 5×
+    (without it the model cuts 12×), the run could not test the claim from the arrival."""
+    cases = {
+        "none": _fan(
+            1, 0.01, 0.01, p999=10.2 * MS, model_p999=10.2 * MS, without_send_lag=10.1 * MS
+        ),
+        "hedged": _fan(
+            1,
+            0.01,
+            0.01,
+            p999=2.4 * MS,
+            model_p999=hedged_model,
+            served=1.03,
+            released_p999=0.83 * MS,
+            without_send_lag=0.84 * MS,
+        ),
+        "tied": _fan(1, 0.01, 0.01, p999=10 * MS, cancelled=1.0),
+    }
+    doc = _hedging_page(tmp_path, cases)
+    assert doc["numbers"]["model_cut_p999_without_send_lag"] == pytest.approx(10.1 / 0.84)
+    assert doc["status_from_data"] == "not confirmed"  # 10.2 / 2.4 = 4.25×
+    if needs:
+        assert doc["status"] == "inconclusive"
+        assert doc["verdict"].startswith("needs: a client that releases each request on time")
+    else:
+        assert doc["status"] == "not confirmed" and "needs:" not in doc["verdict"]
 
 
 def _stress(root: Path, app: str, p95: dict[str, float]) -> None:
