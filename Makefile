@@ -18,8 +18,8 @@ build: setup
 demo: build
 	@scripts/demo.sh
 
-## make test: set up, build, run every test (timing tests one at a time).
-test: build test-rust test-python
+## make test: set up, build, run every test (timing tests one at a time), then the lints.
+test: build test-rust test-python lint
 
 ## The faults table (scripts/faults-table) is printed after the tests, also when one failed.
 test-rust:
