@@ -1,47 +1,98 @@
 #!/usr/bin/env python3
-"""Print docs/reproduction.md from the results of `taillab reproduce all`.
+"""Print docs/reproduction.md from the verdicts of `taillab reproduce`, kept in the repository.
 
-    .venv/bin/python scripts/reproduction-doc.py ROOT [--quick-root QROOT] \
-        [--items configs/reproduce/items.toml] > docs/reproduction.md
+    .venv/bin/python scripts/reproduction-doc.py [ROOT ...] [--quick-root QROOT] \
+        [--kept docs/reproduction] [--items configs/reproduce/items.toml] > docs/reproduction.md
 
-ROOT is the folder `taillab reproduce all [--quick] --out ROOT` wrote (each item's
-verdict.json is read; nothing is measured or typed here). A full run takes hours (about three
-on a 2-vCPU VM: `taillab reproduce --list`) and may be made item by item over several days (`taillab reproduce ID --out
-ROOT`); until it has every item, `--quick-root` names a `--quick` run whose verdicts stand in
-for the missing ones, each marked so. Items' pages are linked when ROOT
-lies inside this repository; otherwise the table carries the verdicts' numbers only.
+Each ROOT (and QROOT) is a folder `taillab reproduce ID|all [--quick] --out ROOT` wrote. Its
+items' verdict.json files are kept first, in the repository: under `docs/reproduction/full/<id>/`
+for the full variant and `docs/reproduction/quick/<id>/` for --quick (each verdict says which
+it is), replacing the same items' kept verdicts. The doc is then made from what is kept: the
+full verdicts, and the quick ones standing in, marked, for the items with no full verdict yet.
+So a full run (about three hours on a 2-vCPU VM: `taillab reproduce --list`) can be made item
+by item over several sessions and machines and still add up (each row names its machine when
+they differ). With no ROOT the doc is made again from what is kept. The items' runs and pages
+stay where they ran: a verdict is a few kB, a run's records are not. Nothing is measured or
+typed here.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+def keep(root: Path, kept: Path, ids: list[str], schema: str) -> list[str]:
+    """Copies ROOT's verdicts into kept/full or kept/quick; the items it kept."""
+    if not root.is_dir():
+        raise SystemExit(
+            f"reproduction-doc: {root} does not exist: give a folder `taillab reproduce --out` wrote"
+        )
+    done = []
+    for iid in ids:
+        src = root / iid / "verdict.json"
+        if not src.is_file():
+            continue
+        try:
+            doc = json.loads(src.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise SystemExit(
+                f"reproduction-doc: {src} is not JSON ({e}): rerun `taillab reproduce {iid}`"
+            ) from e
+        if doc.get("schema") != schema:
+            continue
+        dest = kept / ("quick" if doc.get("quick") else "full") / iid / "verdict.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        done.append(iid)
+    if not done:
+        raise SystemExit(
+            f"reproduction-doc: no item's verdict.json in {root}: give the folder `taillab reproduce --out` wrote"
+        )
+    return done
+
+
 def main() -> int:
     sys.path.insert(0, str(REPO / "python"))
     from taillab.errors import TaillabError
-    from taillab.reproduce import markdown
+    from taillab.reproduce import SCHEMA, markdown, read_items
 
     ap = argparse.ArgumentParser(description="Print docs/reproduction.md.")
-    ap.add_argument("root", help="the folder `taillab reproduce all` wrote")
+    ap.add_argument(
+        "roots", nargs="*", metavar="ROOT", help="folders `taillab reproduce` wrote"
+    )
     ap.add_argument(
         "--items",
         default=str(REPO / "configs" / "reproduce" / "items.toml"),
         help="items.toml (default: the repository's configs/reproduce/items.toml)",
     )
     ap.add_argument(
-        "--quick-root",
-        help="a `taillab reproduce all --quick` folder whose verdicts stand in, marked, for the "
-        "items ROOT does not have yet",
+        "--quick-root", help="a `taillab reproduce --quick` folder (kept like a ROOT)"
+    )
+    ap.add_argument(
+        "--kept",
+        default=str(REPO / "docs" / "reproduction"),
+        help="where the verdicts are kept (default: docs/reproduction)",
     )
     args = ap.parse_args()
+    kept = Path(args.kept).resolve()
     try:
+        ids = list(read_items(args.items))
+        for root in [*args.roots, *([args.quick_root] if args.quick_root else [])]:
+            done = keep(Path(root), kept, ids, SCHEMA)
+            print(
+                f"reproduction-doc: kept {len(done)} verdicts of {root}",
+                file=sys.stderr,
+            )
+        for sub in ("full", "quick"):
+            (kept / sub).mkdir(parents=True, exist_ok=True)
         print(
-            markdown(args.root, args.items, repo=REPO, quick_root=args.quick_root),
+            markdown(kept / "full", args.items, repo=REPO, quick_root=kept / "quick"),
             end="",
         )
     except TaillabError as e:

@@ -2604,6 +2604,7 @@ def _md_header(
     inside: str | None,
     machines: list[str],
     filled: set[str] = frozenset(),
+    pages: bool = True,
 ) -> list[str]:
     """The doc's opening: how it is made, the machine, when, where the results are (``inside``:
     their folder relative to the repository, or None: on the machine that ran them, so the doc
@@ -2661,11 +2662,11 @@ def _md_header(
         "",
         machine,
         f"- When: {times[0] if times else '?'} to {times[-1] if times else '?'}",
-        _md_results(inside, quick and not full)
+        _md_results(inside, quick and not full, pages)
         + (
             "; the items marked *(--quick)*: `taillab reproduce all --quick --out QDIR`, and "
             "`--quick-root QDIR` to the script"
-            if filled
+            if filled and (inside is None or pages)
             else ""
         ),
         f"- Variant: {variant}",
@@ -2679,11 +2680,19 @@ def _md_header(
     ]
 
 
-def _md_results(inside: str | None, quick: bool) -> str:
+def _md_results(inside: str | None, quick: bool, pages: bool = True) -> str:
     """The doc's line on where the results are, or how to make them."""
+    if inside is not None and not pages:
+        return (
+            f"- Results: each item's `verdict.json` is kept in `{inside}` of this repository "
+            "(`quick/` beside it for the items marked *(--quick)*); its runs and page stayed on "
+            "the machine that ran it. To add to them: `target/release/taillab reproduce ID "
+            "[--quick] --out DIR` (or `all`), then `.venv/bin/python scripts/reproduction-doc.py "
+            "DIR > docs/reproduction.md`, which keeps DIR's verdicts there beside the others"
+        )
     if inside is not None:
-        pages = "each item's page is `<id>/index.html` there"
-        return f"- Results: `{inside}` in this repository ({pages})"
+        pages_at = "each item's page is `<id>/index.html` there"
+        return f"- Results: `{inside}` in this repository ({pages_at})"
     run = "taillab reproduce all" + (" --quick" if quick else "")
     return (
         "- Results: not in this repository (they stayed on the machine that ran them). To make "
@@ -2713,12 +2722,15 @@ def markdown(
                 found[k] = (iid, item, stand_in[iid])
                 filled.add(iid)
     docs_dir = Path(repo).resolve() / "docs" if repo is not None else None
-    link = docs_dir is not None and root.is_relative_to(docs_dir.parent)
+    inside_repo = docs_dir is not None and root.is_relative_to(docs_dir.parent)
+    # Verdicts kept in the repository without their runs (scripts/reproduction-doc.py) have
+    # no pages to link.
+    link = inside_repo and any((root / iid / "index.html").exists() for iid, _, _ in found)
     heads = ["item", "paper", "figure", "claim"] + (["our figure"] if link else [])
     heads += ["verdict (our numbers)", "environment", "command"]
-    inside = str(root.relative_to(docs_dir.parent)) if link else None
+    inside = str(root.relative_to(docs_dir.parent)) if inside_repo else None
     machines = _machines(found)
-    lines = _md_header(found, inside, machines, filled)
+    lines = _md_header(found, inside, machines, filled, pages=link)
     lines += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for iid, item, doc in found:
         cells = [iid, _md(item.get("paper")), _md(item.get("figure")), _md(item.get("claim"))]

@@ -1323,6 +1323,83 @@ def test_markdown_of_a_full_run_not_finished_takes_quick_verdicts_marked(tmp_pat
         R.markdown(full, ITEMS, repo=REPO, quick_root=tmp_path / "nope")
 
 
+def test_verdicts_kept_in_the_repository_add_up_over_runs(tmp_path):
+    """scripts/reproduction-doc.py keeps each ROOT's verdicts (full and quick apart) and makes
+    the doc from all it has kept: items run in different sessions add up, a later verdict of an
+    item replaces its earlier one, a full one outranks a quick one."""
+    import subprocess
+    import sys
+
+    p99 = {"none": 100 * US, "hog": 500 * US, "hog + RT": 110 * US, "hog elsewhere": 105 * US}
+    fig1 = {"fixed": 60 * US, "poisson": 200 * US, "mmpp:on=50ms,off=200ms,ratio=8": 3 * MS}
+    one, two, three = tmp_path / "one", tmp_path / "two", tmp_path / "three"
+    experiment(one / "tales-fig5" / "tales-fig5", _axis_points("case", p99))
+    page(one, "tales-fig5")
+    experiment(two / "tales-fig1" / "tales-fig1", _axis_points("arrival", fig1))
+    page(two, "tales-fig1", quick=True)
+    kept = tmp_path / "kept"
+    script = [sys.executable, str(REPO / "scripts" / "reproduction-doc.py"), "--kept", str(kept)]
+
+    def doc(*roots):
+        r = subprocess.run([*script, *map(str, roots)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        rows = {ln.split(" | ")[0]: ln for ln in r.stdout.splitlines() if ln.startswith("| ")}
+        return r.stdout, rows
+
+    doc(one)
+    md, rows = doc(two)  # a later session: the first's verdict is still there
+    assert (kept / "full" / "tales-fig5" / "verdict.json").is_file()
+    assert (kept / "quick" / "tales-fig1" / "verdict.json").is_file()
+    assert "(--quick)" not in rows["| tales-fig5"] and "**confirmed**" in rows["| tales-fig5"]
+    assert "*(--quick)* **" in rows["| tales-fig1"]
+    # A full verdict of tales-fig1 later: it replaces the quick one in the doc.
+    experiment(three / "tales-fig1" / "tales-fig1", _axis_points("arrival", fig1))
+    page(three, "tales-fig1")
+    md, rows = doc(three)
+    assert "(--quick)" not in rows["| tales-fig1"]
+    assert "- Variant: full\n" in md and "*(--quick)*" not in md.split("| item |")[1]
+    # Made again from what is kept, no ROOT: the same doc.
+    assert doc()[0] == md
+    # A folder that is not one `taillab reproduce` wrote: one line says so.
+    r = subprocess.run([*script, str(tmp_path / "nope")], capture_output=True, text=True)
+    assert r.returncode != 0 and "does not exist" in r.stderr
+    r = subprocess.run([*script, str(kept)], capture_output=True, text=True)
+    assert r.returncode != 0 and "no item's verdict.json" in r.stderr
+
+
+def test_the_reproduction_doc_is_made_from_the_kept_verdicts():
+    """docs/reproduction.md is what scripts/reproduction-doc.py makes from docs/reproduction/
+    (no hand edits, nothing stale): after changing items.toml, a rule's sentence or the doc's
+    layout, rerun `.venv/bin/python scripts/reproduction-doc.py > docs/reproduction.md`."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "reproduction-doc.py")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
+
+
+def test_markdown_of_kept_verdicts_links_no_pages(tmp_path):
+    """Verdicts kept inside the repository without their runs: no page column, and the doc
+    says where they are and how to add to them."""
+    p99 = {"none": 100 * US, "hog": 500 * US, "hog + RT": 110 * US, "hog elsewhere": 105 * US}
+    runs = tmp_path / "runs"
+    experiment(runs / "tales-fig5" / "tales-fig5", _axis_points("case", p99))
+    page(runs, "tales-fig5")
+    kept = tmp_path / "docs" / "reproduction" / "full" / "tales-fig5"
+    kept.mkdir(parents=True)
+    shutil.copyfile(runs / "tales-fig5" / "verdict.json", kept / "verdict.json")
+    md = R.markdown(kept.parent, ITEMS, repo=tmp_path)
+    assert "[page](" not in md and "our figure" not in md
+    assert "kept in `docs/reproduction/full` of this repository" in md
+    # With the runs inside the repository, their pages are linked as before.
+    assert "[page](" in R.markdown(runs, ITEMS, repo=tmp_path)
+
+
 def test_every_item_has_a_rule():
     assert set(R.read_items(ITEMS)) == set(R.RULES)
 
