@@ -1802,8 +1802,8 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         figures=[
             (
                 "hedging",
-                "The whole request's p99.9 per way of sending copies, measured and modelled "
-                "(the load the copies add is in the table).",
+                "The whole request's p99.9 per way of sending copies, measured (whiskers: its "
+                "95 % interval) and modelled (the load the copies add is in the table).",
                 lambda o: bars(
                     o,
                     cats,
@@ -1813,6 +1813,9 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
                     },
                     "p99.9 (ms, log scale)",
                     "Hedged and tied requests",
+                    errs={
+                        "measured": [tuple(x / 1e6 for x in nums[c]["p999_ci_ns"]) for c in cats]
+                    },
                 ),
             )
         ],

@@ -182,10 +182,13 @@ def bars(
     title: str,
     log: bool = True,
     hlines: list[tuple[float, str]] | None = None,
+    errs: dict[str, list[tuple[float, float]]] | None = None,
 ):
     """Grouped bars: one group per category, one bar per series (NaN bars left out), with
-    optional dotted reference lines. The small figure of an item that no figure kind of
-    :mod:`taillab.figures` fits (ours beside the paper's, a ratio per app)."""
+    optional dotted reference lines and, for the series ``errs`` names, whiskers from each
+    bar's low to high value (an interval; NaN ends leave a bar without). The small figure of
+    an item that no figure kind of :mod:`taillab.figures` fits (ours beside the paper's, a
+    ratio per app)."""
     vals = np.array([[_finite(v, math.nan) for v in s] for s in series.values()], dtype=float)
     if not cats or not np.isfinite(vals).any():
         raise F.FigureError(f"no values to draw for {title!r}")
@@ -194,7 +197,17 @@ def bars(
     width = 0.8 / len(series)
     x = np.arange(len(cats))
     for i, (name, row) in enumerate(zip(series, vals, strict=True)):
-        ax.bar(x + (i - (len(series) - 1) / 2) * width, row, width, label=name, color=f"C{i}")
+        xs = x + (i - (len(series) - 1) / 2) * width
+        ax.bar(xs, row, width, label=name, color=f"C{i}")
+        if errs and name in errs:
+            lo, hi = (np.array([_finite(e[j], math.nan) for e in errs[name]]) for j in (0, 1))
+            ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(row)
+            if ok.any():
+                below, above = np.maximum(row - lo, 0), np.maximum(hi - row, 0)
+                ax.errorbar(
+                    xs[ok], row[ok], yerr=[below[ok], above[ok]], fmt="none", ecolor="0.15",
+                    capsize=3, lw=1,
+                )  # fmt: skip
     for k, (y, lab) in enumerate(hlines or []):
         ax.axhline(
             y, color=f"C{len(series) + k}" if lab else "0.4", ls=":", lw=1.2, label=lab or None
