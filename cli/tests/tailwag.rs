@@ -18,8 +18,12 @@ fn tailwag(app: &str, extra: &[&str]) {
 /// `taillab tailwag APP` (the app positional, as the README writes it) at two loads with
 /// `extra`, its files' shape checked; returns its folder.
 fn tailwag_in(app: &str, extra: &[&str]) -> PathBuf {
+    // A folder of its own per call: two tests of one app shared one, and the first's clean-up
+    // (after `serial` is released) met the second's files ("Directory not empty").
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let _s = serial();
-    let out = tmp(&format!("tailwag-{app}"));
+    let out = tmp(&format!("tailwag-{app}-{n}"));
     #[rustfmt::skip]
     let o = Command::new(bin())
         .args(["tailwag", app, "--load", "0.3,0.6", "--requests", "1500",
