@@ -19,7 +19,6 @@ typed here.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -27,32 +26,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def keep(root: Path, kept: Path, ids: list[str], schema: str) -> list[str]:
-    """Copies ROOT's verdicts into kept/full or kept/quick; the items it kept."""
-    if not root.is_dir():
-        raise SystemExit(
-            f"reproduction-doc: {root} does not exist: give a folder `taillab reproduce --out` wrote"
-        )
+def keep(root: Path, kept: Path, items: str) -> list[str]:
+    """Copies ROOT's verdicts (those `read_verdicts` accepts) into kept/full or kept/quick;
+    the items it kept."""
+    from taillab.reproduce import read_verdicts
+
     done = []
-    for iid in ids:
-        src = root / iid / "verdict.json"
-        if not src.is_file():
-            continue
-        try:
-            doc = json.loads(src.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise SystemExit(
-                f"reproduction-doc: {src} is not JSON ({e}): rerun `taillab reproduce {iid}`"
-            ) from e
-        if doc.get("schema") != schema:
+    for iid, _, doc in read_verdicts(root, items):
+        if doc is None:
             continue
         dest = kept / ("quick" if doc.get("quick") else "full") / iid / "verdict.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
+        shutil.copyfile(root / iid / "verdict.json", dest)
         done.append(iid)
     if not done:
         raise SystemExit(
-            f"reproduction-doc: no item's verdict.json in {root}: give the folder `taillab reproduce --out` wrote"
+            f"reproduction-doc: no item's verdict.json in {root}: give the folder "
+            "`taillab reproduce --out` wrote"
         )
     return done
 
@@ -60,7 +50,7 @@ def keep(root: Path, kept: Path, ids: list[str], schema: str) -> list[str]:
 def main() -> int:
     sys.path.insert(0, str(REPO / "python"))
     from taillab.errors import TaillabError
-    from taillab.reproduce import SCHEMA, markdown, read_items
+    from taillab.reproduce import markdown
 
     ap = argparse.ArgumentParser(description="Print docs/reproduction.md.")
     ap.add_argument(
@@ -82,9 +72,8 @@ def main() -> int:
     args = ap.parse_args()
     kept = Path(args.kept).resolve()
     try:
-        ids = list(read_items(args.items))
         for root in [*args.roots, *([args.quick_root] if args.quick_root else [])]:
-            done = keep(Path(root), kept, ids, SCHEMA)
+            done = keep(Path(root), kept, args.items)
             print(
                 f"reproduction-doc: kept {len(done)} verdicts of {root}",
                 file=sys.stderr,
