@@ -830,27 +830,8 @@ fn external_load(app: &str, port: u16, sets: &[&str]) -> Value {
 #[test]
 fn memcached_real_server() {
     let _s = serial();
-    let port = free_port();
-    let _m = Kid(Command::new(need("memcached"))
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-t",
-            "1",
-            "-m",
-            "64",
-            "-u",
-            "root",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
-    wait_port(port);
+    let (_m, addr) = memcached();
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
     external_load(
         "memcached",
         port,

@@ -57,10 +57,12 @@
 
 mod gaps;
 mod profile;
+mod share;
 mod trace;
 
 pub use gaps::{erfc, ln_gamma, lower_gamma_regularized, GapDist, Mmpp, MmppSpec, Renewal};
 pub use profile::{Profile, ProfileProcess, PROFILE_FORMS};
+pub use share::{Dealt, Share};
 pub use trace::{Trace, TraceProcess, Unit};
 
 use rand::SeedableRng;

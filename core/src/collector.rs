@@ -483,17 +483,30 @@ impl Shard {
     /// Records one finished request.
     #[inline]
     pub fn record(&mut self, s: &Stamps, measured: bool, sink: &IntervalSink) {
+        self.record_durations(&s.durations(), s.completed, measured, sink);
+    }
+
+    /// Records one finished request by its durations ([`Stamps::durations`], or a client's
+    /// own reckoning of them) and its `completed` stamp.
+    #[inline]
+    pub fn record_durations(
+        &mut self,
+        d: &[u64; N_METRICS],
+        completed: u64,
+        measured: bool,
+        sink: &IntervalSink,
+    ) {
         if !measured {
             self.warmup += 1;
             if self.warm.is_some() {
-                self.record_warmup(s, sink);
+                self.record_warmup(d, completed, sink);
             }
             return;
         }
         if self.warm.is_some() {
             self.leave_warmup(sink);
         }
-        let d = s.durations();
+        let d = *d;
         self.totals.record(&d);
         for (acc, v) in self.sums.iter_mut().zip(d) {
             *acc += v as u128;
@@ -503,9 +516,9 @@ impl Shard {
             self.measure_start = sink.measure_start.load(Ordering::Acquire);
         }
         self.measured += 1;
-        self.first_completed = self.first_completed.min(s.completed);
-        self.last_completed = self.last_completed.max(s.completed);
-        let rel = s.completed.saturating_sub(self.measure_start);
+        self.first_completed = self.first_completed.min(completed);
+        self.last_completed = self.last_completed.max(completed);
+        let rel = completed.saturating_sub(self.measure_start);
         let slice = (rel / self.slice_ns) as usize;
         if slice >= self.slice_done.len() {
             self.slice_done.resize(slice + 1, 0);
@@ -521,14 +534,14 @@ impl Shard {
     /// A watched run's warmup request: into the warmup's interval by its completion time, as
     /// a measured request. One that completes after the measured phase began counts in the
     /// warmup's last interval, not in one of its own.
-    fn record_warmup(&mut self, s: &Stamps, sink: &IntervalSink) {
+    fn record_warmup(&mut self, d: &[u64; N_METRICS], completed: u64, sink: &IntervalSink) {
         if self.start == 0 {
             self.start = sink.start.load(Ordering::Acquire);
         }
         let mut k = if self.start == 0 {
             0
         } else {
-            (s.completed.saturating_sub(self.start) / self.interval_ns).min(u32::MAX as u64 - 1)
+            (completed.saturating_sub(self.start) / self.interval_ns).min(u32::MAX as u64 - 1)
                 as u32
         };
         if let Some(span) = sink.warmup_span() {
@@ -544,7 +557,7 @@ impl Shard {
             *cur_k = k;
             sink.warmup.thread_interval[w].store(k, Ordering::Release);
         }
-        cur.record(&s.durations());
+        cur.record(d);
     }
 
     /// Hands the warmup's last interval in: this thread is done with the warmup.

@@ -3,7 +3,7 @@
 //! arrivals per saturation slice). One sequence per seed, whoever draws it.
 
 use crate::app::Client;
-use crate::arrival::derive_seed;
+use crate::arrival::{derive_seed, Share};
 use crate::collector::IntervalSink;
 use crate::queue::{Assigner, Discipline, Dispatch};
 use crate::spec::{Bound, RunSpec};
@@ -11,7 +11,7 @@ use rand::Rng;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One scheduled request as handed to whoever releases it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -73,16 +73,29 @@ impl Schedule {
     /// A schedule for `spec` (arrivals from `spec.arrival`, seeded) starting
     /// at `t0` (set it later with [`Schedule::set_start`] if not known yet).
     pub fn new(spec: &RunSpec, client: Box<dyn Client>, t0: u64) -> Self {
+        Self::share(spec, client, t0, Share::WHOLE)
+    }
+
+    /// Share `share` of the schedule of `spec` (see [`crate::arrival::Share`]): its arrivals
+    /// are that share of the run's stream, and its phase bounds in requests that share of the
+    /// run's (bounds in seconds are the run's), so the shares of several producers add up to
+    /// the run. Requests come from `client` (each producer has its own); `Item::index` counts
+    /// this share's requests.
+    pub fn share(spec: &RunSpec, client: Box<dyn Client>, t0: u64, share: Share) -> Self {
+        let split = |b: Bound| match b {
+            Bound::Requests(n) => Bound::Requests(share.requests(n)),
+            s => s,
+        };
         Schedule {
             arrival: spec
                 .arrival
-                .build(spec.qps, derive_seed(spec.seed, 1))
+                .build_share(spec.qps, derive_seed(spec.seed, 1), share)
                 .expect("RunSpec::validate checked the rate"),
             client,
             t0,
             next_index: 0,
-            warmup: spec.warmup,
-            measure: spec.measure,
+            warmup: split(spec.warmup),
+            measure: split(spec.measure),
             measure_start: None,
             generated_warmup: 0,
             generated_measured: 0,
@@ -237,7 +250,8 @@ impl Schedule {
                         Bound::Seconds(s) => self.t0 + (s * 1e9) as u64,
                     };
                     self.measure_start = Some(t);
-                    sink.measure_start.store(t, Ordering::Release);
+                    // Several producers' shares: the measured phase starts with the first.
+                    store_min(&sink.measure_start, t);
                     self.first_measured_intended = intended;
                     first_measured = true;
                     t
@@ -313,6 +327,13 @@ impl Schedule {
         }
         self.backlog.take(q, now, discipline, buf)
     }
+}
+
+/// Stores `t` in `a` unless `a` holds an earlier, non-zero time (0: not set yet).
+fn store_min(a: &AtomicU64, t: u64) {
+    let _ = a.fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+        (cur == 0 || t < cur).then_some(t)
+    });
 }
 
 /// Requests generated but not yet claimed by an inline worker, per queue

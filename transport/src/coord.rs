@@ -50,7 +50,7 @@ use taillab_core::collector::{
 use taillab_core::config::auto::TcpChoice;
 use taillab_core::config::{view, RunConfig, Topology};
 use taillab_core::reqfile::{self, RequestFormat, Sender};
-use taillab_core::sections::transport::{ClientShare, ServeStats, TransportSection};
+use taillab_core::sections::transport::{CappedTiming, ClientShare, SenderShare, ServeStats, TransportSection};
 use taillab_core::{Bound, RunResult, RunSpec, Summary};
 
 /// One client's measurement as it crosses the pipe. Times are relative to
@@ -117,6 +117,12 @@ pub struct ShardDump {
     pub stamps: ClientStamps,
     /// The TCP settings the client ran with (resolved).
     pub choice: TcpChoice,
+    /// Each of the client's senders (its own `client` number is set by the coordinator).
+    #[serde(default)]
+    pub senders: Vec<SenderShare>,
+    /// The capped mode's limit of requests in flight per connection (0: open loop).
+    #[serde(default)]
+    pub max_in_flight: usize,
 }
 
 /// One interval's histograms ([`IntervalBlob`]) as they cross the pipe.
@@ -173,6 +179,8 @@ impl ShardDump {
                 .collect(),
             stamps: r.stamps.clone(),
             choice: r.choice.clone(),
+            senders: r.senders.iter().map(|s| s.share(0)).collect(),
+            max_in_flight: r.max_in_flight,
         }
     }
 }
@@ -319,6 +327,10 @@ pub struct TransportFacts<'a> {
     pub lost: Option<String>,
     /// Per-client counts and histograms (coordinated runs).
     pub per_client: Option<Vec<ClientShare>>,
+    /// Every client's senders.
+    pub senders: Vec<SenderShare>,
+    /// The capped mode's limit (0: the run was open loop).
+    pub max_in_flight: usize,
 }
 
 impl TransportFacts<'_> {
@@ -337,6 +349,15 @@ impl TransportFacts<'_> {
             bad_responses: None,
             choice: None,
             statuses: None,
+            senders: (!self.senders.is_empty()).then_some(self.senders),
+            capped: (self.max_in_flight > 0).then(|| CappedTiming {
+                max_in_flight: self.max_in_flight,
+                timed_from: "sent".into(),
+                note: format!(
+                    "at most {} requests in flight per connection, each timed from its actual send: a request held back while its connection was full is not charged for the wait (coordinated omission) — the other load testers' method, for comparison; the open-loop default times from the intended send",
+                    self.max_in_flight
+                ),
+            }),
         }
     }
 }
@@ -486,6 +507,13 @@ pub fn run_config(
         target: &fleet.target,
         lost: lost.clone(),
         per_client: Some(per_client),
+        senders: shards
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().map(|d| (i, d)))
+            .flat_map(|(i, d)| d.senders.iter().map(move |s| SenderShare { client: i, ..s.clone() }))
+            .collect(),
+        max_in_flight: dumps.first().map_or(0, |d| d.max_in_flight),
     };
     summary.transport = Some(section.section(&th, tsum, server_timed));
     let mut stamps = ClientStamps::default();

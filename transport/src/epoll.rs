@@ -48,9 +48,7 @@ impl Epoll {
             tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
         };
-        // SAFETY: events has room for its length; ts lives across the call; no signal mask.
-        let n = unsafe { libc::epoll_pwait2(self.fd, events.as_mut_ptr(), events.len() as i32, &ts, std::ptr::null()) };
-        n.max(0) as usize
+        crate::sys::epoll_pwait2(self.fd, events, &ts)
     }
 }
 

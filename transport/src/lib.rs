@@ -42,6 +42,7 @@ pub mod proto;
 pub mod report;
 pub mod server;
 pub mod slurm;
+pub mod sys;
 pub mod tls;
 pub mod tstamp;
 pub mod wire;

@@ -111,7 +111,9 @@ pub fn load(
         0 => derive_seed(spec.seed, 2),
         j => derive_seed(derive_seed(spec.seed, 2), 1000 + j),
     };
-    let client = app.client(&ctx, &cfg.settings, stream)?;
+    let clients = (0..opts.senders)
+        .map(|j| app.client(&ctx, &cfg.settings, crate::client::sender_stream(stream, j)))
+        .collect::<Result<Vec<_>, _>>()?;
     let max_frame = u32::try_from(cfg.net.max_frame.0).unwrap_or(u32::MAX);
     let wire = crate::apps::wire_for(app.name(), &cfg.settings, max_frame)?;
     let mut opts = opts;
@@ -126,13 +128,16 @@ pub fn load(
     if matches!(mode, LoadMode::Standalone { .. }) {
         eprintln!("taillab load: {}", opts.choice.line());
     }
+    if let Some(w) = opts.placement_warning() {
+        eprintln!("taillab load: {w}");
+    }
     let shard = matches!(mode, LoadMode::Shard);
     let mut start = || if shard { barrier() } else { Ok(2_000_000) };
     if let Some(o) = obs.as_deref_mut() {
         let server = crate::client::resolve(&opts.target).map(|a| local_listeners(&a)).unwrap_or_default();
         o.started(&server);
     }
-    let r = run_load(&spec, &opts, wire, client, conns, &mut start, on_progress)?;
+    let r = run_load(&spec, &opts, wire, clients, conns, &mut start, on_progress)?;
     let out = match mode {
         LoadMode::Shard => {
             emit_shard(&r, spec.qps, spec.seed);
@@ -151,6 +156,8 @@ pub fn load(
         target: &opts.target,
         lost: r.lost.clone(),
         per_client: None,
+        senders: r.senders.iter().map(|s| s.share(0)).collect(),
+        max_in_flight: r.max_in_flight,
     };
     summary.transport = Some(section.section(&r.transport, r.transport_sum, r.server_timed));
     annotate(&mut summary, cfg, &r.stamps, Some(r.choice.clone()));

@@ -45,8 +45,8 @@ use crate::proto::{self, Kind};
 use crate::tstamp::{self, CmsgBuf, KernelStamp, StampClock, StampCounts, Tally};
 use crate::TransportError;
 use parking_lot::Mutex;
-use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use taillab_core::clock::{now_ns, set_timer_slack_1ns, WaitMode};
@@ -352,7 +352,6 @@ fn accept(
         return;
     }
     if st.kernel_stamps {
-        use std::os::fd::AsRawFd;
         // Without them the reads are stamped in user space (and counted so).
         if let Err(e) = tstamp::enable(s.as_raw_fd()) {
             eprintln!("taillab serve: {peer}: no kernel receive stamps ({e}); stamping reads in user space");
@@ -452,7 +451,6 @@ fn full(st: &State) -> bool {
 }
 
 fn reader(st: &State, s: TcpStream, conn: Arc<Conn>) {
-    use std::os::fd::AsRawFd;
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut cm = CmsgBuf::default();
@@ -515,23 +513,31 @@ fn worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: WaitMode
     let mut resp = Vec::with_capacity(4096);
     let mut frame = Vec::with_capacity(4096);
     while let Some(job) = st.q.pop(wait) {
-        serve_one(st, worker, job, &mut resp, &mut frame);
+        if let Some((conn, _)) = serve_one(st, worker, job, &mut resp, &mut frame) {
+            write_out(st, &conn, &mut frame);
+        }
     }
 }
 
-/// Runs one request and writes its response (the worker writes it itself:
-/// no hand-off back to a reader).
-fn serve_one(st: &State, worker: &mut dyn taillab_core::Worker, job: Job, resp: &mut Vec<u8>, frame: &mut Vec<u8>) {
+/// Runs one request and appends its response frame to `frame`; the connection to write it
+/// to and when the request finished, or `None` when nobody is left to answer. The worker writes responses itself (no
+/// hand-off back to a reader).
+fn serve_one(
+    st: &State,
+    worker: &mut dyn taillab_core::Worker,
+    job: Job,
+    resp: &mut Vec<u8>,
+    frame: &mut Vec<u8>,
+) -> Option<(Arc<Conn>, u64)> {
     st.queued.fetch_sub(job.payload.len() as u64 + JOB_COST, Ordering::Relaxed);
     if job.conn.dead.load(Ordering::Acquire) {
-        return; // nobody to answer: the client is gone or the server stopping
+        return None; // nobody to answer: the client is gone or the server stopping
     }
     let started = now_ns();
     resp.clear();
     let r = worker.handle(&job.payload, resp);
     let finished = now_ns();
     st.requests.fetch_add(1, Ordering::Relaxed);
-    frame.clear();
     let (q, svc) = (started.saturating_sub(job.enqueued), finished - started);
     let recv = proto::pack_recv(job.clock, job.read_at - job.enqueued);
     match r {
@@ -541,12 +547,64 @@ fn serve_one(st: &State, worker: &mut dyn taillab_core::Worker, job: Job, resp: 
             proto::encode_response(Kind::Error, job.id, q, svc, recv, e.to_string().as_bytes(), frame);
         }
     }
-    if job.conn.dead.load(Ordering::Acquire) {
-        return;
+    Some((job.conn, finished))
+}
+
+/// Writes the response frames in `frame` to `conn` and empties it.
+fn write_out(st: &State, conn: &Conn, frame: &mut Vec<u8>) {
+    if !conn.dead.load(Ordering::Acquire) {
+        let res = crate::sys::send_all(conn.w.lock().as_raw_fd(), frame);
+        if let Err(e) = res {
+            close_conn(st, conn, Some(&format!("write failed: {e}")));
+        }
     }
-    let res = job.conn.w.lock().write_all(frame);
-    if let Err(e) = res {
-        close_conn(st, &job.conn, Some(&format!("write failed: {e}")));
+    frame.clear();
+}
+
+/// A per-worker server's responses not written yet: those of one connection, written
+/// together (one syscall) when the worker's next request is on the same connection and the
+/// first of them has waited less than one write costs. A response thus waits at most about
+/// the time its own write would have taken away from the requests queued behind it; with
+/// nothing queued behind it (every load the server holds with room), it is written at once.
+struct Outbox {
+    frame: Vec<u8>,
+    conn: Option<Arc<Conn>>,
+    /// When the first unwritten response was finished.
+    since: u64,
+    /// What a write has cost lately (ns, a moving average of measured writes).
+    write_ns: u64,
+}
+
+impl Outbox {
+    fn new() -> Self {
+        Outbox { frame: Vec::with_capacity(64 * 1024), conn: None, since: 0, write_ns: 2_000 }
+    }
+
+    /// Takes the response of `conn` encoded in `one` (emptied), finished at `now`; writes
+    /// what is held now unless `next_same` (the worker's next request is on this connection)
+    /// and there is time to hold it.
+    fn take(&mut self, st: &State, conn: Arc<Conn>, one: &mut Vec<u8>, next_same: bool, now: u64) {
+        if self.conn.as_ref().is_some_and(|c| !Arc::ptr_eq(c, &conn)) {
+            self.flush(st);
+        }
+        if self.frame.is_empty() {
+            self.since = now;
+        }
+        self.frame.extend_from_slice(one);
+        one.clear();
+        self.conn = Some(conn);
+        if !next_same || now - self.since >= self.write_ns {
+            self.flush(st);
+        }
+    }
+
+    /// Writes what is held.
+    fn flush(&mut self, st: &State) {
+        let Some(conn) = self.conn.take() else { return };
+        let t = now_ns();
+        write_out(st, &conn, &mut self.frame);
+        // Weight 1/8: a few writes' worth of memory, so one slow write moves it little.
+        self.write_ns = (7 * self.write_ns + (now_ns() - t)) / 8;
     }
 }
 
@@ -573,7 +631,6 @@ impl Poller {
 
     /// Called by the acceptor: the worker picks the connection up at its next event.
     fn add(&self, s: TcpStream, conn: Arc<Conn>) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let fd = s.as_raw_fd();
         self.inbox.lock().push((token, Owned { s, conn, buf: Vec::with_capacity(64 * 1024), cm: CmsgBuf::default() }));
@@ -598,11 +655,24 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
     let mut events = crate::epoll::events();
     let mut chunk = vec![0u8; 64 * 1024];
     let (mut resp, mut frame) = (Vec::with_capacity(4096), Vec::with_capacity(4096));
+    let mut out = Outbox::new();
     let mut idle_since = now_ns();
+    // Jobs read at the last poll and not served yet. With kernel stamps a frame's arrival is
+    // the kernel's, however late it is read, so the worker polls again once it has served
+    // what it read (one epoll call per batch); with user-space stamps it polls before every
+    // request, to keep the delay inside `enqueued` short.
+    let mut left = 0usize;
     loop {
         let stopping = st.stop.load(Ordering::Acquire);
         if stopping && local.is_empty() {
-            return;
+            return out.flush(st);
+        }
+        if left > 0 && st.kernel_stamps {
+            left -= 1;
+            if let Some(t) = serve_next(st, worker, &mut local, &mut resp, &mut frame, &mut out) {
+                idle_since = t;
+            }
+            continue;
         }
         // Wait only when there is nothing to serve: spin polls, block sleeps
         // in epoll_wait, hybrid polls for `spin_ns` and then sleeps. Sleeps
@@ -636,15 +706,35 @@ fn per_worker_loop(st: &State, worker: &mut dyn taillab_core::Worker, wait: Wait
                 close_conn(st, &o.conn, why.as_deref());
             }
         }
-        let Some(job) = local.pop_front() else {
+        if local.is_empty() {
+            out.flush(st);
             if timeout == 0 && n == 0 && wait != WaitMode::Hybrid {
                 std::hint::spin_loop();
             }
             continue;
-        };
-        serve_one(st, worker, job, &mut resp, &mut frame);
-        idle_since = now_ns();
+        }
+        left = local.len() - 1;
+        if let Some(t) = serve_next(st, worker, &mut local, &mut resp, &mut frame, &mut out) {
+            idle_since = t;
+        }
     }
+}
+
+/// Serves the first of `local` (a per-worker server's read requests) and hands its response
+/// to `out`; the time it finished, if it was served.
+fn serve_next(
+    st: &State,
+    worker: &mut dyn taillab_core::Worker,
+    local: &mut std::collections::VecDeque<Job>,
+    resp: &mut Vec<u8>,
+    frame: &mut Vec<u8>,
+    out: &mut Outbox,
+) -> Option<u64> {
+    let job = local.pop_front()?;
+    let (conn, finished) = serve_one(st, worker, job, resp, frame)?;
+    let next_same = local.front().is_some_and(|j| Arc::ptr_eq(&j.conn, &conn));
+    out.take(st, conn, frame, next_same, finished);
+    Some(finished)
 }
 
 /// Reads what `o` has without blocking and queues its whole frames.
@@ -655,7 +745,6 @@ fn read_ready(
     chunk: &mut [u8],
     local: &mut std::collections::VecDeque<Job>,
 ) -> Option<Option<String>> {
-    use std::os::fd::AsRawFd;
     loop {
         let (r, k) = match tstamp::recv(o.s.as_raw_fd(), chunk, libc::MSG_DONTWAIT, &mut o.cm) {
             Ok((0, _)) => {

@@ -237,10 +237,7 @@ pub fn recv(
     msg.msg_control = cm.0.as_mut_ptr().cast();
     msg.msg_controllen = cm.0.len() as _;
     // SAFETY: msg describes buffers we own for the duration of the call.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let n = unsafe { crate::sys::recvmsg(fd, &mut msg, flags) }?;
     let mut stamp = None;
     // SAFETY: the CMSG macros walk the control buffer the kernel just filled,
     // bounded by msg_controllen; the payload is read unaligned.
@@ -254,7 +251,7 @@ pub fn recv(
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    Ok((n as usize, stamp))
+    Ok((n, stamp))
 }
 
 #[cfg(test)]

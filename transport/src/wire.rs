@@ -44,6 +44,11 @@ pub trait Wire: Send + Sync {
     fn server_timed(&self) -> bool {
         false
     }
+    /// True when responses carry no request id and come back in the order the requests
+    /// went out on their connection (memcached's text protocol, RESP, HTTP/1.1).
+    fn ordered(&self) -> bool {
+        false
+    }
     /// Requests to send once, synchronously, before the run (e.g. to fill a
     /// cache so gets hit); their responses are read and discarded.
     fn preload(&self) -> Vec<Vec<u8>> {
@@ -116,6 +121,9 @@ pub struct MemcachedWire {
 impl Wire for MemcachedWire {
     fn name(&self) -> &'static str {
         "memcached"
+    }
+    fn ordered(&self) -> bool {
+        true
     }
     fn encode(&self, _id: u64, payload: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(payload);
@@ -218,6 +226,9 @@ impl Wire for RedisWire {
     fn name(&self) -> &'static str {
         "redis"
     }
+    fn ordered(&self) -> bool {
+        true
+    }
     fn encode(&self, _id: u64, payload: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(payload);
     }
@@ -243,6 +254,9 @@ pub struct HttpWire;
 impl Wire for HttpWire {
     fn name(&self) -> &'static str {
         "http"
+    }
+    fn ordered(&self) -> bool {
+        true
     }
     fn encode(&self, _id: u64, payload: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(payload);

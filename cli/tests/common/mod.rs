@@ -286,3 +286,30 @@ pub fn nginx(dir: &Path, listen: &str, server: &str) -> (Kid, u16) {
     wait_port(port);
     (kid, port)
 }
+
+/// A memcached from Debian (`-t 1`, 64 MiB) on a free loopback port, and its `HOST:PORT`;
+/// stopped when the `Kid` drops.
+pub fn memcached() -> (Kid, String) {
+    let port = free_port();
+    let kid = Kid(Command::new(need("memcached"))
+        .args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-t",
+            "1",
+            "-m",
+            "64",
+            "-u",
+            "root",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap());
+    wait_port(port);
+    (kid, format!("127.0.0.1:{port}"))
+}

@@ -49,7 +49,7 @@ pub use interfere::{Class, InterfereSet, InterfereSpec};
 pub use record::{CounterMode, RequestFormat};
 pub use sections::{
     view, Ci, Fanout, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
-    Record, Stamping, Topology,
+    Record, Spread, Stamping, Topology,
 };
 pub use tuning::{DmaLatency, NumaNode, ProfileMode, RtRuntime, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size, ValueError};
@@ -283,6 +283,28 @@ pub fn toml_alternatives(v: &toml::Value) -> Result<Vec<String>, ValueError> {
             .collect(),
         v => toml_items(v),
     }
+}
+
+/// The client's sender threads against its connections (`net.senders`, `net.connections`):
+/// each sender owns whole connections, so there must be one for each.
+pub fn check_senders(n: &Net) -> Result<(), ConfigError> {
+    let bad = |s: String| Err(ConfigError::Invalid(s));
+    if n.senders == 0 || n.senders > 256 {
+        return bad(format!("net.senders must be in 1..=256, got {}", n.senders));
+    }
+    if n.connections < n.senders {
+        return bad(format!(
+            "net.senders {} needs at least as many connections (each sender owns whole connections: connection c belongs to sender c mod senders); give --connections {} or more",
+            n.senders, n.senders
+        ));
+    }
+    if n.max_in_flight > 1 << 20 {
+        return bad(format!(
+            "net.max_in_flight must be 0 (no cap: open loop) or 1..=1048576, got {}",
+            n.max_in_flight
+        ));
+    }
+    Ok(())
 }
 
 impl RunConfig {
@@ -779,6 +801,7 @@ impl RunConfig {
                 }
             }
         }
+        check_senders(n)?;
         if n.max_batch == 0 || n.max_frame.0 == 0 || n.max_frame.0 > 1 << 30 {
             return bad("net.max_batch must be ≥ 1 and net.max_frame in 1B..=1GiB".into());
         }

@@ -184,6 +184,19 @@ crate::names_enum! {
 }
 
 crate::names_enum! {
+    /// Which connection a TCP client's request goes out on.
+    pub enum Spread ("connection spread") {
+        /// The requests due at one wake-up of a sender go out together, in one write, on the
+        /// next of its connections in turn; when one request is due at a time (every load a
+        /// client holds easily) that is request i on connection i mod K.
+        Wakeup = "wakeup",
+        /// Request i on connection i mod K, always: a burst of due requests is split over the
+        /// connections, one write each.
+        Request = "request",
+    }
+}
+
+crate::names_enum! {
     /// Where a TCP run's receive stamps come from.
     pub enum Stamping ("stamp source") {
         /// The kernel's receive stamps (SO_TIMESTAMPING: hardware where the NIC gives them, else software), user-space stamps where a socket gives none.
@@ -286,6 +299,12 @@ section! {
         max_frame: Size = Size(16 << 20), Opts::on(EXP | SERVE | LOAD);
         /// Most due requests a late client sender coalesces into one write.
         max_batch: usize = 64, Opts::on(EXP | LOAD);
+        /// Sender threads in each client process (1..=256): each owns connections c with c mod senders = its number, its share of the schedule (independent Poisson streams at rate/senders, other processes dealt in order), its own receive path and histograms; pinned one per CPU of client_cpus.
+        senders: usize = 1, Opts::on(EXP | LOAD);
+        /// Which connection a request goes out on: wakeup (the requests due at one wake-up together, on the next connection in turn) or request (request i on connection i mod K).
+        spread: Spread = Spread::Wakeup, Opts::on(EXP | LOAD);
+        /// The other load testers' method, for comparison only (0: off, the default): at most this many requests in flight per connection; a request due while its connection is full waits, untimed, and its latency is counted from its actual send — coordinated omission, labelled so in the results.
+        max_in_flight: usize = 0, Opts::on(EXP | LOAD);
         /// Simulated one-way network delay per direction in integrated runs (a distribution).
         delay: Option<Dist> = None, Opts::on(EXP).flag("net-delay");
         /// Label for summary.json's `config` of a `taillab load` (default: loopback for 127.x targets, else networked).

@@ -42,6 +42,58 @@ pub struct TransportSection {
     /// `RST_STREAM` reasons of streams the server reset (absent for other protocols).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statuses: Option<std::collections::BTreeMap<String, u64>>,
+    /// Each sender thread of each client: its connections, what it sent, its CPU and how
+    /// late it was (`net.senders`; absent in files written before senders existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub senders: Option<Vec<SenderShare>>,
+    /// Set when the run capped requests in flight (`net.max_in_flight`, the other load
+    /// testers' method): latency is then counted from each request's actual send, and a
+    /// request held back while its connection was full is not charged for the wait
+    /// (coordinated omission). Absent for open-loop runs, whose latency counts from the
+    /// intended send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capped: Option<CappedTiming>,
+}
+
+/// `transport.capped`: how a capped run's latency was counted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CappedTiming {
+    /// Most requests in flight per connection.
+    pub max_in_flight: usize,
+    /// What sojourn counts from: `sent` (the actual send).
+    pub timed_from: String,
+    /// The consequence in words.
+    pub note: String,
+}
+
+/// One sender thread of a client (`transport.senders`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SenderShare {
+    /// The client process (0 for `taillab load`).
+    pub client: usize,
+    /// The sender within its client, from 0.
+    pub sender: usize,
+    /// The CPU it was pinned to (absent: not pinned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    /// Its connections.
+    pub connections: usize,
+    /// Requests it wrote, warmup included.
+    pub sent: u64,
+    /// Measured requests whose responses it (or its receiver threads) recorded.
+    pub measured: u64,
+    /// Writes it made (each carries the requests due at one wake-up for one connection).
+    pub writes: u64,
+    /// Its thread's CPU time over the run, as a percentage of the run's wall time.
+    pub cpu_pct: f64,
+    /// The share of the run's wall time it had work (sending, reading, recording) rather
+    /// than waiting for the next send time with nothing to read (%). A sender near 100 %
+    /// and late is the run's bottleneck.
+    pub busy_pct: f64,
+    /// The send lag of its measured requests (ns).
+    pub send_lag_ns: MetricStats,
+    /// The receive lag of its measured responses (ns).
+    pub recv_lag_ns: MetricStats,
 }
 
 /// One client process of a coordinated run.
