@@ -23,7 +23,7 @@
 //! so no page fault lands inside a measured request.
 
 use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -300,7 +300,10 @@ pub struct IntervalSink {
     measured: Track,
     /// The warmup's intervals, kept only when watched: the live endpoint's alone.
     warmup: Track,
-    done: Mutex<Vec<IntervalBlob>>,
+    /// Finished measured intervals, kept in the plain V2 encoding (run-length compact) until
+    /// [`IntervalSink::finish`] deflates them: deflating six histograms took milliseconds on
+    /// the collecting thread, which on a small host shares a CPU with a sender or a worker.
+    done: Mutex<Vec<PlainBlob>>,
     /// Start of the measured phase (0 until known): intervals and slices
     /// count from it.
     pub measure_start: std::sync::atomic::AtomicU64,
@@ -387,7 +390,7 @@ impl IntervalSink {
         let finished = self.measured.collect(&self.spares);
         if !finished.is_empty() {
             let mut done = self.done.lock();
-            done.extend(finished.iter().map(|(k, h)| blob(*k, h)));
+            done.extend(finished.iter().map(|(k, h)| PlainBlob::of(*k, h)));
         }
         let Some(len) = self.live else {
             return;
@@ -410,12 +413,56 @@ impl IntervalSink {
     pub fn finish(&self) -> Vec<IntervalBlob> {
         self.collect();
         let mut merged = self.measured.merged.lock();
-        let mut done = std::mem::take(&mut *self.done.lock());
+        let mut done: Vec<IntervalBlob> = std::mem::take(&mut *self.done.lock())
+            .into_iter()
+            .map(PlainBlob::deflated)
+            .collect();
         for (k, h) in std::mem::take(&mut *merged) {
             done.push(blob(k, &h));
         }
         done.sort_by_key(|b| b.index);
         done
+    }
+}
+
+/// A finished interval waiting for [`IntervalSink::finish`]: its histograms V2-encoded, not
+/// deflated yet.
+struct PlainBlob {
+    index: u32,
+    count: u64,
+    max: [u64; N_METRICS],
+    v2: [Vec<u8>; N_METRICS],
+}
+
+impl PlainBlob {
+    fn of(k: u32, h: &Hists) -> Self {
+        PlainBlob {
+            index: k,
+            count: h.count(),
+            max: std::array::from_fn(|i| h.0[i].max()),
+            v2: std::array::from_fn(|i| {
+                let mut buf = Vec::new();
+                V2Serializer::new()
+                    .serialize(&h.0[i], &mut buf)
+                    .expect("serializing to memory cannot fail");
+                buf
+            }),
+        }
+    }
+
+    /// The interval as the interval logs carry it: each histogram deflated, base64.
+    fn deflated(self) -> IntervalBlob {
+        IntervalBlob {
+            index: self.index,
+            count: self.count,
+            max: self.max,
+            hist_b64: self.v2.map(|b| {
+                let h: Histogram<u64> = Deserializer::new()
+                    .deserialize(&mut b.as_slice())
+                    .expect("a V2 encoding this process wrote");
+                encode_hist(&h)
+            }),
+        }
     }
 }
 

@@ -1080,6 +1080,12 @@ pub fn human_table(s: &Summary) -> String {
     if let Some(f) = &s.fanout {
         o.push_str(&format!("{}\n", f.describe()));
     }
+    if let Some(c) = s.transport.as_ref().and_then(|t| t.capped.as_ref()) {
+        o.push_str(&format!(
+            "CAPPED, sojourn timed from the actual send: {}\n",
+            c.note
+        ));
+    }
     o.push_str(&format!(
         "{} measured ({} warmup) over {:.1} s · achieved {:.1} qps · utilization {:.2}{}\n",
         s.requests.measured,

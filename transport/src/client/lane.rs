@@ -47,10 +47,10 @@ impl Seq {
         }
     }
 
-    /// Whether another id fits (the sender waits for responses otherwise).
-    pub(crate) fn room(&self) -> bool {
+    /// Whether `n` more ids fit (the sender waits for responses otherwise).
+    pub(crate) fn room_for(&self, n: u64) -> bool {
         let (h, t) = (self.head.load(Ordering::Acquire), self.tail.load(Ordering::Relaxed));
-        t - h < self.ids.len() as u64
+        t - h + n <= self.ids.len() as u64
     }
 
     /// The sender: request `id` went out on this connection (after [`Seq::room`]).
@@ -195,13 +195,14 @@ mod tests {
     fn a_connection_answers_its_requests_in_the_order_they_went_out() {
         let s = Seq::new(4);
         assert_eq!(s.pop(), None, "nothing outstanding");
+        assert!(s.room_for(4) && !s.room_for(5), "room for four");
         for id in [7, 3, 11, 12] {
-            assert!(s.room());
+            assert!(s.room_for(1));
             s.push(id);
         }
-        assert!(!s.room(), "four fit, no fifth");
+        assert!(!s.room_for(1), "four fit, no fifth");
         assert_eq!(s.pop(), Some(7));
-        assert!(s.room());
+        assert!(s.room_for(1) && !s.room_for(2));
         s.push(20);
         assert_eq!([s.pop(), s.pop(), s.pop(), s.pop(), s.pop()], [Some(3), Some(11), Some(12), Some(20), None]);
     }

@@ -287,6 +287,11 @@ pub(crate) fn receiver(sh: &Shared, cpu: Option<usize>, wire: &dyn Wire, s: TcpS
     r.finish(sh)
 }
 
+/// Bytes one read of the polling sender takes. It reads everything its connections hold
+/// whenever it polls: responses left in the sockets would fill them, and a server blocked on
+/// its writes to us would be measured slower than it is.
+const READ_CHUNK: usize = 64 * 1024;
+
 /// `net.receive = sender`: a lane's connections, read without blocking whenever its sender
 /// would otherwise wait.
 pub(crate) struct Polling {
@@ -314,7 +319,7 @@ impl Polling {
             streams,
             ep,
             events: crate::epoll::events(),
-            chunk: vec![0u8; 64 * 1024],
+            chunk: vec![0u8; READ_CHUNK],
         })
     }
 

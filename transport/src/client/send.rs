@@ -249,11 +249,12 @@ impl Sender<'_> {
     }
 
     /// Waits until request `index`'s in-flight slot is free (RING requests in flight: the
-    /// oldest one's answer frees it) and, for an in-order protocol, until connection `c`
-    /// can keep its order; false if the run stops first.
-    fn await_room(&mut self, index: u64, c: usize) -> bool {
+    /// oldest one's answer frees it) and, for an in-order protocol, until connection `c` can
+    /// keep the order of `ahead` requests of this write before it and this one; false if the
+    /// run stops first.
+    fn await_room(&mut self, index: u64, c: usize, ahead: u64) -> bool {
         let slot = &self.sh.ring[index as usize % RING];
-        let seq_full = |sh: &Shared| sh.conns[c].seq.as_ref().is_some_and(|s| !s.room());
+        let seq_full = |sh: &Shared| sh.conns[c].seq.as_ref().is_some_and(|s| !s.room_for(ahead + 1));
         while slot.tag.load(Ordering::Acquire) != 0 || seq_full(self.sh) {
             if self.sh.stop.load(Ordering::Acquire) {
                 return false;
@@ -277,7 +278,9 @@ impl Sender<'_> {
         }
         for i in 0..self.batch.len() {
             let (it, c) = self.batch[i];
-            if !self.await_room(it.index, c) {
+            // The write's earlier requests on this connection take their places first.
+            let ahead = self.batch[..i].iter().filter(|(_, x)| *x == c).count() as u64;
+            if !self.await_room(it.index, c, ahead) {
                 return false;
             }
         }
