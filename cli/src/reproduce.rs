@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use taillab_core::config::experiment::{Plan, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::read_toml;
+use taillab_core::config::view;
 
 /// `taillab reproduce`.
 #[derive(Args, Debug, Clone)]
@@ -40,6 +41,86 @@ pub struct ReproduceCmd {
     /// Where the runs execute (`--executor slurm` and its `--slurm-*` keys); the items set the rest of [sweep].
     #[command(flatten)]
     pub sweep: FieldFlags<Sweep>,
+    /// Any run setting (`--seed 7`, `--requests 2000`, `--max-foreign 50`, `--set KEY=VALUE`, …),
+    /// applied after the item's own settings (and its quick ones) to every run of it; the page
+    /// says which were given. An item's worker axis is its paper's and cannot be set.
+    #[command(flatten)]
+    pub cfg: ConfigFlags<{ view::SWEEP }>,
+}
+
+/// Lays `top` (the command line's settings) over `base` (the item's): a key of `top` replaces
+/// the same key in `base` and the other half of its either/or pair (`load.requests` replaces an
+/// item's `load.duration`), as a later layer of an experiment does.
+fn over(base: &mut Pairs, top: &Pairs) -> anyhow::Result<()> {
+    use taillab_core::config::{resolve, Target};
+    let canonical = |k: &str| -> anyhow::Result<(String, Vec<String>)> {
+        Ok(match resolve(k)? {
+            Target::Field(f) => (
+                f.key(),
+                f.opts
+                    .clears
+                    .iter()
+                    .map(|c| format!("{}.{c}", f.section))
+                    .collect(),
+            ),
+            Target::AppSetting(s) => (format!("app.{s}"), vec![]),
+        })
+    };
+    for (k, v) in top {
+        let (key, clears) = canonical(k)?;
+        let mut keep = Vec::with_capacity(base.len());
+        for (bk, bv) in base.drain(..) {
+            let (bkey, _) = canonical(&bk)?;
+            if bkey != key && !clears.contains(&bkey) {
+                keep.push((bk, bv));
+            }
+        }
+        *base = keep;
+        base.push((k.clone(), v.clone()));
+    }
+    Ok(())
+}
+
+/// Refuses a setting of the command line that the item's worker axis sets (its rule compares
+/// the paper's worker counts), before anything runs.
+fn refuse_axis(item: &Item, a: &ReproduceCmd) -> anyhow::Result<()> {
+    if let Some(s) = Scale::of(item)? {
+        let axis =
+            std::iter::once(s.key.as_str()).chain(s.per_worker.iter().map(|(k, _)| k.as_str()));
+        for k in axis {
+            let k = k.split('?').next().unwrap_or(k);
+            if let Some((given, _)) = a.cfg.pairs.iter().find(|(g, _)| g == k) {
+                bail!(
+                    "{}: {given} is this item's worker axis (the paper's counts, capped at this host: scale in items.toml); it cannot be set from the command line",
+                    item.id
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The run settings the command line gives an item, written to `OUT/<id>/flags.json` for its
+/// page.
+fn user_pairs(item: &Item, a: &ReproduceCmd, out: &Path) -> anyhow::Result<Pairs> {
+    refuse_axis(item, a)?;
+    let flags: Vec<String> = a
+        .cfg
+        .pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.join(",")))
+        .collect();
+    let path = out.join("flags.json");
+    if flags.is_empty() {
+        let _ = std::fs::remove_file(&path);
+    } else {
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&serde_json::json!({ "flags": flags }))?,
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(a.cfg.pairs.clone())
 }
 
 /// The `[sweep]` keys a reproduction takes from its command line.
@@ -335,6 +416,7 @@ fn run_tailwags(
             cfg.extend(c);
             sweep.extend(s);
         }
+        over(&mut cfg, &user_pairs(item, a, out)?)?;
         sweep.extend(executor_pairs(a)?);
         let cmd = crate::tailwag::TailwagCmd {
             app: None,
@@ -393,6 +475,7 @@ fn run_item(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> anyhow::Re
             (vec![], vec![])
         };
         cfg.splice(0..0, for_app(&scaled, &app));
+        over(&mut cfg, &user_pairs(item, a, out)?)?;
         sweep.extend(executor_pairs(a)?);
         let plan = Plan::build(Some(&file), &cfg, &sweep, &[])
             .with_context(|| format!("{}: {e}", item.id))?;
@@ -441,6 +524,7 @@ fn run_attributions(item: &Item, dir: &Path, out: &Path, a: &ReproduceCmd) -> an
         };
         let blocks = count("attribute.blocks")?;
         let bootstrap = count("attribute.bootstrap")?;
+        over(&mut cfg, &user_pairs(item, a, out)?)?;
         let cmd = crate::attribute::AttributeCmd {
             cfg: ConfigFlags { pairs: cfg },
             sweep: FieldFlags::<Sweep>::from_pairs(executor_pairs(a)?),
@@ -579,6 +663,9 @@ pub fn reproduce(mut a: ReproduceCmd) -> anyhow::Result<i32> {
             !(reused_here && done)
         })
         .collect();
+    for item in &chosen {
+        refuse_axis(item, &a)?;
+    }
     let mut worst = 0;
     for item in chosen {
         let out = root.join(&item.id);

@@ -483,3 +483,101 @@ fn smoke_tales_fig9_says_it_needs_two_numa_nodes() {
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// `taillab reproduce ITEM --seed S --requests N`: the run settings of the command line go over
+/// the item's own (an item's `load.duration` gives way to `--requests`), every run has them,
+/// and the page says so; the item's worker axis cannot be set.
+#[test]
+fn run_settings_of_the_command_line_go_over_the_items_and_the_page_says_so() {
+    let _s = serial();
+    let out = tmp("repro-flags");
+    let o = Command::new(bin())
+        .args([
+            "reproduce",
+            "tales-fig2",
+            "--smoke",
+            "--seed",
+            "7",
+            "--requests",
+            "700",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&out.join("tales-fig2/verdict.json"));
+    assert_eq!(
+        v["numbers"]["flags"],
+        serde_json::json!(["load.seed=7", "load.requests=700"])
+    );
+    assert!(
+        v["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("run with load.seed=7, load.requests=700"),
+        "{}",
+        v["verdict"]
+    );
+    let runs: Vec<_> = glob_configs(&out.join("tales-fig2"));
+    assert!(!runs.is_empty());
+    for c in &runs {
+        let t: toml::Table = std::fs::read_to_string(c).unwrap().parse().unwrap();
+        assert_eq!(
+            t["load"]["requests"].as_integer(),
+            Some(700),
+            "{}",
+            c.display()
+        );
+        assert!(
+            t["load"].get("duration").is_none(),
+            "{}: the item's duration gave way",
+            c.display()
+        );
+    }
+    // The item's worker axis (tailbench-fig4: harness.threads) is its paper's: refused, one line.
+    let o = Command::new(bin())
+        .args([
+            "reproduce",
+            "tailbench-fig4",
+            "--smoke",
+            "--threads",
+            "2",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        e.contains("harness.threads is this item's worker axis"),
+        "{e}"
+    );
+    assert!(
+        !out.join("tailbench-fig4/index.html").exists(),
+        "refused before anything ran"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Every run folder's config.toml under `dir`.
+fn glob_configs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.file_name().is_some_and(|n| n == "config.toml")
+                && p.to_string_lossy().contains("/run-")
+            {
+                found.push(p);
+            }
+        }
+    }
+    found
+}

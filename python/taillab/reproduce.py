@@ -2283,6 +2283,18 @@ def _scale_rule(verdict: Verdict, folder: Path, from_data: str) -> None:
         verdict.body += f"; capped: {note}"
 
 
+def _flags_rule(verdict: Verdict, folder: Path) -> None:
+    """An item run with settings of the command line (OUT/<id>/flags.json, written by
+    `taillab reproduce ID --seed 7 ...`) says which, in its sentence and its numbers."""
+    f = folder / "flags.json"
+    if not f.exists():
+        return
+    flags = _read_json(f).get("flags")
+    if isinstance(flags, list) and flags:
+        verdict.numbers["flags"] = flags
+        verdict.body += f"; run with {', '.join(str(x) for x in flags)}"
+
+
 def evaluate(
     item_id: str,
     folder: str | Path,
@@ -2312,6 +2324,7 @@ def evaluate(
     from_data = _environment_rule(verdict, shown.env)
     _needs_rule(verdict, from_data)
     _scale_rule(verdict, folder, from_data)
+    _flags_rule(verdict, folder)
     return Page(item_id, item, verdict, from_data, shown, quick)
 
 
