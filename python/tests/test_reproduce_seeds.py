@@ -27,6 +27,8 @@ def _script():
 
 
 S = _script()
+
+
 def test_cpu_lists():
     assert S.cpu_list("0-3,8") == [0, 1, 2, 3, 8]
     assert S.cpu_list("5") == [5]
