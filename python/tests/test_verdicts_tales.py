@@ -27,19 +27,22 @@ PLANTED = [
 ]
 
 
-def _cases(root, item, stem, p99_us: dict[str, float], key="case", system=None, **kw) -> None:
-    """One point per value of axis ``key`` with its sojourn p99 (µs; p50 a quarter of it);
-    ``system``: the experiment's host report."""
-    pts = [
-        Point(
-            f"integrated-t1-q1000-{key.split('.')[-1]}-{i}",
-            axes={key: name},
-            soj=stats(v * US / 4, v * US / 2, v * US),
-            ideal={"p99": 1.05},
-            **kw,
+def _cases(root, item, stem, cases: dict, key="case", system=None, **kw) -> None:
+    """One point per value of axis ``key``: its sojourn p99 (µs; p50 a quarter of it), or
+    (p50, p99), or (p50, p99, measured ÷ ideal p99; else 1.05); ``system``: the experiment's
+    host report; ``kw``: the points' other fields (threads, rate)."""
+    pts = []
+    for i, (name, v) in enumerate(cases.items()):
+        p50, p99, ratio = (*v, 1.05)[:3] if isinstance(v, tuple) else (v / 4, v, 1.05)
+        pts.append(
+            Point(
+                f"integrated-t{kw.get('threads', 1)}-q1000-{key.split('.')[-1]}-{i}",
+                axes={key: name},
+                soj=stats(p50 * US, p99 * US / 2, p99 * US),
+                ideal={"p99": ratio},
+                **kw,
+            )
         )
-        for i, (name, v) in enumerate(p99_us.items())
-    ]
     experiment(root / item / stem, pts, system=system)
 
 
@@ -224,17 +227,7 @@ def test_tales6_fifo_against_cfs(tmp_path, alone, hog, rt_p50, status, conds):
         "nice -20 + hog": (200.0, 1000 * hog),
         "real-time + hog": (200.0, 1000.0),
     }
-    pts = [
-        Point(
-            f"integrated-t4-q3000-case-{i}",
-            threads=4,
-            qps=3000,
-            axes={"case": k},
-            soj=stats(a * US, b * US / 2, b * US),
-        )
-        for i, (k, (a, b)) in enumerate(q.items())
-    ]
-    experiment(tmp_path / "tales-fig6" / "tales-fig6", pts)
+    _cases(tmp_path, "tales-fig6", "tales-fig6", q, threads=4, qps=3000)
     doc = verdict(tmp_path, "tales-fig6")
     assert (doc["status"], _statuses(doc)) == (status, conds)
 
@@ -254,18 +247,8 @@ def test_tales6_fifo_against_cfs(tmp_path, alone, hog, rt_p50, status, conds):
     ],
 )
 def test_tales7_queues(tmp_path, shared, each, status, conds):
-    pts = [
-        Point(
-            f"integrated-t4-q60000-dispatch-{d}",
-            threads=4,
-            qps=60000,
-            axes={"harness.dispatch": d},
-            soj=stats(p99 * US / 4, p99 * US / 2, p99 * US),
-            ideal={"p99": r},
-        )
-        for d, p99, r in (("shared", shared, 1.2), ("per-worker:random", 900, each))
-    ]
-    experiment(tmp_path / "tales-fig7" / "tales-fig7", pts)
+    q = {"shared": (shared / 4, shared, 1.2), "per-worker:random": (225.0, 900.0, each)}
+    _cases(tmp_path, "tales-fig7", "tales-fig7", q, key="harness.dispatch", threads=4, qps=60000)
     doc = verdict(tmp_path, "tales-fig7")
     assert (doc["status"], _statuses(doc)) == (status, conds)
 
