@@ -1,7 +1,9 @@
 //! `taillab attribute` (issue 37): bad input refused in one line before anything runs; a
 //! short design on synth with planted causes of known size, killed and resumed, whose
 //! attribution recovers them (each planted effect's CI contains its true size, the null
-//! factor's contains zero) and writes its page.
+//! factor's contains zero) and writes its page; four factors on kv (a fraction, resumed,
+//! its page rendered) and on synth (a short full factorial whose planted interaction is found
+//! with its sign and size, the null factors' terms at zero).
 
 use serde_json::Value;
 use std::path::Path;
