@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Fails when a crate's source files, or a Python package's modules, import each other in a cycle.
 
-Rust: a file `a.rs` depends on `b.rs` when it names `crate::b` (or `super::b` from a
-submodule, or `self::b` / a child module declared in it).
+Rust: a file `a.rs` depends on `b.rs` when it names `crate::b` — also inside a group,
+`use crate::{b, c}` or `use crate::x::{b}` — (or `super::b` from a submodule, or `self::b` / a
+child module declared in it).
 
 Python (every package `python/<name>/` with an `__init__.py`): a module depends on another of
 its package when it imports it — `from . import b`, `from .b import x`, `import pkg.b`,
@@ -59,14 +60,62 @@ def module_of(src: Path, f: Path) -> str:
     return "::".join(parts)
 
 
+def _group_items(text: str, start: int) -> tuple[list[str], int]:
+    """The top-level items of the brace group that opens at ``text[start]`` (`{a, b::c, d::{e}}`),
+    and the index after its closing brace."""
+    items, depth, cur, i = [], 0, "", start
+    while i < len(text):
+        ch = text[i]
+        if ch == "{":
+            depth += 1
+            if depth > 1:
+                cur += ch
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                items.append(cur)
+                return [x.strip() for x in items if x.strip()], i + 1
+            cur += ch
+        elif ch == "," and depth == 1:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    return [x.strip() for x in items if x.strip()], i
+
+
+def _crate_paths(text: str) -> list[list[str]]:
+    """Every path a file names under `crate::`, the grouped forms expanded: `crate::a::b`,
+    `use crate::{a, b::c}` and `use crate::x::{y, z}` give [a, b], [a], [b, c], [x, y], [x, z]."""
+    out = []
+    for m in re.finditer(
+        r"crate::((?:[a-z_][a-z0-9_]*::)*)(\{|[a-z_][a-z0-9_]*)", text
+    ):
+        prefix = [p for p in m.group(1).split("::") if p]
+        if m.group(2) != "{":
+            out.append(prefix + [m.group(2)])
+            continue
+        items, _ = _group_items(text, m.start(2))
+        for item in items:
+            head = re.match(r"(self|[a-z_][a-z0-9_]*)((?:::[a-z_][a-z0-9_]*)*)", item)
+            if not head:
+                continue  # a type, `*`, or a nested group of types
+            names = [head.group(1)] + [p for p in head.group(2).split("::") if p]
+            out.append(
+                prefix
+                + ([] if names == ["self"] else [n for n in names if n != "self"])
+            )
+    return [p for p in out if p]
+
+
 def deps(src: Path, f: Path, mods: set[str]) -> set[str]:
     me = module_of(src, f)
     text = f.read_text()
     text = re.sub(r"#\[cfg\(test\)\]\s*mod tests\s*\{.*", "", text, flags=re.S)
     text = re.sub(r"//.*", "", text)  # doc links are not imports
     found = set()
-    for m in re.finditer(r"crate::([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)", text):
-        path = m.group(1).split("::")
+    for path in _crate_paths(text):
         for k in range(len(path), 0, -1):
             cand = "::".join(path[:k])
             if cand in mods:
@@ -165,7 +214,11 @@ def main(root: Path = ROOT) -> int:
     """Check every crate and every Python package under ``root``; 1 when any has a cycle."""
     bad = 0
     for cargo in sorted(root.glob("**/Cargo.toml")):
-        if "target" in cargo.parts or "fuzz" in cargo.parts or not (cargo.parent / "src").is_dir():
+        if (
+            "target" in cargo.parts
+            or "fuzz" in cargo.parts
+            or not (cargo.parent / "src").is_dir()
+        ):
             continue
         for c in cycles(cargo.parent):
             bad += 1
@@ -178,7 +231,9 @@ def main(root: Path = ROOT) -> int:
     if bad:
         return 1
     names = ", ".join(str(p.relative_to(root)) for p in packages)
-    print(f"no import cycles between files (crates, and Python packages {names or 'none'})")
+    print(
+        f"no import cycles between files (crates, and Python packages {names or 'none'})"
+    )
     return 0
 
 

@@ -86,3 +86,54 @@ def test_layers_pass(checker, tmp_path, capsys):
 
 def test_taillab_has_no_import_cycle(checker):
     assert checker.python_cycles(REPO / "python" / "taillab") == []
+
+
+def _crate(root: Path, files: dict[str, str]) -> Path:
+    """``root/krate/`` with a Cargo.toml and ``src/`` holding ``files`` (path -> source)."""
+    crate = root / "krate"
+    (crate / "src").mkdir(parents=True, exist_ok=True)
+    (crate / "Cargo.toml").write_text('[package]\nname = "krate"\n')
+    for name, text in files.items():
+        (crate / "src" / name).write_text(text)
+    return crate
+
+
+@pytest.mark.parametrize(
+    "b_uses_a",
+    [
+        "use crate::a::x;\n",
+        "use crate::{a, c};\n",
+        "use crate::{c::y, a::{x, Z}};\n",
+        "use crate::{\n    c,\n    a,\n};\n",
+        "fn f() { crate::a::x(); }\n",
+    ],
+)
+def test_a_rust_cycle_in_every_spelling_of_a_use(checker, tmp_path, capsys, b_uses_a):
+    # a -> b (plainly), b -> a in the spelling under test; c is a leaf.
+    crate = _crate(
+        tmp_path,
+        {
+            "lib.rs": "mod a;\nmod b;\nmod c;\n",
+            "a.rs": "use crate::b::y;\npub fn x() {}\n",
+            "b.rs": b_uses_a + "pub fn y() {}\n",
+            "c.rs": "pub fn y() {}\n",
+        },
+    )
+    assert checker.cycles(crate) == [["a", "b", "a"]], b_uses_a
+    assert checker.main(tmp_path) == 1
+    assert "krate: import cycle a -> b -> a" in capsys.readouterr().out
+
+
+def test_a_group_of_types_is_no_module(checker, tmp_path):
+    # `use crate::{Thing, a::x}` names the module a, and a type that is no module.
+    crate = _crate(
+        tmp_path,
+        {
+            "lib.rs": "mod a;\nmod b;\npub struct Thing;\n",
+            "a.rs": "pub fn x() {}\n",
+            "b.rs": "use crate::{Thing, a::x};\n",
+        },
+    )
+    assert checker.cycles(crate) == []
+    src = crate / "src"
+    assert checker.deps(src, src / "b.rs", {"a", "b", ""}) == {"a"}

@@ -16,6 +16,7 @@ pub mod an4;
 pub mod data;
 pub mod ffi;
 pub mod g722;
+pub mod prepare;
 pub mod score;
 pub mod sources;
 
@@ -100,7 +101,7 @@ impl App for SpeechApp {
     fn prepare(&self, data: &DataCtx, params: &Params) -> Result<(), AppError> {
         set_param(params)?;
         data.prepare_atomically(APP, DATA_VERSION, |dir| {
-            data::build(dir, AN4_COUNT, AN4_SEED)
+            prepare::build(dir, AN4_COUNT, AN4_SEED)
         })
     }
 
