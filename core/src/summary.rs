@@ -1053,16 +1053,98 @@ fn write_records(
     go().map_err(werr(&path))
 }
 
-/// The short human table printed after a run.
+impl Summary {
+    /// An external server's run (only sojourn is seen): its ideal would replay service times of
+    /// 0 and say nothing, so it has none, and says why.
+    pub fn drop_ideal_of_external_server(&mut self) {
+        if self.ideal.take().is_some() || self.ideal_skipped.is_none() {
+            self.ideal_skipped = Some(
+                "an external server reports no service times: there is nothing to replay".into(),
+            );
+        }
+    }
+}
+
+/// Width of the row names of [`human_table`]: every row lines up under the header.
+const ROW: usize = 16;
+
+/// The short human table printed after a run: one verdict line first, then what ran, the
+/// latency rows (a quantity the run did not measure says so instead of reading 0), the ideal
+/// and its excess, and every check.
 pub fn human_table(s: &Summary) -> String {
-    use crate::dist::fmt_ns;
-    let mut o = String::new();
+    let mut o = verdict_line(s);
+    o.push_str(&run_lines(s));
+    o.push_str(&format!(
+        "{:<ROW$}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+        "", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"
+    ));
+    let external = s.transport.as_ref().is_some_and(|t| !t.server_timed);
+    for m in METRICS {
+        let Some(x) = s.latency_ns.get(m) else {
+            continue;
+        };
+        if m.ends_with("recv_lag") && x.max == 0 {
+            // No socket (integrated) or no kernel stamps: nothing to show.
+            continue;
+        }
+        if external && matches!(m, "service" | "queue" | "server_recv_lag") {
+            o.push_str(&format!(
+                "{m:<ROW$}{:>11}\n",
+                "n/a (external server: only sojourn is seen)"
+            ));
+            continue;
+        }
+        o.push_str(&stat_row(m, x.mean, |q| stat_of(x, q)));
+    }
+    if let Some(i) = &s.ideal {
+        let x = &i.sojourn;
+        o.push_str(&stat_row("ideal", x.mean, |q| stat_of(x, q)));
+        let e = |k: &str| i.excess.get(k).copied().unwrap_or(f64::NAN);
+        o.push_str(&stat_row("excess", e("mean"), |q| e(q)));
+    } else if external {
+        o.push_str(&format!(
+            "{:<ROW$}{:>11}\n",
+            "ideal", "n/a (external server: no service times to replay)"
+        ));
+    }
+    for (name, c) in &s.checks {
+        o.push_str(&format!(
+            "check {:<13} {}  {}\n",
+            name,
+            if c.ok { "ok  " } else { "FAIL" },
+            c.verdict
+        ));
+    }
+    o
+}
+
+/// The table's first line: whether every check passed, and what a failure means.
+fn verdict_line(s: &Summary) -> String {
+    let failed: Vec<&str> = s
+        .checks
+        .iter()
+        .filter(|(_, c)| !c.ok)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if failed.is_empty() {
+        return format!("verdict: every check passed ({})\n", s.checks.len());
+    }
+    format!(
+        "verdict: {} of {} checks FAILED ({}): the numbers below describe this run, not necessarily the system; --strict exits 1 on a failed check, --redo-disturbed N redoes a run the environment check failed\n",
+        failed.len(),
+        s.checks.len(),
+        failed.join(", ")
+    )
+}
+
+/// What ran: app, configuration, load, and how much was measured.
+fn run_lines(s: &Summary) -> String {
     let params = if s.params.iter().next().is_some() {
         format!(" ({})", s.params)
     } else {
         String::new()
     };
-    o.push_str(&format!(
+    let mut o = format!(
         "{}{} · {} · {} thread{} · {} {:.0} qps · wait {} · shaper {}\n",
         s.app,
         params,
@@ -1073,7 +1155,7 @@ pub fn human_table(s: &Summary) -> String {
         s.offered_qps,
         s.wait,
         s.shaper
-    ));
+    );
     if let Some(p) = &s.placement {
         o.push_str(&format!("placement: {}\n", p.describe()));
     }
@@ -1086,78 +1168,48 @@ pub fn human_table(s: &Summary) -> String {
             c.note
         ));
     }
+    let external = s.transport.as_ref().is_some_and(|t| !t.server_timed);
+    let utilization = if external {
+        "n/a (external server)".to_string()
+    } else {
+        format!("{:.2}", s.utilization)
+    };
     o.push_str(&format!(
-        "{} measured ({} warmup) over {:.1} s · achieved {:.1} qps · utilization {:.2}{}\n",
+        "{} measured ({} warmup) over {:.1} s · achieved {:.1} qps · utilization {}{}\n",
         s.requests.measured,
         s.requests.warmup,
         s.duration_s,
         s.achieved_qps,
-        s.utilization,
+        utilization,
         if s.requests.unfinished > 0 {
             format!(" · {} UNFINISHED", s.requests.unfinished)
         } else {
             String::new()
         }
     ));
-    o.push_str(&format!(
-        "{:<16}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
-        "", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"
-    ));
-    for m in METRICS {
-        let Some(x) = s.latency_ns.get(m) else {
-            continue;
-        };
-        if m.ends_with("recv_lag") && x.max == 0 {
-            // No socket (integrated) or no kernel stamps: nothing to show.
-            continue;
-        }
-        o.push_str(&format!(
-            "{:<16}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
-            m,
-            fmt_ns(x.mean),
-            fmt_ns(x.p50 as f64),
-            fmt_ns(x.p90 as f64),
-            fmt_ns(x.p95 as f64),
-            fmt_ns(x.p99 as f64),
-            fmt_ns(x.p999 as f64),
-            fmt_ns(x.max as f64)
-        ));
-    }
-    if let Some(i) = &s.ideal {
-        let x = &i.sojourn;
-        o.push_str(&format!(
-            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
-            "ideal",
-            fmt_ns(x.mean),
-            fmt_ns(x.p50 as f64),
-            fmt_ns(x.p90 as f64),
-            fmt_ns(x.p95 as f64),
-            fmt_ns(x.p99 as f64),
-            fmt_ns(x.p999 as f64),
-            fmt_ns(x.max as f64)
-        ));
-        let e = |k: &str| fmt_ns(i.excess.get(k).copied().unwrap_or(f64::NAN));
-        o.push_str(&format!(
-            "{:<9}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
-            "excess",
-            e("mean"),
-            e("p50"),
-            e("p90"),
-            e("p95"),
-            e("p99"),
-            e("p999"),
-            e("max")
-        ));
-    }
-    for (name, c) in &s.checks {
-        o.push_str(&format!(
-            "check {:<13} {}  {}\n",
-            name,
-            if c.ok { "ok  " } else { "FAIL" },
-            c.verdict
-        ));
-    }
     o
+}
+
+/// A statistic of `x` by its summary key (`p50`, …, `max`).
+fn stat_of(x: &MetricStats, q: &str) -> f64 {
+    (match q {
+        "p50" => x.p50,
+        "p90" => x.p90,
+        "p95" => x.p95,
+        "p99" => x.p99,
+        "p999" => x.p999,
+        _ => x.max,
+    }) as f64
+}
+
+/// One row of the table: `name`, then mean, p50, p90, p95, p99, p99.9 and max.
+fn stat_row(name: &str, mean: f64, stat: impl Fn(&str) -> f64) -> String {
+    use crate::dist::fmt_ns;
+    let cells: String = ["p50", "p90", "p95", "p99", "p999", "max"]
+        .iter()
+        .map(|q| format!("{:>11}", fmt_ns(stat(q))))
+        .collect();
+    format!("{name:<ROW$}{:>11}{cells}\n", fmt_ns(mean))
 }
 
 #[cfg(test)]
@@ -1210,6 +1262,58 @@ mod tests {
         assert_eq!(s.schema, "taillab.run/1");
         assert!(s.latency_ns["sojourn"].count > 0);
         assert!(s.environment.is_none() && s.transport.is_none());
+    }
+
+    #[test]
+    fn the_table_leads_with_its_verdict_lines_up_and_says_what_was_not_measured() {
+        let mut s = Summary::read(&root().join("tests/data/run-v1/summary.json")).unwrap();
+        let t = human_table(&s);
+        let first = t.lines().next().unwrap();
+        let failed: Vec<&String> = s
+            .checks
+            .iter()
+            .filter(|(_, c)| !c.ok)
+            .map(|(n, _)| n)
+            .collect();
+        if failed.is_empty() {
+            assert!(first.starts_with("verdict: every check passed"), "{first}");
+        } else {
+            assert!(
+                first.contains("FAILED") && first.contains("--strict"),
+                "{first}"
+            );
+        }
+        // Every statistics row (the header's columns, the metrics, the ideal and its excess)
+        // is as wide as the header: the columns line up.
+        let header = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("mean"))
+            .unwrap();
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| {
+                METRICS
+                    .iter()
+                    .chain(&["ideal", "excess"])
+                    .any(|m| l.starts_with(&format!("{m} ")))
+            })
+            .collect();
+        assert!(rows.len() >= 4, "{t}");
+        for r in &rows {
+            assert_eq!(r.len(), header.len(), "{r:?} under {header:?}");
+        }
+        // An external server: only sojourn is seen, and the table says so rather than 0.
+        s.checks.get_mut("rate").unwrap().ok = false;
+        s.transport = Some(crate::sections::transport::TransportSection::default());
+        s.drop_ideal_of_external_server();
+        let t = human_table(&s);
+        assert!(t.lines().next().unwrap().contains("FAILED (rate"), "{t}");
+        for m in ["service", "queue", "ideal"] {
+            let row = t.lines().find(|l| l.starts_with(&format!("{m} "))).unwrap();
+            assert!(row.contains("n/a (external server"), "{row}");
+        }
+        assert!(t.contains("utilization n/a (external server)"), "{t}");
+        assert!(s.ideal.is_none() && s.ideal_skipped.is_some());
     }
 
     #[test]

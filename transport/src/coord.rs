@@ -516,6 +516,9 @@ pub fn run_config(
         max_in_flight: dumps.first().map_or(0, |d| d.max_in_flight),
     };
     summary.transport = Some(section.section(&th, tsum, server_timed));
+    if !server_timed {
+        summary.drop_ideal_of_external_server();
+    }
     let mut stamps = ClientStamps::default();
     dumps.iter().for_each(|d| stamps.absorb(&d.stamps));
     let choice = here.clone().or_else(|| dumps.first().map(|d| d.choice.clone()));

@@ -160,6 +160,9 @@ pub fn load(
         max_in_flight: r.max_in_flight,
     };
     summary.transport = Some(section.section(&r.transport, r.transport_sum, r.server_timed));
+    if !r.server_timed {
+        summary.drop_ideal_of_external_server();
+    }
     annotate(&mut summary, cfg, &r.stamps, Some(r.choice.clone()));
     let mut env_lines = String::new();
     if let Some(o) = obs {
