@@ -351,11 +351,13 @@ fn the_capped_method_hides_the_planted_tail_the_open_loop_measures() {
         assert!(open["transport"].get("capped").is_none());
         let disturbed = host_disturbed(&open).or_else(|| host_disturbed(&capped));
         let (o, c) = (p99(&open), p99(&capped));
-        // The open loop's p99 is within 15 % of its ideal's plus the loopback's own ~20 µs
-        // (the ideal has no network), and the capped p99 under a third of it: held requests
-        // are not charged the 2 ms.
-        let near = ideal > 500_000.0 && (o / ideal - 1.0).abs() < 0.15 + 50_000.0 / ideal;
-        if near && c < o / 3.0 {
+        // The open loop's p99 is at least 85 % of its ideal's and at most 1.6 × it plus the
+        // loopback's own ~20 µs (the ideal has no network, and on two vCPUs the host's own
+        // threads take a CPU from the sender or the server's worker for ~2 ms at a time:
+        // docs/protocol.md measured 1.24–1.55 ×; CI's run was 1.20 ×), and the capped p99
+        // under a third of the ideal: held requests are not charged the 2 ms.
+        let near = ideal > 500_000.0 && o >= 0.85 * ideal && o <= 1.6 * ideal + 50_000.0;
+        if near && c < ideal / 3.0 {
             Ok(())
         } else {
             Err((

@@ -87,19 +87,33 @@ pub fn allowed_cpus() -> Option<Vec<usize>> {
 /// The online CPUs (`/sys/devices/system/cpu/online`), ascending; `None` if unreadable.
 pub fn online_cpus() -> Option<Vec<usize>> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
-    parse_cpu_ranges(s.trim())
+    parse_cpu_list(s.trim()).ok()
 }
 
-/// Parses the kernel's CPU list format (`0-3,8,10-11`).
-pub fn parse_cpu_ranges(s: &str) -> Option<Vec<usize>> {
+/// The one CPU-list grammar, the kernel's (`0-3,8,10-11`), for every list taillab reads: a
+/// setting (`harness.cpus`, `net.client_cpus`), sysfs and procfs files, synth's `cpus=`.
+/// Numbers and ranges `a-b` separated by commas, spaces around them and empty parts ignored,
+/// in the order given (a setting's order is its placement: sender `j` on the `j`-th CPU). A
+/// reversed range (`3-1`) is refused, not read as empty or turned around; CPUs go up to
+/// 65535. Whether the CPUs exist or are online is the caller's to check
+/// ([`crate::harness::check_cpus`]).
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, crate::ValueError> {
+    const FORM: &str = "a CPU number or a range like 0-3";
     let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => out.extend(a.trim().parse::<usize>().ok()?..=b.trim().parse().ok()?),
-            None => out.push(part.trim().parse().ok()?),
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let num = |x: &str| x.trim().parse::<usize>().map_err(|_| crate::ValueError::not(part, FORM));
+        let (a, b) = (num(a)?, num(b)?);
+        if a > b {
+            return Err(crate::ValueError::new(part, format!("`{part}` is a reversed range"))
+                .with_fix(format!("write it low to high: {b}-{a}")));
         }
+        if b > 65535 {
+            return Err(crate::ValueError::new(part, format!("CPU {b} is beyond 65535")));
+        }
+        out.extend(a..=b);
     }
-    Some(out)
+    Ok(out)
 }
 
 /// A CPU list in the kernel's format (`0-3,8`).
@@ -343,12 +357,17 @@ mod tests {
     #[test]
     fn cpu_lists_round_trip() {
         assert_eq!(
-            parse_cpu_ranges("0-3,8,10-11"),
-            Some(vec![0, 1, 2, 3, 8, 10, 11])
+            parse_cpu_list("0-3,8,10-11"),
+            Ok(vec![0, 1, 2, 3, 8, 10, 11])
         );
         assert_eq!(show_cpus(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(parse_cpu_ranges("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_ranges("a-1"), None);
+        assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
+        assert_eq!(parse_cpu_list(" 2, 0 ,"), Ok(vec![2, 0]), "the order given; blanks ignored");
+        assert_eq!(parse_cpu_list(""), Ok(vec![]));
+        assert!(parse_cpu_list("a-1").unwrap_err().to_string().contains("a CPU number"));
+        let e = parse_cpu_list("0,3-1").unwrap_err().to_string();
+        assert!(e.contains("reversed") && e.contains("1-3"), "{e}");
+        assert!(parse_cpu_list("70000").is_err());
     }
 
     #[test]

@@ -207,22 +207,10 @@ fn read_trim(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Parses a CPU list such as `0-3,8,10-11` into CPU numbers.
+/// Parses a CPU list such as `0-3,8,10-11` into CPU numbers (taillab's one grammar,
+/// [`taillab_core::placement::parse_cpu_list`]); `None` when it does not read.
 pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.trim().parse().ok()?),
-        }
-    }
-    Some(out)
+    taillab_core::placement::parse_cpu_list(s.trim()).ok()
 }
 
 /// The bracketed choice in a sysfs selector file (`always [madvise] never`).

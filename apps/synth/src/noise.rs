@@ -104,22 +104,9 @@ impl Source {
     }
 }
 
+/// `cpus=`: a set of CPUs (taillab's one CPU-list grammar), ascending, each once.
 fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let bad = || format!("cpus: `{part}` is not a CPU number or range like 0-3");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if a > b {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
+    let mut out = taillab_core::placement::parse_cpu_list(s).map_err(|e| format!("cpus: {e}"))?;
     out.sort_unstable();
     out.dedup();
     Ok(out)

@@ -188,20 +188,10 @@ impl ConfigValue for CpuList {
     const FORM: &'static str = "a CPU list like 0,1 or 0-3 (none for no pinning)";
     const LIST: bool = true;
     fn parse(s: &str) -> Result<Self, ValueError> {
-        let mut v = Vec::new();
-        for part in s
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty() && *p != "none")
-        {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let (a, b) = (usize::parse(a), usize::parse(b));
-            match (a, b) {
-                (Ok(a), Ok(b)) if a <= b && b < 65536 => v.extend(a..=b),
-                _ => return Err(ValueError::not(s, Self::FORM)),
-            }
-        }
-        Ok(CpuList(v))
+        let parts: Vec<&str> = s.split(',').filter(|p| p.trim() != "none").collect();
+        crate::placement::parse_cpu_list(&parts.join(","))
+            .map(CpuList)
+            .map_err(|e| e.expecting(Self::FORM))
     }
     fn parse_many(items: &[&str]) -> Result<Self, ValueError> {
         Self::parse(&items.join(","))
