@@ -132,11 +132,17 @@ fn every_discipline_matches_its_ideal() {
             ShaperMode::Thread,
         ),
     ];
-    for (name, n, d, disp, shaper) in cases {
+    for (name, want, d, disp, shaper) in cases {
+        // Sized to the host: the shaper thread and the workers each get a CPU.
+        let n = workers_for(want, shaper);
+        let name = match n == want {
+            true => name.to_string(),
+            false => format!("{name}, with {n} on this host's {} CPUs", cpus()),
+        };
         eprintln!("{name}:");
         // ρ = 0.7 of each worker.
         let qps = 7000.0 * n as f64;
-        within_tries(name, |k| {
+        within_tries(&name, |k| {
             let (r, s, why) = run(&spec(qps, n, d, disp, shaper, 10 + k), SERVICE);
             let i = s.ideal.as_ref().expect("ideal");
             assert_eq!(i.replayed, r.generated_warmup + r.generated_measured);
