@@ -120,22 +120,26 @@ pub fn accuracy_outcome(name: &str, outcome: &str, tries: u64) {
 
 /// Tries a fully disturbed accuracy test gets beyond its own, each after waiting for the host
 /// to quieten ([`wait_for_quiet`]) up to twice as long as the one before: a neighbour's burst
-/// (a build, another suite) usually passes within a minute, and a host busy for longer than
-/// these waits is one the run should report as such rather than wait out.
+/// (a build, another suite) often passes within a minute. A wait that ends with the host still
+/// busy forfeits its try (it would be disturbed too), and a host busy for longer than these
+/// waits is one the run should report as such rather than wait out.
 const EXTRA_TRIES: u64 = 3;
 /// The first of those waits; then 20 s and 40 s.
 const FIRST_WAIT: Duration = Duration::from_secs(10);
+/// The most all accuracy tests of one ledger (one `make test`) wait in all: on a host busy
+/// throughout, every accuracy test would otherwise add its 70 s of waits to the suite.
+const WAIT_BUDGET_S: f64 = 300.0;
 
 /// Runs `attempt` until it is within bounds. A try out of bounds on a host the caller calls
 /// disturbed (the error's second half: steal or other processes, e.g. a CI machine shared
 /// with other jobs) is not held against the code and is repeated, up to `tries` in all;
 /// `max_off` tries out of bounds on an undisturbed host fail the test, as does any
 /// undisturbed failure once the tries are used up. If every one of the `tries` was disturbed
-/// the test gets [`EXTRA_TRIES`] more, each after a wait for a quiet host that doubles; if
-/// those are disturbed too the comparison is inconclusive: the host, not the code, was
-/// measured. That skips the test (feature `undisturbed`) rather than fail it, and the ledger
-/// counts it: `make test` fails when more than a stated share of the accuracy tests ended so
-/// (`scripts/skips-table`).
+/// the test gets up to [`EXTRA_TRIES`] more, each after a wait for a quiet host that doubles
+/// (within the suite's [`WAIT_BUDGET_S`]); if those are disturbed or forfeited too the
+/// comparison is inconclusive: the host, not the code, was measured. That skips the test
+/// (feature `undisturbed`) rather than fail it, and the ledger counts it: `make test` fails
+/// when more than a stated share of the accuracy tests ended so (`scripts/skips-table`).
 pub fn within_tries(
     name: &str,
     tries: u64,
@@ -144,14 +148,19 @@ pub fn within_tries(
 ) {
     let mut off = Vec::new();
     let mut wait = FIRST_WAIT;
-    for k in 1..=tries + EXTRA_TRIES {
-        if k > tries {
+    let mut k = 0;
+    for round in 1..=tries + EXTRA_TRIES {
+        if round > tries {
             if !off.is_empty() {
                 break;
             }
-            wait_for_quiet(name, wait);
+            let quiet = wait_for_quiet(name, wait);
             wait *= 2;
+            if !quiet {
+                continue;
+            }
         }
+        k += 1;
         match attempt(k) {
             Ok(()) => return accuracy_outcome(name, "passed", k),
             Err((e, Some(why))) => eprintln!(
@@ -167,15 +176,24 @@ pub fn within_tries(
         }
     }
     if off.is_empty() {
-        accuracy_outcome(name, "disturbed", tries + EXTRA_TRIES);
+        accuracy_outcome(name, "disturbed", k);
         let why = format!("{name}: INCONCLUSIVE: every try ran on a disturbed host (see above)");
         return skip_without("undisturbed", &why);
     }
-    accuracy_outcome(name, "failed", off.len() as u64);
+    accuracy_outcome(name, "failed", k);
     panic!(
         "{name}: out of bounds on an undisturbed host: {}",
         off.join(" / ")
     );
+}
+
+/// Seconds the accuracy tests of this ledger have waited so far (its `wait` rows).
+fn waited_so_far() -> f64 {
+    let text = std::fs::read_to_string(ledger_dir().join("ledger.tsv")).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("wait\t"))
+        .filter_map(|l| l.split('\t').nth(3)?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Other processes' CPU, in CPUs, above which a second counts as busy while waiting: the
@@ -183,23 +201,32 @@ pub fn within_tries(
 const QUIET_CPU: f64 = 0.10;
 
 /// Waits until one second passes in which the host's CPUs, less this process's own, were
-/// busy less than [`QUIET_CPU`] (steal counted as busy), or until `most` has passed.
-pub fn wait_for_quiet(name: &str, most: Duration) {
+/// busy less than [`QUIET_CPU`] (steal counted as busy), or until `most` has passed or the
+/// suite's [`WAIT_BUDGET_S`] is spent; whether the host was quiet. The wait is entered in
+/// the ledger (`wait`, the test's name, seconds).
+pub fn wait_for_quiet(name: &str, most: Duration) -> bool {
+    let left = WAIT_BUDGET_S - waited_so_far();
+    if left <= 0.0 {
+        eprintln!("{name}: no wait for a quiet host: the suite's {WAIT_BUDGET_S} s are spent");
+        return false;
+    }
+    let most = most.min(Duration::from_secs_f64(left));
     let t = Instant::now();
-    let mut seen = f64::NAN;
-    while t.elapsed() < most {
+    let (mut seen, mut quiet) = (f64::NAN, false);
+    while !quiet && t.elapsed() < most {
         let a = host_and_own_cpu();
         std::thread::sleep(Duration::from_secs(1));
         let b = host_and_own_cpu();
         seen = (b.0 - a.0) - (b.1 - a.1);
-        if seen < QUIET_CPU {
-            break;
-        }
+        quiet = seen < QUIET_CPU;
     }
+    let waited = t.elapsed().as_secs_f64();
+    ledger("wait", &[name, &format!("{waited:.1}")]);
     eprintln!(
-        "{name}: waited {:.0} s for a quiet host (other work {seen:.2} CPU in the last second)",
-        t.elapsed().as_secs_f64()
+        "{name}: waited {waited:.0} s for a quiet host: {} (other work {seen:.2} CPU in the last second)",
+        if quiet { "quiet" } else { "still busy" }
     );
+    quiet
 }
 
 /// CPU seconds used so far by the whole host (busy and steal) and by this process.

@@ -10,7 +10,7 @@
 #![allow(dead_code)]
 
 #[path = "../../../tests/require.rs"]
-mod require;
+pub mod require;
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use require::skip_without;
 
