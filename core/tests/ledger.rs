@@ -22,7 +22,7 @@ fn within_tries_retries_skips_and_fails_and_enters_each_outcome() {
     let dir = tmp("ledger");
     std::fs::create_dir_all(&dir).unwrap();
     // The suite's waiting is spent, so a disturbed test's extra tries are forfeited at once.
-    std::fs::write(dir.join("ledger.tsv"), "wait\tt\tearlier\t300\n").unwrap();
+    std::fs::write(dir.join("ledger.tsv"), "extra\tt\tearlier\twait\t300\n").unwrap();
     std::env::set_var("TAILLAB_SKIP_LEDGER", &dir);
 
     let disturbed = |e: &str| Err((e.to_string(), Some("steal 9 %".to_string())));
