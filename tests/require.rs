@@ -240,8 +240,9 @@ pub fn wait_for_quiet(name: &str, most: Duration) -> bool {
     quiet
 }
 
-/// CPU seconds used so far by the whole host (busy and steal) and by this process.
-fn host_and_own_cpu() -> (f64, f64) {
+/// CPU seconds so far: the whole host's busy time (user, nice, system, irq, softirq), its
+/// steal, this process's own, and its waited-for children's.
+pub fn cpu_times() -> (f64, f64, f64, f64) {
     let hz = 100.0; // USER_HZ: the unit of /proc/stat and /proc/self/stat
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let f: Vec<f64> = stat
@@ -254,14 +255,21 @@ fn host_and_own_cpu() -> (f64, f64) {
         .collect();
     let g = |i: usize| f.get(i).copied().unwrap_or(0.0) / hz;
     // user nice system idle iowait irq softirq steal
-    let host = g(0) + g(1) + g(2) + g(5) + g(6) + g(7);
+    let busy = g(0) + g(1) + g(2) + g(5) + g(6);
     let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after = me.rsplit_once(')').map(|x| x.1).unwrap_or("");
     let v: Vec<f64> = after
         .split_whitespace()
         .map(|x| x.parse().unwrap_or(0.0))
         .collect();
-    // utime, stime, cutime and cstime (fields 14-17): the 12th-15th after the name.
-    let own = v.iter().skip(11).take(4).sum::<f64>() / hz;
-    (host, own)
+    // utime, stime, cutime and cstime (fields 14-17) are the 12th-15th after the name: the
+    // state is first.
+    let t = |i: usize| v.get(i).copied().unwrap_or(0.0) / hz;
+    (busy, g(7), t(11) + t(12), t(13) + t(14))
+}
+
+/// The host's busy and stolen CPU seconds, and this process's with its children's.
+fn host_and_own_cpu() -> (f64, f64) {
+    let (busy, steal, own, children) = cpu_times();
+    (busy + steal, own + children)
 }

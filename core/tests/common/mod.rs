@@ -65,26 +65,8 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 /// CPU time (s) of the whole host (busy, steal) and of this process.
 fn cpu() -> (f64, f64, f64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<f64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let hz = 100.0;
-    let g = |i: usize| f.get(i).copied().unwrap_or(0.0) / hz;
-    // user nice system idle iowait irq softirq steal
-    let busy = g(0) + g(1) + g(2) + g(5) + g(6);
-    let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = me.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let v: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime (fields 14 and 15) are the 12th and 13th after the name: the state is first.
-    let tick = |i: usize| v.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    let own = (tick(11) + tick(12)) / hz;
-    (busy, g(7), own)
+    let (busy, steal, own, _) = require::cpu_times();
+    (busy, steal, own)
 }
 
 /// Why a stretch of time was disturbed (other processes' CPU or steal above 10 % of one
