@@ -317,14 +317,50 @@ fn leaf_sojourns(csv: &str) -> std::collections::BTreeMap<u64, Vec<u64>> {
 #[test]
 fn a_loopback_fanout_over_three_servers_joins_their_answers() {
     let _s = serial();
-    let out = tmp("fanout-loopback");
-    #[rustfmt::skip]
-    let s = run(&[
-        "--app", "synth", "--set", "service=exp:500us", "--set", "spin=sleep", "--wait", "block",
-        "--topology", "loopback", "--fanout", "3", "--qps", "200", "--warmup-requests", "200",
-        "--requests", "1500", "--save-requests",
-    ], &out);
-    let fo = fan(&s);
+    within_tries("loopback fan-out", 3, 2, |k| {
+        let out = tmp(&format!("fanout-loopback-{k}"));
+        let seed = k.to_string();
+        #[rustfmt::skip]
+        let s = run(&[
+            "--app", "synth", "--set", "service=exp:500us", "--set", "spin=sleep", "--wait", "block",
+            "--topology", "loopback", "--fanout", "3", "--qps", "200", "--warmup-requests", "200",
+            "--requests", "1500", "--save-requests", "--seed", &seed,
+        ], &out);
+        let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        loopback_joined(&s, &csv);
+        // The model is the integrated one fed with the leaves' own service times and the
+        // clients' releases (docs/fanout.md): it has no network in it, so what the sockets add
+        // is the measured p99 less the model's, and the sockets never take latency away. Each
+        // leaf's copies report it (`transport_ns`: sojourn less send lag, queue and service);
+        // the whole request waits for the slowest of three, whose transport is above a copy's
+        // p99.9 less often than 1 % of the time (3 × 0.1 %). So the whole request's p99 lies
+        // between the model's and the model's plus the copies' p99.9 transport; with 1 500
+        // requests the p99 of the slowest of three exponential leaves has a standard error of
+        // about 4 %, hence four of them either side.
+        let fo = fan(&s);
+        let (p99, model) = (
+            f(&fo["measured"]["e2e"]["p99"]),
+            f(&fo["model"]["e2e"]["p99"]),
+        );
+        let sockets = f(&s["transport"]["transport_ns"]["p999"]);
+        eprintln!(
+            "loopback fan-out: p99 {p99} ns, model {model} ns, the sockets' p99.9 {sockets} ns"
+        );
+        if (0.84 * model..=1.16 * (model + sockets)).contains(&p99) {
+            return Ok(());
+        }
+        Err((
+            format!("measured p99 {p99} ns vs model {model} ns, the sockets' p99.9 {sockets} ns"),
+            disturbed(&[&s]),
+        ))
+    });
+}
+
+/// A loopback fan-out's structure: three leaves and their clients, every leaf answering every
+/// measured request, the whole request its slowest answer (`csv`: the run's requests.csv).
+fn loopback_joined(s: &Value, csv: &str) {
+    let fo = fan(s);
     assert_eq!(
         (s["config"].as_str(), fo["leaves"].as_u64()),
         (Some("loopback"), Some(3))
@@ -336,23 +372,6 @@ fn a_loopback_fanout_over_three_servers_joins_their_answers() {
         .as_str()
         .unwrap()
         .starts_with("fan-out model"));
-    // The model is the integrated one fed with the leaves' own service times and the clients'
-    // releases (docs/fanout.md): it has no network in it, so what the sockets add is the
-    // measured p99 less the model's, and the sockets never take latency away. Each leaf's
-    // copies report it (`transport_ns`: sojourn less send lag, queue and service), so the
-    // whole request's p99 lies between the model's and the model's plus the copies' p99
-    // transport; with 1 500 requests the p99 of the slowest of three exponential leaves has a
-    // standard error of about 4 %, hence four of them either side.
-    let (p99, model) = (
-        f(&fo["measured"]["e2e"]["p99"]),
-        f(&fo["model"]["e2e"]["p99"]),
-    );
-    let sockets = f(&s["transport"]["transport_ns"]["p99"]);
-    assert!(
-        (0.84 * model..=1.16 * (model + sockets)).contains(&p99),
-        "measured p99 {p99} ns vs model {model} ns, the sockets' p99 {sockets} ns (ratio {})",
-        fo["ratio"]["p99"]
-    );
     // Each leaf draws its own requests (its own service times): the slowest of three is well
     // above one leaf (for exponential leaves the median of three's maximum is 2.3× a leaf's).
     let (e2e, leaf) = (
@@ -363,9 +382,7 @@ fn a_loopback_fanout_over_three_servers_joins_their_answers() {
         e2e > 1.5 * leaf,
         "request p50 {e2e} vs a leaf's {leaf}: are the leaves' requests the same?"
     );
-    // Every leaf answered every measured request; the whole latency is the slowest answer.
-    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
-    let per = leaf_sojourns(&csv);
+    let per = leaf_sojourns(csv);
     assert_eq!(per.len(), 1500);
     assert!(per.values().all(|v| v.len() == 3));
     let mut whole: Vec<u64> = per.values().map(|v| *v.iter().max().unwrap()).collect();
@@ -378,7 +395,6 @@ fn a_loopback_fanout_over_three_servers_joins_their_answers() {
             "{key}: summary {got} vs rows {exact}"
         );
     }
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Several clients' and a fan-out's leaves' records go to requests.parquet when asked: the
