@@ -5,8 +5,12 @@ export TAILLAB_PYTHON ?= $(CURDIR)/.venv/bin/python
 CARGO ?= cargo
 # Where cli/tests/faults.rs leaves its table's rows (CARGO_TARGET_TMPDIR/faults).
 FAULTS_ROWS = $(or $(CARGO_TARGET_DIR),target)/tmp/faults
+# The skip ledger every skip and accuracy test of the Rust and Python suites appends to
+# (tests/require.rs, python/tests/require.py); scripts/skips-table prints it.
+export TAILLAB_SKIP_LEDGER ?= $(abspath $(or $(CARGO_TARGET_DIR),target)/tmp/skips)
+PYTEST = $(TAILLAB_PYTHON) -m pytest -q -rs python/tests
 
-.PHONY: setup build demo test test-rust test-python test-long test-faults bench bundle lint reproduce tailwag clean
+.PHONY: setup build demo test test-rust test-python rust-tests python-tests test-long test-faults bench bundle lint reproduce tailwag clean
 
 setup:
 	@scripts/setup.sh
@@ -19,15 +23,30 @@ demo: build
 	@scripts/demo.sh
 
 ## make test: set up, build, run every test (timing tests one at a time), then the lints.
-test: build test-rust test-python lint
+## The faults table (scripts/faults-table) and the skip table (scripts/skips-table: every skip
+## per feature, and the share of accuracy tests a disturbed host left unchecked, bounded) are
+## printed after the tests, also when one failed.
+test: build
+	@rm -rf $(FAULTS_ROWS); rm -f $(TAILLAB_SKIP_LEDGER)/ledger.tsv
+	@s=0; $(MAKE) --no-print-directory rust-tests || s=1; \
+	  $(MAKE) --no-print-directory python-tests || s=1; \
+	  scripts/skips-table || s=1; exit $$s
+	@$(MAKE) --no-print-directory lint
 
-## The faults table (scripts/faults-table) is printed after the tests, also when one failed.
 test-rust:
-	@rm -rf $(FAULTS_ROWS)
-	$(CARGO) test --release --workspace --no-fail-fast; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
+	@rm -rf $(FAULTS_ROWS); rm -f $(TAILLAB_SKIP_LEDGER)/ledger.tsv
+	@s=0; $(MAKE) --no-print-directory rust-tests || s=1; scripts/skips-table || s=1; exit $$s
 
 test-python:
-	@if [ -d python/tests ]; then $(TAILLAB_PYTHON) -m pytest -q python/tests; fi
+	@rm -f $(TAILLAB_SKIP_LEDGER)/ledger.tsv
+	@s=0; $(MAKE) --no-print-directory python-tests || s=1; scripts/skips-table || s=1; exit $$s
+
+# The suites without clearing or printing the ledger (test, test-rust and test-python do).
+rust-tests:
+	$(CARGO) test --release --workspace --no-fail-fast; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
+
+python-tests:
+	@if [ -d python/tests ]; then $(PYTEST); fi
 
 ## make bundle: a relocatable tarball (stripped binary, its libraries, the Python package,
 ## bench/) for hosts that cannot install anything: target/taillab-bundle.tar.gz (docs/bundle.md).
@@ -36,7 +55,8 @@ bundle: build
 
 ## Long tests (#[ignore]d in the default suite).
 test-long: build
-	$(CARGO) test --release --workspace -- --ignored
+	@rm -f $(TAILLAB_SKIP_LEDGER)/ledger.tsv
+	@s=0; $(CARGO) test --release --workspace -- --ignored || s=1; scripts/skips-table || s=1; exit $$s
 
 ## make test-faults: the whole faults suite (quick and long parts), then its table.
 test-faults: build
@@ -54,7 +74,7 @@ lint: setup
 	# The fit's numbers are named constants with their reasons: no bare number compared with.
 	$(TAILLAB_PYTHON) -m ruff check --select PLR2004 python/taillab/fit
 	# The bench and helper scripts (no .py suffix): syntax errors and undefined names.
-	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention bench/manycore bench/fanout bench/grpc bench/records bench/attribute bench/attribute-analysis bench/reproduce-seeds transport/grpc/echo_server.py scripts/faults-table scripts/import-cycles.py scripts/long-functions.py scripts/reproduction-doc.py scripts/verdict-mutants.py
+	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention bench/manycore bench/fanout bench/grpc bench/records bench/attribute bench/attribute-analysis bench/reproduce-seeds transport/grpc/echo_server.py scripts/faults-table scripts/skips-table scripts/import-cycles.py scripts/long-functions.py scripts/reproduction-doc.py scripts/verdict-mutants.py
 	python3 scripts/import-cycles.py
 	python3 scripts/long-functions.py
 

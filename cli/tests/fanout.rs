@@ -20,67 +20,134 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-#[rustfmt::skip]
-const TEN: &[&str] = &[
-    "--app", "synth", "--set", "service=exp:1ms", "--set", "spin=sleep", "--wait", "block",
-    "--qps", "200", "--warmup-requests", "300", "--requests", "2500", "--fanout", "10",
-];
-
 /// The host disturbed one of these runs (steal, other processes), if it did.
 fn disturbed(runs: &[&Value]) -> Option<String> {
     runs.iter().find_map(|s| host_disturbed(s))
 }
 
-#[test]
-fn ten_leaves_match_the_model_of_the_same_run() {
+/// `--fanout N` over exp:1ms leaves that sleep through their services, against the model of
+/// the same run: docs/fanout.md claims the whole request's p99 within 5 % of the model at
+/// N = 1, 10 and 50, and the fraction of requests slower than the leaves' own p99 as the
+/// model has it (bench/fanout, 3 000 requests a run: within 0.6 points), which follows
+/// 1 − 0.99^N within 2.7 points at 50 requests/s (the model's own tests, core/src/fanout.rs,
+/// hold it to 1 − 0.99^N without queueing; with queueing it falls below, since every leaf
+/// sees every arrival: 30.9 % at 50 leaves and 200 requests/s, `taillab model --fanout 50
+/// --qps 200 --service exp:1ms`). Here: the p99 within 5 % of the model and the fraction
+/// within 3 points of it (one leaf: `one_leaf_matches_the_model_of_the_same_run`). `requests` is sized so that 5 % is about three standard errors of
+/// a p99 estimated from them (a leaf's p99 from 2 500 requests has 4 %; the maximum of N
+/// leaves' less), at a rate that keeps each leaf's queue short (its p99 then rests on
+/// near-independent requests).
+fn amplification(leaves: u32, qps: u32, requests: u32) {
     let _s = serial();
-    within_tries("ten leaves", 4, 2, |k| {
-        let out = tmp(&format!("fanout-ten-{k}"));
-        let seed = k.to_string();
-        let mut args = TEN.to_vec();
-        args.extend(["--seed", &seed]);
-        let s = run(&args, &out);
-        let _ = std::fs::remove_dir_all(&out);
+    let name = format!("{leaves} leaves");
+    within_tries(&name, 4, 2, |k| {
+        let s = sleeping_leaves(leaves, qps, requests, k);
         let fo = fan(&s);
-        assert_eq!(fo["leaves"], 10, "{fo}");
-        assert_eq!(fo["per_leaf"].as_array().map(|a| a.len()), Some(10));
+        assert_eq!(fo["leaves"], leaves, "{fo}");
+        assert_eq!(
+            fo["per_leaf"].as_array().map(|a| a.len()),
+            Some(leaves as usize)
+        );
         assert_eq!(
             f(&fo["measured"]["sent_per_sub"]),
             1.0,
             "no copies without hedging"
         );
-        // The ideal section is the run's model.
         assert!(s["ideal"]["method"]
             .as_str()
             .unwrap()
             .starts_with("fan-out model"));
-        // The whole request waits for its slowest leaf: well above a leaf's latency.
+        let r = f(&fo["ratio"]["p99"]);
+        let (above, model_above) = (
+            f(&fo["measured"]["above_leaf_p99"]),
+            f(&fo["model"]["above_leaf_p99"]),
+        );
+        let independent = 1.0 - 0.99f64.powi(leaves as i32);
+        eprintln!(
+            "{name}: measured ÷ model p99 {r:.3}; above the leaf p99 {above:.4}, model {model_above:.4}, 1 − 0.99^N {independent:.4}"
+        );
+        // The whole request waits for its slowest leaf: well above one leaf's latency.
         let (e2e, leaf) = (
             f(&fo["measured"]["e2e"]["p50"]),
             f(&fo["measured"]["leaf"]["p50"]),
         );
-        let r = f(&fo["ratio"]["p99"]);
-        let above = f(&fo["measured"]["above_leaf_p99"]);
-        let model_above = f(&fo["model"]["above_leaf_p99"]);
-        let ok =
-            e2e > 2.0 * leaf && (0.8..=1.25).contains(&r) && (above - model_above).abs() < 0.06;
-        if ok {
+        let slowest = leaves == 1 || e2e > 2.0 * leaf;
+        if slowest && (r - 1.0).abs() <= 0.05 && (above - model_above).abs() <= 0.03 {
             return Ok(());
         }
         Err((
-            format!("request p50 {e2e} vs leaf {leaf}; measured ÷ model p99 {r}; above the leaf p99 {above} vs model {model_above}"),
+            format!("request p50 {e2e} vs leaf {leaf}; measured ÷ model p99 {r}; above the leaf p99 {above} vs model {model_above} (1 − 0.99^N {independent})"),
             disturbed(&[&s]),
         ))
     });
 }
 
+/// A run of `--fanout leaves` over sleeping exp:1ms leaves (try `k`'s seed); its summary.
+fn sleeping_leaves(leaves: u32, qps: u32, requests: u32, k: u64) -> Value {
+    let out = tmp(&format!("fanout-{leaves}-{k}"));
+    let (seed, n, q, l) = (
+        k.to_string(),
+        requests.to_string(),
+        qps.to_string(),
+        leaves.to_string(),
+    );
+    #[rustfmt::skip]
+    let s = run(&[
+        "--app", "synth", "--set", "service=exp:1ms", "--set", "spin=sleep", "--wait", "block",
+        "--qps", &q, "--warmup-requests", "300", "--requests", &n, "--fanout", &l, "--seed", &seed,
+    ], &out);
+    let _ = std::fs::remove_dir_all(&out);
+    s
+}
+
+/// One leaf is no fan-out (no `fanout` section): its model is the run's ideal, an exact
+/// replay of its own arrivals and measured service times (bench/fanout's N = 1 row compares
+/// the same), so the claim's 5 % on the p99 need not allow for sampling noise: 3 000
+/// requests, as the bench.
+#[test]
+fn one_leaf_matches_the_model_of_the_same_run() {
+    let _s = serial();
+    within_tries("1 leaf", 4, 2, |k| {
+        let s = sleeping_leaves(1, 200, 3_000, k);
+        assert!(
+            s["fanout"].is_null(),
+            "one leaf is no fan-out: {}",
+            s["fanout"]
+        );
+        let p99 = |v: &Value| f(&v["sojourn"]["p99"]);
+        let r = p99(&s["latency_ns"]) / p99(&s["ideal"]);
+        eprintln!("1 leaf: measured ÷ ideal p99 {r:.3}");
+        if (r - 1.0).abs() <= 0.05 {
+            return Ok(());
+        }
+        Err((format!("measured ÷ ideal p99 {r}"), disturbed(&[&s])))
+    });
+}
+
+#[test]
+fn ten_leaves_match_the_model_of_the_same_run() {
+    amplification(10, 200, 5_000);
+}
+
+#[test]
+fn fifty_leaves_match_the_model_of_the_same_run() {
+    amplification(50, 200, 3_500);
+}
+
+/// Ten leaves, two replicas each, whose services are 1 % 10 ms (the rest exp:100us): nearly
+/// one request in ten meets a slow leaf, so the unhedged p99 is about 10 ms.
 #[rustfmt::skip]
 const HEAVY: &[&str] = &[
-    "--app", "synth", "--set", "service=mix:0.98*exp:1ms+0.02*fixed:20ms", "--set", "spin=sleep",
-    "--wait", "block", "--qps", "100", "--warmup-requests", "600", "--requests", "2500",
-    "--replicas", "2",
+    "--app", "synth", "--set", "service=mix:0.99*exp:100us+0.01*fixed:10ms", "--set", "spin=sleep",
+    "--wait", "block", "--qps", "200", "--warmup-requests", "600", "--requests", "2500",
+    "--fanout", "10", "--replicas", "2",
 ];
 
+/// docs/fanout.md: a leaf with a heavy tail (`mix:0.99*exp:100us+0.01*fixed:10ms`) hedged
+/// after its p95 has the p99 of ten leaves cut more than 5× for under 10 % more served
+/// copies (the model's claim, which The Tail at Scale's hedged requests make too); measured
+/// here against the same claim and the run's own model. Tied copies on idle replicas: both
+/// go out, the first to start cancels its twin.
 #[test]
 fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
     let _s = serial();
@@ -98,6 +165,13 @@ fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
         let plain = one("plain", &[]);
         let hedged = one("hedged", &["--hedge", "after=p95"]);
         let tied = one("tied", &["--tied"]);
+        // A host so busy that a run saturated ends it at its drain deadline, short.
+        for s in [&plain, &hedged, &tied] {
+            if s["requests"]["measured"] != 2500 {
+                let short = format!("a run cut short: {} ({})", s["requests"], s["incomplete"]);
+                return Err((short, disturbed(&[&plain, &hedged, &tied])));
+            }
+        }
         // Tied: both replicas get every sub-request, the first to start cancels the other.
         let t = &fan(&tied)["measured"];
         assert_eq!(f(&t["sent_per_sub"]), 2.0, "{t}");
@@ -113,7 +187,6 @@ fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
             assert!(f(&s["hedge_lag"]["count"]) > 0.0, "{what} hedge lag: {s}");
             assert!(f(&s["wake"]["count"]) > 0.0, "{what} wake-ups: {s}");
         }
-        assert!(f(&h["served_per_sub"]) < 1.15, "extra load {h}");
         // From the release, a request's latency leaves out the dispatcher's own lateness; the
         // model is run again without each host cost the run measured, then all of them.
         assert!(f(&h["e2e_released"]["mean"]) < f(&h["e2e"]["mean"]), "{h}");
@@ -126,16 +199,18 @@ fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
         for n in ["hedge lag", "wake-ups", "all"] {
             assert!(without.contains(&n), "{n} not in {without:?}");
         }
-        // 2 % of services take 20 ms: the plain p99 is one of them; a hedge after the leaf's
-        // p95 (about 4 ms) sends a copy that is slow only 2 % of the time (model: 20 → 5.4 ms).
         let p99 = |s: &Value| f(&s["latency_ns"]["sojourn"]["p99"]);
         let (a, b) = (p99(&plain), p99(&hedged));
         let r = f(&fan(&hedged)["ratio"]["p99"]);
-        if a > 2.5 * b && (0.75..=1.3).contains(&r) {
+        let served = f(&h["served_per_sub"]);
+        eprintln!("hedged and tied: p99 {a} → {b} ({:.1}×) for {served:.3} served copies; measured ÷ model p99 {r:.3}", a / b);
+        // The claim's 5× and 10 %; the model within a quarter (its p99 from the run's own
+        // arrivals, draws and lateness, the run's from 2 500 requests' 25 slowest).
+        if a >= 5.0 * b && served < 1.10 && (0.75..=1.3).contains(&r) {
             return Ok(());
         }
         Err((
-            format!("p99 {a} → {b} hedged; hedged measured ÷ model p99 {r}"),
+            format!("p99 {a} → {b} hedged, {served} served copies a sub-request; hedged measured ÷ model p99 {r}"),
             disturbed(&[&plain, &hedged, &tied]),
         ))
     });
@@ -242,14 +317,50 @@ fn leaf_sojourns(csv: &str) -> std::collections::BTreeMap<u64, Vec<u64>> {
 #[test]
 fn a_loopback_fanout_over_three_servers_joins_their_answers() {
     let _s = serial();
-    let out = tmp("fanout-loopback");
-    #[rustfmt::skip]
-    let s = run(&[
-        "--app", "synth", "--set", "service=exp:500us", "--set", "spin=sleep", "--wait", "block",
-        "--topology", "loopback", "--fanout", "3", "--qps", "200", "--warmup-requests", "200",
-        "--requests", "1500", "--save-requests",
-    ], &out);
-    let fo = fan(&s);
+    within_tries("loopback fan-out", 3, 2, |k| {
+        let out = tmp(&format!("fanout-loopback-{k}"));
+        let seed = k.to_string();
+        #[rustfmt::skip]
+        let s = run(&[
+            "--app", "synth", "--set", "service=exp:500us", "--set", "spin=sleep", "--wait", "block",
+            "--topology", "loopback", "--fanout", "3", "--qps", "200", "--warmup-requests", "200",
+            "--requests", "1500", "--save-requests", "--seed", &seed,
+        ], &out);
+        let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        loopback_joined(&s, &csv);
+        // The model is the integrated one fed with the leaves' own service times and the
+        // clients' releases (docs/fanout.md): it has no network in it, so what the sockets add
+        // is the measured p99 less the model's, and the sockets never take latency away. Each
+        // leaf's copies report it (`transport_ns`: sojourn less send lag, queue and service);
+        // the whole request waits for the slowest of three, whose transport is above a copy's
+        // p99.9 less often than 1 % of the time (3 × 0.1 %). So the whole request's p99 lies
+        // between the model's and the model's plus the copies' p99.9 transport; with 1 500
+        // requests the p99 of the slowest of three exponential leaves has a standard error of
+        // about 4 %, hence four of them either side.
+        let fo = fan(&s);
+        let (p99, model) = (
+            f(&fo["measured"]["e2e"]["p99"]),
+            f(&fo["model"]["e2e"]["p99"]),
+        );
+        let sockets = f(&s["transport"]["transport_ns"]["p999"]);
+        eprintln!(
+            "loopback fan-out: p99 {p99} ns, model {model} ns, the sockets' p99.9 {sockets} ns"
+        );
+        if (0.84 * model..=1.16 * (model + sockets)).contains(&p99) {
+            return Ok(());
+        }
+        Err((
+            format!("measured p99 {p99} ns vs model {model} ns, the sockets' p99.9 {sockets} ns"),
+            disturbed(&[&s]),
+        ))
+    });
+}
+
+/// A loopback fan-out's structure: three leaves and their clients, every leaf answering every
+/// measured request, the whole request its slowest answer (`csv`: the run's requests.csv).
+fn loopback_joined(s: &Value, csv: &str) {
+    let fo = fan(s);
     assert_eq!(
         (s["config"].as_str(), fo["leaves"].as_u64()),
         (Some("loopback"), Some(3))
@@ -261,8 +372,6 @@ fn a_loopback_fanout_over_three_servers_joins_their_answers() {
         .as_str()
         .unwrap()
         .starts_with("fan-out model"));
-    let r = f(&fo["ratio"]["p99"]);
-    assert!((0.5..4.0).contains(&r), "measured ÷ model p99 {r}");
     // Each leaf draws its own requests (its own service times): the slowest of three is well
     // above one leaf (for exponential leaves the median of three's maximum is 2.3× a leaf's).
     let (e2e, leaf) = (
@@ -273,9 +382,7 @@ fn a_loopback_fanout_over_three_servers_joins_their_answers() {
         e2e > 1.5 * leaf,
         "request p50 {e2e} vs a leaf's {leaf}: are the leaves' requests the same?"
     );
-    // Every leaf answered every measured request; the whole latency is the slowest answer.
-    let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
-    let per = leaf_sojourns(&csv);
+    let per = leaf_sojourns(csv);
     assert_eq!(per.len(), 1500);
     assert!(per.values().all(|v| v.len() == 3));
     let mut whole: Vec<u64> = per.values().map(|v| *v.iter().max().unwrap()).collect();
@@ -288,7 +395,6 @@ fn a_loopback_fanout_over_three_servers_joins_their_answers() {
             "{key}: summary {got} vs rows {exact}"
         );
     }
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Several clients' and a fan-out's leaves' records go to requests.parquet when asked: the

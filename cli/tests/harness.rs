@@ -1,12 +1,16 @@
 //! The real binary against queueing theory, a server stall, and bad input.
 //!
-//! Bounds: a noisy 2-vCPU VM moves tails by several percent from minute to
-//! minute (docs/hosts.md), so closed-form comparisons use ±15 %. A wrong
-//! formula, coordinated omission or a harness that adds its own delay is off
-//! by far more (TailBench's harness was +52–78 % on the M/M/1 mean here). A
-//! comparison that fails is retried (see `within_tries`): a try on a host the
-//! run's environment check calls disturbed is not counted, three undisturbed
-//! failures fail the test; a systematic error fails every try.
+//! Bounds: each is the claim it backs (docs/methodology.md: undisturbed runs within 3 % of
+//! theory at mean and p99 for ρ ≤ 0.7; the harness's own error within 5 % of an exact
+//! replay of a run's own draws, 15 % for the thread shaper) plus four standard errors of the
+//! run's own sampling noise at its request count (from 40 simulated runs of each queue, see
+//! each test), so that a correct harness misses only when the host adds latency. Noise on a
+//! shared VM only ever adds latency, so below theory only the sampling noise is allowed. A
+//! wrong formula, coordinated omission or a harness that adds its own delay is off by far
+//! more (TailBench's harness was +52–78 % on the M/M/1 mean here). A comparison that fails
+//! is retried (see `within_tries`): a try on a host the run's environment check calls
+//! disturbed is not counted, three undisturbed failures fail the test; a systematic error
+//! fails every try.
 
 use serde_json::Value;
 use std::path::Path;
@@ -52,13 +56,44 @@ fn rel(x: f64, want: f64) -> f64 {
     x / want - 1.0
 }
 
-/// Asymmetric bounds: noise on a shared VM (vCPU preemption, steal) only
-/// ever *adds* latency, while coordinated omission or a wrong formula shows
-/// on either side. Too low by > 15 % always fails; too high is allowed up to
-/// `up` (the replay test below bounds the harness's own additions at 5 %).
-fn within(x: f64, want: f64, up: f64) -> bool {
-    let r = rel(x, want);
-    (-0.15..=up).contains(&r)
+/// The claim against theory: within 3 % at mean and p99 (docs/methodology.md, the accuracy
+/// benchmark's target for ρ ≤ 0.7).
+const CLAIM: f64 = 0.03;
+
+/// Asymmetric bounds around theory for a statistic whose relative sampling standard error at
+/// the run's request count is `se`: noise on a shared VM (vCPU preemption, steal) only ever
+/// *adds* latency, while coordinated omission or a wrong formula shows on either side. Below
+/// by more than four standard errors fails; above is allowed the claim on top of them.
+fn within(x: f64, want: f64, se: f64) -> bool {
+    within_claim(x, want, se, CLAIM)
+}
+
+/// [`within`] for a path whose claim is `claim` rather than [`CLAIM`].
+fn within_claim(x: f64, want: f64, se: f64, claim: f64) -> bool {
+    (-4.0 * se..=claim + 4.0 * se).contains(&rel(x, want))
+}
+
+/// `name`'s mean and p99 against theory, as [`within`] judges them, for the message and the
+/// log of every try.
+fn against_theory(name: &str, s: &Value, th: (f64, f64), se: (f64, f64)) -> Result<(), String> {
+    let (m, p) = (soj(s, "mean"), soj(s, "p99"));
+    let msg = format!(
+        "{name}: mean {m:.0} vs {:.0} ns ({:+.1}%, allowed {:+.1}…{:+.1}%), p99 {p:.0} vs {:.0} ns ({:+.1}%, allowed {:+.1}…{:+.1}%)",
+        th.0,
+        rel(m, th.0) * 100.0,
+        -400.0 * se.0,
+        (CLAIM + 4.0 * se.0) * 100.0,
+        th.1,
+        rel(p, th.1) * 100.0,
+        -400.0 * se.1,
+        (CLAIM + 4.0 * se.1) * 100.0,
+    );
+    eprintln!("{msg}");
+    if within(m, th.0, se.0) && within(p, th.1, se.1) {
+        Ok(())
+    } else {
+        Err(msg)
+    }
 }
 
 #[test]
@@ -87,21 +122,12 @@ fn mm1_matches_theory() {
             &out,
         );
         assert_eq!(s["schema"], "taillab.run/2");
-        assert_eq!(s["requests"]["measured"], 60000);
         assert_eq!(s["requests"]["warmup"], 5000);
-        let (m, p) = (soj(&s, "mean"), soj(&s, "p99"));
         let _ = std::fs::remove_dir_all(&out);
-        if within(m, mean_th, 0.25) && within(p, p99_th, 0.5) {
-            Ok(())
-        } else {
-            Err(format!(
-                "mean {:.0} ns ({:+.1}%), p99 {:.0} ns ({:+.1}%)",
-                m,
-                rel(m, mean_th) * 100.0,
-                p,
-                rel(p, p99_th) * 100.0
-            ))
-        }
+        whole(&s, 60000)?;
+        // 60 000 requests of M/M/1 at ρ 0.5: the mean's standard error is 1.2 %, the p99's
+        // 2.6 % (40 simulated runs), so −4.8…+7.8 % and −10.4…+13.4 %.
+        against_theory("M/M/1", &s, (mean_th, p99_th), (0.012, 0.026))
     });
 }
 
@@ -111,17 +137,7 @@ fn md1_matches_theory() {
     // M/D/1, λ = 2500/s, S = 200 µs: Pollaczek–Khinchine mean = 200 + 100 µs.
     // Its p99 comes from an exact FIFO replay of a long simulated M/D/1 run.
     let mean_th = taillab_core::model::mg1_mean(2500.0, 200e3, 200e3 * 200e3);
-    let p99_th = {
-        use rand::SeedableRng;
-        use taillab_core::arrival::{ArrivalProcess, Poisson};
-        let _ = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0);
-        let mut p = Poisson::new(2500.0, 99);
-        let n = 1_000_000;
-        let a: Vec<u64> = (0..n).map(|_| p.next_offset_ns()).collect();
-        let mut s = taillab_core::model::fifo_replay(&a, &vec![200_000; n], 1);
-        s.sort_unstable();
-        taillab_core::model::quantile(&s, 0.99) as f64
-    };
+    let p99_th = simulated_p99(2500.0, "fixed:200us", 1);
     within_tries("M/D/1", |k| {
         let out = tmp(&format!("md1-{k}"));
         let seed = (20 + k).to_string();
@@ -142,19 +158,42 @@ fn md1_matches_theory() {
             ],
             &out,
         );
-        let (m, p) = (soj(&s, "mean"), soj(&s, "p99"));
+        let _ = std::fs::remove_dir_all(&out);
+        whole(&s, 60000)?;
         let svc = s["latency_ns"]["service"]["p50"].as_f64().unwrap();
         assert!((svc / 200e3 - 1.0).abs() < 0.01, "fixed service p50 {svc}");
-        let _ = std::fs::remove_dir_all(&out);
-        if within(m, mean_th, 0.25) && within(p, p99_th, 0.5) {
-            Ok(())
-        } else {
-            Err(format!(
-                "mean {:.0} vs {:.0} ns, p99 {:.0} vs {:.0} ns",
-                m, mean_th, p, p99_th
-            ))
-        }
+        // 60 000 requests of M/D/1 at ρ 0.5: standard errors 0.54 % (mean), 1.8 % (p99).
+        against_theory("M/D/1", &s, (mean_th, p99_th), (0.0054, 0.018))
     });
+}
+
+/// Every one of `n` requests was measured: a host so busy that the run saturated ends it at
+/// its drain deadline with fewer, and says so (`incomplete`), which is an error of the try
+/// (excused where the host was disturbed), not of the test.
+fn whole(s: &Value, n: u64) -> Result<(), String> {
+    match s["requests"]["measured"].as_u64() {
+        Some(m) if m == n => Ok(()),
+        m => Err(format!(
+            "measured {m:?} of {n} requests: {}",
+            s["incomplete"]
+        )),
+    }
+}
+
+/// The p99 sojourn of 1 M requests of a Poisson stream at `qps` through `servers` FIFO
+/// servers of `service` (an exact replay: what theory says where no closed form is at hand).
+fn simulated_p99(qps: f64, service: &str, servers: usize) -> f64 {
+    use rand::SeedableRng;
+    use taillab_core::arrival::{ArrivalProcess, Poisson};
+    let mut p = Poisson::new(qps, 99);
+    let dist: taillab_core::dist::Dist = service.parse().unwrap();
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(98);
+    let n = 1_000_000;
+    let a: Vec<u64> = (0..n).map(|_| p.next_offset_ns()).collect();
+    let s: Vec<u64> = (0..n).map(|_| dist.sample(&mut rng) as u64).collect();
+    let mut soj = taillab_core::model::fifo_replay(&a, &s, servers);
+    soj.sort_unstable();
+    taillab_core::model::quantile(&soj, 0.99) as f64
 }
 
 /// What a single-worker run's `requests.csv` says about the harness itself.
@@ -170,13 +209,24 @@ struct ReplayCheck {
     /// Median time the harness itself put between a request becoming due
     /// (its intended time, or the end of the previous one) and its start.
     dispatch_p50: u64,
-    /// Dispatch gaps over `STALL_NS`: vCPU preemption, not harness code.
-    stalls: usize,
+    /// Dispatch gaps over `STALL_NS` (vCPU preemption, not harness code): each
+    /// request's id, when it was due (s into the run) and the gap (ns).
+    stalls: Vec<(u64, f64, u64)>,
+    /// Requests replayed.
+    requests: usize,
 }
 
 /// No code path of the harness between two requests takes this long; a gap
 /// this long is the VM descheduling the worker (docs/hosts.md: ms-scale steal).
 const STALL_NS: u64 = 500_000;
+
+/// Most dispatch gaps over `STALL_NS` a run may have excused, per request:
+/// one in 2 000. The excuse holds for a VM that takes the worker's CPU away
+/// now and then (quiet here: none to a few in a 32 000-request run); a
+/// harness that stalled on a code path of its own would do so every few
+/// requests and be caught, as would a host so busy that the replay measured
+/// it rather than the harness.
+const MAX_STALL_SHARE: f64 = 1.0 / 2000.0;
 
 fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {
     let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
@@ -201,15 +251,16 @@ fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {
         rows.windows(2).all(|w| w[0][6] <= w[1][5]),
         "not served in FIFO order"
     );
-    let (mut prev_fin, mut dispatch, mut stalls) = (0u64, Vec::new(), 0);
+    let (mut prev_fin, mut dispatch, mut stalls) = (0u64, Vec::new(), Vec::new());
     let mut arr = Vec::new();
     let mut svc = Vec::new();
+    let t0 = rows.first().map_or(0, |r| r[2]);
     for r in &rows {
         let due = r[2].max(prev_fin);
         let gap = r[5] - due;
         let mut s = r[6] - r[5];
         if gap > STALL_NS {
-            stalls += 1;
+            stalls.push((r[0], (due - t0) as f64 / 1e9, gap));
             s += gap;
         }
         dispatch.push(gap);
@@ -232,15 +283,28 @@ fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {
         replay_p99: taillab_core::model::quantile(&a, 0.99) as f64,
         dispatch_p50: taillab_core::model::quantile(&dispatch, 0.5),
         stalls,
+        requests: rows.len(),
     }
 }
 
 impl ReplayCheck {
-    /// Within `tol` of the replay on mean and p99, and a median dispatch
-    /// under `dispatch_max` ns.
+    /// The excused stalls, each named: `request 812 at 3.21 s: 0.73 ms`.
+    fn named_stalls(&self) -> String {
+        let each: Vec<String> = self
+            .stalls
+            .iter()
+            .map(|(id, at, gap)| format!("request {id} at {at:.2} s: {:.2} ms", *gap as f64 / 1e6))
+            .collect();
+        each.join(", ")
+    }
+
+    /// Within `tol` of the replay on mean and p99, a median dispatch under
+    /// `dispatch_max` ns, and at most `MAX_STALL_SHARE` of the requests
+    /// excused as stalls.
     fn judge(&self, tol: f64, dispatch_max: u64) -> Result<(), String> {
+        let most = (self.requests as f64 * MAX_STALL_SHARE).floor() as usize;
         let msg = format!(
-            "mean {:.0} vs replay {:.0} ({:+.1}%), p99 {:.0} vs replay {:.0} ({:+.1}%), dispatch p50 {} ns, {} stalls > {} µs excused",
+            "mean {:.0} vs replay {:.0} ({:+.1}%), p99 {:.0} vs replay {:.0} ({:+.1}%), dispatch p50 {} ns, {} stalls > {} µs excused (at most {most}): [{}]",
             self.mean,
             self.replay_mean,
             rel(self.mean, self.replay_mean) * 100.0,
@@ -248,13 +312,15 @@ impl ReplayCheck {
             self.replay_p99,
             rel(self.p99, self.replay_p99) * 100.0,
             self.dispatch_p50,
-            self.stalls,
-            STALL_NS / 1000
+            self.stalls.len(),
+            STALL_NS / 1000,
+            self.named_stalls()
         );
         eprintln!("{msg}");
         if rel(self.mean, self.replay_mean).abs() < tol
             && rel(self.p99, self.replay_p99).abs() < tol
             && self.dispatch_p50 < dispatch_max
+            && self.stalls.len() <= most
         {
             Ok(())
         } else {
@@ -290,6 +356,10 @@ fn harness_matches_replay_of_its_own_draws() {
             ],
             &out,
         );
+        if let Err(e) = whole(&s, 30000) {
+            let _ = std::fs::remove_dir_all(&out);
+            return Err(e);
+        }
         let c = replay_check(&out, 2000);
         assert!(
             (c.mean - soj(&s, "mean")).abs() < 1.0,
@@ -405,8 +475,10 @@ fn stall_is_charged_to_every_request_that_waited() {
 #[test]
 fn two_workers_agree_with_mm2() {
     let _serial = serial();
-    // M/M/2 at ρ = 0.4 with two inline workers: mean sojourn from Erlang C.
-    let th = taillab_core::model::mmc_mean(2, 4000.0, 200e3);
+    // M/M/2 at ρ = 0.4 with two inline workers: mean sojourn from Erlang C, p99 from an
+    // exact FIFO replay of a long simulated M/M/2 run.
+    let mean_th = taillab_core::model::mmc_mean(2, 4000.0, 200e3);
+    let p99_th = simulated_p99(4000.0, "exp:200us", 2);
     within_tries("M/M/2", |k| {
         let out = tmp(&format!("mm2-{k}"));
         let s = run(
@@ -428,14 +500,10 @@ fn two_workers_agree_with_mm2() {
             ],
             &out,
         );
-        let m = soj(&s, "mean");
         let _ = std::fs::remove_dir_all(&out);
-        // Both cores spin: the harness's main thread and monitor preempt workers now and then.
-        if within(m, th, 0.4) {
-            Ok(())
-        } else {
-            Err(format!("mean {m:.0} vs M/M/2 {th:.0} ns"))
-        }
+        whole(&s, 30000)?;
+        // 30 000 requests of M/M/2 at ρ 0.4: standard errors 0.84 % (mean), 1.8 % (p99).
+        against_theory("M/M/2", &s, (mean_th, p99_th), (0.0084, 0.018))
     });
 }
 
@@ -688,14 +756,33 @@ fn thread_shaper_matches_replay_of_its_own_draws() {
             ],
             &out,
         );
+        if let Err(e) = whole(&s, 30000) {
+            let _ = std::fs::remove_dir_all(&out);
+            return Err(e);
+        }
         let c = replay_check(&out, 2000);
         let m = soj(&s, "mean");
         let _ = std::fs::remove_dir_all(&out);
-        // Far off theory is a broken shaper or a host that took the CPU:
-        // reported to within_tries, which tells the two apart.
-        if !within(m, 400e3, 1.0) {
-            return Err(format!("thread shaper mean {m:.0} vs M/M/1 400000 ns"));
+        // Far off theory is a broken shaper (coordinated omission, a queue that loses
+        // requests). The shaper's claim is its replay's 15 %; theory here is Pollaczek–Khinchine
+        // at the run's own measured service (mean and variance), so a host that stretched the
+        // services it spun (undetected as steal: one such try was +26.6 % over M/M/1 at the
+        // nominal 200 µs) is not taken for the shaper's error. 30 000 requests of M/M/1 at
+        // ρ 0.5 give the mean a standard error of 1.5 %.
+        let replay = c.judge(0.15, 20_000);
+        let svc = &s["latency_ns"]["service"];
+        let (m1, sd) = (
+            svc["mean"].as_f64().unwrap(),
+            svc["stdev"].as_f64().unwrap(),
+        );
+        let th = taillab_core::model::mg1_mean(2500.0, m1, sd * sd + m1 * m1);
+        if !within_claim(m, th, 0.015, 0.15) {
+            return Err(format!(
+                "thread shaper mean {m:.0} vs M/G/1 at its service {th:.0} ns ({:+.1}%); replay: {}",
+                rel(m, th) * 100.0,
+                replay.err().unwrap_or_else(|| "within bounds".into())
+            ));
         }
-        c.judge(0.15, 20_000)
+        replay
     });
 }

@@ -61,15 +61,18 @@ fn ratios(s: &Summary) -> (f64, f64) {
     (i.ratio["mean"], i.ratio["p99"])
 }
 
-/// The run's measured mean service (ns); it must be near the nominal one, or
-/// the service itself, not the host, is wrong.
-fn measured_service(s: &Summary, nominal_ns: f64) -> f64 {
+/// The run's measured mean service (ns); it must be near the nominal one, or the service
+/// itself is wrong — or a host so busy that it stretched the spins, which makes it an error
+/// of the try (excused where the host was disturbed) rather than a panic.
+fn measured_service(s: &Summary, nominal_ns: f64) -> Result<f64, String> {
     let m = s.latency_ns["service"].mean;
-    assert!(
-        (m / nominal_ns - 1.0).abs() < 0.25,
-        "measured mean service {m:.0} ns is not the nominal {nominal_ns:.0} ns"
-    );
-    m
+    if (m / nominal_ns - 1.0).abs() < 0.25 {
+        Ok(m)
+    } else {
+        Err(format!(
+            "measured mean service {m:.0} ns is not the nominal {nominal_ns:.0} ns"
+        ))
+    }
 }
 
 fn judge(s: &Summary, p99_tol: f64) -> Result<(), String> {
@@ -132,13 +135,22 @@ fn every_discipline_matches_its_ideal() {
             ShaperMode::Thread,
         ),
     ];
-    for (name, n, d, disp, shaper) in cases {
+    for (name, want, d, disp, shaper) in cases {
+        // Sized to the host: the shaper thread and the workers each get a CPU.
+        let n = workers_for(want, shaper);
+        let name = match n == want {
+            true => name.to_string(),
+            false => format!("{name}, with {n} on this host's {} CPUs", cpus()),
+        };
         eprintln!("{name}:");
         // ρ = 0.7 of each worker.
         let qps = 7000.0 * n as f64;
-        within_tries(name, |k| {
+        within_tries(&name, |k| {
             let (r, s, why) = run(&spec(qps, n, d, disp, shaper, 10 + k), SERVICE);
-            let i = s.ideal.as_ref().expect("ideal");
+            // A saturated run (a host that took the CPU) ends at its drain deadline unreplayed.
+            let Some(i) = s.ideal.as_ref() else {
+                return (Err("no ideal: the run was cut short".into()), why);
+            };
             assert_eq!(i.replayed, r.generated_warmup + r.generated_measured);
             assert_eq!(i.sojourn.count, s.latency_ns["sojourn"].count);
             assert_eq!(
@@ -170,7 +182,10 @@ fn lifo_keeps_the_mean_and_stretches_the_tail() {
             SERVICE,
         );
         let soj = &s.latency_ns["sojourn"];
-        let s_ns = measured_service(&s, s_ns);
+        let s_ns = match measured_service(&s, s_ns) {
+            Ok(m) => m,
+            Err(e) => return (Err(e), why),
+        };
         let (mean_th, p99_fifo) = (mm1_mean(lambda, s_ns), mm1_quantile(lambda, s_ns, 0.99));
         let msg = format!(
             "mean {:.0} vs {mean_th:.0} ns, p99 {} vs FIFO's {p99_fifo:.0} ns (service {s_ns:.0} ns)",
@@ -205,7 +220,10 @@ fn per_worker_queues_are_two_mm1_at_half_the_rate() {
             .collect();
         assert!(per.iter().all(|&c| c > 12_000), "assignment {per:?}");
         let soj = &s.latency_ns["sojourn"];
-        let s_ns = measured_service(&s, s_ns);
+        let s_ns = match measured_service(&s, s_ns) {
+            Ok(m) => m,
+            Err(e) => return (Err(e), why),
+        };
         let th = mm1_mean(lambda / 2.0, s_ns);
         let p99 = mm1_quantile(lambda / 2.0, s_ns, 0.99);
         let msg = format!(

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import fixtures
 import pytest
-from require import skip_without
+from require import pytest_runtest_logreport, skip_without
+
+# The skip ledger's hook (require.py): pytest finds hooks by name in a conftest.
+__all__ = ["pytest_runtest_logreport"]
 
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "data"
 

@@ -9,6 +9,13 @@ fn params(pairs: &[&str]) -> Params {
     Params::parse(pairs.iter().copied()).unwrap()
 }
 
+/// The tests that load a store and serve it, one at a time: the request-position test times
+/// each request, and another test's threads on a 2-CPU host would be its preemptions.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn data() -> DataCtx {
     // kv keeps no data on disk; point the root somewhere harmless anyway.
     DataCtx {
@@ -84,6 +91,7 @@ fn replay_against_model(pairs: &[&str], requests: usize) -> (usize, usize, usize
 
 #[test]
 fn workload_a_reads_return_last_write() {
+    let _s = serial();
     // 1,000 keys under a Zipfian draw revisit hot keys constantly, so many
     // reads hit a key updated earlier in the same or a previous request.
     let (rw, _, _) = replay_against_model(&["keys=1000", "ops=32", "workload=a"], 400);
@@ -92,12 +100,14 @@ fn workload_a_reads_return_last_write() {
 
 #[test]
 fn workload_b_and_c_answer_like_the_model() {
+    let _s = serial();
     replay_against_model(&["keys=500", "ops=16", "workload=b", "value_size=8"], 200);
     replay_against_model(&["keys=500", "ops=16", "workload=c"], 100);
 }
 
 #[test]
 fn workload_e_scans_see_inserts() {
+    let _s = serial();
     let (_, scans, inserts) =
         replay_against_model(&["keys=300", "ops=8", "workload=e", "scan_len=40"], 300);
     assert!(
@@ -124,6 +134,7 @@ fn client_sequence_is_determined_by_seed() {
 
 #[test]
 fn threads_share_the_store_without_tearing() {
+    let _s = serial();
     let p = params(&["keys=2000", "ops=64", "workload=a", "value_size=64"]);
     let app = taillab_kv::app();
     let server = app.server(&data(), &p, 4).unwrap();
@@ -198,6 +209,7 @@ fn bad_input_gives_clear_errors() {
 /// median of ~40 samples. Three tries, each must fail for the test to fail.
 #[test]
 fn no_request_position_pays_for_a_batch_of_frees() {
+    let _s = serial();
     const CADENCE: usize = 128;
     const ROUNDS: usize = 41;
     // A position whose median is twice the overall median is a batch free: with the

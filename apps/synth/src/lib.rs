@@ -1015,6 +1015,7 @@ mod tests {
 
     #[test]
     fn client_is_seeded_and_server_spins_the_drawn_time() {
+        let _t = timing();
         let p = Params::parse(["service=uniform:100us,300us"]).unwrap();
         let ctx = DataCtx {
             root: std::env::temp_dir(),
@@ -1078,6 +1079,7 @@ mod tests {
     /// asserts.
     #[test]
     fn a_cold_worker_is_slower_and_warms_up() {
+        let _t = timing();
         for attempt in 1..=3 {
             let p = Params::parse(["service=fixed:1ms", "cold=1,tau=2ms"]).unwrap();
             let server = Synth.server(&ctx(), &p, 1).unwrap();
@@ -1118,6 +1120,7 @@ mod tests {
 
     #[test]
     fn work_spin_is_calibrated() {
+        let _t = timing();
         let p = Params::parse(["service=fixed:1ms", "spin=work"]).unwrap();
         let ctx = DataCtx {
             root: std::env::temp_dir(),
@@ -1142,6 +1145,14 @@ mod tests {
         DataCtx {
             root: std::env::temp_dir(),
         }
+    }
+
+    /// The tests that time a service on the wall clock, one at a time: two spinning at once
+    /// on a 2-CPU host preempt each other (with the harness's own threads), and a preempted
+    /// spin reads as a slow request. A test that fails does not poison the others.
+    fn timing() -> std::sync::MutexGuard<'static, ()> {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        LOCK.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs `per_thread` requests on each of `threads` workers at once (each worker built on
@@ -1176,6 +1187,7 @@ mod tests {
     /// at least as long as doing all of them one after the other.
     #[test]
     fn locks_serialize_workers() {
+        let _t = timing();
         for key in ["recv_lock", "send_lock"] {
             let p = Params::parse(["service=fixed:0ns", &format!("{key}=fixed:2ms")]).unwrap();
             let (server, took) = serve_concurrently(&p, 2, 5);
@@ -1193,6 +1205,7 @@ mod tests {
     /// rate × busy time (5 standard deviations), and the time added is ρ/(1−ρ) of the work.
     #[test]
     fn noise_adds_rate_times_length_to_service() {
+        let _t = timing();
         let p = Params::parse([
             "service=fixed:100us",
             "noise=poisson:rate=10000,for=fixed:10us",
@@ -1291,6 +1304,7 @@ mod tests {
 
     #[test]
     fn periodic_requests_come_every_nth_and_serve_their_own_length() {
+        let _t = timing();
         let p =
             Params::parse(["service=fixed:20us", "periodic=requests:8-12,for=fixed:2ms"]).unwrap();
         let server = Synth.server(&ctx(), &p, 1).unwrap();
@@ -1331,6 +1345,7 @@ mod tests {
     /// equally often; the report gives the factors' mean over the requests.
     #[test]
     fn speed_stretches_multiply_service() {
+        let _t = timing();
         let p = Params::parse(["service=fixed:200us", "speed=1/3,every=5ms"]).unwrap();
         assert_eq!(Synth.expected_service_ns(&p), Some(400e3));
         let server = Synth.server(&ctx(), &p, 1).unwrap();
@@ -1367,6 +1382,7 @@ mod tests {
     /// periodic slow request too, unless the request says `cold=no`.
     #[test]
     fn periodic_cold_no_serves_the_drawn_length() {
+        let _t = timing();
         let slow_of = |periodic: &str| {
             let p = Params::parse(["service=fixed:20us", "cold=3,tau=1s", periodic]).unwrap();
             let server = Synth.server(&ctx(), &p, 1).unwrap();
@@ -1397,6 +1413,7 @@ mod tests {
     /// count.
     #[test]
     fn request_driven_pauses_come_at_drawn_gaps() {
+        let _t = timing();
         let gaps_of = |spec: &str| {
             let p = Params::parse(["service=fixed:5us", spec]).unwrap();
             let server = Synth.server(&ctx(), &p, 1).unwrap();
@@ -1446,6 +1463,7 @@ mod tests {
     /// and `server` is the run with seed 0.
     #[test]
     fn a_runs_seed_draws_its_own_pauses() {
+        let _t = timing();
         let hits = |seed: Option<u64>| {
             let p =
                 Params::parse(["service=fixed:5us", "pause=requests:1-100,for=fixed:2ms"]).unwrap();

@@ -6,6 +6,14 @@ use taillab_core::app::{DataCtx, Params, Worker};
 use taillab_translate::pipeline::{parse_mode_file, Pipeline, PipelineError, Stage};
 use taillab_translate::{app, DEFAULT_MODE};
 
+/// The tests that start pipelines, one at a time: each starts Apertium's eleven stage
+/// processes, and those of two tests at once on a 2-CPU host stretch the times that the
+/// restart and timeout tests bound.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn translate_one(w: &mut dyn Worker, s: &str) -> String {
     let mut out = Vec::new();
     w.handle(s.as_bytes(), &mut out)
@@ -15,6 +23,7 @@ fn translate_one(w: &mut dyn Worker, s: &str) -> String {
 
 #[test]
 fn known_sentences_translate_to_known_spanish() {
+    let _s = serial();
     let server = app()
         .server(&DataCtx::from_env(), &Params::new(), 1)
         .unwrap();
@@ -52,6 +61,7 @@ fn known_sentences_translate_to_known_spanish() {
 
 #[test]
 fn a_killed_stage_fails_the_request_and_the_pipeline_restarts() {
+    let _s = serial();
     let server = app()
         .server(&DataCtx::from_env(), &Params::new(), 1)
         .unwrap();
@@ -86,6 +96,7 @@ fn a_killed_stage_fails_the_request_and_the_pipeline_restarts() {
 
 #[test]
 fn the_worker_restarts_its_pipeline_after_a_stage_dies() {
+    let _s = serial();
     let mut w = taillab_translate::TranslateServer::from_params(&Params::new())
         .unwrap()
         .new_worker()
@@ -118,6 +129,7 @@ fn the_worker_restarts_its_pipeline_after_a_stage_dies() {
 
 #[test]
 fn a_stage_that_hangs_times_out() {
+    let _s = serial();
     // `sleep` never writes: the read must give up at the timeout, not hang.
     let stages = [Stage {
         program: "sleep".into(),

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 #[path = "../../../tests/require.rs"]
 mod require;
 #[allow(unused_imports)] // each test binary uses its own subset
-pub use require::skip_without;
+pub use require::{accuracy_outcome, skip_without, within_tries};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -81,50 +81,6 @@ pub fn host_disturbed(s: &Value) -> Option<String> {
         })
         .collect();
     (!v.is_empty()).then(|| v.join(", "))
-}
-
-/// Runs `attempt` until it is within bounds. A try out of bounds on a host
-/// the run's own environment check calls disturbed (the error's second half:
-/// steal or other processes, e.g. a CI machine shared with other jobs) is not
-/// held against the code and is repeated, up to `tries` in all; `max_off`
-/// tries out of bounds on an undisturbed host fail the test, as does any
-/// undisturbed failure once the tries are used up. If every try was
-/// disturbed the comparison is inconclusive: the host, not the code, was
-/// measured. That skips the test (SKIPPED, feature `undisturbed`) rather than
-/// fail it, since a shared CI machine is sometimes that busy; a host that
-/// must be quiet enough to check timing sets `TAILLAB_REQUIRE=undisturbed`.
-pub fn within_tries(
-    name: &str,
-    tries: u64,
-    max_off: usize,
-    mut attempt: impl FnMut(u64) -> Result<(), (String, Option<String>)>,
-) {
-    let mut off = Vec::new();
-    for k in 1..=tries {
-        match attempt(k) {
-            Ok(()) => return,
-            Err((e, Some(why))) => {
-                eprintln!(
-                    "{name}: try {k} out of bounds on a disturbed host ({e}; {why}); not counted"
-                )
-            }
-            Err((e, None)) => {
-                eprintln!("{name}: try {k} out of bounds ({e})");
-                off.push(e);
-                if off.len() == max_off {
-                    break;
-                }
-            }
-        }
-    }
-    if off.is_empty() {
-        let why = format!("{name}: INCONCLUSIVE: every try ran on a disturbed host (see above)");
-        return skip_without("undisturbed", &why);
-    }
-    panic!(
-        "{name}: out of bounds on an undisturbed host: {}",
-        off.join(" / ")
-    );
 }
 
 /// Each true (weight, mean ns, cv) is the mode made of the fitted components whose means

@@ -1,5 +1,6 @@
 //! What the harness tests share: a spinning test app, a disturbance
-//! detector, runs one at a time, and retries that excuse a busy host.
+//! detector, runs one at a time, cases sized to the host, and retries that
+//! excuse a busy host.
 //!
 //! The app is synth's clock-checked spin, written here because the synth
 //! crate depends on this one: the client draws each request's service time
@@ -9,7 +10,7 @@
 #![allow(dead_code)]
 
 #[path = "../../../tests/require.rs"]
-mod require;
+pub mod require;
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use require::skip_without;
 
@@ -64,50 +65,16 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 /// CPU time (s) of the whole host (busy, steal) and of this process.
 fn cpu() -> (f64, f64, f64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<f64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let hz = 100.0;
-    let g = |i: usize| f.get(i).copied().unwrap_or(0.0) / hz;
-    // user nice system idle iowait irq softirq steal
-    let busy = g(0) + g(1) + g(2) + g(5) + g(6);
-    let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = me.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let v: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime (fields 14 and 15) are the 12th and 13th after the name: the state is first.
-    let tick = |i: usize| v.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    let own = (tick(11) + tick(12)) / hz;
-    (busy, g(7), own)
+    let (busy, steal, own, _) = require::cpu_times();
+    (busy, steal, own)
 }
 
-/// Involuntary context switches of every thread this process ran so far.
-fn preempted() -> f64 {
-    // SAFETY: getrusage writes the struct it is given and nothing else.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    u.ru_nivcsw as f64
-}
-
-/// Most involuntary context switches a second the run's own threads may
-/// take before the run counts as disturbed. A run with more runnable
-/// threads than CPUs (a shaper thread, workers, the harness's own loop on a
-/// 2-vCPU host) preempts its workers hundreds of times a second; the
-/// harness's environment check fails such a run (`worker_invol_cs`), and so
-/// does this watch, which sees the whole process.
-const MAX_PREEMPTIONS_PER_S: f64 = 60.0;
-
-/// Why a stretch of time was disturbed (other processes' CPU or steal
-/// above 10 % of one CPU, or this process's threads preempting each other),
-/// if it was.
+/// Why a stretch of time was disturbed (other processes' CPU or steal above 10 % of one
+/// CPU), if it was. The run's own threads preempting each other are not a disturbance of the
+/// host: a test that runs more busy threads than the host has CPUs measures its own
+/// oversubscription, and is sized to the host instead ([`workers_for`]).
 pub struct Watch {
     start: (f64, f64, f64),
-    preempted: f64,
     t: std::time::Instant,
 }
 
@@ -115,7 +82,6 @@ impl Watch {
     pub fn start() -> Self {
         Watch {
             start: cpu(),
-            preempted: preempted(),
             t: std::time::Instant::now(),
         }
     }
@@ -125,19 +91,22 @@ impl Watch {
         let wall = self.t.elapsed().as_secs_f64().max(0.1);
         let foreign = ((b - self.start.0) - (o - self.start.2)) / wall;
         let steal = (s - self.start.1) / wall;
-        let own = (preempted() - self.preempted) / wall;
-        if foreign > 0.10 || steal > 0.05 {
-            Some(format!(
-                "other processes used {foreign:.2} CPU, steal {steal:.2} CPU"
-            ))
-        } else if own > MAX_PREEMPTIONS_PER_S {
-            Some(format!(
-                "the run's own threads were preempted {own:.0} times/s: more runnable threads than CPUs"
-            ))
-        } else {
-            None
-        }
+        (foreign > 0.10 || steal > 0.05)
+            .then(|| format!("other processes used {foreign:.2} CPU, steal {steal:.2} CPU"))
     }
+}
+
+/// CPUs this process may run on.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The workers a case that asks for `want` runs here: no more than the CPUs less one for a
+/// shaper thread (`ShaperMode::Thread`), and at least one. More busy threads than CPUs would
+/// preempt each other, and the test would measure its own oversubscription, not the harness.
+pub fn workers_for(want: usize, shaper: taillab_core::harness::ShaperMode) -> usize {
+    let shaper = usize::from(shaper == taillab_core::harness::ShaperMode::Thread);
+    want.min(cpus().saturating_sub(shaper)).max(1)
 }
 
 /// One run of the spin app; the summary and whether the host was disturbed.
@@ -154,38 +123,16 @@ pub fn run(spec: &RunSpec, service: &str) -> (RunResult, Summary, Option<String>
     (r, s, w.disturbed())
 }
 
-/// Runs `attempt` until it is within bounds; a try on a disturbed host
-/// does not count, three undisturbed failures fail the test, and a test
-/// whose every try was disturbed is INCONCLUSIVE: skipped, or failed where
-/// `TAILLAB_REQUIRE` lists `undisturbed` (tests/require.rs).
+/// Runs `attempt` until it is within bounds: [`require::within_tries`] with six tries, of
+/// which three out of bounds on an undisturbed host fail the test.
 pub fn within_tries(
     name: &str,
     mut attempt: impl FnMut(u64) -> (Result<(), String>, Option<String>),
 ) {
-    let mut off = Vec::new();
-    for k in 1..=6 {
-        match attempt(k) {
-            (Ok(()), _) => return,
-            (Err(e), Some(why)) => eprintln!(
-                "{name}: try {k} out of bounds on a disturbed host ({e}; {why}); not counted"
-            ),
-            (Err(e), None) => {
-                eprintln!("{name}: try {k} out of bounds ({e})");
-                off.push(e);
-                if off.len() == 3 {
-                    break;
-                }
-            }
-        }
-    }
-    if off.is_empty() {
-        let why = format!("{name}: INCONCLUSIVE: every try ran on a disturbed host");
-        return skip_without("undisturbed", &why);
-    }
-    panic!(
-        "{name}: out of bounds on an undisturbed host: {}",
-        off.join(" / ")
-    );
+    require::within_tries(name, 6, 3, |k| {
+        let (r, why) = attempt(k);
+        r.map_err(|e| (e, why))
+    })
 }
 
 pub fn tmp(name: &str) -> std::path::PathBuf {

@@ -4,7 +4,7 @@
 #[path = "../../../tests/require.rs"]
 mod require;
 #[allow(unused_imports)] // each test binary uses its own subset
-pub use require::skip_without;
+pub use require::{skip_without, within_tries};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -292,7 +292,13 @@ def _simulated_taus(recs, warmth, k, s, keep, tried, pause_ns) -> dict[str, Any]
     bound = least * (1 + current().cold_sim_tie) + current().cold_sim_tie_points
     tie = [t for t in current().cold_taus_ns if tried[str(int(t))]["sim_error"] <= bound]
     tau = max(tie, key=lambda t: tried[str(int(t))]["r2"])
-    return {"tau_ns": tau, "warmth": warmth[tau], "sim_error": tried[str(int(tau))]["sim_error"]}
+    return {
+        "tau_ns": tau,
+        "warmth": warmth[tau],
+        "sim_error": tried[str(int(tau))]["sim_error"],
+        # The taus as good as the choice: the fit's interval for tau on its grid.
+        "tau_tie_ns": tie,
+    }
 
 
 def _cold_setting(c: dict[str, Any]) -> str:
