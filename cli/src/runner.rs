@@ -51,6 +51,7 @@ pub fn run_once(
     taillab_core::summary::ensure_writable(out)?;
     write_config(cfg, out)?;
     crate::planned::preflight(cfg)?;
+    crate::explain::preflight(cfg)?;
     if cfg.net.topology != Topology::Integrated {
         return run_coordinated(cfg, spec, out, show_progress);
     }
@@ -96,9 +97,16 @@ pub fn run_once(
     let bar = progress_bar(&spec, !show_progress);
     let mut measuring = false;
     let mut counters = None;
+    let mut explain = match cfg.record.explain {
+        true => Some(crate::explain::Session::start(&spec)?),
+        false => None,
+    };
     let mut on_progress = |p: Progress| {
         if let Some(m) = &metrics {
             m.update(&p);
+        }
+        if let Some(e) = &mut explain {
+            e.note_workers();
         }
         if !measuring && measured_phase_began(&spec, &p) {
             measuring = true;
@@ -127,6 +135,7 @@ pub fn run_once(
             issued: taillab_core::roi::emitted().since(roi_before),
         });
     }
+    let explained = explain.map(|e| e.finish(&result));
     planned.finish(&mut summary);
     if let Some(s) = sampler {
         let window = measured_window(&result, &summary);
@@ -140,7 +149,17 @@ pub fn run_once(
             out,
         )?;
     }
-    taillab_core::write_run(out, &summary, &result, cfg.record.save_requests)?;
+    let rows = explained.map(|j| {
+        summary.anatomy = Some(j.section);
+        j.rows
+    });
+    taillab_core::summary::write_run_explained(
+        out,
+        &summary,
+        &result,
+        cfg.record.save_requests,
+        rows.as_deref(),
+    )?;
     Ok(summary)
 }
 

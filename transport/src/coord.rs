@@ -1067,7 +1067,7 @@ fn write_requests(
     let path = out.join(reqfile::file_name(format));
     let io = |e| TransportError::Io { what: format!("writing {}", path.display()), source: e };
     std::fs::create_dir_all(out).map_err(io)?;
-    let extra = reqfile::Extra { ideal: false, sender: Some(sender) };
+    let extra = reqfile::Extra { sender: Some(sender), ..Default::default() };
     let mut w = reqfile::RowWriter::create(out, format, extra).map_err(io)?;
     for (i, rows) in (0u64..).zip(reqs) {
         for r in rows {
