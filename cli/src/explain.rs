@@ -145,3 +145,26 @@ impl Session {
         self.ex.finish(&requests)
     }
 }
+
+/// Writes the run's folder; an explained run's summary gets its `anatomy` section and its
+/// records the `x_*` columns.
+pub fn write_run(
+    out: &std::path::Path,
+    cfg: &RunConfig,
+    summary: &mut Summary,
+    result: &taillab_core::RunResult,
+    explained: Option<Joined>,
+) -> anyhow::Result<()> {
+    let rows = explained.map(|j| {
+        summary.anatomy = Some(j.section);
+        j.rows
+    });
+    taillab_core::summary::write_run_explained(
+        out,
+        summary,
+        result,
+        cfg.record.save_requests,
+        rows.as_deref(),
+    )?;
+    Ok(())
+}

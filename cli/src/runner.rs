@@ -149,17 +149,7 @@ pub fn run_once(
             out,
         )?;
     }
-    let rows = explained.map(|j| {
-        summary.anatomy = Some(j.section);
-        j.rows
-    });
-    taillab_core::summary::write_run_explained(
-        out,
-        &summary,
-        &result,
-        cfg.record.save_requests,
-        rows.as_deref(),
-    )?;
+    crate::explain::write_run(out, cfg, &mut summary, &result, explained)?;
     Ok(summary)
 }
 

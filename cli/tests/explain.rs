@@ -91,7 +91,7 @@ fn share(g: &Value, part: &str) -> f64 {
     g["share"][part].as_f64().unwrap()
 }
 
-/// The share of a group's excess that tasks other than `planted` and taillab's own took
+/// The share of a group's excess that tasks other than `planted` and the run's own took
 /// (preempting or waking): the host's neighbours, which the join names too.
 fn others(g: &Value, planted: &[&str]) -> f64 {
     let total: f64 = g["culprits"]
@@ -99,10 +99,7 @@ fn others(g: &Value, planted: &[&str]) -> f64 {
         .unwrap()
         .iter()
         .filter(|c| c["how"] == "preempted" || c["how"] == "woke")
-        .filter(|c| {
-            let n = c["name"].as_str().unwrap_or("");
-            !planted.contains(&n) && !n.starts_with("taillab")
-        })
+        .filter(|c| !planted.contains(&c["name"].as_str().unwrap_or("")) && c["own"] != true)
         .map(|c| c["total_ns"].as_f64().unwrap())
         .sum();
     let excess = g["excess_ns"].as_f64().unwrap() * g["requests"].as_f64().unwrap();
@@ -370,7 +367,7 @@ fn a_lock_holder_is_named_as_who_woke_the_blocked_requests() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|w| w[1].as_i64().unwrap())
+            .map(|w| w["tid"].as_i64().unwrap())
             .collect();
         let top = &g["culprits"][0];
         let ok = share(g, "blocked") > 0.5

@@ -168,6 +168,8 @@ pub struct Decoder {
     pub comms: HashMap<u32, String>,
     /// Interrupt names by number.
     pub irqs: HashMap<u32, String>,
+    /// Each sampled task's process (tid → tgid), as the samples' pid field gives it.
+    pub tgids: HashMap<u32, u32>,
 }
 
 impl Decoder {
@@ -223,6 +225,7 @@ impl Decoder {
     /// for a record that is not one of ours.
     pub fn sample(&mut self, body: &[u8]) -> Option<Event> {
         let tid = u32_at(body, 4)?;
+        self.tgids.entry(tid).or_insert(u32_at(body, 0)?);
         let ts = u64_at(body, 8)?;
         let size = u32_at(body, 16)? as usize;
         let raw = body.get(20..20 + size)?;
@@ -251,9 +254,12 @@ impl Decoder {
             _ => {}
         }
         for (p, c) in &l.comms {
+            // The latest name wins: a new thread is seen under its parent's name until it
+            // names itself (`taillab-wrk-N`).
             let pid = int_at(raw, p).unwrap_or(0) as u32;
-            if !self.comms.contains_key(&pid) {
-                if let Some(bytes) = raw.get(c.offset..c.offset + c.size) {
+            if let Some(bytes) = raw.get(c.offset..c.offset + c.size) {
+                let name = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
+                if self.comms.get(&pid).is_none_or(|n| n.as_bytes() != name) {
                     self.comms.insert(pid, c_str(bytes));
                 }
             }

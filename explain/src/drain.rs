@@ -71,6 +71,8 @@ pub struct Trace {
     pub comms: HashMap<u32, String>,
     /// Interrupt names by number.
     pub irqs: HashMap<u32, String>,
+    /// Each sampled task's process (tid → tgid).
+    pub tgids: HashMap<u32, u32>,
     /// When recording began and ended (CLOCK_MONOTONIC ns).
     pub start_ns: u64,
     /// See `start_ns`.
@@ -121,6 +123,8 @@ impl Trace {
 pub struct Tracer {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Trace>,
+    /// The measured threads, once known, to the drainer (it owns the rings).
+    workers: mpsc::Sender<Vec<u32>>,
 }
 
 /// The tracepoints of this host, checked: what [`Tracer::start`] opens.
@@ -139,6 +143,7 @@ impl Tracer {
         let online = taillab_core::placement::online_cpus().unwrap_or_else(|| opts.cpus.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::sync_channel(1);
+        let (wtx, wrx) = mpsc::channel();
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("taillab-explain".into())
@@ -159,14 +164,18 @@ impl Tracer {
                     }
                 };
                 let names = tps.iter().map(|t| t.format.name.clone()).collect();
-                drain(rings, decoder, &opts, &flag, names, missing)
+                drain(rings, decoder, &opts, (&flag, &wrx), names, missing)
             })
             .map_err(|source| ExplainError::Io {
                 path: "taillab-explain thread".into(),
                 source,
             })?;
         match rx.recv() {
-            Ok(Ok(())) => Ok(Tracer { stop, thread }),
+            Ok(Ok(())) => Ok(Tracer {
+                stop,
+                thread,
+                workers: wtx,
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -176,6 +185,11 @@ impl Tracer {
                 source: std::io::Error::other("the drainer ended before it opened its rings"),
             }),
         }
+    }
+
+    /// The measured threads are these: their page faults are traced from now on.
+    pub fn trace_faults_of(&self, tids: Vec<u32>) {
+        let _ = self.workers.send(tids);
     }
 
     /// Stops recording, drains what is left and returns the trace.
@@ -203,7 +217,7 @@ fn drain(
     mut rings: Vec<CpuRing>,
     mut dec: Decoder,
     opts: &TraceOptions,
-    stop: &AtomicBool,
+    (stop, workers): (&AtomicBool, &mpsc::Receiver<Vec<u32>>),
     tracepoints: Vec<String>,
     missing: Vec<String>,
 ) -> Trace {
@@ -226,6 +240,13 @@ fn drain(
     };
     let mut kept = 0usize;
     loop {
+        if let Ok(tids) = workers.try_recv() {
+            for r in rings.iter_mut() {
+                if let Err(e) = r.trace_faults_of(&tids) {
+                    t.missing.push(format!("{e}"));
+                }
+            }
+        }
         let last = stop.load(Ordering::Acquire);
         if last {
             for r in rings.iter_mut() {
@@ -267,6 +288,7 @@ fn drain(
     t.rings = out;
     t.comms = std::mem::take(&mut dec.comms);
     t.irqs = std::mem::take(&mut dec.irqs);
+    t.tgids = std::mem::take(&mut dec.tgids);
     t.drainer_cpu_ns = thread_cpu_ns();
     t
 }

@@ -273,7 +273,10 @@ pub fn join(
             drainer_cpu: trace.drainer_cpu,
             tracepoints: trace.tracepoints.clone(),
             missing: trace.missing.clone(),
-            workers: workers.to_vec(),
+            workers: workers
+                .iter()
+                .map(|&(worker, tid)| an::WorkerThread { worker, tid })
+                .collect(),
         },
         cost: cost(trace),
         fault_ns,
@@ -418,7 +421,8 @@ fn groups(
                 sojourn_ns: ts,
                 median_sojourn_ns: ms,
                 excess_ns: excess,
-                faults: (mean(tail, NPARTS), mean(mid, NPARTS)),
+                faults: mean(tail, NPARTS),
+                median_faults: mean(mid, NPARTS),
                 ..TailGroup::default()
             };
             for (k, p) in PARTS.iter().enumerate() {
@@ -451,12 +455,14 @@ fn culprits(tail: &[&Request], th: &Threads, fault_ns: f64, names: &Names) -> Ve
             e.1 += 1;
         }
     }
+    let me = std::process::id();
     let mut v: Vec<Culprit> = by
         .into_iter()
         .map(|((how, name, pid), (total, reqs))| Culprit {
             how: how.into(),
             name,
             pid,
+            own: pid.is_some_and(|p| names.trace.tgids.get(&p) == Some(&me)),
             total_ns: total,
             requests: reqs,
         })

@@ -105,15 +105,22 @@ impl Explainer {
         })
     }
 
-    /// Looks for the worker threads until all `n` are known (call while they run).
+    /// Looks for the worker threads until all `n` are known (call while they run); then
+    /// their page faults are traced.
     pub fn note_workers(&mut self, n: usize) {
         if self.workers.len() < n {
-            self.workers = worker_tids();
+            let w = worker_tids();
+            if w.len() >= n {
+                self.set_workers(w);
+            }
         }
     }
 
-    /// Adds measured threads by hand (a TCP server's, found otherwise).
+    /// The measured threads (a TCP server's, found otherwise); their page faults are traced
+    /// from now on.
     pub fn set_workers(&mut self, workers: Vec<(usize, u32)>) {
+        self.tracer
+            .trace_faults_of(workers.iter().map(|w| w.1).collect());
         self.workers = workers;
     }
 

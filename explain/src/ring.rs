@@ -20,6 +20,10 @@ pub struct CpuRing {
     pub sampler: Sampler,
     /// The other events, kept open (and enabled) for the ring's life.
     others: Vec<Counter>,
+    /// Which of `others` is the page-fault tracepoint: enabled only once the measured
+    /// threads are known and filtered to them ([`CpuRing::trace_faults_of`]), since a
+    /// compiler sharing the CPU faults a million times a second.
+    fault: Option<usize>,
 }
 
 fn builder(tp: &Tracepoint, cpu: usize) -> Builder<'static> {
@@ -146,7 +150,11 @@ pub fn open_rings(
             source,
         })?;
         let mut others = Vec::new();
+        let mut fault = None;
         for tp in rest {
+            if tp.kind == Kind::Fault {
+                fault = Some(others.len());
+            }
             let c = open(tp, cpu)?;
             if tp.everywhere {
                 set_filter(&c, &filter, tp, cpu)?;
@@ -158,18 +166,47 @@ pub fn open_rings(
             cpu,
             sampler,
             others,
+            fault,
         });
     }
     Ok(rings)
 }
 
 impl CpuRing {
-    /// Starts recording.
+    /// Starts recording (page faults wait for [`CpuRing::trace_faults_of`]).
     pub fn enable(&mut self) -> std::io::Result<()> {
-        for c in &mut self.others {
-            c.enable()?;
+        for (i, c) in self.others.iter_mut().enumerate() {
+            if Some(i) != self.fault {
+                c.enable()?;
+            }
         }
         self.sampler.enable()
+    }
+
+    /// Records the page faults of `tids` only, from now on.
+    pub fn trace_faults_of(&mut self, tids: &[u32]) -> Result<(), ExplainError> {
+        let Some(i) = self.fault else {
+            return Ok(());
+        };
+        let filter = tids
+            .iter()
+            .map(|t| format!("common_pid=={t}"))
+            .collect::<Vec<_>>()
+            .join("||");
+        let c = &mut self.others[i];
+        let f = std::ffi::CString::new(filter.clone()).expect("no NUL in a filter");
+        // SAFETY: a valid perf fd and a NUL-terminated string that outlives the call.
+        let rc =
+            unsafe { perf_event_open_sys::ioctls::SET_FILTER(c.as_raw_fd(), f.as_ptr() as *mut _) };
+        let err = |source| ExplainError::Open {
+            name: format!("exceptions:page_fault_user (filter `{filter}`)"),
+            cpu: self.cpu,
+            source,
+        };
+        if rc != 0 {
+            return Err(err(std::io::Error::last_os_error()));
+        }
+        c.enable().map_err(err)
     }
 
     /// Stops recording (what is in the ring stays readable).

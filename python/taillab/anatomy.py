@@ -5,13 +5,14 @@ From the ``anatomy`` section that ``--explain`` writes into a run's ``summary.js
 run's records::
 
     {"schema": "taillab.anatomy/1",
-     "traced": {"cpus": [1], "tracepoints": [...], "missing": [...], "workers": [[0, 4711]]},
+     "traced": {"cpus": [1], "tracepoints": [...], "missing": [...],
+                "workers": [{"worker": 0, "tid": 4711}]},
      "cost": {"events": 12000, "events_per_s": 6000.0, "lost": 0, ...},
      "fault_ns": 700.0, "sum_check": {"requests": 4500, "mismatched": 0},
      "threads": [{"worker": 0, "tid": 4711, "serving_ns": ..., ...}],
      "groups": [{"label": "p99", "threshold_ns": ..., "requests": 40, "excess_ns": ...,
                  "share": {"queue": 0.4, "preempted": 0.5, ...}, "tail_ns": {...},
-                 "median_ns": {...}, "faults": [0.0, 0.0],
+                 "median_ns": {...}, "faults": 0.0, "median_faults": 0.0,
                  "culprits": [{"how": "preempted", "name": "hog", "pid": 7,
                                "total_ns": ..., "requests": 38}]}],
      "worst": {"id": 812, "worker": 0, "sojourn_ns": ..., "faults": 0,
@@ -98,8 +99,8 @@ def _groups(a: dict) -> list[str]:
             f"<p>mean {esc(fmt_ns(g.get('sojourn_ns', 0)))} against the median requests' "
             f"{esc(fmt_ns(g.get('median_sojourn_ns', 0)))}: an excess of "
             f"{esc(fmt_ns(g.get('excess_ns', 0)))}, shared by part below (the shares sum to 100 %)."
-            f" Page faults per request: {g.get('faults', [0, 0])[0]:.1f} "
-            f"(median {g.get('faults', [0, 0])[1]:.1f}).</p>"
+            f" Page faults per request: {g.get('faults', 0):.1f} "
+            f"(median {g.get('median_faults', 0):.1f}).</p>"
         )
         parts.append(_group_table(g))
         parts.append(_culprits(g))

@@ -110,8 +110,17 @@ pub struct Traced {
     pub tracepoints: Vec<String>,
     /// Optional tracepoints this kernel lacks (their time shows as the task's own).
     pub missing: Vec<String>,
-    /// The measured threads: `(worker index, tid)`.
-    pub workers: Vec<(usize, u32)>,
+    /// The measured threads.
+    pub workers: Vec<WorkerThread>,
+}
+
+/// A measured thread.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+pub struct WorkerThread {
+    /// Worker index (the records' `worker`).
+    pub worker: usize,
+    /// Kernel thread id.
+    pub tid: u32,
 }
 
 /// What tracing cost.
@@ -198,8 +207,10 @@ pub struct TailGroup {
     pub tail_ns: BTreeMap<String, f64>,
     /// Each part's mean in the median requests (ns).
     pub median_ns: BTreeMap<String, f64>,
-    /// Mean user page faults per request while serving, in the group and at the median.
-    pub faults: (f64, f64),
+    /// Mean user page faults per request while serving, in the group.
+    pub faults: f64,
+    /// Mean user page faults per request while serving, in the median requests.
+    pub median_faults: f64,
     /// Who took the group's time, most first (at most 8).
     pub culprits: Vec<Culprit>,
 }
@@ -212,9 +223,13 @@ pub struct Culprit {
     pub how: String,
     /// The task's command or the interrupt's name (`NET_RX`, `local timer`, `virtio0-input.0`).
     pub name: String,
-    /// The task's id (tasks only).
+    /// The task's id, the kernel's pid of a thread (tasks only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// A thread of the measured process itself (the harness's own: its main thread,
+    /// helpers, another worker), as the samples' process ids say.
+    #[serde(default)]
+    pub own: bool,
     /// Time it took from the group's requests, summed (ns).
     pub total_ns: u64,
     /// The group's requests it touched.
@@ -257,9 +272,15 @@ impl Anatomy {
         let mut o = String::new();
         let c = &self.cost;
         o.push_str(&format!(
-            "traced CPUs {:?}: {} events ({:.0}/s), {} lost, drainer {:.0} ns/event; sum check: {} of {} requests mismatched\n",
-            self.traced.cpus, c.events, c.events_per_s, c.lost, c.drainer_ns_per_event,
-            self.sum_check.mismatched, self.sum_check.requests
+            "traced CPUs {:?}: {} events ({:.0}/s), {} lost; drainer {:.1} % of a CPU ({:.0} ns/event); sum check: {} of {} requests mismatched\n",
+            self.traced.cpus,
+            c.events,
+            c.events_per_s,
+            c.lost,
+            100.0 * c.drainer_cpu_s / c.traced_s.max(1e-9),
+            c.drainer_ns_per_event,
+            self.sum_check.mismatched,
+            self.sum_check.requests
         ));
         for g in &self.groups {
             o.push_str(&format!(
@@ -283,8 +304,8 @@ impl Anatomy {
             }
             o.push_str(&format!(
                 "  page faults per request: {:.1} (median {:.1}; fault time estimated at {} each)\n",
-                g.faults.0,
-                g.faults.1,
+                g.faults,
+                g.median_faults,
                 fmt_ns(self.fault_ns)
             ));
             for k in &g.culprits {
