@@ -77,6 +77,12 @@ pub fn preflight(cfg: &RunConfig) -> anyhow::Result<()> {
     if cfg.fanout.leaves > 1 || cfg.fanout.replicas > 1 {
         bail!("record.explain does not explain fan-out runs yet (a request there is many leaves' requests): drop --explain or --fanout");
     }
+    if cfg.net.topology == Topology::Loopback && cfg.net.clients != 1 {
+        bail!("record.explain over loopback joins one client's requests with the server's: use --clients 1");
+    }
+    if cfg.net.topology == Topology::Loopback && cfg.net.target.is_some() {
+        bail!("record.explain over loopback needs the server it starts (its own stamps of each request): drop --target");
+    }
     if cfg.net.topology == Topology::Integrated && cfg.harness.shaper == ShaperMode::Thread {
         bail!("record.explain cuts a request's lateness by its worker's timeline, which --shaper thread does not share: use the inline shaper (the default)");
     }
@@ -138,6 +144,7 @@ impl Session {
             .map(|(id, worker, measured, stamps)| Request {
                 id,
                 worker,
+                sender: None,
                 measured,
                 stamps,
             })
@@ -167,4 +174,117 @@ pub fn write_run(
         rows.as_deref(),
     )?;
     Ok(())
+}
+
+/// Index of a TCP client's sender thread among the join's threads (after any worker's).
+const SENDER: usize = 1 << 20;
+
+/// The tracer of a loopback run: the server's workers and the client's sender are threads
+/// of other processes, on this host's clock.
+pub struct Remote {
+    /// The tracer, until [`Remote::finish`].
+    ex: Option<Explainer>,
+    /// The run's processes (the server first, then the client).
+    pids: Vec<i32>,
+    rows: Option<Vec<taillab_core::sections::AnatomyRow>>,
+}
+
+impl Remote {
+    /// Starts tracing before the processes start, on the CPUs they are pinned to, else on
+    /// every CPU; `None` without `record.explain`.
+    pub fn start(cfg: &RunConfig) -> anyhow::Result<Option<Remote>> {
+        if !cfg.record.explain {
+            return Ok(None);
+        }
+        let (srv, cli) = (&cfg.harness.cpus.0, &cfg.net.client_cpus.0);
+        let mut cpus: Vec<usize> = if srv.is_empty() || cli.is_empty() {
+            taillab_core::placement::allowed_cpus().unwrap_or_default()
+        } else {
+            srv.iter().chain(cli).copied().collect()
+        };
+        cpus.sort_unstable();
+        cpus.dedup();
+        let ex = Explainer::start(cpus).context("starting --explain's tracer")?;
+        Ok(Some(Remote {
+            ex: Some(ex),
+            pids: Vec::new(),
+            rows: None,
+        }))
+    }
+
+    /// The processes are up: the server's workers' page faults are traced from now on.
+    pub fn started(&mut self, pids: &[i32]) {
+        self.pids = pids.to_vec();
+        let srv = pids
+            .first()
+            .map(|p| taillab_explain::threads_named(&p.to_string(), "taillab-srv-"))
+            .unwrap_or_default();
+        if let Some(ex) = &mut self.ex {
+            ex.set_workers(srv);
+        }
+    }
+
+    /// Stops tracing and joins: the client's records with the server's own stamps of each
+    /// request; the section goes into `summary`.
+    pub fn finish(&mut self, r: &taillab_core::RunResult, summary: &mut Summary) {
+        let Some(ex) = self.ex.take() else {
+            return;
+        };
+        let (trace, fault_ns) = ex.stop();
+        let server: std::collections::HashMap<u64, [u64; 5]> = taillab_transport::explain::take()
+            .into_iter()
+            .map(|s| (s[0], s))
+            .collect();
+        let mut tids: Vec<u32> = server.values().map(|s| s[1] as u32).collect();
+        tids.sort_unstable();
+        tids.dedup();
+        let mut threads: Vec<(usize, u32)> = tids.iter().copied().enumerate().collect();
+        // The client's sender: its name in the trace, in the client's process.
+        let client = self.pids.get(1).map(|p| *p as u32);
+        let sender = trace.comms.iter().find(|(t, n)| {
+            n.as_str() == "taillab-sender" && client.is_some_and(|c| trace.tgids.get(t) == Some(&c))
+        });
+        if let Some((t, _)) = sender {
+            threads.push((SENDER, *t));
+        }
+        let requests = remote_requests(r, &server, &tids, sender.is_some());
+        let j = taillab_explain::join(&trace, &threads, &requests, fault_ns);
+        summary.anatomy = Some(j.section);
+        self.rows = Some(j.rows);
+    }
+
+    /// The rows [`Remote::finish`] made.
+    pub fn take_rows(&mut self) -> Option<Vec<taillab_core::sections::AnatomyRow>> {
+        self.rows.take()
+    }
+}
+
+/// The client's records with the server's stamps in place of the ones it placed from its
+/// send time; a request the server did not log keeps the client's (its parts still sum).
+/// The records keep the client's own stamps, which over loopback are this host's clock (the
+/// result's timeline is relative to the clients' origin; the records are not).
+fn remote_requests(
+    r: &taillab_core::RunResult,
+    server: &std::collections::HashMap<u64, [u64; 5]>,
+    tids: &[u32],
+    sender: bool,
+) -> Vec<Request> {
+    r.records
+        .iter()
+        .flat_map(|rec| rec.iter())
+        .map(|(id, _, measured, mut stamps)| {
+            let mut worker = 0;
+            if let Some(s) = server.get(&id) {
+                worker = tids.binary_search(&(s[1] as u32)).unwrap_or(0);
+                (stamps.enqueued, stamps.started, stamps.finished) = (s[2], s[3], s[4]);
+            }
+            Request {
+                id,
+                worker,
+                sender: sender.then_some(SENDER),
+                measured,
+                stamps,
+            }
+        })
+        .collect()
 }

@@ -169,6 +169,7 @@ fn run_coordinated(
         eprintln!("note: record.counters counts the worker threads of integrated runs; this {} run has no counters", cfg.net.topology);
     }
     let mut obs = EnvObserver::new(cfg, spec);
+    obs.explain = crate::explain::Remote::start(cfg)?;
     obs.planned = Some(Planned::start(cfg, out)?);
     let r = taillab_transport::coord::run_config(
         cfg,
@@ -337,6 +338,8 @@ pub struct EnvObserver {
     profile_first: bool,
     /// A `taillab load`'s live endpoint, to serve the sampler's foreign CPU once it starts.
     metrics: Option<crate::metrics::ForeignSlot>,
+    /// `record.explain`'s tracer (loopback runs).
+    explain: Option<crate::explain::Remote>,
 }
 
 impl EnvObserver {
@@ -352,6 +355,7 @@ impl EnvObserver {
             planned: None,
             profile_first: cfg.net.target.is_none(),
             metrics: None,
+            explain: None,
         }
     }
 
@@ -364,6 +368,9 @@ impl EnvObserver {
 
 impl RunObserver for EnvObserver {
     fn started(&mut self, pids: &[i32]) {
+        if let Some(e) = &mut self.explain {
+            e.started(pids);
+        }
         let mut pids = pids.to_vec();
         if let Some(p) = &mut self.planned {
             let first = pids.first().copied().filter(|_| self.profile_first);
@@ -396,6 +403,9 @@ impl RunObserver for EnvObserver {
         summary: &mut Summary,
         out: &Path,
     ) -> Result<(), String> {
+        if let Some(e) = &mut self.explain {
+            e.finish(r, summary);
+        }
         if let Some(p) = self.planned.take() {
             p.finish(summary);
         }
@@ -413,6 +423,10 @@ impl RunObserver for EnvObserver {
             out,
         )
         .map_err(|e| e.to_string())
+    }
+
+    fn anatomy_rows(&mut self) -> Option<Vec<taillab_core::sections::AnatomyRow>> {
+        self.explain.as_mut().and_then(|e| e.take_rows())
     }
 
     fn table_lines(&self, summary: &Summary) -> String {

@@ -569,6 +569,71 @@ fn a_quiet_run_leaves_little_of_the_tail_unexplained() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Over loopback the server's own stamps cut its worker's timeline, and the client's
+/// sender's timeline cuts its lateness: a request's `run` is its service as the server's
+/// worker ran it, and little of any request is unknown.
+#[test]
+fn a_loopback_run_is_explained_by_the_servers_workers_and_the_clients_sender() {
+    let _g = serial();
+    if !traceable() {
+        return;
+    }
+    let out = tmp("explain-loopback");
+    let args = [
+        "--topology",
+        "loopback",
+        "--qps",
+        "1000",
+        "--requests",
+        "2000",
+        "--warmup-requests",
+        "200",
+        "--set",
+        "service=fixed:100us",
+    ];
+    let Some(s) = explained(&args, &out) else {
+        return;
+    };
+    let rows = records(&out);
+    let m: Vec<_> = rows.iter().filter(|r| r["measured"] == 1).collect();
+    // The server's 100 µs spin is `run` where its worker held the CPU throughout, which on
+    // a shared host most requests' did; placed from the client's stamps instead (a join
+    // that ignored the server's), `run` would be spread over the wire and queue.
+    let mut ratio: Vec<f64> = m
+        .iter()
+        .map(|r| (r["x_run"] + r["x_fault"]) as f64 / (r["finished"] - r["started"]) as f64)
+        .collect();
+    ratio.sort_by(f64::total_cmp);
+    let median = ratio[ratio.len() / 2];
+    assert!((0.9..=1.1).contains(&median), "median run/service {median}");
+    // Both threads were found: nothing but the stretches before the trace is unknown.
+    let unknown: u64 = m.iter().map(|r| r["x_unknown"]).sum();
+    let sojourn: u64 = m.iter().map(|r| r["sojourn"]).sum();
+    assert!(unknown * 20 < sojourn, "{unknown} of {sojourn} ns unknown");
+    let names: Vec<&str> = s["anatomy"]["traced"]["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            if w["worker"].as_u64() < Some(1 << 20) {
+                "server"
+            } else {
+                "sender"
+            }
+        })
+        .collect();
+    assert_eq!(names, ["server", "sender"], "{}", s["anatomy"]["traced"]);
+    let o = Command::new(bin())
+        .arg("explain")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("slowest request"));
+    assert!(report_html(&out).contains("Anatomy of the slow requests"));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// Bad input stops the run before it starts with one line that says what to enable.
 #[test]
 fn explain_refuses_a_host_that_cannot_trace_with_one_line() {

@@ -39,6 +39,9 @@ pub struct Request {
     pub id: u64,
     /// The worker that served it.
     pub worker: usize,
+    /// The thread whose timeline cuts `[intended, sent)` when it is not the worker's (a TCP
+    /// client's sender), by its index in the join's threads.
+    pub sender: Option<usize>,
     /// In the measured phase.
     pub measured: bool,
     /// Its stamps.
@@ -120,16 +123,18 @@ fn stretches(s: &Stamps) -> [(u64, u64, Option<usize>); 5] {
     ]
 }
 
-/// Cuts one request; `each` sees every piece (start, len, part, cause).
+/// Cuts one request by its worker's pieces (its lateness by its sender's, `lag`); `each`
+/// sees every piece (start, len, part, cause).
 fn cut(
     r: &Request,
-    pieces: &[Piece],
+    (pieces, lag): (&[Piece], &[Piece]),
     faults: &[u64],
     fault_ns: f64,
     mut each: impl FnMut(u64, u64, usize, Cause),
 ) -> AnatomyRow {
     let mut row = AnatomyRow::default();
     for (a, b, own) in stretches(&r.stamps) {
+        let pieces = if own == Some(LAG) { lag } else { pieces };
         match own {
             None => {
                 row[TRANSPORT] += b - a;
@@ -222,10 +227,16 @@ struct Threads {
 }
 
 impl Threads {
-    fn of(&self, w: usize) -> (&[Piece], &[u64]) {
+    fn pieces(&self, w: usize) -> &[Piece] {
+        self.pieces.get(&w).map_or(&[][..], |v| &v[..])
+    }
+
+    /// Request `r`'s worker's and sender's pieces, and its worker's faults.
+    fn of(&self, r: &Request) -> ((&[Piece], &[Piece]), &[u64]) {
+        let lag = self.pieces(r.sender.unwrap_or(r.worker));
         (
-            self.pieces.get(&w).map_or(&[][..], |v| &v[..]),
-            self.faults.get(&w).map_or(&[][..], |v| &v[..]),
+            (self.pieces(r.worker), lag),
+            self.faults.get(&r.worker).map_or(&[][..], |v| &v[..]),
         )
     }
 }
@@ -252,7 +263,7 @@ pub fn join(
     let mut rows = vec![AnatomyRow::default(); n];
     let mut check = SumCheck::default();
     for r in requests {
-        let (p, f) = th.of(r.worker);
+        let (p, f) = th.of(r);
         let mut top: Vec<(u32, u64)> = Vec::new();
         let mut row = cut(r, p, f, fault_ns, |_, len, _, c| {
             if let Some(t) = culprit_tid(c) {
@@ -353,7 +364,7 @@ fn thread_parts(
                 tid,
                 ..ThreadParts::default()
             };
-            let (p, _) = th.of(w);
+            let p = th.pieces(w);
             let mut on = 0;
             walk(p, a, b, |_, len, c| match part_of(c, RUN) {
                 RUN => on += len,
@@ -442,7 +453,7 @@ fn groups(
 fn culprits(tail: &[&Request], th: &Threads, fault_ns: f64, names: &Names) -> Vec<Culprit> {
     let mut by: HashMap<(&'static str, String, Option<u32>), (u64, u64)> = HashMap::new();
     for r in tail {
-        let (p, f) = th.of(r.worker);
+        let (p, f) = th.of(r);
         let mut mine: HashMap<(&'static str, String, Option<u32>), u64> = HashMap::new();
         cut(r, p, f, fault_ns, |_, len, _, c| {
             if let Some(k) = names.culprit(c) {
@@ -478,7 +489,7 @@ fn worst(requests: &[Request], th: &Threads, fault_ns: f64, names: &Names) -> Op
         .iter()
         .filter(|r| r.measured)
         .max_by_key(|r| sojourn(r))?;
-    let (p, f) = th.of(r.worker);
+    let (p, f) = th.of(r);
     let mut pieces: Vec<an::Piece> = Vec::new();
     let row = cut(r, p, f, fault_ns, |t, len, part, c| {
         let culprit = names.label(c);
@@ -514,6 +525,7 @@ mod tests {
         Request {
             id,
             worker: 0,
+            sender: None,
             measured: true,
             stamps: Stamps::local(intended, intended, intended, started, finished, finished),
         }
@@ -531,7 +543,13 @@ mod tests {
         ];
         // Queued 100..200 (preempted from 150), served 200..400 (a softirq inside).
         let r = req(0, 100, 200, 400);
-        let row = cut(&r, &pieces, &[210, 390, 500], 30.0, |_, _, _, _| {});
+        let row = cut(
+            &r,
+            (&pieces, &pieces),
+            &[210, 390, 500],
+            30.0,
+            |_, _, _, _| {},
+        );
         assert_eq!(row[QUEUE], 50);
         assert_eq!(row[PREEMPTED], 100);
         assert_eq!(row[SOFTIRQ], 20);
@@ -540,7 +558,8 @@ mod tests {
         assert_eq!(row[RUN], 50 + 80 - 60);
         assert_eq!(row[..NPARTS].iter().sum::<u64>(), 300);
         // Outside the trace: unknown.
-        let late = cut(&req(1, 900, 950, 1_100), &pieces, &[], 0.0, |_, _, _, _| {});
+        let both = (&pieces[..], &pieces[..]);
+        let late = cut(&req(1, 900, 950, 1_100), both, &[], 0.0, |_, _, _, _| {});
         assert_eq!((late[QUEUE], late[RUN], late[UNKNOWN]), (50, 50, 100));
     }
 }

@@ -66,14 +66,16 @@ pub fn preflight(cpu: usize) -> Result<(), ExplainError> {
 
 /// This process's worker threads (`taillab-wrk-N`): (worker index, tid).
 pub fn worker_tids() -> Vec<(usize, u32)> {
+    threads_named("self", "taillab-wrk-")
+}
+
+/// Process `pid`'s (`self`: this one's) threads named `PREFIX` and a number N: (N, tid).
+pub fn threads_named(pid: &str, prefix: &str) -> Vec<(usize, u32)> {
     let mut v = Vec::new();
-    for t in std::fs::read_dir("/proc/self/task")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
+    let dir = format!("/proc/{pid}/task");
+    for t in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        let Some(w) = comm.trim().strip_prefix("taillab-wrk-") else {
+        let Some(w) = comm.trim().strip_prefix(prefix) else {
             continue;
         };
         if let (Ok(w), Some(tid)) = (
@@ -126,12 +128,20 @@ impl Explainer {
 
     /// Stops tracing and joins the trace with `requests`.
     pub fn finish(self, requests: &[Request]) -> Joined {
+        let workers = self.workers.clone();
+        let (trace, fault_ns) = self.stop();
+        join(&trace, &workers, requests, fault_ns)
+    }
+
+    /// Stops tracing: the trace and the fault cost, for a join the caller makes (a TCP run's
+    /// threads are found in the trace itself).
+    pub fn stop(self) -> (Trace, f64) {
         let trace = self.tracer.stop();
         if let Some(p) = std::env::var_os("TAILLAB_EXPLAIN_DUMP") {
             if let Err(e) = trace.dump(std::path::Path::new(&p)) {
                 eprintln!("warning: TAILLAB_EXPLAIN_DUMP: {e}");
             }
         }
-        join(&trace, &self.workers, requests, self.fault_ns)
+        (trace, self.fault_ns)
     }
 }

@@ -530,6 +530,7 @@ fn serve_one(st: &State, worker: &mut dyn taillab_core::Worker, job: Job, resp: 
     resp.clear();
     let r = worker.handle(&job.payload, resp);
     let finished = now_ns();
+    crate::explain::record(job.id, job.enqueued, started, finished);
     st.requests.fetch_add(1, Ordering::Relaxed);
     frame.clear();
     let (q, svc) = (started.saturating_sub(job.enqueued), finished - started);
