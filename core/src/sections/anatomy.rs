@@ -310,6 +310,7 @@ impl Anatomy {
             ));
             for k in &g.culprits {
                 let pid = k.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+                let pid = if k.own { pid + " [this run's]" } else { pid };
                 o.push_str(&format!(
                     "  {:<9} {}{pid}: {} over {} requests\n",
                     k.how,
