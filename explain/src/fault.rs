@@ -12,41 +12,17 @@ const ROUNDS: usize = 6;
 /// Median ns per fault of an anonymous page dropped (`MADV_DONTNEED`) and touched again,
 /// the kind synth's planted faults take; 0 when the mapping fails.
 pub fn fault_cost_ns() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let len = PAGES * page;
-    // SAFETY: an anonymous private mapping, unmapped below; no other reference to it.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
+    let Some(mut pages) = taillab_core::pages::Pages::new(PAGES) else {
         return 0.0;
-    }
-    // SAFETY: our mapping; one fault a page, as synth's buffer takes them.
-    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
-    let base = p as *mut u8;
+    };
     let mut per = Vec::new();
     for round in 0..ROUNDS {
-        // SAFETY: `p..p + len` is our mapping.
-        unsafe { libc::madvise(p, len, libc::MADV_DONTNEED) };
         let t = now_ns();
-        for i in 0..PAGES {
-            // SAFETY: within the mapping; a volatile write so the touch is not elided.
-            unsafe { std::ptr::write_volatile(base.add(i * page), 1) };
-        }
+        pages.fault(PAGES);
         if round > 0 {
             per.push((now_ns() - t) as f64 / PAGES as f64);
         }
     }
-    // SAFETY: our mapping, unmapped once.
-    unsafe { libc::munmap(p, len) };
     per.sort_by(f64::total_cmp);
     per[per.len() / 2]
 }

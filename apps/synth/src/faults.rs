@@ -54,76 +54,12 @@ impl std::fmt::Display for Faults {
     }
 }
 
-/// One worker's buffer of pages to fault.
-pub struct FaultBuffer {
-    base: *mut u8,
-    len: usize,
-    page: usize,
-}
-
-// SAFETY: the mapping is owned by one worker and only touched through `&mut self`.
-unsafe impl Send for FaultBuffer {}
-
-impl FaultBuffer {
-    /// A mapping of `pages` pages, not yet touched; `None` when the kernel refuses it.
-    pub fn new(pages: u64) -> Option<FaultBuffer> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let len = pages as usize * page;
-        // SAFETY: a fresh anonymous private mapping, owned by the returned buffer.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        // One fault a page: a transparent huge page would take 512 pages in one.
-        // SAFETY: our fresh mapping.
-        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
-        Some(FaultBuffer {
-            base: p as *mut u8,
-            len,
-            page,
-        })
-    }
-
-    /// Drops the first `pages` pages and writes to each: that many minor faults.
-    pub fn fault(&mut self, pages: u64) {
-        let n = (pages as usize).min(self.len / self.page);
-        // SAFETY: within our mapping; a volatile write so the touch is not elided.
-        unsafe {
-            libc::madvise(self.base as *mut _, n * self.page, libc::MADV_DONTNEED);
-            for i in 0..n {
-                std::ptr::write_volatile(self.base.add(i * self.page), 1);
-            }
-        }
-    }
-}
-
-impl Drop for FaultBuffer {
-    fn drop(&mut self) {
-        // SAFETY: our mapping, unmapped once.
-        unsafe { libc::munmap(self.base as *mut _, self.len) };
-    }
-}
+/// One worker's buffer of pages to fault (`taillab_core::pages::Pages`).
+pub use taillab_core::pages::Pages as FaultBuffer;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn minor_faults() -> u64 {
-        // SAFETY: getrusage fills the struct.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
-        u.ru_minflt as u64
-    }
 
     #[test]
     fn a_marked_request_takes_its_faults_and_the_spec_reads_back() {
@@ -142,12 +78,7 @@ mod tests {
         ] {
             assert!(Faults::parse(bad).is_err(), "{bad}");
         }
-        let mut b = FaultBuffer::new(64).unwrap();
-        b.fault(64);
-        let before = minor_faults();
-        b.fault(64);
-        // Each dropped page faults once when written again (a THP would fault fewer).
-        let n = minor_faults() - before;
-        assert!((32..=80).contains(&n), "{n} faults for 64 pages");
+        // The pages themselves: core's `pages` tests them.
+        assert!(FaultBuffer::new(64).is_some());
     }
 }

@@ -745,7 +745,7 @@ impl Server for SynthServer {
             warmth: 0.0,
             last_end: None,
             dealer: Dealer::default(),
-            fault_buf: s.faults.and_then(|f| FaultBuffer::new(f.pages)),
+            fault_buf: s.faults.and_then(|f| FaultBuffer::new(f.pages as usize)),
         }))
     }
     fn begin_measurement(&self, at_ns: u64) {
@@ -1001,7 +1001,7 @@ impl Worker for SynthWorker {
         if let Some(b) = fault_buf.as_mut() {
             let pages = field(req, if locks { 3 } else { 1 });
             if pages > 0 {
-                b.fault(pages);
+                b.fault(pages as usize);
             }
         }
         if locks {
