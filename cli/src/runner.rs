@@ -78,8 +78,13 @@ pub fn run_once(
         &cfg.settings,
         taillab_core::arrival::derive_seed(spec.seed, 2),
     )?;
-    // Knobs, hogs and the sampler start last, just before the run, so
-    // preparing data is neither disturbed nor sampled.
+    // The tracer first (a host that cannot trace stops here, before any hog starts); knobs,
+    // hogs and the sampler last, just before the run, so preparing data is neither
+    // disturbed nor sampled.
+    let mut explain = match cfg.record.explain {
+        true => Some(crate::explain::Session::start(&spec)?),
+        false => None,
+    };
     let mut planned = Planned::start(cfg, out)?;
     let sampler = if cfg.monitor.enabled {
         Some(start_monitor(&spec, cfg.monitor.period.0)?)
@@ -97,10 +102,6 @@ pub fn run_once(
     let bar = progress_bar(&spec, !show_progress);
     let mut measuring = false;
     let mut counters = None;
-    let mut explain = match cfg.record.explain {
-        true => Some(crate::explain::Session::start(&spec)?),
-        false => None,
-    };
     let mut on_progress = |p: Progress| {
         if let Some(m) = &metrics {
             m.update(&p);

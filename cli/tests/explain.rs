@@ -224,25 +224,25 @@ fn a_cpu_hog_on_the_workers_cpu_is_named_as_what_preempted_the_slow_requests() {
                 None,
             )));
         }
-        // Per request: the slowest one's culprit column names the hog too.
+        // Per request: the culprit column of most p99 requests names the hog too (a
+        // neighbour may have taken one request's time: not most of them).
+        let thr = g["threshold_ns"].as_u64().unwrap();
         let rows = records(&out);
-        let worst = rows.iter().max_by_key(|r| r["sojourn"]).unwrap();
-        assert_eq!(worst["x_culprit_pid"], tid as u64, "{worst:?}");
+        let tail: Vec<_> = rows
+            .iter()
+            .filter(|r| r["measured"] == 1 && r["sojourn"] > thr)
+            .collect();
+        let named = tail
+            .iter()
+            .filter(|r| r["x_culprit_pid"] == tid as u64)
+            .count();
+        if named * 2 <= tail.len() {
+            let why = format!("{named} of {} p99 requests name the hog", tail.len());
+            return Some(Err((why, None)));
+        }
         Some(Ok(()))
     });
     let _ = std::fs::remove_dir_all(&out);
-}
-
-/// The pid the section names for `name` (any group's culprit).
-fn hog_tid(s: &Value, name: &str) -> i64 {
-    s["anatomy"]["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|g| g["culprits"].as_array().unwrap())
-        .find(|c| c["name"] == name)
-        .and_then(|c| c["pid"].as_i64())
-        .unwrap_or(-1)
 }
 
 /// `requests.csv` as maps of column → value, with `sojourn` added.

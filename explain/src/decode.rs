@@ -265,9 +265,9 @@ impl Decoder {
             }
         }
         if let Some(nf) = &l.name {
-            if !self.irqs.contains_key(&e.a) {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.irqs.entry(e.a) {
                 if let Some(n) = data_loc(raw, nf) {
-                    self.irqs.insert(e.a, n);
+                    v.insert(n);
                 }
             }
         }

@@ -40,7 +40,7 @@ impl Faults {
 
     /// The pages the client asks request `index` (its position in the schedule) to fault.
     pub fn pages_for(&self, index: u64) -> u64 {
-        if index % self.every == 0 {
+        if index.is_multiple_of(self.every) {
             self.pages
         } else {
             0
