@@ -134,45 +134,48 @@ fn pin(cpu: usize) {
     }
 }
 
-/// A thread of this process spinning on `cpu` until dropped: the hog, `hog-of-explain`
-/// (not `taillab…`: the test must tell it from the harness's own threads).
-struct Hog {
+/// Threads of this test, each pinned to a CPU at [`NICE`], running their body over and over
+/// until dropped: the planted hog and the loopback flood.
+#[derive(Default)]
+struct Background {
     stop: Arc<AtomicBool>,
-    tid: i32,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-impl Hog {
-    fn on(cpu: usize) -> Hog {
-        let stop = Arc::new(AtomicBool::new(false));
+impl Background {
+    /// Starts thread `name` on `cpu`; its tid.
+    fn spawn(&mut self, name: &str, cpu: usize, mut body: impl FnMut() + Send + 'static) -> i32 {
         let (tx, rx) = std::sync::mpsc::channel();
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("hog-of-explain".into())
+        let stop = self.stop.clone();
+        let t = std::thread::Builder::new()
+            .name(name.into())
             .spawn(move || {
                 pin(cpu);
                 // SAFETY: gettid has no preconditions.
                 tx.send(unsafe { libc::gettid() }).unwrap();
-                while !s.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
+                while !stop.load(Ordering::Relaxed) {
+                    body();
                 }
             })
             .unwrap();
-        Hog {
-            stop,
-            tid: rx.recv().unwrap(),
-            thread: Some(thread),
+        self.threads.push(t);
+        rx.recv().unwrap()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }
 
-impl Drop for Hog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// The hog: a thread spinning on `cpu`, `hog-of-explain` (not `taillab…`: the test must
+/// tell it from the harness's own threads); its tid.
+fn hog(bg: &mut Background, cpu: usize) -> i32 {
+    bg.spawn("hog-of-explain", cpu, std::hint::spin_loop)
 }
 
 /// (a) A hog on the worker's CPU: the p99 requests are slow because the worker was
@@ -202,10 +205,10 @@ fn a_cpu_hog_on_the_workers_cpu_is_named_as_what_preempted_the_slow_requests() {
         "service=fixed:50us",
     ];
     tries("explain hog", |_| {
-        let hog = Hog::on(cpu);
+        let mut bg = Background::default();
+        let tid = hog(&mut bg, cpu);
         let s = explained(&args, &out)?;
-        let tid = hog.tid;
-        drop(hog);
+        drop(bg);
         let g = group(&s, "p99");
         if let Some(why) = disturbed(g, &["hog-of-explain"]) {
             return Some(Err((format!("{g}"), Some(why))));
@@ -409,51 +412,21 @@ impl Drop for Steer {
     }
 }
 
-/// UDP datagrams over loopback from a thread on `cpu` until dropped (a receiver there
+/// UDP datagrams over loopback from a thread on `cpu` until `bg` drops (a receiver there
 /// drains them).
-struct Flood {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Flood {
-    fn from(cpu: usize) -> Flood {
-        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(std::time::Duration::from_millis(50)))
-            .unwrap();
-        let to = rx.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s1 = stop.clone();
-        let recv = std::thread::spawn(move || {
-            pin(cpu);
-            let mut buf = [0u8; 2048];
-            while !s1.load(Ordering::Relaxed) {
-                let _ = rx.recv(&mut buf);
-            }
-        });
-        let s2 = stop.clone();
-        let send = std::thread::spawn(move || {
-            pin(cpu);
-            let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            let msg = [7u8; 1024];
-            while !s2.load(Ordering::Relaxed) {
-                let _ = tx.send_to(&msg, to);
-            }
-        });
-        Flood {
-            stop,
-            threads: vec![recv, send],
-        }
-    }
-}
-
-impl Drop for Flood {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
+fn flood(bg: &mut Background, cpu: usize) {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+        .unwrap();
+    let to = rx.local_addr().unwrap();
+    let mut buf = [0u8; 2048];
+    bg.spawn("flood-rx", cpu, move || {
+        let _ = rx.recv(&mut buf);
+    });
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    bg.spawn("flood-tx", cpu, move || {
+        let _ = tx.send_to(&[7u8; 1024], to);
+    });
 }
 
 /// (d) Loopback traffic whose receive processing is steered to the worker's CPU: the slow
@@ -488,9 +461,10 @@ fn network_interrupts_steered_to_the_workers_cpu_show_as_net_rx() {
         "service=fixed:50us",
     ];
     tries("explain NET_RX", |_| {
-        let flood = Flood::from(other);
+        let mut bg = Background::default();
+        flood(&mut bg, other);
         let s = explained(&args, &out);
-        drop(flood);
+        drop(bg);
         let s = s?;
         let g = group(&s, "p99");
         if let Some(why) = disturbed(g, &[]) {
