@@ -123,7 +123,8 @@ impl Session {
     /// Starts tracing the workers' CPUs (just before the run: data preparation and the
     /// planned load's start are not traced).
     pub fn start(spec: &RunSpec) -> anyhow::Result<Session> {
-        let ex = Explainer::start(worker_cpus(spec)).context("starting --explain's tracer")?;
+        let ex = Explainer::start(worker_cpus(spec), spec.nice)
+            .context("starting --explain's tracer")?;
         Ok(Session {
             ex,
             threads: spec.total_workers(),
@@ -204,7 +205,7 @@ impl Remote {
         };
         cpus.sort_unstable();
         cpus.dedup();
-        let ex = Explainer::start(cpus).context("starting --explain's tracer")?;
+        let ex = Explainer::start(cpus, cfg.harness.nice).context("starting --explain's tracer")?;
         Ok(Some(Remote {
             ex: Some(ex),
             pids: Vec::new(),

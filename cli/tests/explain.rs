@@ -34,9 +34,9 @@ fn cpus() -> (usize, usize) {
 }
 
 /// The nice value of the measured threads and the planted causes: on a shared host other
-/// work runs at nice 0 or above, and at -10 each of ours outweighs such a task 9:1 on its
+/// work runs at nice 0 or above, and at -20 each of ours outweighs such a task 87:1 on its
 /// CPU, so the planted cause, not the neighbours, is what the join must find.
-const NICE: &str = "-10";
+const NICE: &str = "-20";
 
 /// `taillab run --app synth ARGS --explain --save-requests` at [`NICE`]; a host that cannot
 /// trace skips. Returns the summary.
@@ -424,8 +424,14 @@ fn flood(bg: &mut Background, cpu: usize) {
         let _ = rx.recv(&mut buf);
     });
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // About 50 000 datagrams a second: a NET_RX softirq and its IPI on the worker's CPU
+    // every 20 µs, not so many that the rings (four events a packet) overflow.
     bg.spawn("flood-tx", cpu, move || {
         let _ = tx.send_to(&[7u8; 1024], to);
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_micros(20) {
+            std::hint::spin_loop();
+        }
     });
 }
 

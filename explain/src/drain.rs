@@ -32,6 +32,9 @@ pub struct TraceOptions {
     pub ring_bytes: usize,
     /// Most events kept.
     pub max_events: usize,
+    /// The drainer's nice value: the measured threads' (`harness.nice`), so that what
+    /// outweighs other work on their CPUs does not starve the drainer on its own.
+    pub nice: Option<i32>,
 }
 
 impl TraceOptions {
@@ -45,6 +48,7 @@ impl TraceOptions {
             drainer_cpu,
             ring_bytes: RING_BYTES,
             max_events: MAX_EVENTS,
+            nice: None,
         }
     }
 }
@@ -150,6 +154,9 @@ impl Tracer {
             .spawn(move || {
                 if let Some(c) = opts.drainer_cpu {
                     let _ = taillab_core::placement::place_thread_on(&[c], None, 0);
+                }
+                if let Some(n) = opts.nice {
+                    let _ = taillab_core::placement::set_thread_nice(n);
                 }
                 let rings = match open_rings(&tps, &opts.cpus, &online, opts.ring_bytes)
                     .and_then(|mut r| enable(&mut r).map(|_| r))

@@ -97,11 +97,15 @@ pub struct Explainer {
 }
 
 impl Explainer {
-    /// Measures the fault cost, then starts tracing `cpus`.
-    pub fn start(cpus: Vec<usize>) -> Result<Explainer, ExplainError> {
+    /// Measures the fault cost, then starts tracing `cpus`, the drainer at `nice` (the
+    /// measured threads').
+    pub fn start(cpus: Vec<usize>, nice: Option<i32>) -> Result<Explainer, ExplainError> {
         let fault_ns = fault::fault_cost_ns();
         Ok(Explainer {
-            tracer: Tracer::start(TraceOptions::on(cpus))?,
+            tracer: Tracer::start(TraceOptions {
+                nice,
+                ..TraceOptions::on(cpus)
+            })?,
             fault_ns,
             workers: Vec::new(),
         })
