@@ -10,6 +10,7 @@ mod args;
 mod attribute;
 mod config_cmd;
 mod experiment;
+mod explain;
 mod fit;
 mod metrics;
 mod model;
@@ -49,6 +50,8 @@ enum Cmd {
     /// over configuration keys, replicated in randomised blocks, analysed by quantile
     /// regression with CIs from a cluster bootstrap over runs (docs/attribute.md).
     Attribute(Box<attribute::AttributeCmd>),
+    /// Why were a run's slow requests slow: its `anatomy` (a run made with --explain).
+    Explain(explain::ExplainCmd),
     /// TailWAG's validation: measure an app, fit its service times, run the
     /// fitted synthetic workload at the same loads, and compare the tails.
     ///
@@ -220,6 +223,7 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<i32> {
         Cmd::Run(a) => run::run(*a),
         Cmd::Model(a) => model::run(a),
         Cmd::Fit(a) => fit::run(a),
+        Cmd::Explain(a) => explain::explain_cmd(a),
         Cmd::System { cmd } => system::run(cmd),
         Cmd::Sweep(a) => sweep::sweep(*a),
         Cmd::Serve(a) => serve::serve_cmd(*a),

@@ -51,6 +51,7 @@ pub fn run_once(
     taillab_core::summary::ensure_writable(out)?;
     write_config(cfg, out)?;
     crate::planned::preflight(cfg)?;
+    crate::explain::preflight(cfg)?;
     if cfg.net.topology != Topology::Integrated {
         return run_coordinated(cfg, spec, out, show_progress);
     }
@@ -77,8 +78,13 @@ pub fn run_once(
         &cfg.settings,
         taillab_core::arrival::derive_seed(spec.seed, 2),
     )?;
-    // Knobs, hogs and the sampler start last, just before the run, so
-    // preparing data is neither disturbed nor sampled.
+    // The tracer first (a host that cannot trace stops here, before any hog starts); knobs,
+    // hogs and the sampler last, just before the run, so preparing data is neither
+    // disturbed nor sampled.
+    let mut explain = match cfg.record.explain {
+        true => Some(crate::explain::Session::start(&spec)?),
+        false => None,
+    };
     let mut planned = Planned::start(cfg, out)?;
     let sampler = if cfg.monitor.enabled {
         Some(start_monitor(&spec, cfg.monitor.period.0)?)
@@ -99,6 +105,9 @@ pub fn run_once(
     let mut on_progress = |p: Progress| {
         if let Some(m) = &metrics {
             m.update(&p);
+        }
+        if let Some(e) = &mut explain {
+            e.note_workers();
         }
         if !measuring && measured_phase_began(&spec, &p) {
             measuring = true;
@@ -127,6 +136,7 @@ pub fn run_once(
             issued: taillab_core::roi::emitted().since(roi_before),
         });
     }
+    let explained = explain.map(|e| e.finish(&result));
     planned.finish(&mut summary);
     if let Some(s) = sampler {
         let window = measured_window(&result, &summary);
@@ -140,7 +150,7 @@ pub fn run_once(
             out,
         )?;
     }
-    taillab_core::write_run(out, &summary, &result, cfg.record.save_requests)?;
+    crate::explain::write_run(out, cfg, &mut summary, &result, explained)?;
     Ok(summary)
 }
 
@@ -160,6 +170,7 @@ fn run_coordinated(
         eprintln!("note: record.counters counts the worker threads of integrated runs; this {} run has no counters", cfg.net.topology);
     }
     let mut obs = EnvObserver::new(cfg, spec);
+    obs.explain = crate::explain::Remote::start(cfg)?;
     obs.planned = Some(Planned::start(cfg, out)?);
     let r = taillab_transport::coord::run_config(
         cfg,
@@ -328,6 +339,8 @@ pub struct EnvObserver {
     profile_first: bool,
     /// A `taillab load`'s live endpoint, to serve the sampler's foreign CPU once it starts.
     metrics: Option<crate::metrics::ForeignSlot>,
+    /// `record.explain`'s tracer (loopback runs).
+    explain: Option<crate::explain::Remote>,
 }
 
 impl EnvObserver {
@@ -343,6 +356,7 @@ impl EnvObserver {
             planned: None,
             profile_first: cfg.net.target.is_none(),
             metrics: None,
+            explain: None,
         }
     }
 
@@ -355,6 +369,9 @@ impl EnvObserver {
 
 impl RunObserver for EnvObserver {
     fn started(&mut self, pids: &[i32]) {
+        if let Some(e) = &mut self.explain {
+            e.started(pids);
+        }
         let mut pids = pids.to_vec();
         if let Some(p) = &mut self.planned {
             let first = pids.first().copied().filter(|_| self.profile_first);
@@ -387,6 +404,9 @@ impl RunObserver for EnvObserver {
         summary: &mut Summary,
         out: &Path,
     ) -> Result<(), String> {
+        if let Some(e) = &mut self.explain {
+            e.finish(r, summary);
+        }
         if let Some(p) = self.planned.take() {
             p.finish(summary);
         }
@@ -404,6 +424,10 @@ impl RunObserver for EnvObserver {
             out,
         )
         .map_err(|e| e.to_string())
+    }
+
+    fn anatomy_rows(&mut self) -> Option<Vec<taillab_core::sections::AnatomyRow>> {
+        self.explain.as_mut().and_then(|e| e.take_rows())
     }
 
     fn table_lines(&self, summary: &Summary) -> String {

@@ -52,6 +52,10 @@ pub fn serve_cmd(a: ServeCmd) -> anyhow::Result<i32> {
         });
     }
     let (threads, choice) = (opts.threads, opts.choice.clone());
+    if cfg.record.explain {
+        // The coordinator's join needs the server's own stamps of each request.
+        taillab_transport::explain::enable();
+    }
     let stats = serve(server.clone(), &opts, stop, |addr| {
         // The one line on stdout: the coordinator (and scripts) read the port here.
         println!("listening {addr}");
@@ -66,6 +70,7 @@ pub fn serve_cmd(a: ServeCmd) -> anyhow::Result<i32> {
         "taillab serve: stopped after {} requests on {} connections ({} dropped, {} refused, {} app errors)",
         stats.requests, stats.connections, stats.dropped, stats.refused, stats.app_errors
     );
+    taillab_transport::explain::emit();
     emit_server_stats(&stats, server.report());
     Ok(0)
 }

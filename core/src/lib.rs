@@ -31,6 +31,7 @@ pub mod harness;
 pub mod ideal;
 pub mod model;
 pub mod outbox;
+pub mod pages;
 pub mod placement;
 pub mod queue;
 pub mod records;

@@ -2,7 +2,9 @@
 //! `requests.parquet` (`record.format`), the same columns either way.
 //!
 //! Columns, in this order: [`BASE_COLUMNS`] (id, worker, the six stamps, measured, the two
-//! user-space reads), then `ideal_completed` when the run has an ideal, then the process that
+//! user-space reads), then `ideal_completed` when the run has an ideal, then the request's
+//! anatomy when it was explained (`record.explain`: [`crate::sections::anatomy::COLUMNS`]),
+//! then the process that
 //! sent the row ([`Sender`]): `client` in a run with several TCP clients, `leaf` in a fan-out's
 //! (one row per leaf's answer). Stamps are ns on the harness's monotonic clock.
 //!
@@ -14,6 +16,7 @@
 //! (pyarrow) reads every column as int64, the dtype it gives requests.csv.
 
 use crate::collector::Stamps;
+use crate::sections::anatomy::{AnatomyRow, COLUMNS as ANATOMY_COLUMNS};
 use parquet::basic::{Compression, Encoding};
 use parquet::data_type::Int64Type;
 use parquet::file::properties::WriterProperties;
@@ -78,6 +81,8 @@ pub struct Row {
     pub ideal_completed: Option<u64>,
     /// The client or fan-out leaf it came from (the [`Sender`] column), numbered from 0.
     pub sender: Option<u64>,
+    /// Its anatomy (the `x_*` columns), when the run was explained.
+    pub anatomy: Option<AnatomyRow>,
 }
 
 impl Row {
@@ -99,6 +104,7 @@ impl Row {
             measured: v[8] == 1,
             ideal_completed: None,
             sender: None,
+            anatomy: None,
         }
     }
 
@@ -126,6 +132,8 @@ impl Row {
 pub struct Extra {
     /// `ideal_completed`.
     pub ideal: bool,
+    /// The anatomy columns (`x_*`).
+    pub anatomy: bool,
     /// `client` or `leaf`.
     pub sender: Option<Sender>,
 }
@@ -137,6 +145,9 @@ impl Extra {
         if self.ideal {
             c.push("ideal_completed");
         }
+        if self.anatomy {
+            c.extend(ANATOMY_COLUMNS);
+        }
         if let Some(s) = self.sender {
             c.push(s.name());
         }
@@ -146,8 +157,17 @@ impl Extra {
     /// A row's values, in file order (a missing optional value is 0).
     fn values(self, r: &Row) -> impl Iterator<Item = u64> {
         let ideal = self.ideal.then(|| r.ideal_completed.unwrap_or(0));
+        let anatomy = self
+            .anatomy
+            .then(|| r.anatomy.unwrap_or_default())
+            .into_iter()
+            .flatten();
         let sender = self.sender.map(|_| r.sender.unwrap_or(0));
-        r.base().into_iter().chain(ideal).chain(sender)
+        r.base()
+            .into_iter()
+            .chain(ideal)
+            .chain(anatomy)
+            .chain(sender)
     }
 }
 
@@ -354,6 +374,7 @@ impl Rows {
         };
         let extra = Extra {
             ideal: names.iter().any(|n| n == "ideal_completed"),
+            anatomy: names.iter().any(|n| n == ANATOMY_COLUMNS[0]),
             sender: names.last().and_then(|n| n.parse().ok()),
         };
         if names != extra.columns() {
@@ -433,6 +454,13 @@ impl Iterator for Rows {
         if self.extra.ideal {
             r.ideal_completed = rest.next();
         }
+        if self.extra.anatomy {
+            let mut a = AnatomyRow::default();
+            for (x, v) in a.iter_mut().zip(rest.by_ref()) {
+                *x = v;
+            }
+            r.anatomy = Some(a);
+        }
         if self.extra.sender.is_some() {
             r.sender = rest.next();
         }
@@ -508,6 +536,9 @@ mod tests {
                     measured: i >= 10,
                     ideal_completed: extra.ideal.then_some(t + 190 + i % 31),
                     sender: extra.sender.map(|_| i % 2),
+                    anatomy: extra
+                        .anatomy
+                        .then(|| std::array::from_fn(|k| i * 13 + k as u64)),
                 }
             })
             .collect()
@@ -520,15 +551,20 @@ mod tests {
             Extra::default(),
             Extra {
                 ideal: true,
-                sender: None,
+                ..Extra::default()
             },
             Extra {
-                ideal: false,
                 sender: Some(Sender::Client),
+                ..Extra::default()
             },
             Extra {
                 ideal: true,
+                anatomy: true,
                 sender: Some(Sender::Leaf),
+            },
+            Extra {
+                anatomy: true,
+                ..Extra::default()
             },
         ] {
             let want = rows(2_500, extra);
@@ -562,7 +598,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let extra = Extra {
             ideal: true,
-            sender: None,
+            ..Extra::default()
         };
         let r = rows(12, extra)[11];
         let mut w = RowWriter::create(&dir, RequestFormat::Csv, extra).unwrap();

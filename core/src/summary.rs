@@ -258,6 +258,9 @@ pub struct Summary {
     pub fanout: Option<crate::fanout::FanoutSummary>,
     // The sections below are added by other parts ([`crate::sections`]); each is
     // absent when its part did not run. Alphabetical, as the files always had them.
+    /// Each slow request explained from the kernel's events (`record.explain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anatomy: Option<crate::sections::Anatomy>,
     /// Hardware and software counters of the workers (`record.counters`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<CountersReport>,
@@ -615,6 +618,7 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         stalls: (config == "integrated" && r.fanout.is_none())
             .then(|| crate::stalls::dispatch_gaps(r))
             .flatten(),
+        anatomy: None,
         counters: None,
         environment: None,
         environment_redo: None,
@@ -962,6 +966,18 @@ pub fn write_run(
     r: &RunResult,
     save_requests: bool,
 ) -> Result<(), ResultError> {
+    write_run_explained(dir, s, r, save_requests, None)
+}
+
+/// [`write_run`] with each request's anatomy (by request index) as the records' `x_*`
+/// columns (`record.explain`).
+pub fn write_run_explained(
+    dir: &Path,
+    s: &Summary,
+    r: &RunResult,
+    save_requests: bool,
+    anatomy: Option<&[crate::sections::AnatomyRow]>,
+) -> Result<(), ResultError> {
     ensure_writable(dir)?;
     let hist = dir.join("hist");
     std::fs::create_dir_all(&hist).map_err(werr(&hist))?;
@@ -1016,6 +1032,7 @@ pub fn write_run(
                 r.spec.record_format,
                 rec,
                 with_ideal.then_some(&ideal[..]),
+                anatomy,
             )?;
         }
     }
@@ -1029,11 +1046,13 @@ fn write_records(
     format: crate::reqfile::RequestFormat,
     rec: &crate::records::Records,
     ideal: Option<&[u64]>,
+    anatomy: Option<&[crate::sections::AnatomyRow]>,
 ) -> Result<(), ResultError> {
     use crate::reqfile::{Extra, Row, RowWriter};
     let path = dir.join(crate::reqfile::file_name(format));
     let extra = Extra {
         ideal: ideal.is_some(),
+        anatomy: anatomy.is_some(),
         sender: None,
     };
     let go = || -> std::io::Result<()> {
@@ -1046,6 +1065,7 @@ fn write_records(
                 measured,
                 ideal_completed: ideal.map(|v| v[i as usize]),
                 sender: None,
+                anatomy: anatomy.and_then(|a| a.get(i as usize)).copied(),
             })?;
         }
         w.finish()

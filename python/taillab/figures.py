@@ -624,3 +624,82 @@ FIGURES = {
     "latency_over_time": latency_over_time,
     "checks_panel": checks_panel,
 }
+
+
+#: The parts of a request's sojourn (``--explain``), in the order of its life, with their
+#: colours: the harness's and the ideal's parts in greys and blues, the kernel's warm.
+ANATOMY_COLOURS = {
+    "lag": "#bdbdbd",
+    "queue": "#9ecae1",
+    "transport": "#dadaeb",
+    "run": "#3182bd",
+    "fault": "#756bb1",
+    "preempted": "#e6550d",
+    "wakeup": "#fdae6b",
+    "blocked": "#31a354",
+    "irq": "#de2d26",
+    "softirq": "#fb6a4a",
+    "unknown": "#000000",
+}
+
+
+def anatomy_bars(tail: pd.DataFrame, out=None) -> Figure:
+    """The slowest requests as stacked bars of their parts (the ``x_<part>`` columns of an
+    explained run's records), slowest first: what each slow request spent its time on."""
+    if tail.empty:
+        raise FigureError("no explained requests (records without x_ columns)")
+    tail = tail.sort_values("sojourn", ascending=False)
+    scale, unit = unit_for(float(tail["sojourn"].max()))
+    fig, ax = _new(7.2, 3.8)
+    ax = ax[0][0]
+    x = np.arange(len(tail))
+    bottom = np.zeros(len(tail))
+    for part, colour in ANATOMY_COLOURS.items():
+        col = f"x_{part}"
+        if col not in tail or not tail[col].any():
+            continue
+        v = tail[col].to_numpy(dtype=float) / scale
+        ax.bar(x, v, bottom=bottom, width=1.0, color=colour, label=part, linewidth=0)
+        bottom += v
+    ax.set_xlabel(f"the slowest {len(tail)} requests, slowest first")
+    ax.set_ylabel(f"sojourn ({unit})")
+    ax.set_xlim(-0.5, len(tail) - 0.5)
+    ax.legend(fontsize=7, ncols=4, loc="upper right")
+    return save(fig, out)
+
+
+def request_timeline(worst: dict, out=None) -> Figure:
+    """One request's life from its intended time (the ``anatomy.worst`` pieces) as one
+    horizontal bar coloured by part, each long piece labelled with its culprit."""
+    pieces = worst.get("pieces") or []
+    if not pieces:
+        raise FigureError("the slowest request has no pieces")
+    scale, unit = unit_for(float(worst.get("sojourn_ns") or 1))
+    fig, ax = _new(7.2, 1.9)
+    ax = ax[0][0]
+    seen = set()
+    total = sum(p["len_ns"] for p in pieces) or 1
+    for p in pieces:
+        part = p["part"]
+        ax.barh(
+            0,
+            p["len_ns"] / scale,
+            left=p["start_ns"] / scale,
+            color=ANATOMY_COLOURS.get(part, "#888888"),
+            label=None if part in seen else part,
+            height=0.6,
+        )
+        seen.add(part)
+        if p.get("culprit") and p["len_ns"] > 0.12 * total:
+            ax.text(
+                (p["start_ns"] + p["len_ns"] / 2) / scale,
+                0.42,
+                p["culprit"],
+                ha="center",
+                fontsize=7,
+            )
+    ax.set_yticks([])
+    ax.set_ylim(-0.5, 0.7)
+    ax.set_xlabel(f"time since the request's intended send ({unit})")
+    ax.legend(fontsize=7, ncols=6, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    return save(fig, out)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import counters, fit, html, ideal, resources, tailwag
+from . import anatomy, counters, fit, html, ideal, resources, tailwag
 from . import figures as F
 from .html import esc
 from .results import Results, load, numeric, requests_file
@@ -323,6 +323,7 @@ SECTIONS: list[Section] = [
     _heading,
     _points,
     ideal.section,
+    anatomy.section,
     _figures,
     fit.section,
     tailwag.section,

@@ -380,6 +380,12 @@ def requests_file(run_dir: Path) -> Path | None:
     return None
 
 
+def read_run_requests(run_dir: str | Path) -> pd.DataFrame | None:
+    """One run's records with the derived durations, or None when it saved none."""
+    req = requests_file(Path(run_dir))
+    return None if req is None else _read_requests(req)
+
+
 def _read_parquet(path: Path) -> pd.DataFrame:
     try:
         import pyarrow.parquet as pq  # only for Parquet records: the bundle reads CSV without it

@@ -102,3 +102,17 @@ def test_attribution_page_renders_in_chromium(attribution_page, tmp_path):
     # taillab attribute's page: its effects plots, interaction plots and CCDF all load.
     probe = _probe(attribution_page, tmp_path)
     assert probe["n"] >= 4 and probe["broken"] == [], probe
+
+
+def test_anatomy_section_renders_in_chromium(tmp_path):
+    # An explained run's report: the slowest 1 % as stacked bars and the slowest request's
+    # timeline both load.
+    from taillab.report import write_report
+
+    run = Path(__file__).resolve().parents[2] / "tests" / "data" / "run-explained"
+    page = write_report(run, tmp_path / "report")
+    probe = _probe(page, tmp_path)
+    assert probe["broken"] == [], probe
+    html = page.read_text()
+    assert "Anatomy of the slow requests" in html
+    assert html.count('<img src="figures/anatomy-') == 2

@@ -8,6 +8,7 @@
 #   loads/       a plain folder of three runs at rho = 0.1, 0.3, 0.5 (what make demo writes)
 #   repeat/      `taillab run --ci`: an experiment of kind "run", one point, 3 runs
 #   sweep/       `taillab sweep`: 1 and 2 threads x two loads, 2 runs per point
+#   run-explained/  one run with --explain (its anatomy and x_* columns; as root only)
 #   (run-v1/     a run written as taillab.run/1, kept as it is: not rebuilt here)
 #
 # Timings on a loaded machine make the tails long and some checks fail; the tests only rely
@@ -20,6 +21,13 @@ data=tests/data
 
 common=(--app synth --config integrated --threads 1 --warmup-seconds 0.5 -q)
 rm -rf "$data/run-synth" "$data/run-stall" "$data/loads" "$data/repeat" "$data/sweep"
+if [ "$(id -u)" -eq 0 ]; then
+  rm -rf "$data/run-explained"
+  "$bin" run --app synth --threads 1 --qps 1000 --warmup-requests 100 --requests 500 -q \
+    --seed 16 --set service=exp:200us --explain --save-requests --out "$data/run-explained" >/dev/null
+else
+  echo "regen: not root: tests/data/run-explained (--explain) kept as it is" >&2
+fi
 
 "$bin" run "${common[@]}" --qps 500 --duration 2s --seed 11 --set service=exp:200us \
   --save-requests --out "$data/run-synth" >/dev/null
@@ -34,4 +42,4 @@ done
 "$bin" sweep --app synth --configs integrated --threads 1,2 --qps 500,1500 \
   --duration 1s --warmup-seconds 0.3 --seed 15 --set service=exp:200us \
   --ci 0.5 --min-runs 2 --max-runs 2 --out "$data/sweep" -q >/dev/null
-du -sh "$data"/run-synth "$data"/run-stall "$data"/loads "$data"/repeat "$data"/sweep
+du -sh "$data"/run-explained "$data"/run-synth "$data"/run-stall "$data"/loads "$data"/repeat "$data"/sweep

@@ -397,6 +397,11 @@ pub trait RunObserver {
     /// `origin_ns` is the clients' time zero on this host's clock
     /// ([`taillab_core::clock::now_ns`]); result times are relative to it.
     fn finished(&mut self, r: &RunResult, origin_ns: u64, summary: &mut Summary, out: &Path) -> Result<(), String>;
+    /// Each request's anatomy (`record.explain`), by request id, for the records' `x_*`
+    /// columns (after `finished`).
+    fn anatomy_rows(&mut self) -> Option<Vec<taillab_core::sections::AnatomyRow>> {
+        None
+    }
     /// Lines it adds to the human run table (after `finished`).
     fn table_lines(&self, _summary: &Summary) -> String {
         String::new()
@@ -527,8 +532,10 @@ pub fn run_config(
     if let Some(m) = monitors {
         m.finish(wall_window(&result, &summary, wall_start), &mut summary);
     }
+    let mut anatomy = None;
     if let Some(o) = obs {
         o.finished(&result, origin_ns, &mut summary, out).map_err(TransportError::Launch)?;
+        anatomy = o.anatomy_rows();
     }
     // One client's records are the run's (written by write_run as in
     // integrated); several clients' rows get a `client` column.
@@ -539,7 +546,7 @@ pub fn run_config(
         let sender = if fan.is_some() { Sender::Leaf } else { Sender::Client };
         write_requests(out, cfg.record.format, &reqs, sender)?;
     }
-    taillab_core::write_run(out, &summary, &result, save && !apart)?;
+    taillab_core::summary::write_run_explained(out, &summary, &result, save && !apart, anatomy.as_deref())?;
     drop(fleet);
     if let Some(l) = lost {
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
@@ -977,6 +984,8 @@ fn stop_servers(fleet: &mut Fleet) -> Vec<Value> {
                 Ok((_, Some(l))) => {
                     if let Some(j) = l.strip_prefix("stats ") {
                         stats = serde_json::from_str(j).unwrap_or(Value::Null);
+                    } else {
+                        crate::explain::keep_line(&l);
                     }
                 }
                 _ => break,
@@ -1098,7 +1107,7 @@ fn write_requests(
     let path = out.join(reqfile::file_name(format));
     let io = |e| TransportError::Io { what: format!("writing {}", path.display()), source: e };
     std::fs::create_dir_all(out).map_err(io)?;
-    let extra = reqfile::Extra { ideal: false, sender: Some(sender) };
+    let extra = reqfile::Extra { sender: Some(sender), ..Default::default() };
     let mut w = reqfile::RowWriter::create(out, format, extra).map_err(io)?;
     for (i, rows) in (0u64..).zip(reqs) {
         for r in rows {

@@ -33,6 +33,7 @@ pub mod apps;
 pub mod client;
 pub mod coord;
 pub mod epoll;
+pub mod explain;
 pub mod fanout;
 pub mod grpc;
 pub mod http2;

@@ -537,6 +537,7 @@ fn serve_one(
     resp.clear();
     let r = worker.handle(&job.payload, resp);
     let finished = now_ns();
+    crate::explain::record(job.id, job.enqueued, started, finished);
     st.requests.fetch_add(1, Ordering::Relaxed);
     let (q, svc) = (started.saturating_sub(job.enqueued), finished - started);
     let recv = proto::pack_recv(job.clock, job.read_at - job.enqueued);

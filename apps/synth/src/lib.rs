@@ -66,10 +66,12 @@
 //! starts: it usually means a unit slipped.
 
 #![warn(missing_docs)]
+pub mod faults;
 pub mod lock;
 pub mod noise;
 pub mod speed;
 
+use faults::{FaultBuffer, Faults};
 use lock::HybridLock;
 use noise::{Noise, Pause, PauseClock, WorkerNoise};
 use speed::{Dealer, Speed};
@@ -137,6 +139,11 @@ const KEYS: &[KeySpec] = &[
         name: "cold",
         default: "none",
         help: "slower after idling: F,tau=D serves a draw times 1+F(1-w), warmth w decaying as exp(-idle/D) (e.g. 0.3,tau=10ms); ,power=P: 1+F(1-w)^P, slow only when quite cold",
+    },
+    KeySpec {
+        name: "faults",
+        default: "none",
+        help: "planted page faults: K,every=N drops and touches K pages of the worker's own on every N-th request the client draws (index a multiple of N), e.g. 64,every=100",
     },
     KeySpec {
         name: "speed",
@@ -372,16 +379,19 @@ struct Config {
     scale: f64,
     cold: Option<Cold>,
     speed: Option<Speed>,
+    faults: Option<Faults>,
 }
 
 impl Config {
-    /// Bytes of a request: the service time, then both lock lengths when a lock is set.
+    /// Bytes of a request: the service time, then both lock lengths when a lock is set,
+    /// then the pages to fault when `faults=` is set.
     fn request_len(&self) -> usize {
-        if self.recv_lock.is_some() || self.send_lock.is_some() {
+        let locks = if self.recv_lock.is_some() || self.send_lock.is_some() {
             24
         } else {
             8
-        }
+        };
+        locks + if self.faults.is_some() { 8 } else { 0 }
     }
 
     /// Mean time a worker is busy per request, noise included.
@@ -481,9 +491,12 @@ fn config(p: &Params) -> Result<Config, AppError> {
     let cold = parse_cold(p.get("cold").unwrap_or("none"))?;
     let spv = p.get("speed").unwrap_or("none");
     let speed = Speed::parse(spv).map_err(|e| bad("speed", spv, e))?;
+    let fv = p.get("faults").unwrap_or("none");
+    let faults = Faults::parse(fv).map_err(|e| bad("faults", fv, e))?;
     Ok(Config {
         cold,
         speed,
+        faults,
         service,
         stall,
         spin,
@@ -554,6 +567,7 @@ impl App for Synth {
             iters_per_us,
             measure_start: AtomicU64::new(0),
             request_len: c.request_len(),
+            faults: c.faults,
             recv_lock: lock(&c.recv_lock),
             send_lock: lock(&c.send_lock),
             threads,
@@ -592,24 +606,28 @@ impl App for Synth {
     fn client(&self, _: &DataCtx, params: &Params, seed: u64) -> Result<Box<dyn Client>, AppError> {
         let c = config(params)?;
         Ok(Box::new(SynthClient {
-            len: c.request_len(),
             scale: c.scale,
             dist: c.service,
             recv: c.recv_lock,
             send: c.send_lock,
+            faults: c.faults,
+            drawn: 0,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
         }))
     }
 }
 
 /// Draws service times (and critical-section lengths); the payload is the service time in
-/// ns (u64 LE), followed by the recv and send critical sections' ns when a lock is set.
+/// ns (u64 LE), followed by the recv and send critical sections' ns when a lock is set, and
+/// the pages to fault when `faults=` is set.
 pub struct SynthClient {
     dist: Dist,
     scale: f64,
     recv: Option<Dist>,
     send: Option<Dist>,
-    len: usize,
+    faults: Option<Faults>,
+    /// Requests drawn so far: the next one's index in the schedule.
+    drawn: u64,
     rng: Xoshiro256PlusPlus,
 }
 
@@ -617,7 +635,7 @@ impl Client for SynthClient {
     fn next_request(&mut self, out: &mut Vec<u8>) {
         let ns = (self.dist.sample(&mut self.rng) * self.scale).round() as u64;
         out.extend_from_slice(&ns.to_le_bytes());
-        if self.len > 8 {
+        if self.recv.is_some() || self.send.is_some() {
             for d in [&self.recv, &self.send] {
                 let cs = d
                     .as_ref()
@@ -625,6 +643,10 @@ impl Client for SynthClient {
                 out.extend_from_slice(&cs.to_le_bytes());
             }
         }
+        if let Some(f) = &self.faults {
+            out.extend_from_slice(&f.pages_for(self.drawn).to_le_bytes());
+        }
+        self.drawn += 1;
     }
 }
 
@@ -638,6 +660,8 @@ struct Shared {
     /// Start of the measured phase (0 until the harness says), for stalls.
     measure_start: AtomicU64,
     request_len: usize,
+    /// `faults=`: each worker faults the pages a request asks for.
+    faults: Option<Faults>,
     recv_lock: Option<HybridLock>,
     send_lock: Option<HybridLock>,
     noise: Noise,
@@ -721,6 +745,7 @@ impl Server for SynthServer {
             warmth: 0.0,
             last_end: None,
             dealer: Dealer::default(),
+            fault_buf: s.faults.and_then(|f| FaultBuffer::new(f.pages as usize)),
         }))
     }
     fn begin_measurement(&self, at_ns: u64) {
@@ -846,6 +871,8 @@ struct SynthWorker {
     last_end: Option<u64>,
     /// `speed=`: the current cycle's order of its factors.
     dealer: Dealer,
+    /// `faults=`: the pages it drops and touches.
+    fault_buf: Option<FaultBuffer>,
 }
 
 /// Keeps the CPU busy for `ns` of work plus whatever noise hits it meanwhile.
@@ -900,6 +927,7 @@ impl Worker for SynthWorker {
             warmth,
             last_end,
             dealer,
+            fault_buf,
         } = self;
         let s: &Shared = s;
         if req.len() < s.request_len {
@@ -969,7 +997,13 @@ impl Worker for SynthWorker {
                 .fetch_add((f * 1e6).round() as u64, Ordering::Relaxed);
             (c, start)
         });
-        let locks = s.request_len > 8;
+        let locks = s.recv_lock.is_some() || s.send_lock.is_some();
+        if let Some(b) = fault_buf.as_mut() {
+            let pages = field(req, if locks { 3 } else { 1 });
+            if pages > 0 {
+                b.fault(pages as usize);
+            }
+        }
         if locks {
             critical(s, noise, s.recv_lock.as_ref(), field(req, 1));
         }

@@ -333,6 +333,8 @@ section! {
         roi: RoiMode = RoiMode::None, Opts::on(EXP);
         /// Issue gem5 markers even though the CPU does not identify as gem5's (they crash a real CPU with SIGILL).
         roi_force: bool = false, Opts::on(EXP);
+        /// Explain every request from the kernel's events: switches, wake-ups, interrupts and page faults on the measured threads' CPUs, joined with its stamps into a partition of its sojourn (the `anatomy` section, `x_*` record columns, `taillab explain RUN`; needs root and tracefs; docs/explain.md).
+        explain: bool = false, Opts::on(EXP | SERVE);
     }
 }
 

@@ -7,6 +7,7 @@
 //!
 //! | key | type | written by | own version |
 //! |---|---|---|---|
+//! | `anatomy` | [`Anatomy`] | cli runner, from taillab-explain (`record.explain`) | [`ANATOMY_SCHEMA`] |
 //! | `environment` | [`EnvSummary`] | cli runner, from taillab-monitor | `taillab.run` |
 //! | `environment_redo` | [`EnvironmentRedo`] | cli experiment (disturbed runs redone) | `taillab.run` |
 //! | `nodes` | `[`[`NodeReport`]`]` | transport's Slurm node monitors | `taillab.run` |
@@ -24,11 +25,13 @@
 //! ([`crate::summary::RUN_SCHEMA`]); one with a version says so in its
 //! `schema` key and changes it when its shape does.
 
+pub mod anatomy;
 pub mod counters;
 pub mod environment;
 pub mod planned;
 pub mod transport;
 
+pub use anatomy::{Anatomy, AnatomyRow, ANATOMY_SCHEMA};
 pub use counters::{CountersReport, COUNTERS_SCHEMA};
 pub use environment::{EnvSummary, EnvironmentRedo, NodeReport};
 pub use planned::{InterferenceReport, ProfileOutcome, TuningRecord, INTERFERENCE_SCHEMA};
