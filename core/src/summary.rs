@@ -744,8 +744,9 @@ const NO_RECORDS: &str = "no per-request records (integrated: raise --max-record
 
 /// Inter-arrival fit: do the actual send gaps follow the process asked for?
 /// - Poisson and renewal gaps (`lognormal:`, `gamma:`, `pareto:`):
-///   Kolmogorov–Smirnov of the send gaps against the gap distribution with
-///   the schedule's rate (fails at p < 0.001).
+///   Kolmogorov–Smirnov of the intended gaps against the gap distribution with
+///   the schedule's rate, and of the send gaps against the intended ones up to
+///   the send lag's p99 (each fails at p < 0.001).
 /// - fixed: gaps within ±5 % of their mean at p99.
 /// - processes whose gaps are not independent draws (MMPP, traces, load
 ///   profiles): two-sample KS of the send gaps against the intended
@@ -755,6 +756,16 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64, lag_p99: u64) -> Check 
     let Some(st) = measured_stamps(r, CHECK_SAMPLE + 1) else {
         return skipped(NO_RECORDS);
     };
+    interarrival_of(&st, &r.spec.arrival, scheduled_qps, lag_p99)
+}
+
+/// [`interarrival_check`] on the measured requests' stamps `st`.
+fn interarrival_of(
+    st: &[crate::collector::Stamps],
+    arrival: &crate::arrival::ArrivalSpec,
+    scheduled_qps: f64,
+    lag_p99: u64,
+) -> Check {
     if st.len() < 50 {
         return skipped("fewer than 50 measured requests");
     }
@@ -766,7 +777,6 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64, lag_p99: u64) -> Check 
     };
     let gaps = gaps_of(st.iter().map(|s| s.sent).collect());
     let mean_gap = 1e9 / scheduled_qps;
-    let arrival = &r.spec.arrival;
     if *arrival == crate::arrival::ArrivalSpec::Fixed {
         return fixed_spacing(&gaps, mean_gap);
     }
@@ -777,31 +787,47 @@ fn interarrival_check(r: &RunResult, scheduled_qps: f64, lag_p99: u64) -> Check 
             json!({"test": test, "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001}),
         )
     };
+    let intended = gaps_of(st.iter().map(|s| s.intended).collect());
+    // Each send may be late by its send lag (judged by its own check), so the wire's gaps
+    // are compared with the schedule's up to the send lag's p99: one client thread cannot
+    // put two requests closer than one write's cost (over loopback a write runs the
+    // receiver's TCP stack too, ~5–10 µs), so requests due closer than that leave together,
+    // and a plain fit of the wire's gaps would fail every run at µs scale.
+    let tol = (lag_p99 as f64).max(1_000.0);
+    let wire = crate::arrival::ks_two_sample_within(&gaps, &intended, tol);
+    let tol_s = crate::dist::fmt_ns(tol);
     match arrival.gap_cdf(mean_gap) {
-        Some(cdf) if *arrival == crate::arrival::ArrivalSpec::Poisson => ks(
-            "ks_exponential",
-            "send gaps vs exponential".into(),
-            crate::arrival::ks_one_sample(&gaps, cdf),
-        ),
-        Some(cdf) => ks(
-            "ks_gaps",
-            format!("send gaps vs the gaps of {arrival}"),
-            crate::arrival::ks_one_sample(&gaps, cdf),
-        ),
-        None => {
-            let intended = gaps_of(st.iter().map(|s| s.intended).collect());
-            // Each send may be late by its send lag (judged by its own check), so
-            // gaps are compared up to the send lag's p99.
-            let tol = (lag_p99 as f64).max(1_000.0);
-            ks(
-                "ks_vs_schedule",
+        Some(cdf) => {
+            // Poisson and renewal processes: the schedule's own gaps against the process
+            // asked for (a wrong generator or rate fails here), and the wire against the
+            // schedule.
+            let (d, p) = crate::arrival::ks_one_sample(&intended, &cdf);
+            let (wd, wp) = wire;
+            let plain = crate::arrival::ks_one_sample(&gaps, &cdf).0;
+            let (test, what) = if *arrival == crate::arrival::ArrivalSpec::Poisson {
+                ("ks_exponential", "exponential".to_string())
+            } else {
+                ("ks_gaps", format!("the gaps of {arrival}"))
+            };
+            Check::new(
+                p >= 0.001 && wp >= 0.001,
                 format!(
-                    "send gaps vs the intended schedule's ({arrival}), within the send lag p99 {}",
-                    crate::dist::fmt_ns(tol)
+                    "intended gaps vs {what}: KS D={d:.4}, p={p:.3}; send gaps vs intended \
+                     within the send lag p99 {tol_s}: D={wd:.4}, p={wp:.3}; over {} gaps",
+                    gaps.len()
                 ),
-                crate::arrival::ks_two_sample_within(&gaps, &intended, tol),
+                json!({"test": test, "d": d, "p_value": p, "gaps": gaps.len(), "alpha": 0.001,
+                       "wire_d": wd, "wire_p_value": wp, "tolerance_ns": tol,
+                       "send_gaps_d": plain}),
             )
         }
+        None => ks(
+            "ks_vs_schedule",
+            format!(
+                "send gaps vs the intended schedule's ({arrival}), within the send lag p99 {tol_s}"
+            ),
+            wire,
+        ),
     }
 }
 
@@ -1282,6 +1308,83 @@ mod tests {
         assert_eq!(s.schema, "taillab.run/1");
         assert!(s.latency_ns["sojourn"].count > 0);
         assert!(s.environment.is_none() && s.transport.is_none());
+    }
+
+    #[test]
+    fn interarrival_judges_the_schedule_and_the_wire_within_the_send_lag() {
+        use crate::arrival::ArrivalSpec;
+        use crate::collector::Stamps;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        let mean = 50_000.0; // 20 000 requests/s
+        let mut t = 1e9;
+        let intended: Vec<u64> = (0..20_000)
+            .map(|_| {
+                t += -mean * (1.0 - rng.gen::<f64>()).ln();
+                t as u64
+            })
+            .collect();
+        // One client thread: a write costs 8 µs, so a request due sooner after the last
+        // write waits for it and leaves with the next one (the wire's gaps alone fail a
+        // plain fit to the exponential; they are within the send lag of the schedule).
+        let mut free = 0u64;
+        let wire: Vec<Stamps> = intended
+            .iter()
+            .map(|&i| {
+                let sent = i.max(free);
+                free = sent + 8_000;
+                Stamps {
+                    intended: i,
+                    sent,
+                    ..Stamps::default()
+                }
+            })
+            .collect();
+        let lag = |st: &[Stamps]| {
+            let mut l: Vec<u64> = st.iter().map(|s| s.sent - s.intended).collect();
+            l.sort_unstable();
+            l[l.len() * 99 / 100]
+        };
+        let c = interarrival_of(&wire, &ArrivalSpec::Poisson, 20_000.0, lag(&wire));
+        assert!(c.ok, "{}", c.verdict);
+        assert!(
+            c.details["send_gaps_d"].as_f64().unwrap() > 0.02,
+            "{:?}",
+            c.details
+        );
+        // A schedule that is not Poisson fails on its own gaps, however well it is sent.
+        let fixed: Vec<Stamps> = (0..20_000u64)
+            .map(|k| Stamps {
+                intended: k * 50_000,
+                sent: k * 50_000,
+                ..Stamps::default()
+            })
+            .collect();
+        let c = interarrival_of(&fixed, &ArrivalSpec::Poisson, 20_000.0, 0);
+        assert!(
+            !c.ok && c.details["p_value"].as_f64().unwrap() < 1e-6,
+            "{}",
+            c.verdict
+        );
+        // A wire that sends every request in bursts of four (held up to 200 µs, beyond a
+        // send lag p99 said to be 1 µs) fails against the schedule.
+        let bursts: Vec<Stamps> = intended
+            .chunks(4)
+            .flat_map(|c| {
+                let last = *c.last().unwrap();
+                c.iter().map(move |&i| Stamps {
+                    intended: i,
+                    sent: last,
+                    ..Stamps::default()
+                })
+            })
+            .collect();
+        let c = interarrival_of(&bursts, &ArrivalSpec::Poisson, 20_000.0, 1_000);
+        assert!(
+            !c.ok && c.details["wire_p_value"].as_f64().unwrap() < 1e-6,
+            "{}",
+            c.verdict
+        );
     }
 
     #[test]
