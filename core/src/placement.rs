@@ -102,14 +102,23 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, crate::ValueError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let num = |x: &str| x.trim().parse::<usize>().map_err(|_| crate::ValueError::not(part, FORM));
+        let num = |x: &str| {
+            x.trim()
+                .parse::<usize>()
+                .map_err(|_| crate::ValueError::not(part, FORM))
+        };
         let (a, b) = (num(a)?, num(b)?);
         if a > b {
-            return Err(crate::ValueError::new(part, format!("`{part}` is a reversed range"))
-                .with_fix(format!("write it low to high: {b}-{a}")));
+            return Err(
+                crate::ValueError::new(part, format!("`{part}` is a reversed range"))
+                    .with_fix(format!("write it low to high: {b}-{a}")),
+            );
         }
         if b > 65535 {
-            return Err(crate::ValueError::new(part, format!("CPU {b} is beyond 65535")));
+            return Err(crate::ValueError::new(
+                part,
+                format!("CPU {b} is beyond 65535"),
+            ));
         }
         out.extend(a..=b);
     }
@@ -362,9 +371,16 @@ mod tests {
         );
         assert_eq!(show_cpus(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
         assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
-        assert_eq!(parse_cpu_list(" 2, 0 ,"), Ok(vec![2, 0]), "the order given; blanks ignored");
+        assert_eq!(
+            parse_cpu_list(" 2, 0 ,"),
+            Ok(vec![2, 0]),
+            "the order given; blanks ignored"
+        );
         assert_eq!(parse_cpu_list(""), Ok(vec![]));
-        assert!(parse_cpu_list("a-1").unwrap_err().to_string().contains("a CPU number"));
+        assert!(parse_cpu_list("a-1")
+            .unwrap_err()
+            .to_string()
+            .contains("a CPU number"));
         let e = parse_cpu_list("0,3-1").unwrap_err().to_string();
         assert!(e.contains("reversed") && e.contains("1-3"), "{e}");
         assert!(parse_cpu_list("70000").is_err());
