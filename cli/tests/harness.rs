@@ -228,6 +228,12 @@ const STALL_NS: u64 = 500_000;
 /// it rather than the harness.
 const MAX_STALL_SHARE: f64 = 1.0 / 2000.0;
 
+/// The same for the thread shaper on a host without two CPUs to spare for it (docs/hosts.md,
+/// "A thread shaper needs two CPUs more than its workers"): its thread and the worker share
+/// the CPUs with the host's own, and a quiet 2-vCPU VM gave 27-46 gaps over 500 µs in 32 000
+/// requests (2026-12-01): one in 500 holds that and still catches a code path that stalls.
+const MAX_STALL_SHARE_THREAD: f64 = 1.0 / 500.0;
+
 fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {
     let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
     let mut lines = csv.lines();
@@ -299,10 +305,10 @@ impl ReplayCheck {
     }
 
     /// Within `tol` of the replay on mean and p99, a median dispatch under
-    /// `dispatch_max` ns, and at most `MAX_STALL_SHARE` of the requests
-    /// excused as stalls.
-    fn judge(&self, tol: f64, dispatch_max: u64) -> Result<(), String> {
-        let most = (self.requests as f64 * MAX_STALL_SHARE).floor() as usize;
+    /// `dispatch_max` ns, and at most `stall_share` of the requests excused as
+    /// stalls.
+    fn judge(&self, tol: f64, dispatch_max: u64, stall_share: f64) -> Result<(), String> {
+        let most = (self.requests as f64 * stall_share).floor() as usize;
         let msg = format!(
             "mean {:.0} vs replay {:.0} ({:+.1}%), p99 {:.0} vs replay {:.0} ({:+.1}%), dispatch p50 {} ns, {} stalls > {} µs excused (at most {most}): [{}]",
             self.mean,
@@ -366,7 +372,7 @@ fn harness_matches_replay_of_its_own_draws() {
             "summary mean disagrees with requests.csv"
         );
         let _ = std::fs::remove_dir_all(&out);
-        c.judge(0.05, 10_000)
+        c.judge(0.05, 10_000, MAX_STALL_SHARE)
     });
 }
 
@@ -769,7 +775,7 @@ fn thread_shaper_matches_replay_of_its_own_draws() {
         // services it spun (undetected as steal: one such try was +26.6 % over M/M/1 at the
         // nominal 200 µs) is not taken for the shaper's error. 30 000 requests of M/M/1 at
         // ρ 0.5 give the mean a standard error of 1.5 %.
-        let replay = c.judge(0.15, 20_000);
+        let replay = c.judge(0.15, 20_000, MAX_STALL_SHARE_THREAD);
         let svc = &s["latency_ns"]["service"];
         let (m1, sd) = (
             svc["mean"].as_f64().unwrap(),
