@@ -506,20 +506,7 @@ pub fn run_config(
     let each_qps = if fan.is_some() { spec.qps } else { spec.qps / cfg.net.clients as f64 };
     let per_client = client_shares(&shards, &missing, each_qps);
     let server_timed = dumps.iter().all(|d| d.server_timed);
-    let section = TransportFacts {
-        clients: clients(cfg),
-        connections: cfg.net.connections,
-        target: &fleet.target,
-        lost: lost.clone(),
-        per_client: Some(per_client),
-        senders: shards
-            .iter()
-            .enumerate()
-            .filter_map(|(i, d)| d.as_ref().map(|d| (i, d)))
-            .flat_map(|(i, d)| d.senders.iter().map(move |s| SenderShare { client: i, ..s.clone() }))
-            .collect(),
-        max_in_flight: dumps.first().map_or(0, |d| d.max_in_flight),
-    };
+    let section = facts(cfg, &fleet.target, lost.clone(), &shards, per_client);
     summary.transport = Some(section.section(&th, tsum, server_timed));
     if !server_timed {
         summary.drop_ideal_of_external_server();
@@ -552,6 +539,30 @@ pub fn run_config(
         return Err(TransportError::Launch(format!("{l}; the measured part was written to {}", out.display())));
     }
     Ok(summary)
+}
+
+/// The transport facts of a run whose clients sent `shards` (`None`: a client that did not).
+fn facts<'a>(
+    cfg: &RunConfig,
+    target: &'a str,
+    lost: Option<String>,
+    shards: &[Option<ShardDump>],
+    per_client: Vec<ClientShare>,
+) -> TransportFacts<'a> {
+    TransportFacts {
+        clients: clients(cfg),
+        connections: cfg.net.connections,
+        target,
+        lost,
+        per_client: Some(per_client),
+        senders: shards
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().map(|d| (i, d)))
+            .flat_map(|(i, d)| d.senders.iter().map(move |s| SenderShare { client: i, ..s.clone() }))
+            .collect(),
+        max_in_flight: shards.iter().flatten().next().map_or(0, |d| d.max_in_flight),
+    }
 }
 
 /// Each client's share of the run (`each_qps`: the rate one was asked for); a client that
