@@ -40,7 +40,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use taillab_monitor::system::parse_cpu_list;
 use taillab_monitor::{ResetLine, SetOutcome, Tuner};
 
 use crate::signals;
@@ -158,10 +157,7 @@ impl fmt::Debug for TuningGuard {
 
 /// Online CPUs (`/sys/devices/system/cpu/online`).
 pub fn online_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| parse_cpu_list(&s))
-        .unwrap_or_default()
+    taillab_core::placement::online_cpus().unwrap_or_default()
 }
 
 /// Online NUMA nodes (`/sys/devices/system/node/online`; `[0]` when the
@@ -169,7 +165,7 @@ pub fn online_cpus() -> Vec<usize> {
 pub fn numa_nodes() -> Vec<usize> {
     std::fs::read_to_string("/sys/devices/system/node/online")
         .ok()
-        .and_then(|s| parse_cpu_list(&s))
+        .and_then(|s| taillab_core::placement::parse_cpu_list(s.trim()).ok())
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| vec![0])
 }

@@ -207,12 +207,6 @@ fn read_trim(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Parses a CPU list such as `0-3,8,10-11` into CPU numbers (taillab's one grammar,
-/// [`taillab_core::placement::parse_cpu_list`]); `None` when it does not read.
-pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    taillab_core::placement::parse_cpu_list(s.trim()).ok()
-}
-
 /// The bracketed choice in a sysfs selector file (`always [madvise] never`).
 pub fn bracketed(s: &str) -> Option<String> {
     let a = s.find('[')?;
@@ -243,7 +237,7 @@ impl SystemReport {
         let cpus_online = read_trim(&p("sys/devices/system/cpu/online"));
         let online: Vec<usize> = cpus_online
             .as_deref()
-            .and_then(parse_cpu_list)
+            .and_then(|s| taillab_core::placement::parse_cpu_list(s).ok())
             .unwrap_or_default();
         let cores_online = if online.is_empty() {
             std::thread::available_parallelism()
@@ -800,7 +794,7 @@ impl Tuner {
     pub fn with_root(root: &Path, state_path: PathBuf, worker_cpus: Option<&[usize]>) -> Tuner {
         let p = |rel: &str| root.join(rel);
         let online: Vec<usize> = read_trim(&p("sys/devices/system/cpu/online"))
-            .and_then(|s| parse_cpu_list(&s))
+            .and_then(|s| taillab_core::placement::parse_cpu_list(&s).ok())
             .unwrap_or_default();
         let mut ops = vec![
             Operation {
@@ -1205,13 +1199,6 @@ mod tests {
 
     #[test]
     fn cpu_lists_and_selectors() {
-        assert_eq!(
-            parse_cpu_list("0-3,8,10-11"),
-            Some(vec![0, 1, 2, 3, 8, 10, 11])
-        );
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list(""), Some(vec![]));
-        assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(
             bracketed("always [madvise] never").as_deref(),
             Some("madvise")
