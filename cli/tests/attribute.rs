@@ -153,8 +153,9 @@ fn covers(e: &Value, truth: f64, slack: f64) -> Result<(), String> {
 /// 100 µs event every 2 ms of a worker's busy time, which hits about 2 % of the 40-60 µs
 /// requests (+100 µs at service p99, nothing at p50); `app.lock_spin` with no lock does
 /// nothing. The run is killed after a few runs and resumed; the finished runs are kept.
-/// Slack: 1 µs or 10 % of the planted size, for what the VM adds to a clock-checked spin
-/// (a timer tick inside 1 % of the requests moves a p99 by a few µs).
+/// Slack: 1 µs or 10 % of the planted size, for what the VM adds to a clock-checked spin;
+/// at p99 of the noise-free cells the host's own tail (its excess over p50, read from the
+/// same runs) is part of the truth, and scale's p99 effect under the noise is exact.
 #[test]
 fn planted_effects_are_recovered_after_a_resume() {
     let _s = serial();
@@ -207,9 +208,28 @@ fn planted_effects_are_recovered_after_a_resume() {
     let doc = json(&out.join("attribution/attribution.json"));
     let page = std::fs::read_to_string(out.join("attribution/index.html")).unwrap();
     assert!(page.contains("What to change") && page.contains("effects-sojourn.png"));
+    // Without the planted noise, a cell's service p99 is the host's own: 1 % of requests
+    // hit by its interrupts and preemptions, 3-30 µs over the p50, run to run (2026-12-01).
+    // Treatment coding compares cells at the base levels, so that part of the host's tail is
+    // in the p99 effects of scale and noise; read it from the same runs' summaries.
+    let host_excess: Vec<f64> = finished(&out)
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("-noise-none-"))
+        .map(|p| {
+            let service = &json(p)["latency_ns"]["service"];
+            let us = |q: &str| service[q].as_f64().unwrap() / 1e3;
+            us("p99") - us("p50")
+        })
+        .collect();
+    assert_eq!(host_excess.len(), 12, "the noise-free cells' runs");
+    let (ex_lo, ex_hi) = host_excess
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
     let check = || -> Result<(), String> {
-        for label in ["p50", "p95", "p99"] {
+        for label in ["p50", "p95"] {
             covers(effect(&doc, "service", label, "app.scale=1.5"), 20.0, 2.0)?;
+        }
+        for label in ["p50", "p95", "p99"] {
             covers(
                 effect(&doc, "service", label, "app.lock_spin=20us"),
                 0.0,
@@ -217,10 +237,31 @@ fn planted_effects_are_recovered_after_a_resume() {
             )?;
         }
         covers(effect(&doc, "service", "p50", "app.noise="), 0.0, 1.0)?;
-        // The 100 µs event hits only 2-4 % of the requests, so service p99 lands inside the
-        // hit requests' own 40-90 µs spread: its shift is 100 µs less up to a few tens (a
-        // fresh clone's suite measured CI [58.9, 87.6] µs on 2026-12-01; earlier runs ~95).
-        covers(effect(&doc, "service", "p99", "app.noise="), 100.0, 30.0)?;
+        // Where the planted noise is on, its 100 µs hides the host's tail (every run's p99 is
+        // one of its hit requests, 140 or 160 µs): scale's effect there, main effect plus
+        // interaction, is the planted 20 µs.
+        let est = |term: &str| {
+            effect(&doc, "service", "p99", term)["estimate_us"]
+                .as_f64()
+                .unwrap()
+        };
+        let masked = est("app.scale=1.5") + est("app.scale=1.5 × app.noise=");
+        if (masked - 20.0).abs() > 2.0 {
+            return Err(format!(
+                "service p99 effect of scale under the noise {masked:.2} µs, not 20 ± 2"
+            ));
+        }
+        // At the base levels: 20 µs give or take the spread of the host's excess, and the
+        // noise's 100 µs less that excess.
+        let spread = ex_hi - ex_lo;
+        covers(
+            effect(&doc, "service", "p99", "app.scale=1.5"),
+            20.0,
+            spread + 2.0,
+        )?;
+        let noise = effect(&doc, "service", "p99", "app.noise=");
+        let mid = 100.0 - (ex_lo + ex_hi) / 2.0;
+        covers(noise, mid, spread / 2.0 + 2.0)?;
         // The tail-only cause is found in the latency users see, and only in its tail.
         let soj = effect(&doc, "sojourn", "p99", "app.noise=");
         if soj["ci_low_us"].as_f64().unwrap() <= 0.0 {
