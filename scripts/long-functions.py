@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
-"""Fails when a Rust function outside the tests runs over 120 lines.
+"""Fails when a Rust function outside the tests runs over 120 lines, or a Python one over 80.
 
-A function is counted from its `fn` line to its closing brace. Test code is left out: files
+A Rust function is counted from its `fn` line to its closing brace; a Python one from its
+`def` line to its last line (Python's own parser: decorators left out, its docstring in),
+in every Python file outside the tests (`*.py`, and the scripts under bench/ and scripts/
+that start with a Python `#!` line). Test code is left out: files
 under a `tests/`, `benches/` or `fuzz/` folder, `#[cfg(test)]` modules and `#[test]`
 functions. The TPC-C transactions (apps/oltp/src/txn.rs) are allowed their length: each is the
 specification's numbered steps in order, read side by side with it.
 
-Usage: scripts/long-functions.py [--limit N] [--all]   (--all lists every function over the
+Usage: scripts/long-functions.py [--limit N] [--py-limit N] [--all]   (--all lists every function over the
 limit, allowed ones included). `make lint` runs it.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 120
+PY_LIMIT = 80
 # Files whose functions may be longer, and why (shown with --all).
 ALLOWED = {
     "apps/oltp/src/txn.rs": "the TPC-C transactions follow the specification's steps",
@@ -146,10 +151,42 @@ def rust_files():
             yield p, rel.as_posix()
 
 
+def python_files():
+    """Every Python source outside the tests: `*.py`, and bench/'s and scripts/' executables
+    whose first line names Python."""
+    for p in sorted(ROOT.rglob("*.py")):
+        rel = p.relative_to(ROOT)
+        if not SKIP_DIRS.intersection(rel.parts[:-1]):
+            yield p, rel.as_posix()
+    for folder in ("bench", "scripts"):
+        for p in sorted((ROOT / folder).iterdir()):
+            if p.is_file() and not p.suffix:
+                head = p.read_bytes()[:64]
+                if head.startswith(b"#!") and b"python" in head.split(b"\n")[0]:
+                    yield p, p.relative_to(ROOT).as_posix()
+
+
+def long_python_functions(path: Path, limit: int) -> list[tuple[str, int, int]]:
+    """(name, first line, length) of each function or method over `limit` lines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > limit:
+                found.append((node.name, node.lineno, length))
+    return sorted(found, key=lambda t: t[1])
+
+
 def main(argv: list[str]) -> int:
     limit = int(argv[argv.index("--limit") + 1]) if "--limit" in argv else LIMIT
+    py_limit = int(argv[argv.index("--py-limit") + 1]) if "--py-limit" in argv else PY_LIMIT
     show_all = "--all" in argv
     bad = 0
+    for path, rel in python_files():
+        for name, line, length in long_python_functions(path, py_limit):
+            bad += 1
+            print(f"{rel}:{line}: def {name} is {length} lines, over {py_limit}: split it into the steps its docstring names")
     for path, rel in rust_files():
         for name, line, length in long_functions(path, limit):
             if rel in ALLOWED:
@@ -159,7 +196,7 @@ def main(argv: list[str]) -> int:
             bad += 1
             print(f"{rel}:{line}: fn {name} is {length} lines, over {limit}: split it into the steps its doc comment names")
     if bad:
-        print(f"{bad} function(s) over {limit} lines", file=sys.stderr)
+        print(f"{bad} function(s) over the limit ({limit} lines Rust, {py_limit} Python)", file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -870,15 +870,9 @@ def _precision_html(doc: dict) -> str:
     )
 
 
-def write_page(
-    root: str | Path, doc: dict, out_dir: str | Path | None = None, res: Results | None = None
-) -> Path:
-    """``OUT/attribution/index.html`` with its figures (and attribution.json beside it)."""
-    root = Path(root)
-    out = Path(out_dir) if out_dir else root / "attribution"
-    fig_dir = out / "figures"
-    out.mkdir(parents=True, exist_ok=True)
-    res = res or load(root)
+def _page_plans(doc: dict, res: Results) -> list:
+    """The page's figures: the effects per metric, one interaction plot per pair of factors
+    that interact, and the best and worst cells' CCDFs (last)."""
     factors = doc["design"]["factors"]
     plans = [
         (
@@ -912,11 +906,12 @@ def write_page(
             lambda p: cells_ccdf(res, doc, p),
         )
     )
-    drawn = F.draw(plans, fig_dir)
-    d = doc["design"]
-    kind = (
-        f"resolution-{d['resolution']} fraction" if d["kind"] == "fractional" else "full factorial"
-    )
+    return plans
+
+
+def _page_tables(doc: dict) -> tuple[str, str, str, str]:
+    """The page's tables: the factors, what to change, the p99's variance ratios, the cells."""
+    factors = doc["design"]["factors"]
     facts = html.table(
         ["factor", "levels (base first)"],
         [[esc(f["key"]), esc(" | ".join(f["levels"]))] for f in factors],
@@ -961,6 +956,25 @@ def write_page(
             for c in doc["cells"]
         ],
     )
+    return facts, change, var, cells
+
+
+def write_page(
+    root: str | Path, doc: dict, out_dir: str | Path | None = None, res: Results | None = None
+) -> Path:
+    """``OUT/attribution/index.html`` with its figures (and attribution.json beside it)."""
+    root = Path(root)
+    out = Path(out_dir) if out_dir else root / "attribution"
+    fig_dir = out / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    res = res or load(root)
+    factors = doc["design"]["factors"]
+    drawn = F.draw(_page_plans(doc, res), fig_dir)
+    d = doc["design"]
+    kind = (
+        f"resolution-{d['resolution']} fraction" if d["kind"] == "fractional" else "full factorial"
+    )
+    facts, change, var, cells = _page_tables(doc)
     alias = (
         f'<p class="note">Aliased two-factor interactions (a fraction cannot tell them apart; '
         f"not estimated): {esc('; '.join(' = '.join(c) for c in named_aliases(d)))}</p>"

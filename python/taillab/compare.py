@@ -142,6 +142,48 @@ def compare(a: Results, b: Results, stats=DEFAULT_STATS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+_COMPARE_HEADS = [
+    "point",
+    "statistic",
+    "A",
+    "B",
+    "B − A",
+    "change",
+    "runs A/B",
+    "test",
+    "p",
+    "verdict",
+    "failed runs A/B",
+]
+
+
+def _compare_rows(df: pd.DataFrame) -> list[list[str]]:
+    """One table row per compared point and statistic, the verdict coloured."""
+    rows = []
+    for _, r in df.iterrows():
+        cls = "fail" if r["verdict"] == "slower" else "ok" if r["verdict"] == "faster" else ""
+        rows.append(
+            [
+                esc(r["point_a"]),
+                esc(r["stat"]),
+                fmt_ns(r["a"]),
+                fmt_ns(r["b"]),
+                fmt_ns(r["diff"]),
+                f"{100 * r['rel_diff']:+.1f}%" if math.isfinite(r["rel_diff"]) else "–",
+                f"{r['a_runs']}/{r['b_runs']}",
+                esc(r["test"]),
+                fmt_num(r["p_value"], 2),
+                f'<span class="{cls}">{esc(r["verdict"])}</span>',
+                (
+                    f'<span class="fail">{r["failed_runs_a"]}/{r["failed_runs_b"]}</span>'
+                    if r["failed_runs_a"] or r["failed_runs_b"]
+                    else '<span class="ok">ok</span>'
+                ),
+            ]
+        )
+    return rows
+
+
 def write_compare(
     a: str | Path | Results, b: str | Path | Results, out: str | Path | None = None
 ) -> Path:
@@ -180,47 +222,7 @@ def write_compare(
     parts.append(f"<p><b>{nsig}</b> of {len(df)} comparisons changed significantly.</p>")
     # A statistic no point has is simply left out.
     parts += [html.figure_tag(fig_dir, n, cap) for n, cap, err in figs if not err]
-    rows = []
-    for _, r in df.iterrows():
-        cls = "fail" if r["verdict"] == "slower" else "ok" if r["verdict"] == "faster" else ""
-        rows.append(
-            [
-                esc(r["point_a"]),
-                esc(r["stat"]),
-                fmt_ns(r["a"]),
-                fmt_ns(r["b"]),
-                fmt_ns(r["diff"]),
-                f"{100 * r['rel_diff']:+.1f}%" if math.isfinite(r["rel_diff"]) else "–",
-                f"{r['a_runs']}/{r['b_runs']}",
-                esc(r["test"]),
-                fmt_num(r["p_value"], 2),
-                f'<span class="{cls}">{esc(r["verdict"])}</span>',
-                (
-                    f'<span class="fail">{r["failed_runs_a"]}/{r["failed_runs_b"]}</span>'
-                    if r["failed_runs_a"] or r["failed_runs_b"]
-                    else '<span class="ok">ok</span>'
-                ),
-            ]
-        )
-    parts.append(
-        html.table(
-            [
-                "point",
-                "statistic",
-                "A",
-                "B",
-                "B − A",
-                "change",
-                "runs A/B",
-                "test",
-                "p",
-                "verdict",
-                "failed runs A/B",
-            ],
-            rows,
-            left=2,
-        )
-    )
+    parts.append(html.table(_COMPARE_HEADS, _compare_rows(df), left=2))
     parts.append('<p><a href="compare.csv">compare.csv</a></p>')
     page = out_dir / "index.html"
     page.write_text(html.document("taillab compare", parts), encoding="utf-8")

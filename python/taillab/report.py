@@ -40,6 +40,33 @@ def _est_cell(p: pd.Series, col: str) -> str:
     return s
 
 
+def _over_time_plans(res: Results, pts: pd.DataFrame) -> list[tuple[str, str, Callable]]:
+    """Latency-over-time figures for at most three points."""
+    out: list[tuple[str, str, Callable]] = []
+    # Latency over time: every point would swamp a big sweep, so show the highest-load point
+    # of each group (where hiccups and saturation show first) and the lowest overall.
+    over = []
+    if len(pts):
+        srt = pts.sort_values("qps")
+        over = list(
+            dict.fromkeys(
+                [srt.iloc[0]["point"]]
+                + [g.iloc[-1]["point"] for _, g in srt.groupby(["app", "config", "threads"])]
+            )
+        )[:3]
+    for pid in over:
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(pid))
+        out.append(
+            (
+                f"over_time_{safe}",
+                f"Latency over time at point {esc(pid)}: "
+                "per-interval sojourn p50/p99 and send-lag p99, first runs.",
+                lambda o, pid=pid: F.latency_over_time(res, o, point=pid, max_runs=2),
+            )
+        )
+    return out
+
+
 def _plans(res: Results) -> list[tuple[str, str, Callable]]:
     """Every figure the results can support: (name, caption, draw) plans."""
     pts = res.points[res.points["runs"] > 0]
@@ -99,27 +126,7 @@ def _plans(res: Results) -> list[tuple[str, str, Callable]]:
                 lambda o: F.setting_comparison(res, o),
             )
         )
-    # Latency over time: every point would swamp a big sweep, so show the highest-load point
-    # of each group (where hiccups and saturation show first) and the lowest overall.
-    over = []
-    if len(pts):
-        srt = pts.sort_values("qps")
-        over = list(
-            dict.fromkeys(
-                [srt.iloc[0]["point"]]
-                + [g.iloc[-1]["point"] for _, g in srt.groupby(["app", "config", "threads"])]
-            )
-        )[:3]
-    for pid in over:
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(pid))
-        plans.append(
-            (
-                f"over_time_{safe}",
-                f"Latency over time at point {esc(pid)}: "
-                "per-interval sojourn p50/p99 and send-lag p99, first runs.",
-                lambda o, pid=pid: F.latency_over_time(res, o, point=pid, max_runs=2),
-            )
-        )
+    plans += _over_time_plans(res, pts)
     plans.extend(ideal.figure_plans(res))
     plans.append(
         (

@@ -1565,6 +1565,45 @@ def _without(fan: dict, *names: str) -> float:
     return math.nan
 
 
+def _tas_fanout_case(fs: list, n: int) -> tuple[dict, list, list[Cond]]:
+    """One leaf count's numbers, its table row and its two conditions (the fraction above the
+    leaf's p99 against 1 − 0.99^N, the p99 against the model)."""
+    above = _fan_value(fs, "measured", "above_leaf_p99")
+    model = _fan_value(fs, "model", "above_leaf_p99")
+    indep = 1.0 - 0.99**n
+    ratio = _fan_value(fs, "ratio", "p99")
+    v = {
+        "above_leaf_p99": above,
+        "model_above_leaf_p99": model,
+        "independent": indep,
+        "p99_ns": _fan_value(fs, "measured", "e2e", "p99"),
+        "model_p99_ns": _fan_value(fs, "model", "e2e", "p99"),
+        "ratio_p99": ratio,
+    }
+    row = [
+        str(n),
+        _pct(above),
+        _pct(model),
+        _pct(indep),
+        fmt_ns(v["p99_ns"]),
+        fmt_ns(v["model_p99_ns"]),
+        _x(ratio),
+    ]
+    close = None if not math.isfinite(above) else bool(abs(above - indep) <= TAS_POINTS)
+    conds = [
+        Cond(
+            f"N = {n}: above the leaf p99 within {TAS_POINTS * 100:g} points of 1 − 0.99^N",
+            close,
+            n <= TAS_PRIMARY_LEAVES,
+        ),
+        Cond(
+            f"N = {n}: p99 within {TAS_MODEL * 100:g} % of the model",
+            _within(ratio, 1 + TAS_MODEL),
+        ),
+    ]
+    return v, row, conds
+
+
 def rule_tas_fanout(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Per leaf count: the fraction above the leaf's p99 against 1 − 0.99^N, and the whole
     request's p99 against the fan-out model of the same run."""
@@ -1576,43 +1615,9 @@ def rule_tas_fanout(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     nums, rows, conds = {}, [], []
     for fs in sorted(fans.values(), key=lambda f: _fan_value(f, "leaves")):
         n = int(_fan_value(fs, "leaves"))
-        above = _fan_value(fs, "measured", "above_leaf_p99")
-        model = _fan_value(fs, "model", "above_leaf_p99")
-        indep = 1.0 - 0.99**n
-        ratio = _fan_value(fs, "ratio", "p99")
-        nums[str(n)] = {
-            "above_leaf_p99": above,
-            "model_above_leaf_p99": model,
-            "independent": indep,
-            "p99_ns": _fan_value(fs, "measured", "e2e", "p99"),
-            "model_p99_ns": _fan_value(fs, "model", "e2e", "p99"),
-            "ratio_p99": ratio,
-        }
-        rows.append(
-            [
-                str(n),
-                _pct(above),
-                _pct(model),
-                _pct(indep),
-                fmt_ns(nums[str(n)]["p99_ns"]),
-                fmt_ns(nums[str(n)]["model_p99_ns"]),
-                _x(ratio),
-            ]
-        )
-        close = None if not math.isfinite(above) else bool(abs(above - indep) <= TAS_POINTS)
-        conds.append(
-            Cond(
-                f"N = {n}: above the leaf p99 within {TAS_POINTS * 100:g} points of 1 − 0.99^N",
-                close,
-                n <= TAS_PRIMARY_LEAVES,
-            )
-        )
-        conds.append(
-            Cond(
-                f"N = {n}: p99 within {TAS_MODEL * 100:g} % of the model",
-                _within(ratio, 1 + TAS_MODEL),
-            )
-        )
+        nums[str(n)], row, cs = _tas_fanout_case(fs, n)
+        rows.append(row)
+        conds += cs
     paper = item.get("paper_above_leaf_p99") or {}
     body = "requests slower than the leaves p99: " + ", ".join(
         f"N = {n} {_pct(v['above_leaf_p99'])} (1 − 0.99^N {_pct(v['independent'])})"
@@ -1662,6 +1667,111 @@ def rule_tas_fanout(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+_TAS_HEDGING_HEADS = [
+    "copies",
+    "p99",
+    "p99.9",
+    "p99.9 95 % interval",
+    "model p99.9",
+    "p99.9 from release",
+    "model p99.9 without host costs",
+    "served per sub-request",
+    "cancelled",
+]
+
+
+def _tas_hedging_case(data: Data, pts: list, fs: list, name: str) -> tuple[dict, list]:
+    """One case's numbers (its p99, p99.9 with its interval, its model's, from the release,
+    without the host's costs, copies served and cancelled) and its table row."""
+    # The whole requests' p99 and p99.9 from the point's runs' histograms merged (one run:
+    # its own), with the p99.9's 95 % interval: how far its runs can tell it.
+    e2e = _pooled(data, pts, "sojourn")
+    ci = e2e.quantile_ci(0.999) if e2e.total else (math.nan, math.nan)
+    v = {
+        "p99_ns": e2e.quantile(0.99) if e2e.total else _fan_value(fs, "measured", "e2e", "p99"),
+        "p999_ns": e2e.quantile(0.999) if e2e.total else _fan_value(fs, "measured", "e2e", "p999"),
+        "p999_ci_ns": list(ci),
+        "requests": e2e.total or None,
+        "runs": len(fs),
+        "model_p999_ns": _fan_value(fs, "model", "e2e", "p999"),
+        "released_p999_ns": _fan_value(fs, "measured", "e2e_released", "p999"),
+        "model_host_free_p999_ns": _mean([_without(f, "all", "send lag") for f in fs]),
+        "model_without_send_lag_p999_ns": _mean([_without(f, "send lag") for f in fs]),
+        "served_per_sub": _fan_value(fs, "measured", "served_per_sub"),
+        "cancelled_per_sub": _fan_value(fs, "measured", "cancelled_per_sub"),
+    }
+    return v, (
+        [
+            name,
+            fmt_ns(v["p99_ns"]),
+            fmt_ns(v["p999_ns"]),
+            _interval_text(ci),
+            fmt_ns(v["model_p999_ns"]),
+            fmt_ns(v["released_p999_ns"]),
+            fmt_ns(v["model_host_free_p999_ns"]),
+            f"{v['served_per_sub']:.3f}",
+            f"{v['cancelled_per_sub']:.3f}",
+        ]
+    )
+
+
+def _tas_hedging_conds(
+    cut: float, cut_released: float, extra: float, model_ok, inside: bool, cancelled: float
+) -> list[Cond]:
+    """The hedging item's conditions: the cut (and from the release, where recorded), the
+    load the copies add, the model, the tied copies cancelled."""
+    return [
+        Cond(f"hedging cuts p99.9 ≥ {TAS_HEDGE_CUT:g}×", _ge(cut, TAS_HEDGE_CUT), True),
+        # Runs before the release's latency was recorded do not have it: no condition then.
+        *(
+            [
+                Cond(
+                    f"from each request's release (the harness's send lag left out) "
+                    f"≥ {TAS_HEDGE_CUT:g}×",
+                    _ge(cut_released, TAS_HEDGE_CUT),
+                )
+            ]
+            if math.isfinite(cut_released)
+            else []
+        ),
+        Cond(
+            f"for ≤ {TAS_HEDGE_LOAD * 100:g} % more served copies",
+            None if not math.isfinite(extra) else bool(extra <= TAS_HEDGE_LOAD),
+            True,
+        ),
+        Cond(
+            f"hedged p99.9 within {TAS_MODEL * 100:g} % of its model, or its model inside the "
+            "measured p99.9's 95 % interval",
+            None if model_ok is None else bool(model_ok or inside),
+        ),
+        Cond(
+            "tied copies are cancelled",
+            None if not math.isfinite(cancelled) else bool(cancelled > 0),
+        ),
+    ]
+
+
+def _tas_hedging_figure(nums: dict) -> tuple:
+    """The p99.9 bars per way of sending copies, measured with its interval and modelled."""
+    cats = list(nums)
+    return (
+        "hedging",
+        "The whole request's p99.9 per way of sending copies, measured (whiskers: its "
+        "95 % interval) and modelled (the load the copies add is in the table).",
+        lambda o: bars(
+            o,
+            cats,
+            {
+                "measured": [nums[c]["p999_ns"] / 1e6 for c in cats],
+                "model": [nums[c]["model_p999_ns"] / 1e6 for c in cats],
+            },
+            "p99.9 (ms, log scale)",
+            "Hedged and tied requests",
+            errs={"measured": [tuple(x / 1e6 for x in nums[c]["p999_ci_ns"]) for c in cats]},
+        ),
+    )
+
+
 def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """No copies, hedged after the leaf's p95, tied: p99.9, its model, the load copies add."""
     by = _by_axis(data.points, "case")
@@ -1671,39 +1781,8 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         return _no_data(data, "fan-out points over [[case]]")
     nums, rows = {}, []
     for name, fs in fans.items():
-        # The whole requests' p99 and p99.9 from the point's runs' histograms merged (one run:
-        # its own), with the p99.9's 95 % interval: how far its runs can tell it.
-        e2e = _pooled(data, by[name], "sojourn")
-        ci = e2e.quantile_ci(0.999) if e2e.total else (math.nan, math.nan)
-        v = {
-            "p99_ns": e2e.quantile(0.99) if e2e.total else _fan_value(fs, "measured", "e2e", "p99"),
-            "p999_ns": e2e.quantile(0.999)
-            if e2e.total
-            else _fan_value(fs, "measured", "e2e", "p999"),
-            "p999_ci_ns": list(ci),
-            "requests": e2e.total or None,
-            "runs": len(fs),
-            "model_p999_ns": _fan_value(fs, "model", "e2e", "p999"),
-            "released_p999_ns": _fan_value(fs, "measured", "e2e_released", "p999"),
-            "model_host_free_p999_ns": _mean([_without(f, "all", "send lag") for f in fs]),
-            "model_without_send_lag_p999_ns": _mean([_without(f, "send lag") for f in fs]),
-            "served_per_sub": _fan_value(fs, "measured", "served_per_sub"),
-            "cancelled_per_sub": _fan_value(fs, "measured", "cancelled_per_sub"),
-        }
-        nums[name] = v
-        rows.append(
-            [
-                name,
-                fmt_ns(v["p99_ns"]),
-                fmt_ns(v["p999_ns"]),
-                _interval_text(ci),
-                fmt_ns(v["model_p999_ns"]),
-                fmt_ns(v["released_p999_ns"]),
-                fmt_ns(v["model_host_free_p999_ns"]),
-                f"{v['served_per_sub']:.3f}",
-                f"{v['cancelled_per_sub']:.3f}",
-            ]
-        )
+        nums[name], row = _tas_hedging_case(data, by[name], fs, name)
+        rows.append(row)
     none, hedged, tied = (nums.get(k, {}) for k in ("none", "hedged", "tied"))
     cut = _div(none.get("p999_ns", math.nan), hedged.get("p999_ns", math.nan))
     # The same cut without the harness's own lateness: each request from its release.
@@ -1734,35 +1813,7 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             "a client that releases each request on time: this host's release lag alone holds "
             f"the run's model to a {_x(model_cut)} cut ({_x(free_cut)} without it)"
         )
-    conds = [
-        Cond(f"hedging cuts p99.9 ≥ {TAS_HEDGE_CUT:g}×", _ge(cut, TAS_HEDGE_CUT), True),
-        # Runs before the release's latency was recorded do not have it: no condition then.
-        *(
-            [
-                Cond(
-                    f"from each request's release (the harness's send lag left out) "
-                    f"≥ {TAS_HEDGE_CUT:g}×",
-                    _ge(cut_released, TAS_HEDGE_CUT),
-                )
-            ]
-            if math.isfinite(cut_released)
-            else []
-        ),
-        Cond(
-            f"for ≤ {TAS_HEDGE_LOAD * 100:g} % more served copies",
-            None if not math.isfinite(extra) else bool(extra <= TAS_HEDGE_LOAD),
-            True,
-        ),
-        Cond(
-            f"hedged p99.9 within {TAS_MODEL * 100:g} % of its model, or its model inside the "
-            "measured p99.9's 95 % interval",
-            None if model_ok is None else bool(model_ok or inside),
-        ),
-        Cond(
-            "tied copies are cancelled",
-            None if not math.isfinite(cancelled) else bool(cancelled > 0),
-        ),
-    ]
+    conds = _tas_hedging_conds(cut, cut_released, extra, model_ok, inside, cancelled)
     body = (
         f"hedged after the leaf's p95: p99.9 {fmt_ns(hedged.get('p999_ns', math.nan))} "
         f"from {fmt_ns(none.get('p999_ns', math.nan))} ({_x(cut)} shorter) for "
@@ -1770,7 +1821,6 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         f"its model {fmt_ns(mp)} (the measured p99.9's 95 % interval {_interval_text((lo, hi))}); "
         f"tied: {cancelled:.3f} copies cancelled per sub-request"
     )
-    cats = list(nums)
     return _verdict(
         conds,
         body,
@@ -1783,42 +1833,13 @@ def rule_tas_hedging(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             "model_cut_p999_without_send_lag": free_cut,
         },
         needs=needs,
-        heads=[
-            "copies",
-            "p99",
-            "p99.9",
-            "p99.9 95 % interval",
-            "model p99.9",
-            "p99.9 from release",
-            "model p99.9 without host costs",
-            "served per sub-request",
-            "cancelled",
-        ],
+        heads=_TAS_HEDGING_HEADS,
         rows=rows,
         paper=(
             ["", "the paper"],
             [[k, str(v)] for k, v in (item.get("paper_hedging") or {}).items()],
         ),
-        figures=[
-            (
-                "hedging",
-                "The whole request's p99.9 per way of sending copies, measured (whiskers: its "
-                "95 % interval) and modelled (the load the copies add is in the table).",
-                lambda o: bars(
-                    o,
-                    cats,
-                    {
-                        "measured": [nums[c]["p999_ns"] / 1e6 for c in cats],
-                        "model": [nums[c]["model_p999_ns"] / 1e6 for c in cats],
-                    },
-                    "p99.9 (ms, log scale)",
-                    "Hedged and tied requests",
-                    errs={
-                        "measured": [tuple(x / 1e6 for x in nums[c]["p999_ci_ns"]) for c in cats]
-                    },
-                ),
-            )
-        ],
+        figures=[_tas_hedging_figure(nums)],
     )
 
 
@@ -1911,24 +1932,9 @@ TALES5_REMEDIES = {
 }
 
 
-def rule_tales5_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdict:
-    """Tales Fig. 5 as an attribution: the hog's main effect on sojourn p99 (at least doubles
-    it, CI excluding 0), and each remedy's cell (hog + remedy, from the model) back within
-    TALES5_REMEDY of the base cell, its interaction with the hog negative."""
-    stem = next(iter(data.results), None)
-    doc = _attribution(data, stem) if stem else {}
-    es = _attr_effects(doc, "sojourn", ATTR_TALES_Q)
-    if "base" not in es:
-        return _no_data(data, "attribution.json")
-    base = float(es["base"]["estimate_us"])
-    hog = _attr_term(es, TALES5_HOG_LEVEL)
-    cells = {"hog": _attr_cell(es, [TALES5_HOG_LEVEL])}
-    inter = {}
-    for name, lv in TALES5_REMEDIES.items():
-        cells[name] = _attr_cell(es, [TALES5_HOG_LEVEL, lv])
-        cells[name.replace("hog + ", "").replace("hog, ", "") + " alone"] = _attr_cell(es, [lv])
-        inter[name] = _attr_term(es, TALES5_HOG_LEVEL, lv)
-    rel = {k: _div(v, base) for k, v in cells.items()}
+def _tales5_conds(hog: dict, rel: dict, inter: dict) -> list[Cond]:
+    """Tales Fig. 5's conditions: the hog's effect, each remedy's cell back near the base and
+    its interaction with the hog negative."""
     conds = [
         Cond(
             f"hog ≥ {TALES5_HOG:g}× base p99, CI excludes 0",
@@ -1955,12 +1961,11 @@ def rule_tales5_attribution(item: dict, data: Data, _reuse: Data | None) -> Verd
                 else bool(_excludes_zero(x) and float(x["estimate_us"]) < 0),
             )
         )
-    body = (
-        f"sojourn p99 ÷ base cell ({fmt_ns(base * 1e3)}), from the model: "
-        + ", ".join(f"{k} {_x(v)}" for k, v in rel.items())
-        + f"; hog effect {_ci_text(hog)}"
-    )
-    paper = item.get("paper_fig5") or {}
+    return conds
+
+
+def _tales5_rows(es: dict, hog: dict, rel: dict, inter: dict, paper: dict) -> list[list]:
+    """Tales Fig. 5's table: the hog, each remedy alone and its interaction with the hog."""
     rows = [
         [
             "hog on the worker's CPU",
@@ -1987,6 +1992,35 @@ def rule_tales5_attribution(item: dict, data: Data, _reuse: Data | None) -> Verd
                 paper.get("real-time priority" if "RT" in name else "dedicated core", ""),
             ]
         )
+    return rows
+
+
+def rule_tales5_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Tales Fig. 5 as an attribution: the hog's main effect on sojourn p99 (at least doubles
+    it, CI excluding 0), and each remedy's cell (hog + remedy, from the model) back within
+    TALES5_REMEDY of the base cell, its interaction with the hog negative."""
+    stem = next(iter(data.results), None)
+    doc = _attribution(data, stem) if stem else {}
+    es = _attr_effects(doc, "sojourn", ATTR_TALES_Q)
+    if "base" not in es:
+        return _no_data(data, "attribution.json")
+    base = float(es["base"]["estimate_us"])
+    hog = _attr_term(es, TALES5_HOG_LEVEL)
+    cells = {"hog": _attr_cell(es, [TALES5_HOG_LEVEL])}
+    inter = {}
+    for name, lv in TALES5_REMEDIES.items():
+        cells[name] = _attr_cell(es, [TALES5_HOG_LEVEL, lv])
+        cells[name.replace("hog + ", "").replace("hog, ", "") + " alone"] = _attr_cell(es, [lv])
+        inter[name] = _attr_term(es, TALES5_HOG_LEVEL, lv)
+    rel = {k: _div(v, base) for k, v in cells.items()}
+    conds = _tales5_conds(hog, rel, inter)
+    body = (
+        f"sojourn p99 ÷ base cell ({fmt_ns(base * 1e3)}), from the model: "
+        + ", ".join(f"{k} {_x(v)}" for k, v in rel.items())
+        + f"; hog effect {_ci_text(hog)}"
+    )
+    paper = item.get("paper_fig5") or {}
+    rows = _tales5_rows(es, hog, rel, inter, paper)
     nums = {
         "base_p99_us": base,
         "cells_vs_base": rel,
@@ -2029,6 +2063,62 @@ def _stress_case(level: str) -> str:
     return {"cpu": "cpu", "vm": "memory", "hdd": "disk", "io": "disk"}.get(parts[0], parts[0])
 
 
+def _stress_effects(doc: dict) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+    """An attribution's stress levels: each level's cell ÷ no stress and its main effect, on
+    service p95 (ATTR_PROF_Q) and p99."""
+    ratio: dict[str, dict[str, float]] = {}
+    effects: dict[str, dict[str, Any]] = {}
+    for q, label in ((ATTR_PROF_Q, "p95"), (0.99, "p99")):
+        es = _attr_effects(doc, "service", q)
+        if "base" not in es:
+            continue
+        base = float(es["base"]["estimate_us"])
+        for e in es.values():
+            if e.get("kind") != "main":
+                continue
+            case = _stress_case(e["factors"][0]["level"])
+            ratio.setdefault(case, {})[label] = _div(base + float(e["estimate_us"]), base)
+            effects.setdefault(case, {})[label] = e
+    return ratio, effects
+
+
+def _stress_row(app: str, c: str, ratio: dict, effects: dict, paper: dict) -> list:
+    """One app's stress level: its p95 effect's CI, p95 and p99 ÷ none, the report's."""
+    return [
+        app,
+        c,
+        _ci_text(effects.get(c, {}).get("p95")),
+        _x(ratio.get(c, {}).get("p95", math.nan)),
+        _x(ratio.get(c, {}).get("p99", math.nan)),
+        _x(paper.get(c, {}).get("p95", math.nan)),
+        _x(paper.get(c, {}).get("p99", math.nan)),
+    ]
+
+
+def _stress_figure(nums: dict, paper: dict) -> tuple:
+    """Service p95 under each stress ÷ without, per app's attribution, beside the report's."""
+    p95 = _stress_p95
+    cats = [f"{a} {c}" for a in nums for c in STRESSES]
+    series = {
+        "ours (model)": [p95(nums[a]["ratio"], c) for a in nums for c in STRESSES],
+        "report (sphinx)": [p95(paper, c) for _ in nums for c in STRESSES],
+    }
+    return (
+        "stress_ratios",
+        "Service p95 under each stress ÷ without, from each app's attribution, beside "
+        "the report's (sphinx, Table VII).",
+        lambda o: bars(
+            o,
+            cats,
+            series,
+            "service p95 ÷ no stress",
+            "Service p95 under stress (attribution)",
+            log=False,
+            hlines=[(1.0, "")],
+        ),
+    )
+
+
 def rule_profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """The report's stress tables as attributions: per app, each stress level's effect on
     service p95 and p99 (CI from the runs), the cell ÷ no stress beside the report's ratio; the
@@ -2043,19 +2133,7 @@ def rule_profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> V
         if not doc:
             continue
         app = str(data.of(stem)["app"].iloc[0]) if len(data.of(stem)) else stem
-        ratio: dict[str, dict[str, float]] = {}
-        effects: dict[str, dict[str, Any]] = {}
-        for q, label in ((ATTR_PROF_Q, "p95"), (0.99, "p99")):
-            es = _attr_effects(doc, "service", q)
-            if "base" not in es:
-                continue
-            base = float(es["base"]["estimate_us"])
-            for e in es.values():
-                if e.get("kind") != "main":
-                    continue
-                case = _stress_case(e["factors"][0]["level"])
-                ratio.setdefault(case, {})[label] = _div(base + float(e["estimate_us"]), base)
-                effects.setdefault(case, {})[label] = e
+        ratio, effects = _stress_effects(doc)
         if not ratio:
             continue
         nums[app] = {"ratio": ratio, "effects": effects}
@@ -2063,18 +2141,7 @@ def rule_profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> V
         cpu = effects.get("cpu", {}).get("p95")
         conds.append(Cond(f"{app}: cpu's effect on p95 excludes 0", _excludes_zero(cpu), True))
         conds_by_app[app] = conds
-        for c in STRESSES:
-            rows.append(
-                [
-                    app,
-                    c,
-                    _ci_text(effects.get(c, {}).get("p95")),
-                    _x(ratio.get(c, {}).get("p95", math.nan)),
-                    _x(ratio.get(c, {}).get("p99", math.nan)),
-                    _x(paper.get(c, {}).get("p95", math.nan)),
-                    _x(paper.get(c, {}).get("p99", math.nan)),
-                ]
-            )
+        rows += [_stress_row(app, c, ratio, effects, paper) for c in STRESSES]
     if not nums:
         return _no_data(data, "attribution.json")
     # As the one-factor item: the report's app decides (PROF_APP), the others beside it.
@@ -2083,14 +2150,7 @@ def rule_profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> V
         Cond(f"{PROF_APP}: cpu's effect on p95 excludes 0", None, True),
     ]
     beside = {a: status_of(c) for a, c in conds_by_app.items() if a != PROF_APP}
-
-    p95 = _stress_p95
     body = _stress_body("service p95 ÷ none, from the model", nums, paper)
-    cats = [f"{a} {c}" for a in nums for c in STRESSES]
-    series = {
-        "ours (model)": [p95(nums[a]["ratio"], c) for a in nums for c in STRESSES],
-        "report (sphinx)": [p95(paper, c) for _ in nums for c in STRESSES],
-    }
     return _verdict(
         judged,
         body
@@ -2118,22 +2178,7 @@ def rule_profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> V
         ],
         rows=rows,
         paper=_stress_paper_table(item, paper),
-        figures=[
-            (
-                "stress_ratios",
-                "Service p95 under each stress ÷ without, from each app's attribution, beside "
-                "the report's (sphinx, Table VII).",
-                lambda o: bars(
-                    o,
-                    cats,
-                    series,
-                    "service p95 ÷ no stress",
-                    "Service p95 under stress (attribution)",
-                    log=False,
-                    hlines=[(1.0, "")],
-                ),
-            )
-        ],
+        figures=[_stress_figure(nums, paper)],
         sections=[lambda out: _attribution_links(data, out)],
     )
 

@@ -386,6 +386,36 @@ def _tw6_scaling(t: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def _tw6_workers(app: str, thr, g: pd.DataFrame, most: int, t: pd.DataFrame) -> tuple:
+    """One app's points at one worker count: the worst error, the condition (primary at the
+    most workers, when there are several counts) and the table's rows."""
+    judged = [(_tw6_point(r), r) for _, r in g.sort_values("qps").iterrows()]
+    oks = [None if not math.isfinite(e) else bool(abs(e) <= b) for (e, b, _), _ in judged]
+    known = [x for x in oks if x is not None]
+    worst = max((abs(e) for (e, _, _), _ in judged if math.isfinite(e)), default=math.nan)
+    summary = {"worst_abs_error": worst, "ok": all(known) if known else None}
+    cond = Cond(
+        f"{app} {thr} worker(s): synthetic p95 within {TWFIG6_P95:.0%} (or the "
+        "point's floor) at every load",
+        bool(all(known)) if known else None,
+        primary=int(thr) == most and most > int(t["threads"].min()),
+    )
+    rows = [
+        [
+            app,
+            str(thr),
+            f"{100 * _float(r.get('load')):.0f} %",
+            fmt_ns(_float(r.get("measured_p95"))),
+            fmt_ns(_float(r.get("synthetic_p95"))),
+            f"{_pct(e)} ({which})",
+            _pct(b),
+            _ok(ok),
+        ]
+        for ((e, b, which), r), ok in zip(judged, oks, strict=True)
+    ]
+    return summary, cond, rows
+
+
 def rule_tw_fig6(item: dict, data: Any, _reuse: Any) -> Verdict:
     """Per app and worker count (validation.json of each app's tailwag): the synthetic
     workload's p95 against the app's at every load within TWFIG6_P95 or the point's floor;
@@ -404,35 +434,9 @@ def rule_tw_fig6(item: dict, data: Any, _reuse: Any) -> Verdict:
         most = int(t["threads"].max())
         per: dict[str, Any] = {"threads": {}, "scaling": _tw6_scaling(t)}
         for thr, g in t.groupby("threads", sort=True):
-            judged = [(_tw6_point(r), r) for _, r in g.sort_values("qps").iterrows()]
-            oks = [None if not math.isfinite(e) else bool(abs(e) <= b) for (e, b, _), _ in judged]
-            known = [x for x in oks if x is not None]
-            worst = max((abs(e) for (e, _, _), _ in judged if math.isfinite(e)), default=math.nan)
-            per["threads"][str(thr)] = {
-                "worst_abs_error": worst,
-                "ok": all(known) if known else None,
-            }
-            conds.append(
-                Cond(
-                    f"{app} {thr} worker(s): synthetic p95 within {TWFIG6_P95:.0%} (or the "
-                    "point's floor) at every load",
-                    bool(all(known)) if known else None,
-                    primary=int(thr) == most and most > int(t["threads"].min()),
-                )
-            )
-            for ((e, b, which), r), ok in zip(judged, oks, strict=True):
-                rows.append(
-                    [
-                        app,
-                        str(thr),
-                        f"{100 * _float(r.get('load')):.0f} %",
-                        fmt_ns(_float(r.get("measured_p95"))),
-                        fmt_ns(_float(r.get("synthetic_p95"))),
-                        f"{_pct(e)} ({which})",
-                        _pct(b),
-                        _ok(ok),
-                    ]
-                )
+            per["threads"][str(thr)], cond, rs = _tw6_workers(app, thr, g, most, t)
+            conds.append(cond)
+            rows += rs
         nums[app] = per
     body = "|synthetic ÷ measured p95 − 1|, worst over the loads: " + "; ".join(
         f"{a} "

@@ -451,6 +451,29 @@ def _median(vals: list[float]) -> float:
     return float(np.median(v)) if v else math.nan
 
 
+def _table2_rows(nums: dict, paper: dict, names: dict) -> tuple[list, list]:
+    """Table II's rows, ours (largest peak RSS first) and the report's."""
+    rows = [
+        [
+            a,
+            str(names.get(a, "")),
+            f"{v['cpu_pct']:.0f} %",
+            fmt_ns(v["cpu_per_request_ns"]),
+            fmt_bytes(v["rss"]),
+            f"{v['minflt']:,.0f}",
+            f"{v['majflt']:,.0f}",
+            f"{v['vol_cs']:,.0f}",
+            f"{v['invol_cs']:,.0f}",
+        ]
+        for a, v in sorted(nums.items(), key=lambda t: -t[1]["rss"])
+    ]
+    paper_rows = [
+        [a, str(names.get(a, "")), *(f"{float(r.get(k, math.nan)):,.0f}" for k in T2_COLUMNS)]
+        for a, r in paper.items()
+    ]
+    return rows, paper_rows
+
+
 def rule_profiling_table2(item: dict, data: Any, reuse: Any) -> Verdict:
     """Table II from Table I's runs: each app's CPU, peak RSS, page faults and context switches
     at the light load (the harness and its helper processes), the report's beside; the
@@ -500,24 +523,7 @@ def rule_profiling_table2(item: dict, data: Any, reuse: Any) -> Verdict:
         f"ones; median CPU per request {fmt_ns(cpu['cpu'])} against {fmt_ns(cpu['mem'])}; "
         f"RSS ranks against the report's: Spearman's ρ {rho:.2f} over {len(both)} apps"
     )
-    rows = [
-        [
-            a,
-            str(names.get(a, "")),
-            f"{v['cpu_pct']:.0f} %",
-            fmt_ns(v["cpu_per_request_ns"]),
-            fmt_bytes(v["rss"]),
-            f"{v['minflt']:,.0f}",
-            f"{v['majflt']:,.0f}",
-            f"{v['vol_cs']:,.0f}",
-            f"{v['invol_cs']:,.0f}",
-        ]
-        for a, v in sorted(nums.items(), key=lambda t: -t[1]["rss"])
-    ]
-    paper_rows = [
-        [a, str(names.get(a, "")), *(f"{float(r.get(k, math.nan)):,.0f}" for k in T2_COLUMNS)]
-        for a, r in paper.items()
-    ]
+    rows, paper_rows = _table2_rows(nums, paper, names)
     cats = [a for a in nums if a in paper]
     series = {
         "ours (MiB)": [nums[a]["rss"] / 2**20 for a in cats],

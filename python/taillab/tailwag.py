@@ -302,31 +302,7 @@ def error_table(
             continue
         b = cand.iloc[0]
         used.add(b["point"])
-        row = {
-            "threads": int(a["threads"]),
-            "qps": float(a["qps"]),
-            "load": _load_of(a, saturation_qps),
-            "measured_point": a["point"],
-            "synthetic_point": b["point"],
-            # Runs with a failed self-check (a disturbed host, a saturated server): the
-            # comparison is kept and marked, never dropped.
-            "runs_failed": int(a.get("runs_failed", 0) or 0) + int(b.get("runs_failed", 0) or 0),
-            # Runs (blocks) per side, the fewer of the two: what the standard errors rest on.
-            "runs": int(min(a["runs"], b["runs"])),
-        }
-        # Where a sojourn error comes from: the service the synthetic workload actually
-        # ran vs the app's at this load (a fit from one load misses load-dependent service).
-        for side, p in (("measured", a), ("synthetic", b)):
-            row[f"{side}_service_mean"] = _service_mean(p)
-        for st in STATS:
-            x, y = _stat(a, metric, st), _stat(b, metric, st)
-            row.update({f"measured_{st}": x, f"synthetic_{st}": y})
-            row[f"error_{st}"] = y / x - 1 if x else math.nan
-            # The error's standard error from both sides' run-to-run spread (a ratio's
-            # relative errors add in quadrature): what the error would be ± with no error
-            # of the model's own.
-            rse = math.hypot(a[f"{metric}_{st}_rse"], b[f"{metric}_{st}_rse"])
-            row[f"error_{st}_se"] = (y / x) * rse if x else math.nan
+        row = _error_row(a, b, metric, saturation_qps)
         if slow_ns:
             row.update(_slow(m, a["point"], slow_ns, "measured"))
             row.update(_slow(*owner[str(b["point"])], slow_ns, "synthetic"))
@@ -341,6 +317,37 @@ def error_table(
         set(map(str, pm["point"])) - set(map(str, table["measured_point"]))
     ) + sorted(set(map(str, ps["point"])) - used)
     return table
+
+
+def _error_row(a: pd.Series, b: pd.Series, metric: str, saturation_qps) -> dict[str, Any]:
+    """One matched point's row of :func:`error_table`: measured point ``a`` against synthetic
+    point ``b``, each statistic's error and its standard error."""
+    row = {
+        "threads": int(a["threads"]),
+        "qps": float(a["qps"]),
+        "load": _load_of(a, saturation_qps),
+        "measured_point": a["point"],
+        "synthetic_point": b["point"],
+        # Runs with a failed self-check (a disturbed host, a saturated server): the
+        # comparison is kept and marked, never dropped.
+        "runs_failed": int(a.get("runs_failed", 0) or 0) + int(b.get("runs_failed", 0) or 0),
+        # Runs (blocks) per side, the fewer of the two: what the standard errors rest on.
+        "runs": int(min(a["runs"], b["runs"])),
+    }
+    # Where a sojourn error comes from: the service the synthetic workload actually
+    # ran vs the app's at this load (a fit from one load misses load-dependent service).
+    for side, p in (("measured", a), ("synthetic", b)):
+        row[f"{side}_service_mean"] = _service_mean(p)
+    for st in STATS:
+        x, y = _stat(a, metric, st), _stat(b, metric, st)
+        row.update({f"measured_{st}": x, f"synthetic_{st}": y})
+        row[f"error_{st}"] = y / x - 1 if x else math.nan
+        # The error's standard error from both sides' run-to-run spread (a ratio's
+        # relative errors add in quadrature): what the error would be ± with no error
+        # of the model's own.
+        rse = math.hypot(a[f"{metric}_{st}_rse"], b[f"{metric}_{st}_rse"])
+        row[f"error_{st}_se"] = (y / x) * rse if x else math.nan
+    return row
 
 
 def _slow(res: Results, point: str, slow_ns: float, side: str) -> dict[str, float]:
@@ -795,6 +802,19 @@ def render(
             f"<code>{esc(synthetic_root)}</code></p>"
         )
     parts += _headline(summ)
+    parts += _round1_section(summ, table)
+    parts += _per_point_section(table)
+    parts += _order_section(point_fits)
+    parts.append("<h2>Figures</h2>")
+    parts += html.figures(fig_dir, _figures(table, fig_dir))
+    parts += _params_section(app, fit)
+    return html.document(title, parts)
+
+
+def _round1_section(summ: dict[str, Any], table: pd.DataFrame) -> list[str]:
+    """Round 1's errors against TailWAG's and the goal, the noise floor's and the later
+    rounds' columns where there are any, and the later rounds' per-point table."""
+    parts: list[str] = []
     parts.append(
         "<h2>Round 1 (in sample)</h2><p class=muted>Mean |synthetic / measured − 1| of sojourn "
         f"time over the one-worker points at {', '.join(f'{x:.0%}' for x in LOADS)} load "
@@ -861,6 +881,12 @@ def render(
             "alone does to a comparison.</p>"
         )
         parts += _per_point_out_of_sample(table)
+    return parts
+
+
+def _per_point_section(table: pd.DataFrame) -> list[str]:
+    """Round 1 per point: each statistic measured, synthetic and its error, the pauses."""
+    parts: list[str] = []
     parts.append("<h2>Per point, round 1 (in sample)</h2>")
     rows = []
     for _, r in table.iterrows():
@@ -908,43 +934,55 @@ def render(
             + ", ".join(esc(p) for p in table.attrs["unmatched"])
             + "</p>"
         )
+    return parts
+
+
+def _order_section(point_fits: list[dict[str, Any]] | None) -> list[str]:
+    """The measured runs' order checks: in order, shuffled, and within windows."""
+    parts: list[str] = []
     order = [f for f in point_fits or [] if f.get("order")]
-    if order:
-        parts.append(
-            "<h2>Order</h2><p class=muted>Each measured run's own service times replayed "
-            "through a FCFS queue at its arrival times, in their order and shuffled: the "
-            "synthetic workload draws every request independently, so it can follow the app "
-            "only where the two agree. Far apart, the app's order (slow requests in bursts, or "
-            "regularly spaced) sets its queueing, not its distribution. The last column "
-            "shuffles only among requests sent in the same window: the part of the p99 effect "
-            "made by clustering shorter than the window (a wander slower than the longest "
-            "window shows only in the whole-run effect).</p>"
-        )
-        rows = []
-        for f in order:
-            o = f["order"]
-            row = [esc(f["point"])]
-            for st in STATS:
-                row += [
-                    fmt_ns(o["in_order"][f"{st}_ns"]),
-                    fmt_ns(o["shuffled"][f"{st}_ns"]),
-                    _pct(o["effect"][st]),
-                ]
-            wins = o.get("windows", [])
-            row.append(" / ".join(_pct(w["effect"]["p99"]) for w in wins) or "–")
-            rows.append(row)
-        heads = ["point"]
+    if not order:
+        return parts
+    parts.append(
+        "<h2>Order</h2><p class=muted>Each measured run's own service times replayed "
+        "through a FCFS queue at its arrival times, in their order and shuffled: the "
+        "synthetic workload draws every request independently, so it can follow the app "
+        "only where the two agree. Far apart, the app's order (slow requests in bursts, or "
+        "regularly spaced) sets its queueing, not its distribution. The last column "
+        "shuffles only among requests sent in the same window: the part of the p99 effect "
+        "made by clustering shorter than the window (a wander slower than the longest "
+        "window shows only in the whole-run effect).</p>"
+    )
+    rows = []
+    for f in order:
+        o = f["order"]
+        row = [esc(f["point"])]
         for st in STATS:
-            heads += [f"{st} in order", "shuffled", "effect"]
-        wins = order[0]["order"].get("windows", [])
-        heads.append(
-            "p99 effect within " + " / ".join(fmt_ns(w["window_ns"]) for w in wins)
-            if wins
-            else "p99 effect within windows"
-        )
-        parts.append(html.table(heads, rows, left=0))
-    parts.append("<h2>Figures</h2>")
-    parts += html.figures(fig_dir, _figures(table, fig_dir))
+            row += [
+                fmt_ns(o["in_order"][f"{st}_ns"]),
+                fmt_ns(o["shuffled"][f"{st}_ns"]),
+                _pct(o["effect"][st]),
+            ]
+        wins = o.get("windows", [])
+        row.append(" / ".join(_pct(w["effect"]["p99"]) for w in wins) or "–")
+        rows.append(row)
+    heads = ["point"]
+    for st in STATS:
+        heads += [f"{st} in order", "shuffled", "effect"]
+    wins = order[0]["order"].get("windows", [])
+    heads.append(
+        "p99 effect within " + " / ".join(fmt_ns(w["window_ns"]) for w in wins)
+        if wins
+        else "p99 effect within windows"
+    )
+    parts.append(html.table(heads, rows, left=0))
+    return parts
+
+
+def _params_section(app: str | None, fit: dict[str, Any] | None) -> list[str]:
+    """The fitted parameters next to TailWAG's Table 2, the cold start, the terms chosen,
+    the host's speed, a periodic component and the synthetic workload's settings."""
+    parts: list[str] = []
     seed = SEED_APP.get(app or "", app if app in TABLE2 else None)
     if fit or seed:
         parts.append(
@@ -996,7 +1034,7 @@ def render(
                 + " ".join(f"<code>--set '{esc(x)}'</code>" for x in sets)
                 + "</p>"
             )
-    return html.document(title, parts)
+    return parts
 
 
 def write_validation(

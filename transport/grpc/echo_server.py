@@ -25,7 +25,7 @@ from concurrent import futures
 import grpc
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--host", default="127.0.0.1")
@@ -36,10 +36,11 @@ def main():
     ap.add_argument("--stats", help="file for the service times, written at exit")
     ap.add_argument("--tls-cert", help="PEM certificate: serve TLS (with --tls-key)")
     ap.add_argument("--tls-key", help="PEM private key")
-    a = ap.parse_args()
+    return ap.parse_args()
 
-    lock = threading.Lock()
-    times = {}
+
+def methods(a, lock, times):
+    """The Echo service's three methods, each timed into ``times`` under ``lock``."""
 
     def timed(name, fn):
         def handler(request, context):
@@ -70,11 +71,34 @@ def main():
     def fail(request, context):
         context.abort(fail_code, "taillab echo server: Fail always fails")
 
-    table = {
+    return {
         "/taillab.Echo/Echo": timed("Echo", echo),
         "/taillab.Echo/Slow": timed("Slow", slow),
         "/taillab.Echo/Fail": timed("Fail", fail),
     }
+
+
+def write_stats(path, lock, times):
+    """Each method's count, p50, p99 and max service time (ns) as JSON."""
+    out = {}
+    with lock:
+        for name, v in times.items():
+            v = sorted(v)
+            out[name] = {
+                "count": len(v),
+                "p50_ns": v[len(v) // 2],
+                "p99_ns": v[min(len(v) - 1, int(len(v) * 0.99))],
+                "max_ns": v[-1],
+            }
+    with open(path, "w") as f:
+        json.dump(out, f)
+
+
+def main():
+    a = parse_args()
+    lock = threading.Lock()
+    times = {}
+    table = methods(a, lock, times)
 
     class Handler(grpc.GenericRpcHandler):
         def service(self, details):
@@ -96,20 +120,8 @@ def main():
     done.wait()
     server.stop(0.5)
     if a.stats:
-        out = {}
-        with lock:
-            for name, v in times.items():
-                v = sorted(v)
-                out[name] = {
-                    "count": len(v),
-                    "p50_ns": v[len(v) // 2],
-                    "p99_ns": v[min(len(v) - 1, int(len(v) * 0.99))],
-                    "max_ns": v[-1],
-                }
-        with open(a.stats, "w") as f:
-            json.dump(out, f)
+        write_stats(a.stats, lock, times)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
