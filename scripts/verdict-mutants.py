@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that the planted verdict tests notice a reproduction rule moved across a threshold.
 
-Each threshold constant of the rule modules (python/taillab/reproduce*.py: every module-level
+Each threshold constant of the rule modules (python/taillab/reproduce/rules/*.py: every module-level
 upper-case number, and every number of an upper-case dict of them) is moved by --shift (6 %)
 up and then down — integers by one — and python/tests/test_verdicts_*.py run against it, in
 this process, stopping at the first failure. A mutant the tests pass "survived": no planted
@@ -34,7 +34,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = sorted(str(p) for p in (ROOT / "python" / "tests").glob("test_verdicts_*.py"))
-MODULES = ("reproduce", "reproduce_scale", "reproduce_tailwag", "reproduce_host")
+MODULES = tuple(
+    f"reproduce.rules.{m}"
+    for m in (
+        "tailbench", "tales", "tail_at_scale", "tailwag", "tailwag_studies", "profiling", "common"
+    )
+)
 # Upper-case numbers of those modules that are not thresholds of a verdict: how many failed
 # conditions a sentence names, a unit table, and how near a planned load fraction a measured
 # one snaps (rounding of rates, not a bound of a claim).
@@ -140,7 +145,8 @@ def check_ops(modules: tuple[str, ...]) -> list[str]:
     survived = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in modules:
-            text = (pkg / f"{name}.py").read_text()
+            rel = Path(*name.split(".")).with_suffix(".py")
+            text = (pkg / rel).read_text()
             lines = text.split("\n")
             tokens = tokenize.generate_tokens(io.StringIO(text).readline)
             for t in [t for t in tokens if t.type == tokenize.OP and t.string in FLIP]:
@@ -149,11 +155,11 @@ def check_ops(modules: tuple[str, ...]) -> list[str]:
                 mutant = lines[: row - 1] + [line[:col] + FLIP[t.string] + line[end:]]
                 shutil.rmtree(Path(tmp) / "taillab", ignore_errors=True)
                 shutil.copytree(pkg, Path(tmp) / "taillab")
-                (Path(tmp) / "taillab" / f"{name}.py").write_text(
+                (Path(tmp) / "taillab" / rel).write_text(
                     "\n".join(mutant + lines[row:])
                 )
                 ok = passes(env={**os.environ, "PYTHONPATH": tmp})
-                where = f"{name}.py:{row}: {mutant[-1].strip()[:100]}"
+                where = f"{rel}:{row}: {mutant[-1].strip()[:100]}"
                 print(("SURVIVED " if ok else "killed   ") + where, flush=True)
                 if ok:
                     survived.append(where)
@@ -177,7 +183,7 @@ def main() -> int:
         )
         return 2
     survived = check_constants(a.shift, a.names)
-    ops = check_ops(MODULES + ("reproduce_verdict",)) if a.ops else []
+    ops = check_ops(MODULES + ("reproduce.verdict",)) if a.ops else []
     ops_text = f", {len(ops)} turned comparisons (read the lines)" if a.ops else ""
     print(f"{len(survived)} threshold mutants survived{ops_text}")
     return 1 if survived else 0

@@ -13,7 +13,11 @@ from fixtures import attribution_service
 from scipy import optimize
 
 from taillab import attribute as A
+from taillab.attribute import analysis as AA
+from taillab.attribute import data as AD
+from taillab.attribute import model as AM
 from taillab.errors import TaillabError
+from taillab.results import load
 
 
 def _true_quantile(cell: list[int], q: float) -> float:
@@ -46,7 +50,7 @@ def analysed(attribution_page, attribution_dir):
 def test_compression_is_exact(attribution_dir):
     design = A.read_design(attribution_dir)
     model = A.Model(design, interactions=True)
-    runs = A.collect(A.load(attribution_dir), design, model)
+    runs = A.collect(load(attribution_dir), design, model)
     ones = np.ones(len(runs), dtype=int)
     for q in (0.5, 0.99):
         full = A.quantreg(runs, "service", q, ones, compress=False)
@@ -54,7 +58,7 @@ def test_compression_is_exact(attribution_dir):
         assert np.allclose(fast, full, atol=0.05), (q, fast, full)
         # A resample's multiplicities are weights: the same optimum as repeating those runs
         # (where the optimum is flat, another point of it: the objective is compared).
-        mult = A._resample(runs, np.random.default_rng(3))
+        mult = AD.resample(runs, np.random.default_rng(3))
         rep = [r for r, m in zip(runs, mult, strict=True) for _ in range(m)]
         weighted = A.quantreg(runs, "service", q, mult)
         repeated = A.quantreg(rep, "service", q, np.ones(len(rep), dtype=int), compress=False)
@@ -96,7 +100,7 @@ def test_quantreg_reaches_the_exact_optimum(tmp_path):
     root = make_attribution(tmp_path / "a", duration_s=0.4)
     design = A.read_design(root)
     model = A.Model(design, interactions=True)
-    runs = A.collect(A.load(root), design, model)
+    runs = A.collect(load(root), design, model)
     ones = np.ones(len(runs), dtype=int)
     for metric in ("sojourn", "service"):
         y = np.concatenate([r.sorted[metric] for r in runs])
@@ -127,13 +131,13 @@ def test_runs_far_from_their_fit_stay_compressed(monkeypatch):
 
     runs = [run(c, slow) for c in (0, 1) for slow in (0.0, 0.45, 1.0)]
     sizes: list[int] = []
-    solve = A._lp
+    solve = AM._lp
 
     def counted(y, w, x, q):
         sizes.append(len(y))
         return solve(y, w, x, q)
 
-    monkeypatch.setattr(A, "_lp", counted)
+    monkeypatch.setattr(AM, "_lp", counted)
     ones = np.ones(len(runs), dtype=int)
     y = np.concatenate([r.sorted["sojourn"] for r in runs])
     x = np.vstack([np.repeat(r.x[None, :], r.n, axis=0) for r in runs])
@@ -217,7 +221,7 @@ def fraction(tmp_path_factory):
         fraction=True,
     )
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(A, "P999_REQUESTS", 4000)
+        mp.setattr(AA, "P999_REQUESTS", 4000)
         return root, A.analyse(root, bootstrap=20)
 
 
@@ -247,7 +251,7 @@ def test_a_fraction_estimates_main_effects_and_names_its_aliases(fraction):
 def test_p999_only_where_the_cells_hold_enough_requests(fraction, analysed):
     # Under the threshold (4 500 requests a cell against 20 000): no p99.9; at it (4 000 a
     # cell against a threshold of 4 000): p99.9 for every metric and term.
-    assert min(c["requests"] for c in analysed["cells"]) < A.P999_REQUESTS
+    assert min(c["requests"] for c in analysed["cells"]) < AA.P999_REQUESTS
     assert analysed["quantiles"] == [0.5, 0.95, 0.99]
     assert not any(e["quantile"] == 0.999 for e in analysed["effects"])
     _, doc = fraction

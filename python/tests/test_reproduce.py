@@ -21,6 +21,7 @@ from require import skip_without
 from taillab import cli
 from taillab import reproduce as R
 from taillab.hlog import write_hlog
+from taillab.reproduce.rules import tailbench
 
 REPO = Path(__file__).resolve().parents[2]
 ITEMS = REPO / "configs" / "reproduce" / "items.toml"
@@ -325,7 +326,7 @@ def test_fig3_tail_grows_faster(tmp_path):
     experiment(root / "fig3-search", _loads("search", [1.9, 1.7], [3.0, 2.5]), [0.2, 0.8], sat)
     doc = page(tmp_path, "tailbench-fig3")
     kv = doc["numbers"]["apps"]["kv"]
-    assert doc["numbers"]["tail"] == R.FIG3_TAIL == "p95"
+    assert doc["numbers"]["tail"] == tailbench.FIG3_TAIL == "p95"
     assert kv["p95_over_mean_low"] == pytest.approx(1.8)
     assert kv["p95_over_mean_high"] == pytest.approx(3.1)
     assert kv["p99_over_mean_high"] == pytest.approx(4.8)
@@ -1029,7 +1030,7 @@ def test_tailwag_fig5_service_coverage(tmp_path):
     assert (tmp_path / "tailwag-fig5" / "figures" / "service_coverage.png").exists()
 
 
-# --- the worker-count and load-axis items (reproduce_scale.py) ----------------------------------
+# --- the worker-count and load-axis items (rules: tailbench, tales, tailwag) -----------------
 
 
 def _fig6(root: Path, app: str, loopback: dict[float, float], to_ideal=1.1) -> None:

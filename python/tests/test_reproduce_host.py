@@ -1,5 +1,5 @@
-"""The verdict rules of the host-mechanism items (taillab.reproduce_host) on hand-built results
-folders: Tales of the Tail Figs. 6, 8 and 9, TailWAG Figs. 1 and 7."""
+"""The verdict rules of the host-mechanism items (taillab.reproduce.rules: tales, tailwag) on
+hand-built results folders: Tales of the Tail Figs. 6, 8 and 9, TailWAG Figs. 1 and 7."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_reproduce import US, _stats, experiment, page, point
 
-from taillab import reproduce_host as H
+from taillab.reproduce.rules import common as H
 
 
 def _cases(p: dict[str, tuple[float, float]], key="case", **kw) -> list[dict]:

@@ -1,4 +1,5 @@
-"""The rules of python/taillab/reproduce_tailwag.py on hand-built results folders (the
+"""The rules of TailWAG's case studies and the report's Table II (python/taillab/reproduce/rules/)
+on hand-built results folders (the
 fixtures of test_reproduce.py): TailWAG's case studies (Fig. 9), its real-time throttling
 (Fig. 3) and the profiling report's resource table (Table II), each driven either way."""
 
@@ -7,7 +8,8 @@ from __future__ import annotations
 import pytest
 from test_reproduce import MS, US, _stats, experiment, html, page, point
 
-from taillab import reproduce_tailwag as T
+from taillab.reproduce.rules import profiling as P
+from taillab.reproduce.rules import tailwag_studies as T
 
 GiB, MiB = 2**30, 2**20
 
@@ -154,7 +156,7 @@ def test_fig3_the_limit_stalls_and_minus_one_removes_it(tmp_path):
 def _table2(root, rss: dict[str, float], cpu_ms: dict[str, float]):
     """Table I's runs whose harness used ``rss[app]`` bytes and ``cpu_ms[app]`` of CPU per
     request (1000 requests in 10 s)."""
-    for app in (*T.T2_CPU_APPS, *T.T2_MEM_APPS):
+    for app in (*P.T2_CPU_APPS, *P.T2_MEM_APPS):
         harness = {
             "pid": 1,
             "cpu_pct": 100 * 1000 * cpu_ms[app] / 1e3 / 10,
@@ -176,8 +178,8 @@ def _table2(root, rss: dict[str, float], cpu_ms: dict[str, float]):
 
 
 def test_table2_memory_and_cpu_intensive_apps(tmp_path):
-    rss = {a: 100 * MiB for a in T.T2_CPU_APPS} | {a: 2 * GiB for a in T.T2_MEM_APPS}
-    cpu = {a: 2.0 for a in T.T2_CPU_APPS} | {a: 0.05 for a in T.T2_MEM_APPS}
+    rss = {a: 100 * MiB for a in P.T2_CPU_APPS} | {a: 2 * GiB for a in P.T2_MEM_APPS}
+    cpu = {a: 2.0 for a in P.T2_CPU_APPS} | {a: 0.05 for a in P.T2_MEM_APPS}
     _table2(tmp_path / "tailbench-table1", rss, cpu)
     (tmp_path / "profiling-table2").mkdir()
     doc = page(tmp_path, "profiling-table2", reuse=tmp_path / "tailbench-table1")
@@ -191,7 +193,7 @@ def test_table2_memory_and_cpu_intensive_apps(tmp_path):
     assert doc["runs"] == 8
 
     other = tmp_path / "b"
-    swapped = {a: 100 * MiB for a in T.T2_MEM_APPS} | {a: 2 * GiB for a in T.T2_CPU_APPS}
+    swapped = {a: 100 * MiB for a in P.T2_MEM_APPS} | {a: 2 * GiB for a in P.T2_CPU_APPS}
     _table2(other / "tailbench-table1", swapped, cpu)
     (other / "profiling-table2").mkdir(parents=True)
     doc = page(other, "profiling-table2", reuse=other / "tailbench-table1")

@@ -21,12 +21,12 @@ from taillab.tailwag import (
     TABLE2,
     TAILWAG_ERROR,
     ValidationError,
-    _block_rse,
     error_table,
     summary,
     table2_rows,
     write_validation,
 )
+from taillab.tailwag.table import _block_rse
 
 
 @pytest.fixture(scope="module")
@@ -308,7 +308,7 @@ def test_service_mean_falls_back_to_the_merged_histogram():
     the drift columns must still be filled (they were empty in real validations)."""
     import pandas as pd
 
-    from taillab.tailwag import _service_mean
+    from taillab.tailwag.table import _service_mean
 
     assert _service_mean(pd.Series({"service_mean": 5.0, "merged_service_mean": 7.0})) == 5.0
     assert _service_mean(pd.Series({"service_mean": math.nan, "merged_service_mean": 7.0})) == 7.0
@@ -321,7 +321,7 @@ def test_rounds_keep_round_one_and_add_later_rounds_and_the_app_against_itself(p
     with each side's histograms merged (not averaged percentiles), and the app's later rounds
     against its first are added."""
     from taillab.hlog import Dist
-    from taillab.tailwag import _point_dist
+    from taillab.tailwag.table import _point_dist
 
     m, s = pair
     # Rounds 2 and 3: the app 10 % slower than in round 1 (a drifting host), the synthetic
@@ -437,7 +437,7 @@ def test_the_headline_is_out_of_sample_and_judged_against_the_floor(pair, tmp_pa
     within the floor (or unresolved, where the floor is above the goal); one 30 % slower is
     beyond it at every point, named with its term (the service time: its service mean is off
     as much)."""
-    from taillab.tailwag import BEYOND, UNRESOLVED, WITHIN, _run_dists
+    from taillab.tailwag.table import BEYOND, UNRESOLVED, WITHIN, _run_dists
 
     m, s = pair
     kw = dict(qps=(400.0, 1000.0, 1400.0), threads=(1,), runs=3, duration_s=1.0)
@@ -478,7 +478,7 @@ def test_a_points_verdict():
     """Beyond the floor: a model error, named with its term; within a floor above the goal:
     unresolved, with the blocks per point that would bring twice the se to the goal; within
     a floor below it: within."""
-    from taillab.tailwag import BEYOND, UNRESOLVED, WITHIN, _judge
+    from taillab.tailwag.table import BEYOND, UNRESOLVED, WITHIN, _judge
 
     def row(err, se, repeat, svc=0.0):
         r = {"later_runs": 4, "later_service_error": svc}

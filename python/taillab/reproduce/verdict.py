@@ -1,12 +1,11 @@
 """What every ``taillab reproduce`` rule builds its verdict from: the conditions
 (:class:`Cond`), how they make a status (:func:`status_of`), the verdict itself
-(:class:`Verdict`, :func:`_verdict`), a point's numbers (:func:`value`), the small
+(:class:`Verdict`, :func:`make_verdict`), a point's numbers (:func:`value`), the small
 arithmetic and formatting the rules share, the bar figure most items draw (:func:`bars`), and
 what rules in several modules read (a JSON file, a figure kind, a comparison of configurations).
 
-A leaf under :mod:`taillab.reproduce` (which re-exports these names) so that rules kept in
-their own modules (:mod:`taillab.reproduce_tailwag`, :mod:`taillab.reproduce_scale`) use them
-without importing the module that registers them.
+The leaf of :mod:`taillab.reproduce`: every rule module (:mod:`taillab.reproduce.rules`) and
+the page import these public names from here; nothing here imports them back.
 """
 
 from __future__ import annotations
@@ -22,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import figures as F
-from . import ideal
-from .ideal import ideal_points
-from .results import Results
-from .units import CONFIG_ORDER, fmt_ns, unit_for
+from .. import figures as F
+from .. import ideal
+from ..ideal import ideal_points
+from ..results import Results
+from ..units import CONFIG_ORDER, fmt_ns, unit_for
 
 # A verdict sentence names at most this many failed conditions (the page lists them all).
 MAX_LISTED = 3
@@ -92,7 +91,7 @@ class Verdict:
         return f"{self.body}: {self.status}"
 
 
-def _verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
+def make_verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
     status = status_of(conds)
     failed = [c.text for c in conds if c.ok is False]
     nodata = [c.text for c in conds if c.ok is None]
@@ -106,7 +105,7 @@ def _verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
     return Verdict(status, sentence, numbers, conds, **kw)
 
 
-def _no_data(data: Any, what: str) -> Verdict:
+def no_data(data: Any, what: str) -> Verdict:
     return Verdict(
         "inconclusive",
         f"no {what} in {data.root} (missing: {', '.join(data.missing) or 'none'})",
@@ -114,24 +113,24 @@ def _no_data(data: Any, what: str) -> Verdict:
     )
 
 
-def _x(v: float, digits: int = 3) -> str:
+def mult(v: float, digits: int = 3) -> str:
     """A ratio as '1.93×' ('–' when unknown)."""
     if v is None or not math.isfinite(v):
         return "–"
     return f"{v:,.0f}×" if abs(v) >= 100 else f"{v:.{digits}g}×"
 
 
-def _pct(v: float) -> str:
+def pct(v: float) -> str:
     return "–" if v is None or not math.isfinite(v) else f"{100 * v:.3g} %"
 
 
-def _ok(v: bool | None) -> str:
+def ok_mark(v: bool | None) -> str:
     if v is None:
         return '<span class="muted">no data</span>'
     return '<span class="ok">yes</span>' if v else '<span class="fail">no</span>'
 
 
-def _div(a: float, b: float) -> float:
+def ratio_of(a: float, b: float) -> float:
     """a ÷ b, NaN when either is unknown or b is 0 (a verdict then says "no data")."""
     try:
         a, b = float(a), float(b)
@@ -140,31 +139,31 @@ def _div(a: float, b: float) -> float:
     return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
 
 
-def _within(ratio: float, factor: float) -> bool | None:
+def within_factor(ratio: float, factor: float) -> bool | None:
     """Whether a ratio is within ``factor`` of 1 either way (None when unknown)."""
     if not math.isfinite(ratio) or ratio <= 0:
         return None
     return bool(max(ratio, 1 / ratio) <= factor)
 
 
-def _mean(v) -> float:
+def mean_of(v) -> float:
     v = [x for x in v if x is not None and math.isfinite(x)]
     return float(np.mean(v)) if v else math.nan
 
 
-def _ge(v: float, limit: float) -> bool | None:
+def at_least(v: float, limit: float) -> bool | None:
     return None if not math.isfinite(v) else bool(v >= limit)
 
 
-def _finite(v: float, default: float = -math.inf) -> float:
+def finite_or(v: float, default: float = -math.inf) -> float:
     return v if v is not None and math.isfinite(v) else default
 
 
-def _less(a: float, b: float) -> bool | None:
+def less_than(a: float, b: float) -> bool | None:
     return None if not (math.isfinite(a) and math.isfinite(b)) else bool(a < b)
 
 
-def _by_axis(pts: pd.DataFrame, key: str) -> dict[str, pd.Series]:
+def by_axis(pts: pd.DataFrame, key: str) -> dict[str, pd.Series]:
     """A sweep's points by their value on axis ``key`` (e.g. "load.arrival", "case")."""
     col = f"axis_{key}"
     if col not in pts:
@@ -189,7 +188,7 @@ def bars(
     bar's low to high value (an interval; NaN ends leave a bar without). The small figure of
     an item that no figure kind of :mod:`taillab.figures` fits (ours beside the paper's, a
     ratio per app)."""
-    vals = np.array([[_finite(v, math.nan) for v in s] for s in series.values()], dtype=float)
+    vals = np.array([[finite_or(v, math.nan) for v in s] for s in series.values()], dtype=float)
     if not cats or not np.isfinite(vals).any():
         raise F.FigureError(f"no values to draw for {title!r}")
     fig, ax = F._new(w=max(5.0, 0.75 * len(cats) * max(1, len(series)) + 2.0), h=4.0)
@@ -200,7 +199,7 @@ def bars(
         xs = x + (i - (len(series) - 1) / 2) * width
         ax.bar(xs, row, width, label=name, color=f"C{i}")
         if errs and name in errs:
-            lo, hi = (np.array([_finite(e[j], math.nan) for e in errs[name]]) for j in (0, 1))
+            lo, hi = (np.array([finite_or(e[j], math.nan) for e in errs[name]]) for j in (0, 1))
             ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(row)
             if ok.any():
                 below, above = np.maximum(row - lo, 0), np.maximum(hi - row, 0)
@@ -225,7 +224,7 @@ def bars(
     return F.save(fig, out)
 
 
-def _apps(data: Any) -> dict[str, pd.DataFrame]:
+def apps_of(data: Any) -> dict[str, pd.DataFrame]:
     """Points per app, in the item's experiment order."""
     out: dict[str, pd.DataFrame] = {}
     for stem in data.results:
@@ -237,7 +236,7 @@ def _apps(data: Any) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _ideal_points(data: Any, stems: list[str] | None = None) -> pd.DataFrame:
+def ideal_rows(data: Any, stems: list[str] | None = None) -> pd.DataFrame:
     """Per point of the item: measured ÷ ideal ratios (mean over runs) beside the point."""
     frames = []
     for stem, res in data.results.items():
@@ -251,23 +250,20 @@ def _ideal_points(data: Any, stems: list[str] | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _with_ideal(data: Any) -> pd.DataFrame:
+def with_ideal(data: Any) -> pd.DataFrame:
     """The item's points with runs, with ratio_*/ideal_* columns where runs have an ideal."""
     pts = data.points[data.points["runs"] > 0] if len(data.points) else data.points
-    ip = _ideal_points(data)
+    ip = ideal_rows(data)
     if ip.empty:
         return pts.assign(ratio_p99=math.nan, ideal_p99=math.nan)
     keep = ["stem", "point", "ratio_p99", "ideal_p99"]
     return pts.merge(ip[keep], on=["stem", "point"], how="left")
 
 
-def _in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]], str]:
+def in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]], str]:
     """Latencies (ns) scaled to the unit their median reads best in, and that unit."""
     scale, unit = unit_for([v for vs in series_ns.values() for v in vs])
     return {k: [v / scale for v in vs] for k, vs in series_ns.items()}, unit
-
-
-# --- files, figures and configurations the rules of several modules read -----------------------
 
 
 # Topologies as the page names them: a networked run here is two network namespaces on one
@@ -275,7 +271,7 @@ def _in_unit(series_ns: dict[str, list[float]]) -> tuple[dict[str, list[float]],
 CONFIG_LABEL = {"networked": "networked (network namespaces on one host)"}
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -283,31 +279,31 @@ def _read_json(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _float(v: Any) -> float:
+def as_float(v: Any) -> float:
     try:
         return float(v)
     except (TypeError, ValueError):
         return math.nan
 
 
-def _fig(name: str, res: Results, out: Path, **kw):
+def fig_plan(name: str, res: Results, out: Path, **kw):
     return getattr(F, name)(res, out, **kw)
 
 
-def _ideal_fig(name: str, res: Results, out: Path, **kw):
+def ideal_fig_plan(name: str, res: Results, out: Path, **kw):
     return getattr(ideal, name)(res, out, **kw)
 
 
-def _p99_table(by: dict[str, pd.Series]) -> tuple[dict, list[list[str]]]:
+def p99_table(by: dict[str, pd.Series]) -> tuple[dict, list[list[str]]]:
     nums, rows = {}, []
     for name, p in by.items():
         v, r = value(p, "sojourn", "p99"), float(p.get("ratio_p99", math.nan))
         nums[name] = {"p99_ns": v, "ideal_p99_ns": float(p.get("ideal_p99", math.nan)), "ratio": r}
-        rows.append([name, fmt_ns(v), fmt_ns(nums[name]["ideal_p99_ns"]), _x(r)])
+        rows.append([name, fmt_ns(v), fmt_ns(nums[name]["ideal_p99_ns"]), mult(r)])
     return nums, rows
 
 
-def _config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
+def config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
     """One app's sojourn p95 per configuration ÷ integrated (None without both integrated and
     loopback)."""
     by = {str(p["config"]): p for _, p in pts.iterrows()}
@@ -317,22 +313,22 @@ def _config_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
     out = {"service_mean_ns": value(by["integrated"], "service", "mean"), "p95_ns": {}}
     for c in sorted(by, key=lambda c: CONFIG_ORDER.index(c) if c in CONFIG_ORDER else 9):
         out["p95_ns"][c] = value(by[c], "sojourn", "p95")
-    out["ratio"] = {c: _div(v, base) for c, v in out["p95_ns"].items() if c != "integrated"}
+    out["ratio"] = {c: ratio_of(v, base) for c, v in out["p95_ns"].items() if c != "integrated"}
     return out
 
 
-def _transport_parts(
+def transport_parts(
     nums: dict[str, dict[str, Any]], data: Any, lead, order: str, figure: str
 ) -> tuple[list[str], list[list[str]], list]:
     """The table and figures of a comparison of configurations (``nums``: per app, in
-    ``order``, :func:`_config_ratios`' numbers): the columns after ``lead(app, numbers)``'s
+    ``order``, :func:`config_ratios`' numbers): the columns after ``lead(app, numbers)``'s
     cells (each configuration's p95, then each ÷ integrated), the rows, and two figures —
     the ratios as bars and the p95 per configuration (TailBench ``figure``)."""
     configs = list(dict.fromkeys(c for v in nums.values() for c in v["p95_ns"]))
     rows = [
         lead(a, v)
         + [fmt_ns(v["p95_ns"].get(c)) for c in configs]
-        + [_x(v["ratio"].get(c, math.nan)) for c in configs[1:]]
+        + [mult(v["ratio"].get(c, math.nan)) for c in configs[1:]]
         for a, v in nums.items()
     ]
     label = [CONFIG_LABEL.get(c, c) for c in configs]
@@ -360,7 +356,7 @@ def _transport_parts(
         (
             "config_comparison",
             f"Sojourn p95 per configuration and app (TailBench {figure}).",
-            lambda o: _fig("config_comparison", data.combined(), o),
+            lambda o: fig_plan("config_comparison", data.combined(), o),
         ),
     ]
     return heads, rows, figures
@@ -371,7 +367,7 @@ def group_tag(point_id: str) -> str:
     return re.sub(r"^([^-]+-t\d+-q)[^-]*", r"\g<1>0", point_id)
 
 
-def _load_name(p: pd.Series) -> str:
+def load_name(p: pd.Series) -> str:
     f = p.get("load_frac")
     if isinstance(f, float) and math.isfinite(f):
         return f"{100 * f:.0f} % load"

@@ -1,0 +1,703 @@
+"""The rules of TailBench's items (Kasture & Sanchez, IISWC 2016): Table 1, Figs. 2–8."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from ... import figures as F
+from ...units import CONFIG_ORDER, fmt_ns, unit_for
+from ..items import Data
+from ..verdict import (
+    Cond,
+    Verdict,
+    apps_of,
+    at_least,
+    bars,
+    config_ratios,
+    fig_plan,
+    finite_or,
+    ideal_fig_plan,
+    ideal_rows,
+    load_name,
+    make_verdict,
+    mult,
+    no_data,
+    ok_mark,
+    ratio_of,
+    transport_parts,
+    value,
+    within_factor,
+)
+from .common import paper_text
+from .registry import rule
+
+# Table I: a p95 within 3x of the paper's counts as "the same order" — our engines, data and
+# CPUs differ from TailBench's (masstree vs a B+ tree, xapian vs tantivy, 2016 Xeons vs a VM),
+# so only the scale, not the value, is comparable.
+TABLE1_FACTOR = 3.0
+
+
+# ... confirmed when 6 of the 8 apps are within that factor, partly from 3.
+TABLE1_CONFIRM, TABLE1_PARTLY = 6, 3
+
+
+# Fig. 2: the paper's service times span from ~100 us to ~1 s; two decades across our apps
+# is the least that still shows "widely different scales".
+FIG2_SPAN = 100.0
+
+
+# ... and "different spread": one app's p99/p50 at least twice another's.
+FIG2_SPREAD = 2.0
+
+
+# Fig. 3: the tail judged is the p95, the percentile the paper's discussion of Figs. 3–4 reads
+# (its Fig. 4 plots only the p95), taken from each point's estimate over its repeated runs (the
+# CI loop's). At the lightest load a point of a ~50 µs app holds ~10 000 requests and its p99
+# is their 100 slowest: a few preemptions of the worker on a shared host move it by several
+# times, and flipped this verdict on runs that were otherwise alike; the p95 needs five times
+# as many outliers to move. The p99 is shown beside it, not judged.
+FIG3_TAIL = "p95"
+
+
+# ... and "tail latencies increase much more rapidly than the mean" is read in the figure's
+# own terms, the rise in µs from the lightest load to the heaviest: the tail's rise at least
+# twice the mean's. An ideal FIFO queue from ρ 0.2 to 0.8 gives 3.0 (exponential service),
+# 3.1 (constant) and 3.9 (log-normal, cv 2), while its p95/mean hardly moves for exponential
+# or log-normal service (3.0 → 3.0, 3.8 → 3.9): a rule on the ratio would fail the ideal.
+FIG3_FASTER = 2.0
+
+
+# Fig. 4: scaling from 1 to 2 threads by at least 1.5x is clearly better than sub-linear
+# (perfect is 2x; TailBench's kv and search are near-linear).
+FIG4_SCALES = 1.5
+
+
+# Fig. 5: loopback within 1.5x of integrated for the app with the longest requests: the
+# transport adds tens of µs, a fraction of a millisecond-scale request.
+FIG5_CLOSE = 1.5
+
+
+# Fig. 8: measured p95 within 1.25x of the M/G/n replay of the same service times counts as
+# "the model predicts it"; only below 0.8 of saturation, where the paper's model holds too
+# (near saturation both curves turn vertical and any ratio is noise).
+FIG8_CLOSE, FIG8_BELOW = 1.25, 0.8
+
+
+def _threads_of_tag(tag: str) -> int | None:
+    m = re.match(r"^[^-]+-t(\d+)-", tag)
+    return int(m.group(1)) if m else None
+
+
+@rule
+def tailbench_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Sojourn p95 at the light load per app vs Table I's: within TABLE1_FACTOR."""
+    paper = item.get("paper_p95_ms") or {}
+    names = item.get("paper_apps") or {}
+    apps = apps_of(data)
+    if not apps:
+        return no_data(data, "app results")
+    nums: dict[str, Any] = {}
+    for app, want in paper.items():
+        ours = math.nan
+        if app in apps:
+            ours = value(apps[app].sort_values("qps").iloc[0], "sojourn", "p95") / 1e6
+        ratio = ratio_of(ours, want)
+        ok = bool(within_factor(ratio, TABLE1_FACTOR))
+        nums[app] = {"ours_p95_ms": ours, "paper_p95_ms": want, "ratio": ratio, "within": ok}
+    within = sum(v["within"] for v in nums.values())
+    status = "not confirmed"
+    if within >= TABLE1_CONFIRM:
+        status = "confirmed"
+    elif within >= TABLE1_PARTLY:
+        status = "partly"
+    listed = ", ".join(
+        f"{a} {mult(v['ratio'], 2)}" for a, v in nums.items() if math.isfinite(v["ratio"])
+    )
+    sentence = (
+        f"{within} of {len(paper)} apps have a light-load p95 within {TABLE1_FACTOR:g}× of "
+        f"Table I's (ours ÷ paper: {listed})"
+    )
+    absent = [a for a, v in nums.items() if not math.isfinite(v["ratio"])]
+    if absent:
+        sentence += "; no data for " + ", ".join(absent)
+    rows = [
+        [
+            a,
+            str(names.get(a, "")),
+            fmt_ns(v["ours_p95_ms"] * 1e6),
+            fmt_ns(v["paper_p95_ms"] * 1e6),
+            mult(v["ratio"]),
+            ok_mark(v["within"] if math.isfinite(v["ratio"]) else None),
+        ]
+        for a, v in nums.items()
+    ]
+    seen = [a for a in nums if math.isfinite(nums[a]["ours_p95_ms"])]
+    series = {
+        "ours": [nums[a]["ours_p95_ms"] for a in seen],
+        "TailBench Table I": [paper[a] for a in seen],
+    }
+    return Verdict(
+        status,
+        sentence,
+        {"apps": nums, "within": within, "of": len(paper)},
+        heads=["app", "TailBench app", "our p95", "paper's p95", "ours ÷ paper", "within"],
+        rows=rows,
+        paper=(
+            ["app", "TailBench app", "p95 at the lowest load (Table I)"],
+            [[a, str(names.get(a, "")), fmt_ns(v * 1e6)] for a, v in paper.items()],
+        ),
+        figures=[
+            (
+                "p95_vs_paper",
+                "Sojourn p95 at the light load, ours beside Table I's (log scale).",
+                lambda o: bars(o, seen, series, "p95 (ms, log scale)", "p95 at a light load"),
+            )
+        ],
+    )
+
+
+@rule
+def tailbench_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
+    """Service p50 span across apps and p99/p50 spread per app (the reused Table I runs)."""
+    src = reuse if reuse is not None else data
+    apps = apps_of(src)
+    if not apps:
+        return no_data(src, "app results")
+    nums = {}
+    for app, pts in apps.items():
+        p = pts.sort_values("qps").iloc[0]
+        p50, p99 = value(p, "service", "p50"), value(p, "service", "p99")
+        nums[app] = {"service_p50_ns": p50, "service_p99_ns": p99, "spread": ratio_of(p99, p50)}
+    p50s = [v["service_p50_ns"] for v in nums.values() if v["service_p50_ns"] > 0]
+    spreads = [v["spread"] for v in nums.values() if math.isfinite(v["spread"])]
+    span = max(p50s) / min(p50s) if len(p50s) > 1 else math.nan
+    spread_ratio = max(spreads) / min(spreads) if len(spreads) > 1 else math.nan
+    conds = [
+        Cond(f"p50s span ≥ {FIG2_SPAN:g}×", at_least(span, FIG2_SPAN)),
+        Cond(f"spreads differ ≥ {FIG2_SPREAD:g}×", at_least(spread_ratio, FIG2_SPREAD)),
+    ]
+    lo = min(nums, key=lambda a: finite_or(nums[a]["service_p50_ns"], math.inf))
+    hi = max(nums, key=lambda a: finite_or(nums[a]["service_p50_ns"]))
+    wide = max(nums, key=lambda a: finite_or(nums[a]["spread"]))
+    narrow = min(nums, key=lambda a: finite_or(nums[a]["spread"], math.inf))
+    body = (
+        f"service p50 spans {mult(span)} across {len(nums)} apps "
+        f"({lo} {fmt_ns(nums[lo]['service_p50_ns'])} to "
+        f"{hi} {fmt_ns(nums[hi]['service_p50_ns'])}); "
+        "p99/p50 ranges from "
+        f"{mult(nums[narrow]['spread'])} ({narrow}) to {mult(nums[wide]['spread'])} ({wide})"
+    )
+    rows = [
+        [a, fmt_ns(v["service_p50_ns"]), fmt_ns(v["service_p99_ns"]), mult(v["spread"])]
+        for a, v in sorted(nums.items(), key=lambda t: t[1]["service_p50_ns"])
+    ]
+    return make_verdict(
+        conds,
+        body,
+        {"apps": nums, "p50_span": span, "spread_ratio": spread_ratio},
+        heads=["app", "service p50", "service p99", "p99 ÷ p50"],
+        rows=rows,
+        figures=[
+            (
+                "service_cdf",
+                "Service-time CDF per app at the light load of Table I (TailBench Fig. 2).",
+                lambda o: fig_plan("service_cdf", src.combined(), o),
+            )
+        ],
+    )
+
+
+def _ends(pts: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The lowest- and highest-load points (by planned fraction, else offered rate)."""
+    key = "load_frac" if pts["load_frac"].notna().all() else "qps"
+    s = pts.sort_values(key)
+    return s.iloc[0], s.iloc[-1]
+
+
+@rule
+def tailbench_fig3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app: the tail's rise (FIG3_TAIL, lowest load to highest) at least FIG3_FASTER times
+    the mean's; tail/mean at both ends and the p99's ratios reported beside, not judged."""
+    apps = apps_of(data)
+    if not apps:
+        return no_data(data, "results")
+    t = FIG3_TAIL
+    nums, conds, parts, p99_parts, rows = {}, [], [], [], []
+    for app, pts in apps.items():
+        lo, hi = _ends(pts)
+
+        def over_mean(p: pd.Series, stat: str) -> float:
+            return ratio_of(value(p, "sojourn", stat), value(p, "sojourn", "mean"))
+
+        r_lo, r_hi = over_mean(lo, t), over_mean(hi, t)
+        r99_lo, r99_hi = over_mean(lo, "p99"), over_mean(hi, "p99")
+        g_tail = ratio_of(value(hi, "sojourn", t), value(lo, "sojourn", t))
+        gmean = ratio_of(value(hi, "sojourn", "mean"), value(lo, "sojourn", "mean"))
+        d_mean = value(hi, "sojourn", "mean") - value(lo, "sojourn", "mean")
+        faster = ratio_of(value(hi, "sojourn", t) - value(lo, "sojourn", t), d_mean)
+        ok = None if not (math.isfinite(faster) and d_mean > 0) else bool(faster >= FIG3_FASTER)
+        conds.append(Cond(f"{app}'s {t} rises ≥ {FIG3_FASTER:g}× as much as its mean", ok))
+        nums[app] = {
+            "low": load_name(lo),
+            "high": load_name(hi),
+            f"{t}_over_mean_low": r_lo,
+            f"{t}_over_mean_high": r_hi,
+            f"{t}_growth": g_tail,
+            f"{t}_rise_over_mean_rise": faster,
+            "p99_over_mean_low": r99_lo,
+            "p99_over_mean_high": r99_hi,
+            "mean_growth": gmean,
+            "runs_low": int(lo.get("runs", 0) or 0),
+            "runs_high": int(hi.get("runs", 0) or 0),
+        }
+        parts.append(
+            f"{app} {mult(faster, 2)} as much as its mean ({t}/mean from {mult(r_lo, 2)} at "
+            f"{load_name(lo)} to {mult(r_hi, 2)} at {load_name(hi)})"
+        )
+        p99_parts.append(f"{app} {mult(r99_lo, 2)} → {mult(r99_hi, 2)}")
+        rows.append(
+            [
+                app,
+                load_name(lo),
+                load_name(hi),
+                mult(r_lo),
+                mult(r_hi),
+                mult(g_tail),
+                mult(gmean),
+                f"{mult(r99_lo)} → {mult(r99_hi)}",
+                f"{mult(faster)} {ok_mark(ok)}",
+            ]
+        )
+    return make_verdict(
+        conds,
+        f"{t} rises from the lightest load to the heaviest: "
+        + "; ".join(parts)
+        + f" (p99/mean, not judged: {', '.join(p99_parts)})",
+        {"apps": nums, "tail": t},
+        heads=[
+            "app",
+            "low",
+            "high",
+            f"{t}/mean low",
+            f"{t}/mean high",
+            f"{t} growth",
+            "mean growth",
+            "p99/mean (not judged)",
+            f"{t} rise ÷ mean rise",
+        ],
+        rows=rows,
+        figures=[
+            (
+                "latency_vs_load",
+                "Sojourn mean, p95 and p99 vs offered load, one panel per app (TailBench Fig. 3).",
+                lambda o: fig_plan("latency_vs_load", data.combined(), o),
+            )
+        ],
+    )
+
+
+def _host_cpus(data: Data) -> int | None:
+    c = data.host.get("cores")
+    return int(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else None
+
+
+@rule
+def tailbench_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app: saturation rate at the most threads ÷ at one thread."""
+    sat: dict[str, dict[int, float]] = {}
+    for stem, docs in data.saturation.items():
+        pts = data.of(stem)
+        app = str(pts["app"].iloc[0]) if len(pts) else stem
+        for tag, doc in docs.items():
+            t = _threads_of_tag(tag)
+            if t is not None:
+                sat.setdefault(app, {})[t] = float(doc["qps"])
+    if not sat:
+        return no_data(data, "saturation searches")
+    nums = {}
+    for app, by in sat.items():
+        top = max(by)
+        nums[app] = {
+            "saturation_qps": {str(t): q for t, q in sorted(by.items())},
+            "threads": top,
+            "scaling": ratio_of(by[top], by[1]) if 1 in by and top > 1 else math.nan,
+        }
+    sc = {a: v["scaling"] for a, v in nums.items()}
+    fast, slow = ("kv", "search"), ("oltp-mem", "translate")
+    scales = [at_least(sc.get(a, math.nan), FIG4_SCALES) for a in fast]
+    # Without a scaling app, "the others scale less" is empty: that one decides.
+    known = [x for x in scales if x is not None]
+    conds = [Cond("kv or search scales", any(known) if known else None, True)]
+    conds += [Cond(f"{a} ≥ {FIG4_SCALES:g}×", ok) for a, ok in zip(fast, scales, strict=True)]
+    floor = min((finite_or(sc.get(a, math.nan), math.inf) for a in fast), default=math.inf)
+    for a in slow:
+        v = sc.get(a, math.nan)
+        ok = None if not (math.isfinite(v) and math.isfinite(floor)) else bool(v < floor)
+        conds.append(Cond(f"{a} below kv and search", ok))
+    threads = max((v["threads"] for v in nums.values()), default=1)
+    cpus = _host_cpus(data)
+    body = f"scaling 1→{threads} threads: " + ", ".join(f"{a} {mult(v, 3)}" for a, v in sc.items())
+    if cpus and threads >= cpus:
+        body += f" (this host has {cpus} CPUs: scaling stops at {threads} threads)"
+    rows = [
+        [
+            a,
+            ", ".join(f"{t} thr: {q:,.0f}" for t, q in v["saturation_qps"].items()),
+            mult(v["scaling"]),
+        ]
+        for a, v in nums.items()
+    ]
+    return make_verdict(
+        conds,
+        body,
+        {"apps": nums, "host_cpus": cpus},
+        heads=["app", "saturation QPS", f"scaling 1→{threads}"],
+        rows=rows,
+        figures=[
+            (
+                "scaling",
+                f"Saturation rate at {threads} threads ÷ at 1 thread per app; the dashed line is "
+                "linear scaling.",
+                lambda o: bars(
+                    o,
+                    list(sc),
+                    {"measured": list(sc.values())},
+                    f"saturation rate, {threads} threads ÷ 1 thread",
+                    "Thread scaling",
+                    log=False,
+                    hlines=[(float(threads), "linear")],
+                ),
+            ),
+            (
+                "thread_scaling",
+                "Sojourn p95 vs load, one line per thread count (TailBench Fig. 4).",
+                lambda o: fig_plan("thread_scaling", data.combined(), o),
+            ),
+        ],
+    )
+
+
+@rule
+def tailbench_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app: p95 loopback (and networked) ÷ integrated; the app with the shortest requests
+    must differ most, the one with the longest hardly at all."""
+    nums = {a: r for a, pts in apps_of(data).items() if (r := config_ratios(pts)) is not None}
+    if not nums:
+        return no_data(data, "integrated and loopback pairs")
+    nums = dict(sorted(nums.items(), key=lambda t: finite_or(t[1]["service_mean_ns"])))
+    short, long = next(iter(nums)), list(nums)[-1]
+    ratios = {a: v["ratio"]["loopback"] for a, v in nums.items()}
+    largest = max(ratios, key=lambda a: finite_or(ratios[a]))
+    r = ratios[long]
+    conds = [
+        Cond(f"{short} (shortest requests) has the largest ratio", bool(largest == short), True),
+        Cond(
+            f"{long} (longest requests) within {FIG5_CLOSE:g}×",
+            within_factor(r, FIG5_CLOSE),
+        ),
+    ]
+    body = "p95 loopback ÷ integrated: " + ", ".join(
+        f"{a} {mult(r)} (service mean {fmt_ns(nums[a]['service_mean_ns'])})"
+        for a, r in ratios.items()
+    )
+    heads, rows, figures = transport_parts(
+        nums, data, lambda a, v: [a, fmt_ns(v["service_mean_ns"])], "service time", "Fig. 5"
+    )
+    return make_verdict(
+        conds,
+        body,
+        {"apps": nums, "shortest": short, "longest": long},
+        heads=["app", "service mean", *heads],
+        rows=rows,
+        figures=figures,
+    )
+
+
+@rule
+def tailbench_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
+    """Per app and thread count: measured ÷ ideal (M/G/n replay) p95 at each load."""
+    ip = ideal_rows(data)
+    if ip.empty:
+        return no_data(data, "runs with an ideal (summary.json 'ideal')")
+    ip = ip.sort_values(["app", "threads", "qps"])
+    nums: dict[str, Any] = {}
+    conds, rows = [], []
+    for _, p in ip.iterrows():
+        app, thr, frac, r = str(p["app"]), int(p["threads"]), p["load_frac"], p["ratio_p95"]
+        nums.setdefault(app, {}).setdefault(str(thr), {})[load_name(p)] = r
+        close = within_factor(r, FIG8_CLOSE)
+        if app == "kv" and math.isfinite(frac) and frac < FIG8_BELOW:
+            conds.append(Cond(f"kv {thr} thr at {load_name(p)} within {FIG8_CLOSE:g}×", close))
+        rows.append(
+            [
+                app,
+                str(thr),
+                load_name(p),
+                fmt_ns(value(p, "sojourn", "p95")),
+                fmt_ns(p["ideal_p95"]),
+                mult(r),
+                ok_mark(close),
+            ]
+        )
+    if not conds:
+        conds = [Cond(f"kv below {FIG8_BELOW:.0%} of saturation", None)]
+    body = "measured ÷ M/G/n p95: " + "; ".join(
+        f"{a} {t} thr " + ", ".join(f"{mult(v, 2)} at {load}" for load, v in by.items())
+        for a, per in nums.items()
+        for t, by in per.items()
+    )
+    return make_verdict(
+        conds,
+        body,
+        {"ratio_p95": nums},
+        heads=[
+            "app",
+            "threads",
+            "load",
+            "measured p95",
+            "ideal p95",
+            "measured ÷ ideal",
+            f"within {FIG8_CLOSE:g}×",
+        ],
+        rows=rows,
+        figures=[
+            (
+                "normalized_p95",
+                "p95 normalized to the lowest-load latency, measured (solid) vs the M/G/n ideal "
+                "replay of the same service times (dashed), per thread count (TailBench Fig. 8).",
+                lambda o: ideal_fig_plan(
+                    "latency_vs_load_ideal", data.combined(), o, stat="p95", normalize=True
+                ),
+            )
+        ],
+    )
+
+
+# TailBench Fig. 6: at the same fraction of its own saturation rate, loopback's p95 within 1.5×
+# of integrated's — the bar tailbench-fig5 sets a long-request app at one rate (the transport
+# adds tens of µs to millisecond requests); the paper: "nearly identical" profiles. The
+# planned fraction is of each configuration's own saturation search, whose error of a few %
+# moves the p95 at 60 % load by tens of %: 1.5× leaves room for it.
+TB6_CLOSE = 1.5
+
+
+# ... and each configuration's p95 within 1.25× of its ideal (the run's arrivals and service
+# times replayed through an exact queue: our stand-in for the paper's simulated system, as
+# tailbench-fig8's FIG8_CLOSE judges the M/G/n replay); both only below 80 % of saturation,
+# where the paper's curves have not yet turned vertical (above, any ratio is noise).
+TB6_IDEAL, TB6_BELOW = 1.25, 0.8
+
+
+# TailBench Fig. 7: as Fig. 5 (FIG5_CLOSE), each app with long requests has loopback within
+# 1.5× of integrated, and the app with the shortest requests differs most. "Shortest" is by
+# the service p50 — the typical request the transport's cost is compared with: middleware's
+# mean carries its collector's pauses (tens of ms every ~15 000 requests), which the
+# transport does not touch.
+TB7_CLOSE = 1.5
+
+
+def _p95_with_ideal(data: Any) -> pd.DataFrame:
+    """The item's points with runs, with ``ideal_p95`` and ``ratio_p95`` where runs have an
+    ideal (NaN elsewhere)."""
+    pts = data.points[data.points["runs"] > 0] if len(data.points) else data.points
+    ip = ideal_rows(data)
+    if ip.empty or "ideal_p95" not in ip:
+        return pts.assign(ideal_p95=math.nan, ratio_p95=math.nan)
+    keep = ["stem", "point", "ideal_p95", "ratio_p95"]
+    return pts.merge(ip[keep], on=["stem", "point"], how="left")
+
+
+def _tb6_app(app: str, g: pd.DataFrame, rows: list) -> tuple[dict, list[Cond]]:
+    """One app's loads: loopback ÷ integrated p95 and each configuration ÷ its ideal."""
+    loads: dict[str, Any] = {}
+    close, ideal_ok, sat = [], [], {}
+    for frac, h in g.groupby("load_frac", sort=True):
+        by = {str(p["config"]): p for _, p in h.iterrows()}
+        for c, p in by.items():
+            sat[c] = float(p.get("sat_qps", math.nan))
+        p95 = {c: value(p, "sojourn", "p95") for c, p in by.items()}
+        to_ideal = {c: float(p.get("ratio_p95", math.nan)) for c, p in by.items()}
+        r = ratio_of(p95.get("loopback", math.nan), p95.get("integrated", math.nan))
+        judged = bool(frac < TB6_BELOW)
+        ok = within_factor(r, TB6_CLOSE) if judged else None
+        if judged:
+            close.append(ok)
+            ideal_ok += [within_factor(v, TB6_IDEAL) for v in to_ideal.values()]
+        label = f"{100 * frac:.0f} % load"
+        loads[label] = {"p95_ns": p95, "loopback_over_integrated": r, "over_ideal": to_ideal}
+        rows.append(
+            [
+                app,
+                label,
+                fmt_ns(p95.get("integrated")),
+                fmt_ns(p95.get("loopback")),
+                mult(r),
+                mult(to_ideal.get("integrated", math.nan)),
+                mult(to_ideal.get("loopback", math.nan)),
+                ok_mark(ok) if judged else '<span class="muted">not judged</span>',
+            ]
+        )
+
+    def every(v: list) -> bool | None:
+        known = [x for x in v if x is not None]
+        return bool(all(known)) if known else None
+
+    conds = [
+        Cond(
+            f"{app}: loopback within {TB6_CLOSE:g}× of integrated below {TB6_BELOW:.0%} load",
+            every(close),
+            True,
+        ),
+        Cond(
+            f"{app}: each configuration within {TB6_IDEAL:g}× of its ideal below "
+            f"{TB6_BELOW:.0%} load",
+            every(ideal_ok),
+        ),
+    ]
+    sat_ratio = ratio_of(sat.get("loopback", math.nan), sat.get("integrated", math.nan))
+    return {"loads": loads, "saturation_qps": sat, "loopback_saturation": sat_ratio}, conds
+
+
+def _load_axis(pts: pd.DataFrame, out):
+    """p95 against the planned fraction of saturation, a panel per app: each configuration
+    measured (solid) and its runs' ideal (dashed) on one load axis (TailBench Fig. 6)."""
+    pts = pts[pts["load_frac"].notna()]
+    apps = list(dict.fromkeys(pts["app"]))
+    if not apps:
+        raise F.FigureError("no points at fractions of saturation")
+    fig, axes = F._new(w=5.0 * len(apps), h=4.2, ncols=len(apps))
+    for ax, app in zip(axes.flat, apps, strict=False):
+        g = pts[pts["app"] == app].sort_values("load_frac")
+        measured = [value(p, "sojourn", "p95") for _, p in g.iterrows()]
+        scale, unit = unit_for(measured)
+        configs = sorted(
+            set(g["config"]), key=lambda c: CONFIG_ORDER.index(c) if c in CONFIG_ORDER else 9
+        )
+        for i, c in enumerate(configs):
+            h = g[g["config"] == c]
+            x = 100 * h["load_frac"].to_numpy(dtype=float)
+            y = [value(p, "sojourn", "p95") / scale for _, p in h.iterrows()]
+            ax.plot(x, y, "-o", color=f"C{i}", label=f"{c} measured")
+            ideal = h["ideal_p95"].to_numpy(dtype=float) / scale
+            ax.plot(x, ideal, "--x", color=f"C{i}", label=f"{c} ideal")
+        F._plain_log_y(ax)
+        ax.set_xlabel("load (% of the configuration's saturation rate)")
+        ax.set_ylabel(f"sojourn p95 ({unit}, log scale)")
+        ax.set_title(app)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="x-small", loc="upper left")
+    return F.save(fig, out)
+
+
+@rule
+def tailbench_fig6(item: dict, data: Any, _reuse: Any) -> Verdict:
+    """Per app and planned load (fractions of each configuration's own saturation rate):
+    loopback's p95 ÷ integrated's within TB6_CLOSE and each ÷ its ideal replay within
+    TB6_IDEAL, below TB6_BELOW."""
+    pts = _p95_with_ideal(data)
+    if pts.empty or "load_frac" not in pts or not pts["load_frac"].notna().any():
+        return no_data(data, "points at fractions of saturation")
+    nums, conds, rows = {}, [], []
+    for app, g in pts.groupby("app", sort=False):
+        nums[str(app)], c = _tb6_app(str(app), g, rows)
+        conds += c
+    body = "p95 loopback ÷ integrated at the same fraction of each one's saturation: " + "; ".join(
+        f"{a} "
+        + ", ".join(
+            f"{mult(v['loopback_over_integrated'], 3)} at {k}" for k, v in n["loads"].items()
+        )
+        + f" (loopback saturates at {mult(n['loopback_saturation'], 3)} integrated's rate)"
+        for a, n in nums.items()
+    )
+    return make_verdict(
+        conds,
+        body,
+        {"apps": nums},
+        heads=[
+            "app",
+            "load",
+            "integrated p95",
+            "loopback p95",
+            "loopback ÷ integrated",
+            "integrated ÷ ideal",
+            "loopback ÷ ideal",
+            f"within {TB6_CLOSE:g}×",
+        ],
+        rows=rows,
+        paper=paper_text(item, "paper_fig6"),
+        figures=[
+            (
+                "p95_vs_load",
+                "Sojourn p95 against load as a fraction of each configuration's own saturation "
+                "rate, integrated and loopback measured (solid) and their runs' ideal replay "
+                "(dashed: the stand-in for the paper's simulated system) on one load axis, a "
+                "panel per app (TailBench Fig. 6).",
+                lambda o: _load_axis(pts, o),
+            ),
+            (
+                "ideal_vs_load",
+                "The same p95 with 95 % CI bars, measured and ideal, a panel per app and "
+                "configuration (x: the planned fraction of saturation).",
+                lambda o: ideal_fig_plan(
+                    "latency_vs_load_ideal",
+                    data.combined(planned_rho=True),
+                    o,
+                    stat="p95",
+                    x="utilization",
+                ),
+            ),
+        ],
+    )
+
+
+@rule
+def tailbench_fig7(item: dict, data: Any, _reuse: Any) -> Verdict:
+    """Per app at the item's worker count: p95 loopback ÷ integrated; the app with the shortest
+    requests (service p50) differs most, every other within TB7_CLOSE."""
+    apps = apps_of(data)
+    nums = {a: r for a, pts in apps.items() if (r := config_ratios(pts)) is not None}
+    if not nums:
+        return no_data(data, "integrated and loopback pairs")
+    for a, v in nums.items():
+        integ = apps[a][apps[a]["config"] == "integrated"]
+        v["service_p50_ns"] = value(integ.iloc[0], "service", "p50") if len(integ) else math.nan
+        v["threads"] = int(apps[a]["threads"].max())
+    nums = dict(sorted(nums.items(), key=lambda t: finite_or(t[1]["service_p50_ns"], math.inf)))
+    short = next(iter(nums))
+    ratios = {a: v["ratio"].get("loopback", math.nan) for a, v in nums.items()}
+    largest = max(ratios, key=lambda a: finite_or(ratios[a]))
+    conds = [Cond(f"{short} (shortest requests) has the largest ratio", largest == short, True)]
+    conds += [
+        Cond(f"{a} within {TB7_CLOSE:g}×", within_factor(ratios[a], TB7_CLOSE))
+        for a in list(nums)[1:]
+    ]
+    threads = sorted({v["threads"] for v in nums.values()})
+    body = f"p95 loopback ÷ integrated with {', '.join(map(str, threads))} worker(s): " + ", ".join(
+        f"{a} {mult(r)} (service p50 {fmt_ns(nums[a]['service_p50_ns'])})"
+        for a, r in ratios.items()
+    )
+    heads, rows, figures = transport_parts(
+        nums,
+        data,
+        lambda a, v: [
+            a,
+            str(v["threads"]),
+            fmt_ns(v["service_p50_ns"]),
+            fmt_ns(v["service_mean_ns"]),
+        ],
+        "service p50",
+        "Fig. 7",
+    )
+    return make_verdict(
+        conds,
+        body,
+        {"apps": nums, "shortest": short, "threads": threads},
+        heads=["app", "workers", "service p50", "service mean", *heads],
+        rows=rows,
+        paper=paper_text(item, "paper_fig7"),
+        figures=figures,
+    )
