@@ -77,7 +77,14 @@ fn measured_service(s: &Summary, nominal_ns: f64) -> Result<f64, String> {
 
 fn judge(s: &Summary, p99_tol: f64) -> Result<(), String> {
     let (m, p) = ratios(s);
-    let msg = format!("measured/ideal mean {m:.3}, p99 {p:.3}");
+    let lag = &s.latency_ns["send_lag"];
+    let msg = format!(
+        "measured/ideal mean {m:.3}, p99 {p:.3}; send lag p50 {} p99 {} max {}; stalls {:?}",
+        lag.p50,
+        lag.p99,
+        lag.max,
+        s.stalls.as_ref().map(|x| (x.longest_ns, x.over_1ms))
+    );
     eprintln!("  {msg}");
     if (m - 1.0).abs() < 0.08 && (p - 1.0).abs() < p99_tol {
         Ok(())
@@ -158,7 +165,7 @@ fn every_discipline_matches_its_ideal() {
                 (n, d.to_string().as_str())
             );
             let tol = if d == Discipline::Fifo { 0.15 } else { 0.20 };
-            (judge(&s, tol), why)
+            (judge(&s, tol), why.or_else(|| froze(&s)))
         });
     }
 }
