@@ -29,7 +29,7 @@ fn disturbed(runs: &[&Value]) -> Option<String> {
 /// the same run: docs/fanout.md claims the whole request's p99 within 5 % of the model at
 /// N = 1, 10 and 50, and the fraction of requests slower than the leaves' own p99 as the
 /// model has it (bench/fanout, 3 000 requests a run: within 0.6 points), which follows
-/// 1 − 0.99^N within 2.7 points at 50 requests/s (the model's own tests, core/src/fanout.rs,
+/// 1 − 0.99^N within 2.7 points at 50 requests/s (the model's own tests, core/src/fanout/,
 /// hold it to 1 − 0.99^N without queueing; with queueing it falls below, since every leaf
 /// sees every arrival: 30.9 % at 50 leaves and 200 requests/s, `taillab model --fanout 50
 /// --qps 200 --service exp:1ms`). Here: the p99 within 5 % of the model and the fraction
@@ -147,8 +147,8 @@ const HEAVY: &[&str] = &[
 /// after its p95 has the p99 of ten leaves cut more than 5× for under 10 % more served
 /// copies (the model's claim, which The Tail at Scale's hedged requests make too): checked
 /// on the run's model with the host's costs taken out; the measurement against the model
-/// with them, and a cut of its own that this VM's lateness leaves. Tied copies on idle replicas: both
-/// go out, the first to start cancels its twin.
+/// with them, and a cut of its own that this VM's lateness leaves. Tied copies on idle
+/// replicas: both go out, the first to start cancels its twin.
 #[test]
 fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
     let _s = serial();
@@ -204,14 +204,13 @@ fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
         // leaves' p99 more than 5x for under 10 % more served copies, once the host's costs
         // (the dispatcher's release and hedge lateness, the workers' wake-ups) are out.
         let p99 = |s: &Value| f(&s["p99"]);
-        let all_out = fan(&hedged)["model_without"]
+        let all_out = &fan(&hedged)["model_without"]
             .as_array()
             .unwrap()
             .iter()
             .find(|w| w["without"] == "all")
-            .expect("model without all")["e2e"]
-            .clone();
-        let model_cut = p99(&fan(&plain)["model"]["e2e"]) / p99(&all_out);
+            .expect("model without all")["e2e"];
+        let model_cut = p99(&fan(&plain)["model"]["e2e"]) / p99(all_out);
         let model_served = f(&m["served_per_sub"]);
         // The measurement follows its model (the run's arrivals, draws and host costs) where
         // 2 500 requests pin it: mean and p95 (p99 lies in the sparse stretch between the
@@ -223,8 +222,8 @@ fn hedging_cuts_the_tail_for_a_little_load_and_tied_copies_cancel() {
         // Measured from the arrival, the host's lateness is in the tail (on this VM one sleep
         // in a thousand wakes 1.4-2.2 ms late: 2.9-4.3x at p99.9, docs/fanout.md; 3.1-6.9x
         // at p99 in the six runs): still a cut, by more than 2.5x.
-        let p99l = |s: &Value| f(&s["latency_ns"]["sojourn"]["p99"]);
-        let (a, b) = (p99l(&plain), p99l(&hedged));
+        let sojourn = |s: &Value| p99(&s["latency_ns"]["sojourn"]);
+        let (a, b) = (sojourn(&plain), sojourn(&hedged));
         let served = f(&h["served_per_sub"]);
         eprintln!(
             "hedged and tied: model without host costs {model_cut:.1}x for {model_served:.3} \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import fixtures
@@ -81,3 +82,12 @@ def attribution_page(attribution_dir) -> Path:
 
     assert cli.main(["attribute", str(attribution_dir), "--bootstrap", "40"]) == 0
     return attribution_dir / "attribution" / "index.html"
+
+
+def script(rel: str):
+    """A repository script (``scripts/x.py``) loaded as a module, for tests of its functions."""
+    path = Path(__file__).resolve().parents[2] / rel
+    spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -3,22 +3,17 @@ taillab has none."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def checker():
-    spec = importlib.util.spec_from_file_location(
-        "import_cycles", REPO / "scripts/import-cycles.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script("scripts/import-cycles.py")
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:

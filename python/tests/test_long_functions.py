@@ -4,22 +4,13 @@ own Python sources are all within it."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from conftest import script
 
 
 @pytest.fixture(scope="module")
 def lint():
-    spec = importlib.util.spec_from_file_location(
-        "long_functions", REPO / "scripts/long-functions.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script("scripts/long-functions.py")
 
 
 def _fn(name: str, lines: int, indent: str = "", kw: str = "def") -> str:
