@@ -41,7 +41,18 @@ const NICE: &str = "-20";
 /// `taillab run --app synth ARGS --explain --save-requests` at [`NICE`]; a host that cannot
 /// trace skips. Returns the summary.
 fn explained(args: &[&str], out: &Path) -> Option<Value> {
-    let o = Command::new(bin())
+    explained_then(args, out, || {})
+}
+
+/// [`explained`], calling `before_reap` once the run has exited and before it is reaped.
+/// The NET_RX test stops its flood there: reaping a process invalidates its `/proc`
+/// dentries (`release_task` → `proc_invalidate_siblings_dcache` → `shrink_dcache_parent`),
+/// and with the flood's two threads spinning on the other CPU that walk spun in the kernel
+/// for minutes (seen on kernel 6.18 after another test of this binary had run: the test
+/// thread in `wait4`, 95 % of a CPU, its stack in `shrink_dcache_parent`).
+fn explained_then(args: &[&str], out: &Path, before_reap: impl FnOnce()) -> Option<Value> {
+    use std::io::Read;
+    let mut child = Command::new(bin())
         .args([
             "run",
             "--app",
@@ -55,10 +66,31 @@ fn explained(args: &[&str], out: &Path) -> Option<Value> {
         .args(args)
         .arg("--out")
         .arg(out)
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    if !o.status.success() {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    // Wait for the exit without reaping (WNOWAIT), so `before_reap` runs first.
+    // SAFETY: waitid fills the siginfo we own; the pid is our own unreaped child.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PID,
+            child.id(),
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        );
+    }
+    before_reap();
+    let status = child.wait().unwrap();
+    if !status.success() {
         if err.contains("needs tracefs") || err.contains("lacks") {
             skip_without("tracefs", err.trim());
             return None;
@@ -459,9 +491,6 @@ fn flood(bg: &mut Background, cpu: usize) {
 /// (d) Loopback traffic whose receive processing is steered to the worker's CPU: the slow
 /// requests lost their time to the NET_RX softirq, in the worker's own context.
 #[test]
-#[ignore = "make test-long: run after any other test of this binary (or from a child of it), the \
-            spawn of its run with the flood going hangs here, the test thread spinning in the \
-            kernel and no child in /proc (2026-12-01, kernel 6.18); alone it passes in 30 s"]
 fn network_interrupts_steered_to_the_workers_cpu_show_as_net_rx() {
     let _g = serial();
     if !traceable() {
@@ -493,9 +522,7 @@ fn network_interrupts_steered_to_the_workers_cpu_show_as_net_rx() {
     tries("explain NET_RX", |_| {
         let mut bg = Background::default();
         flood(&mut bg, other);
-        let s = explained(&args, &out);
-        drop(bg);
-        let s = s?;
+        let s = explained_then(&args, &out, move || drop(bg))?;
         let g = group(&s, "p99");
         // Each datagram is received on the worker's CPU (RPS), in NET_RX: every request
         // pays for the ~3 datagrams that arrive while it runs (the median request's soft
