@@ -73,7 +73,7 @@ impl DrainWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::{Bound, RunSpec};
+    use crate::spec::{Bound, RunSpec};
 
     fn spec(secs: f64) -> RunSpec {
         RunSpec {

@@ -29,8 +29,8 @@
 //! `requests.csv` larger than memory.
 
 use crate::collector::MetricStats;
-use crate::harness::RunResult;
 use crate::queue::{Discipline, Dispatch};
+use crate::result::RunResult;
 use crate::sim::{Done, Job, Sim, SimConfig};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;

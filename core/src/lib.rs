@@ -36,6 +36,7 @@ pub mod placement;
 pub mod queue;
 pub mod records;
 pub mod reqfile;
+pub mod result;
 pub mod roi;
 pub mod schedule;
 pub mod search;
@@ -48,5 +49,6 @@ pub mod summary;
 
 pub use app::{App, AppError, Client, DataCtx, KeySpec, Params, PointLength, Server, Worker};
 pub use error::{Invalid, ValueError};
-pub use harness::{run_integrated, Bound, RunError, RunResult, RunSpec, ShaperMode};
+pub use harness::{run_integrated, Bound, RunError, RunSpec, ShaperMode};
+pub use result::RunResult;
 pub use summary::{summarize, write_run, Summary};

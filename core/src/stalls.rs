@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::harness::RunResult;
+use crate::result::RunResult;
 use crate::stats::quantile;
 
 /// The dispatch gaps of the measured phase.

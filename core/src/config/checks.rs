@@ -136,7 +136,7 @@ impl RunConfig {
     /// `record.save_requests`. The note says when they did not fit.
     pub fn run_spec(&self) -> Result<(RunSpec, Option<String>), ConfigError> {
         let spec = self.spec()?;
-        let need = spec.record_capacity() * crate::harness::RECORD_BYTES;
+        let need = spec.record_capacity() * crate::records::RECORD_BYTES;
         let fits = need <= spec.record_mem_cap;
         let mut notes = Vec::new();
         if !fits && !self.record.save_requests {

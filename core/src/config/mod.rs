@@ -59,7 +59,7 @@ pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size, ValueError};
 
 use crate::app::{KeySpec, Params};
 use crate::clock::WaitMode;
-use crate::harness::{Bound, RunSpec};
+use crate::spec::{Bound, RunSpec};
 use std::path::Path;
 
 /// Errors in a configuration; each names the key and what to write instead.

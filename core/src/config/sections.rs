@@ -10,9 +10,9 @@ use super::value::{CpuList, Dur, Items, Names, Size};
 use crate::arrival::ArrivalSpec;
 use crate::clock::WaitMode;
 use crate::dist::Dist;
-use crate::harness::ShaperMode;
 use crate::queue::{Discipline, Dispatch};
 use crate::roi::RoiMode;
+use crate::spec::ShaperMode;
 
 /// Commands a field is a flag of (bit set).
 pub mod view {
@@ -238,7 +238,7 @@ section! {
         /// How workers (and clients' senders) wait: spin, block, or hybrid (sleep, then spin the last `spin_margin`).
         wait: WaitMode = WaitMode::Hybrid, Opts::on(ALL);
         /// Hybrid waits spin this long before a deadline.
-        spin_margin: Dur = Dur(crate::harness::DEFAULT_SPIN_MARGIN_NS), Opts::on(ALL);
+        spin_margin: Dur = Dur(crate::spec::DEFAULT_SPIN_MARGIN_NS), Opts::on(ALL);
         /// Order in which a queue is served (the TCP client records it for the run's ideal).
         discipline: Discipline = Discipline::Fifo, Opts::on(EXP | SERVE | LOAD);
         /// How requests reach workers: shared (one queue, M/G/n) or per-worker queues (a random worker, or per-worker:round-robin; over TCP each worker owns whole connections); none: shared in integrated runs, chosen from the host for TCP (config::auto).

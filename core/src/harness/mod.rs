@@ -32,7 +32,7 @@
 use crate::app::{AppError, Client, Server};
 use crate::arrival::derive_seed;
 use crate::clock::{now_ns, set_timer_slack_1ns, wait_until, WaitMode};
-use crate::collector::{IntervalBlob, IntervalSink, Shard, Stamps};
+use crate::collector::{IntervalSink, Shard, Stamps};
 use crate::dist::Dist;
 use crate::fanout::{FanState, FanoutHists};
 use crate::feed::Feed;
@@ -47,6 +47,7 @@ use std::sync::{Arc, Barrier};
 
 pub use crate::placement::place_thread_on;
 pub use crate::records::{RecordWriter, Records, RECORD_BYTES, RECORD_CHUNK};
+pub use crate::result::RunResult;
 pub use crate::schedule::{Item, Schedule, ScheduleStats, AHEAD_MAX};
 pub use crate::spec::{check_cpus, Bound, RunError, RunSpec, ShaperMode, DEFAULT_SPIN_MARGIN_NS};
 
@@ -81,59 +82,6 @@ pub struct Progress {
     /// The warmup's last interval every thread has finished (kept for the live numbers
     /// alone); only when [`RunSpec::live`].
     pub warmup_interval: Option<crate::collector::LiveInterval>,
-}
-
-/// What a run measured, before it is summarised.
-pub struct RunResult {
-    /// The spec it ran.
-    pub spec: RunSpec,
-    /// Schedule start on the harness clock.
-    pub t0: u64,
-    /// Start of the measured phase on the harness clock (ns); `t0` if none began.
-    pub measure_start: u64,
-    /// Intended time of the first measured request (ns).
-    pub first_measured_intended: u64,
-    /// Intended time of the last measured request (ns).
-    pub last_measured_intended: u64,
-    /// Warmup requests the schedule drew.
-    pub generated_warmup: u64,
-    /// Measured requests the schedule drew (those not completed are `unfinished`).
-    pub generated_measured: u64,
-    /// Merged over all workers.
-    pub totals: Shard,
-    /// Interval histograms, in order.
-    pub intervals: Vec<IntervalBlob>,
-    /// Width of one saturation-check slice (ns).
-    pub slice_ns: u64,
-    /// Measured arrivals per slice, by intended time.
-    pub arrivals_per_slice: Vec<u64>,
-    /// Requests the app failed, warmup included.
-    pub errors: u64,
-    /// The first failure's message.
-    pub first_error: Option<String>,
-    /// The run hit its drain deadline and stopped before serving everything.
-    pub aborted: bool,
-    /// Every request's stamps, when `spec.keep_records` was set.
-    pub records: Option<Arc<Records>>,
-    /// Wall-clock start, for the interval logs' StartTime.
-    pub wall_start: std::time::SystemTime,
-    /// The app's own statistics ([`Server::report`]), read after the run.
-    pub app_stats: serde_json::Value,
-    /// Where the threads ran (integrated runs).
-    pub placement: Option<crate::placement::PlacementSummary>,
-    /// A fan-out run's leaves and copies.
-    pub fanout: Option<crate::fanout::FanoutRun>,
-}
-
-impl RunResult {
-    /// Measured requests scheduled but never completed.
-    pub fn unfinished(&self) -> u64 {
-        let planned = match self.spec.measure {
-            Bound::Requests(m) => m.max(self.generated_measured),
-            Bound::Seconds(_) => self.generated_measured,
-        };
-        planned.saturating_sub(self.totals.measured)
-    }
 }
 
 /// What a dispatching thread (the thread shaper, a fan-out's dispatcher) hands a worker.

@@ -26,11 +26,12 @@
 
 use crate::app::Params;
 use crate::collector::{MetricStats, METRICS};
-use crate::harness::{Bound, RunResult};
+use crate::result::RunResult;
 use crate::sections::{
     CountersReport, EnvSummary, EnvironmentRedo, InterferenceReport, NodeReport, ProfileOutcome,
     RoiSection, ServeStats, TransportSection, TuningRecord,
 };
+use crate::spec::Bound;
 use crate::stalls::Stalls;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
