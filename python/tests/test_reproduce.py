@@ -1438,11 +1438,9 @@ def test_status_rules():
 # --- the real quick run, trimmed -----------------------------------------------------------------
 
 
-# Items the trimmed real run cannot serve: profiling-table2 reads the harness's resources in
-# Table I's runs, which trim.py keeps only since that item came (RESOURCES); the trimmed
-# Table I runs are older. Its rule is tested on hand-built folders
-# (test_reproduce_tailwag.py) and end to end by cli/tests/reproduce.rs's smoke.
-NOT_IN_REAL = {"profiling-table2"}
+# Items the trimmed real run cannot serve (none: python/tests/data/reproduce is a quick run of
+# every item, 2026-12-02, trimmed by its trim.py).
+NOT_IN_REAL: set[str] = set()
 
 
 def _real_items() -> list[str]:
@@ -1474,13 +1472,17 @@ def test_real_quick_run(real, item_id):
     """Every item of the real run gets a page and a verdict from the harness's own files."""
     doc = _real_page(real, item_id)
     assert doc["runs"] > 0 and doc["quick"] and doc["host"]["cores"] >= 1
-    assert doc["status_from_data"] != "inconclusive", doc["verdict"]
+    # Inconclusive from the data only where this host could not run the worker counts the
+    # claim needs (the quick run was capped at its 2 CPUs: the page says "needs: N CPUs").
+    if doc["status_from_data"] == "inconclusive":
+        assert doc["verdict"].startswith("needs: "), doc["verdict"]
     text = html(real, item_id)
     assert "tiny counts: indicative only" in text
     assert ("Built from disturbed runs" in text) == (doc["disturbed_runs"] > 0)
     if doc["disturbed_runs"] == doc["runs"]:
         assert doc["status"] == "inconclusive"
-    assert "not drawn" not in text
+    if not doc["verdict"].startswith("needs: "):
+        assert "not drawn" not in text  # a capped item's scaling figure has one line too few
 
 
 def _agg(path: Path, metric: str) -> float:
@@ -1497,10 +1499,13 @@ def test_real_numbers_are_the_files(real):
         assert v["ours_p95_ms"] == pytest.approx(_agg(agg, "sojourn.p95") / 1e6)
     doc = _real_page(real, "tailbench-fig4")
     for app, v in doc["numbers"]["apps"].items():
+        # The run was capped at this host's one worker (scale.json): each thread count it ran
+        # is that count's saturation.json, and with one count there is no scaling to state.
         sat = real / "tailbench-fig4" / f"fig4-{app}" / "saturation"
-        q = [json.loads((sat / f"integrated-t{t}-q0" / "saturation.json").read_text())["qps"]
-             for t in (1, 2)]  # fmt: skip
-        assert v["scaling"] == pytest.approx(q[1] / q[0])
+        for t, qps in v["saturation_qps"].items():
+            doc_t = json.loads((sat / f"integrated-t{t}-q0" / "saturation.json").read_text())
+            assert qps == pytest.approx(doc_t["qps"])
+        assert (v["scaling"] is None) == (len(v["saturation_qps"]) < 2)
     doc = _real_page(real, "tales-fig5")
     pts = real / "tales-fig5" / "tales-fig5" / "points"
     none = _agg(next(pts.glob("*-case-none/aggregate.json")), "sojourn.p99")

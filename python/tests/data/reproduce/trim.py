@@ -4,10 +4,11 @@
     python python/tests/data/reproduce/trim.py SRC_ROOT [ITEM ...]
 
 Kept: experiment.json, aggregate.json and summary.json without the per-point configuration,
-per-run estimates and the monitor's per-thread detail; saturation.json; each TailWAG app's
-validation.json; the interval logs of three items only (HLOGS: the service-time CDF of Fig. 2
-and the CCDFs of Tales Fig. 2 and 3 read them). Dropped: requests.csv, fit.json, pages, probe
-runs. Existing item folders here are replaced.
+per-run estimates and the monitor's per-thread detail (the sections in WHOLE whole);
+saturation.json; each TailWAG app's validation.json; each attribution's attribution.json; the
+item's scale.json and flags.json; the interval logs of three items only (HLOGS: the service-time
+CDF of Fig. 2 and the CCDFs of Tales Fig. 2 and 3 read them). Dropped: requests.csv, fit.json,
+pages, probe runs. Existing item folders here are replaced.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ RUN_KEYS = [
 ]  # fmt: skip
 METRICS = ("sojourn", "service")
 HLOGS = {"tailbench-table1": ("service",), "tales-fig2": ("sojourn",), "tales-fig3": ("sojourn",)}
+# Sections of summary.json some pages read whole (the fan-out items, TailWAG's studies, the
+# counters and interference items), kept as they are when a run has them.
+WHOLE = ("interference", "fanout", "tuning", "stalls", "counters", "roi")
+# Files beside an item's experiments that its page reads: the host cap of its worker axis and
+# the command line's settings (item folder), and an attribution's result.
+ITEM_FILES = ("scale.json", "flags.json")
 # Items whose page shows the processes' resources (the rest read only the foreign names):
 # profiling-table7's, and Table I's runs, which the report's Table II (profiling-table2) reads.
 RESOURCES = {"profiling-table7", "tailbench-table1"}
@@ -78,8 +85,9 @@ def summary(doc: dict, resources: bool) -> dict:
             {"name": f.get("name"), "cpu_pct": f.get("cpu_pct")} for f in env.get("top_foreign", [])
         ],
     }
-    if "interference" in doc:
-        out["interference"] = doc["interference"]
+    for k in WHOLE:
+        if k in doc:
+            out[k] = doc[k]
     return _with_required(out, doc)
 
 
@@ -147,6 +155,11 @@ def copy_item(src: Path, dst: Path) -> None:
             HLOGS.get(src.name, ()),
             src.name in RESOURCES,
         )
+    for name in ITEM_FILES:
+        if (src / name).exists():
+            _write(dst / name, json.loads((src / name).read_text()))
+    for a in src.glob("*/attribution/attribution.json"):
+        _write(dst / a.relative_to(src), json.loads(a.read_text()))
     for v in src.glob("*/validation/validation.json"):
         doc = json.loads(v.read_text())
         _write(
