@@ -47,7 +47,7 @@ use std::sync::{Arc, Barrier};
 
 pub use crate::placement::place_thread_on;
 pub use crate::records::{RecordWriter, Records, RECORD_BYTES, RECORD_CHUNK};
-pub use crate::result::RunResult;
+use crate::result::RunResult;
 pub use crate::schedule::{Item, Schedule, ScheduleStats, AHEAD_MAX};
 pub use crate::spec::{check_cpus, Bound, RunError, RunSpec, ShaperMode, DEFAULT_SPIN_MARGIN_NS};
 
