@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 from pathlib import Path
 
@@ -85,9 +86,11 @@ def attribution_page(attribution_dir) -> Path:
 
 
 def script(rel: str):
-    """A repository script (``scripts/x.py``) loaded as a module, for tests of its functions."""
+    """A repository script (``scripts/x.py``, or one without a suffix such as
+    ``bench/reproduce-seeds``) loaded as a module, for tests of its functions."""
     path = Path(__file__).resolve().parents[2] / rel
-    spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    name = path.stem.replace("-", "_")
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+    loader.exec_module(mod)
     return mod

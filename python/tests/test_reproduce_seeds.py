@@ -3,8 +3,6 @@ ITEM --seed S` (side by side with the foreign-CPU limit raised, as flags: no fil
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,20 +11,13 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from conftest import script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "reproduce-seeds"
 
 
-def _script():
-    loader = importlib.machinery.SourceFileLoader("reproduce_seeds", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("reproduce_seeds", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-S = _script()
+S = script("bench/reproduce-seeds")
 
 
 def test_cpu_lists():
