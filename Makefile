@@ -8,15 +8,20 @@ FAULTS_ROWS = $(or $(CARGO_TARGET_DIR),target)/tmp/faults
 # The skip ledger every skip and accuracy test of the Rust and Python suites appends to
 # (tests/require.rs, python/tests/require.py); scripts/skips-table prints it.
 export TAILLAB_SKIP_LEDGER ?= $(abspath $(or $(CARGO_TARGET_DIR),target)/tmp/skips)
-PYTEST = $(TAILLAB_PYTHON) -m pytest -q -rs python/tests
+PYTEST = $(TAILLAB_PYTHON) -m pytest -q -rs --durations=15 python/tests
 
-.PHONY: setup build demo test test-rust test-python rust-tests python-tests test-long test-faults bench bundle lint reproduce tailwag clean
+.PHONY: setup build build-tests demo test test-rust test-python rust-tests python-tests test-long test-faults bench bundle lint reproduce tailwag clean
 
 setup:
 	@scripts/setup.sh
 
 build: setup
 	$(CARGO) build --release --workspace
+
+# The suites' build: the binaries with the features the tests' dependencies add, and the test
+# targets, in one pass (after `build` alone, `cargo test` rebuilt tantivy and the cli: 3 min).
+build-tests: setup
+	$(CARGO) build --release --workspace --all-targets
 
 ## make demo: set up, build, run an integrated synth sweep at 3 loads, print the table.
 demo: build
@@ -26,12 +31,12 @@ demo: build
 ## The faults table (scripts/faults-table) and the skip table (scripts/skips-table: every skip
 ## per feature, and the share of accuracy tests a disturbed host left unchecked, bounded) are
 ## printed after the tests, also when one failed.
-test: build
+test: build-tests
 	@rm -rf $(FAULTS_ROWS); rm -f $(TAILLAB_SKIP_LEDGER)/ledger.tsv
 	@s=0; $(MAKE) --no-print-directory rust-tests || s=1; \
 	  $(MAKE) --no-print-directory python-tests || s=1; \
 	  scripts/skips-table || s=1; exit $$s
-	@$(MAKE) --no-print-directory lint
+	@echo "lint: started $$(date -u +%T)"; $(MAKE) --no-print-directory lint
 
 test-rust:
 	@rm -rf $(FAULTS_ROWS); rm -f $(TAILLAB_SKIP_LEDGER)/ledger.tsv
@@ -42,10 +47,15 @@ test-python:
 	@s=0; $(MAKE) --no-print-directory python-tests || s=1; scripts/skips-table || s=1; exit $$s
 
 # The suites without clearing or printing the ledger (test, test-rust and test-python do).
+# Its output is kept (target/tmp/rust-tests.log) for scripts/slowest's table of where the time went.
+RUST_LOG_FILE = $(or $(CARGO_TARGET_DIR),target)/tmp/rust-tests.log
 rust-tests:
-	$(CARGO) test --release --workspace --no-fail-fast; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
+	@mkdir -p $(dir $(RUST_LOG_FILE)); echo "rust-tests: started $$(date -u +%T)"
+	set -o pipefail; $(CARGO) test --release --workspace --no-fail-fast 2>&1 | tee $(RUST_LOG_FILE); s=$$?; \
+	  scripts/faults-table $(FAULTS_ROWS); scripts/slowest $(RUST_LOG_FILE); exit $$s
 
 python-tests:
+	@echo "python-tests: started $$(date -u +%T)"
 	@if [ -d python/tests ]; then $(PYTEST); fi
 
 ## make bundle: a relocatable tarball (stripped binary, its libraries, the Python package,
@@ -54,12 +64,12 @@ bundle: build
 	@scripts/bundle.sh
 
 ## Long tests (#[ignore]d in the default suite).
-test-long: build
+test-long: build-tests
 	@rm -f $(TAILLAB_SKIP_LEDGER)/ledger.tsv
 	@s=0; $(CARGO) test --release --workspace -- --ignored || s=1; scripts/skips-table || s=1; exit $$s
 
 ## make test-faults: the whole faults suite (quick and long parts), then its table.
-test-faults: build
+test-faults: build-tests
 	@rm -rf $(FAULTS_ROWS)
 	$(CARGO) test --release -p taillab-cli --test faults -- --include-ignored; s=$$?; scripts/faults-table $(FAULTS_ROWS); exit $$s
 

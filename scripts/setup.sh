@@ -47,11 +47,6 @@ if [ "$want" != "$have" ]; then
   echo "$want" > .venv/.taillab-stamp
 fi
 
-# bench/grpc puts taillab beside ghz, the Go gRPC load tool: built from the Go module proxy into
-# .tools/bin where Go is installed (the tests do not need it; a failure only says so).
-GHZ_VERSION=v0.121.0
-if [ ! -x .tools/bin/ghz ] && command -v go >/dev/null; then
-  echo "setup: building ghz $GHZ_VERSION into .tools/bin (for bench/grpc)"
-  GOBIN="$PWD/.tools/bin" go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" \
-    || echo "setup: ghz could not be built; bench/grpc needs it (the tests do not)" >&2
-fi
+# ghz (the Go gRPC load tool bench/grpc compares with) is built by scripts/ghz.sh when
+# bench/grpc first needs it: the tests and the demo do not, and building it from the Go
+# module proxy took minutes of every fresh machine's setup.
