@@ -138,6 +138,19 @@ fn others(g: &Value, planted: &[&str]) -> f64 {
     total / excess.max(1.0)
 }
 
+/// The share of a group's excess that tasks not of the run preempted it for.
+fn preempted_by_others(g: &Value) -> f64 {
+    let total: f64 = g["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["how"] == "preempted" && c["own"] != true)
+        .map(|c| c["total_ns"].as_f64().unwrap())
+        .sum();
+    let excess = g["excess_ns"].as_f64().unwrap() * g["requests"].as_f64().unwrap();
+    (total / excess.max(1.0)).min(1.0)
+}
+
 /// A try is disturbed (not counted) when the neighbours took more than a quarter of the
 /// tail's excess: the cause planted was then not the tail's main one.
 fn disturbed(g: &Value, planted: &[&str]) -> Option<String> {
@@ -417,12 +430,19 @@ fn a_lock_holder_is_named_as_who_woke_the_blocked_requests() {
         // from idle is a culprit of another kind, `wakeup`, and may rank above it: a quiet
         // fresh clone's CI had "idle CPU waking" first, 50 ms over 23 requests, then the
         // workers as wakers, 2026-12-02.)
+        // A waker the trace did not see ("unseen": its records were lost) names nobody, so
+        // the first one named is judged (a CI try had "unseen" first, 17 ms over 9 requests,
+        // then a worker, 2026-12-02).
         let waker = g["culprits"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|c| c["how"] == "woke");
-        let ok = share(g, "blocked") + share(g, "wakeup") > 0.5
+            .find(|c| c["how"] == "woke" && c["name"] != "unseen");
+        // The lock's parts are most of the excess that the host's other tasks left: a CI
+        // host's kernel thread (kdamond) preempted 15 % of one try's excess, leaving the
+        // lock 0.49 of the whole (0.58 of the rest), 2026-12-02.
+        let lock = share(g, "blocked") + share(g, "wakeup");
+        let ok = lock > 0.5 * (1.0 - preempted_by_others(g))
             && waker.is_some_and(|top| {
                 top["name"].as_str().unwrap().starts_with("taillab-wrk-")
                     && workers.contains(&top["pid"].as_i64().unwrap_or(-1))
@@ -644,20 +664,35 @@ fn a_loopback_run_is_explained_by_the_servers_workers_and_the_clients_sender() {
         // The server's 100 µs spin is `run` where its worker held the CPU throughout, which
         // on a shared host most requests' did; placed from the client's stamps instead (a
         // join that ignored the server's), `run` would be spread over the wire and queue.
+        // A try whose tracer lost records left part of the spin unknown: disturbed (a CI
+        // host's try had a median run/service of 0.79, 2026-12-02; every local one ~1.0).
+        let lost = s["anatomy"]["cost"]["lost"].as_u64().unwrap_or(0);
+        let why = (lost > 0).then(|| format!("the tracer lost {lost} records"));
         let mut ratio: Vec<f64> = m
             .iter()
             .map(|r| (r["x_run"] + r["x_fault"]) as f64 / (r["finished"] - r["started"]) as f64)
             .collect();
         ratio.sort_by(f64::total_cmp);
-        let median = ratio[ratio.len() / 2];
+        let q = |p: f64| ratio[((ratio.len() - 1) as f64 * p) as usize];
+        let median = q(0.5);
         if !(0.9..=1.1).contains(&median) {
-            return Some(Err((format!("median run/service {median}"), None)));
+            let e = format!(
+                "median run/service {median:.3} (p10 {:.3}, p90 {:.3}); {}",
+                q(0.1),
+                q(0.9),
+                s["anatomy"]["cost"]
+            );
+            return Some(Err((e, why)));
         }
         // Both threads were found: nothing but the stretches before the trace is unknown.
         let unknown: u64 = m.iter().map(|r| r["x_unknown"]).sum();
         let sojourn: u64 = m.iter().map(|r| r["sojourn"]).sum();
         if unknown * 20 >= sojourn {
-            return Some(Err((format!("{unknown} of {sojourn} ns unknown"), None)));
+            let e = format!(
+                "{unknown} of {sojourn} ns unknown; {}",
+                s["anatomy"]["cost"]
+            );
+            return Some(Err((e, why)));
         }
         kept = Some(s);
         Some(Ok(()))
