@@ -73,11 +73,10 @@ pub fn run_once(
         spec.threads,
         taillab_core::arrival::derive_seed(spec.seed, 7),
     )?;
-    let client = app.client(
-        &ctx,
-        &cfg.settings,
-        taillab_core::arrival::derive_seed(spec.seed, 2),
-    )?;
+    // A client per producer of the schedule (RunSpec::producers), the first as with one.
+    let clients = (0..spec.producers())
+        .map(|j| app.client(&ctx, &cfg.settings, producer_seed(spec.seed, j)))
+        .collect::<Result<Vec<_>, _>>()?;
     // The tracer first (a host that cannot trace stops here, before any hog starts); knobs,
     // hogs and the sampler last, just before the run, so preparing data is neither
     // disturbed nor sampled.
@@ -121,7 +120,7 @@ pub fn run_once(
         }
     };
     let roi_before = taillab_core::roi::emitted();
-    let result = taillab_core::run_integrated(&spec, server, client, &mut on_progress)?;
+    let result = taillab_core::run_integrated_with(&spec, server, clients, &mut on_progress)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -548,4 +547,13 @@ pub fn env_lines(s: &Summary) -> String {
         .map(|c| c.line() + "\n")
         .unwrap_or_default();
     env + &counters
+}
+
+/// The seed of producer `j`'s client: the run's client seed for the first (one producer draws
+/// the requests it always drew), one of its own for each other.
+fn producer_seed(seed: u64, j: usize) -> u64 {
+    match j {
+        0 => taillab_core::arrival::derive_seed(seed, 2),
+        j => taillab_core::arrival::derive_seed(seed, 0x9D0C_0000 + j as u64),
+    }
 }

@@ -33,23 +33,29 @@
 //! its own ([`crate::collector::Shard`], [`crate::harness::RecordWriter`]) and is deferred
 //! to when it is idle (see `inline_worker` in [`crate::harness`]).
 
+use crate::arrival::Share;
 use crate::collector::IntervalSink;
 use crate::queue::{Discipline, Dispatch};
-use crate::schedule::{Item, Schedule};
+use crate::schedule::{Item, Schedule, ScheduleStats};
 use crossbeam_utils::CachePadded;
 use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Requests the shared ring holds (generated ahead and not yet claimed); a power of two.
+/// Requests the shared rings hold in all (generated ahead and not yet claimed); a power of two.
 pub const RING: usize = 4096;
 
 /// Requests generated ahead at most with per-worker queues, over all workers.
 const PER_WORKER_AHEAD: u64 = RING as u64;
 
-/// One place of the ring. `seq` = p: free for position p; p + 1: holds position p's
-/// request; a consumer that took position p frees the slot for p + [`RING`].
+/// Requests a worker generates at once when the one it claimed was not generated yet (and
+/// there is room): a saturated run's workers generate on demand, and one request per lock
+/// hold would move the producer's state between CPUs for every request.
+const ON_DEMAND_BATCH: u64 = 8;
+
+/// One place of a ring. `seq` = p: free for position p; p + 1: holds position p's
+/// request; a consumer that took position p frees the slot for p + the ring's length.
 struct Slot {
     seq: AtomicU64,
     item: UnsafeCell<Item>,
@@ -61,10 +67,40 @@ struct Slot {
 // full; `seq`'s release/acquire pairs order those accesses.
 unsafe impl Sync for Slot {}
 
-/// The schedule, and where the next generated request goes in the ring.
+/// One producer's ring (shared FIFO): the requests of its share, by its own positions.
+struct Ring {
+    slots: Box<[CachePadded<Slot>]>,
+    /// Requests its producer made in all, once its share ended (`u64::MAX` before).
+    end: CachePadded<AtomicU64>,
+}
+
+impl Ring {
+    fn new(len: usize) -> Ring {
+        Ring {
+            slots: (0..len)
+                .map(|i| {
+                    CachePadded::new(Slot {
+                        seq: AtomicU64::new(i as u64),
+                        item: UnsafeCell::new(Item::default()),
+                        payload: UnsafeCell::new(Vec::with_capacity(64)),
+                    })
+                })
+                .collect(),
+            end: CachePadded::new(AtomicU64::new(u64::MAX)),
+        }
+    }
+    fn len(&self) -> u64 {
+        self.slots.len() as u64
+    }
+    fn slot(&self, pos: u64) -> &Slot {
+        &self.slots[pos as usize & (self.slots.len() - 1)]
+    }
+}
+
+/// A producer: its share of the schedule, and where its next request goes.
 struct Producer {
     sched: Schedule,
-    /// Next ring position to fill (= requests generated into the ring).
+    /// Next position to fill (= requests it generated).
     pos: u64,
     /// Payload buffers for per-worker queues.
     spare: Vec<Vec<u8>>,
@@ -79,9 +115,11 @@ struct WorkerQueue {
 }
 
 enum Mode {
+    /// One shared FIFO: ticket `t` is request `t` of the run, made by producer `t mod m` at
+    /// its position `t div m` (see [`Schedule::dealt`]).
     Shared {
-        ring: Box<[CachePadded<Slot>]>,
-        /// The next position to claim.
+        rings: Box<[Ring]>,
+        /// The next request to claim.
         ticket: CachePadded<AtomicU64>,
     },
     PerWorker {
@@ -90,6 +128,8 @@ enum Mode {
         taken: Box<[CachePadded<AtomicU64>]>,
         /// Requests the producer dealt.
         dealt: CachePadded<AtomicU64>,
+        /// Requests the schedule has in all, once it ended (`u64::MAX` before).
+        end: CachePadded<AtomicU64>,
     },
     /// LIFO or random order: the schedule's own locked claim.
     Locked(Discipline),
@@ -97,10 +137,12 @@ enum Mode {
 
 /// Where inline workers claim requests (see the module docs).
 pub struct Feed {
-    producer: Mutex<Producer>,
-    /// Requests the schedule has in all, once it ended (`u64::MAX` before).
-    end: CachePadded<AtomicU64>,
+    /// One producer, or (shared FIFO) several, each a dealt share of the run's stream.
+    producers: Box<[CachePadded<Mutex<Producer>>]>,
     mode: Mode,
+    /// Several producers each mark their own first measured request: the first one claimed
+    /// keeps the mark (the measured phase begins once).
+    begun: AtomicBool,
 }
 
 /// What one step of the producer did.
@@ -121,16 +163,28 @@ impl Feed {
         discipline: Discipline,
         dispatch: Dispatch,
     ) -> Feed {
+        Self::with_producers(vec![sched], threads, discipline, dispatch)
+    }
+
+    /// A feed whose requests come from `scheds`: one schedule, or (one shared FIFO only)
+    /// the dealt shares `j` of `m = scheds.len()` of one ([`Schedule::dealt`]), in order.
+    pub fn with_producers(
+        scheds: Vec<Schedule>,
+        threads: usize,
+        discipline: Discipline,
+        dispatch: Dispatch,
+    ) -> Feed {
+        let m = scheds.len();
+        assert!(m >= 1, "a feed needs a schedule");
+        let shared = (discipline, dispatch) == (Discipline::Fifo, Dispatch::Shared);
+        assert!(
+            m == 1 || shared,
+            "several producers feed one shared FIFO only"
+        );
         let mode = match (discipline, dispatch) {
             (Discipline::Fifo, Dispatch::Shared) => Mode::Shared {
-                ring: (0..RING)
-                    .map(|i| {
-                        CachePadded::new(Slot {
-                            seq: AtomicU64::new(i as u64),
-                            item: UnsafeCell::new(Item::default()),
-                            payload: UnsafeCell::new(Vec::with_capacity(64)),
-                        })
-                    })
+                rings: (0..m)
+                    .map(|_| Ring::new((RING / m).next_power_of_two().max(256)))
                     .collect(),
                 ticket: CachePadded::new(AtomicU64::new(0)),
             },
@@ -138,23 +192,52 @@ impl Feed {
                 queues: (0..threads).map(|_| CachePadded::default()).collect(),
                 taken: (0..threads).map(|_| CachePadded::default()).collect(),
                 dealt: CachePadded::default(),
+                end: CachePadded::new(AtomicU64::new(u64::MAX)),
             },
             (d, _) => Mode::Locked(d),
         };
         Feed {
-            producer: Mutex::new(Producer {
-                sched,
-                pos: 0,
-                spare: Vec::new(),
-            }),
-            end: CachePadded::new(AtomicU64::new(u64::MAX)),
+            producers: scheds
+                .into_iter()
+                .map(|sched| {
+                    CachePadded::new(Mutex::new(Producer {
+                        sched,
+                        pos: 0,
+                        spare: Vec::new(),
+                    }))
+                })
+                .collect(),
             mode,
+            begun: AtomicBool::new(false),
         }
     }
 
-    /// The schedule, locked (its bookkeeping, or the thread shaper's `next`).
+    /// Producers of this feed.
+    pub fn producers(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// The (first) producer's schedule, locked (its bookkeeping, the thread shaper's `next`,
+    /// a fan-out's dispatcher: all with one producer).
     pub fn schedule(&self) -> MappedMutexGuard<'_, Schedule> {
-        MutexGuard::map(self.producer.lock(), |p| &mut p.sched)
+        MutexGuard::map(self.producers[0].lock(), |p| &mut p.sched)
+    }
+
+    /// Sets every producer's start (ns, harness clock) before the first request is drawn.
+    pub fn set_start(&self, t0: u64) {
+        for p in self.producers.iter() {
+            p.lock().sched.set_start(t0);
+        }
+    }
+
+    /// What the producers generated so far, as one schedule's.
+    pub fn stats(&self) -> ScheduleStats {
+        let all: Vec<ScheduleStats> = self
+            .producers
+            .iter()
+            .map(|p| p.lock().sched.stats())
+            .collect();
+        ScheduleStats::merge(&all)
     }
 
     /// Worker `w`'s next request, its payload swapped into `buf`; `None` when the schedule
@@ -169,44 +252,63 @@ impl Feed {
         sink: &IntervalSink,
     ) -> Option<Item> {
         match &self.mode {
-            Mode::Shared { ring, ticket } => {
+            Mode::Shared { rings, ticket } => {
                 let t = ticket.fetch_add(1, Ordering::Relaxed);
-                self.take_shared(ring, t, buf, sink)
+                let m = rings.len() as u64;
+                if m == 1 {
+                    // Returned as it is: moving the item through a local here cost a
+                    // store-forwarding stall a claim (6.9 → 6.2 M/s at one worker).
+                    return self.take_shared(rings, 0, t, buf, sink);
+                }
+                let mut item = self.take_shared(rings, (t % m) as usize, t / m, buf, sink)?;
+                if item.first_measured && self.begun.swap(true, Ordering::AcqRel) {
+                    item.first_measured = false;
+                }
+                Some(item)
             }
-            Mode::PerWorker { queues, taken, .. } => {
-                self.take_own(&queues[w], &taken[w], buf, sink)
-            }
-            Mode::Locked(d) => self.producer.lock().sched.claim(w, now, *d, buf, sink),
+            Mode::PerWorker {
+                queues, taken, end, ..
+            } => self.take_own(&queues[w], &taken[w], end, buf, sink),
+            Mode::Locked(d) => self.producers[0].lock().sched.claim(w, now, *d, buf, sink),
         }
     }
 
+    /// Takes position `k` of producer `j`'s ring (the holder of its ticket alone does).
     fn take_shared(
         &self,
-        ring: &[CachePadded<Slot>],
-        t: u64,
+        rings: &[Ring],
+        j: usize,
+        k: u64,
         buf: &mut Vec<u8>,
         sink: &IntervalSink,
     ) -> Option<Item> {
-        let slot = &ring[t as usize & (RING - 1)];
+        let ring = &rings[j];
+        let slot = ring.slot(k);
         let mut spins = 0u32;
         loop {
-            if slot.seq.load(Ordering::Acquire) == t + 1 {
-                // SAFETY: seq = t + 1 hands this slot to the holder of ticket t, us alone.
+            if slot.seq.load(Ordering::Acquire) == k + 1 {
+                // SAFETY: seq = k + 1 hands this slot to the holder of ticket k, us alone.
                 let item = unsafe { *slot.item.get() };
                 unsafe { std::ptr::swap(buf, slot.payload.get()) };
-                slot.seq.store(t + RING as u64, Ordering::Release);
+                slot.seq.store(k + ring.len(), Ordering::Release);
                 return Some(item);
             }
-            if t >= self.end.load(Ordering::Acquire) {
+            if k >= ring.end.load(Ordering::Acquire) {
                 return None;
             }
-            // Not generated yet: generate up to it. Never block on the lock: its holder may
-            // be waiting for us to empty this very slot (it is generating a ring's length
-            // ahead), so keep looking at the slot while someone else generates.
-            if let Some(mut p) = self.producer.try_lock() {
-                while p.pos <= t {
-                    if self.produce(&mut p, sink, true) == Produced::End {
-                        break;
+            // Not generated yet: generate up to it (and a few beyond). Never block on the
+            // lock: its holder may be waiting for us to empty this very slot (it is
+            // generating a ring's length ahead), so keep looking at the slot while someone
+            // else generates.
+            if let Some(mut p) = self.producers[j].try_lock() {
+                // One producer keeps generating one request per need (as it always did).
+                let batch = if rings.len() > 1 { ON_DEMAND_BATCH } else { 0 };
+                let mut extra = 0;
+                while p.pos <= k || extra < batch {
+                    let needed = p.pos <= k;
+                    match self.produce(j, &mut p, sink, needed) {
+                        Produced::One => extra += u64::from(!needed),
+                        _ => break,
                     }
                 }
             } else {
@@ -219,6 +321,7 @@ impl Feed {
         &self,
         q: &Mutex<WorkerQueue>,
         taken: &AtomicU64,
+        end: &AtomicU64,
         buf: &mut Vec<u8>,
         sink: &IntervalSink,
     ) -> Option<Item> {
@@ -233,7 +336,7 @@ impl Feed {
                     return Some(item);
                 }
             }
-            if self.end.load(Ordering::Acquire) != u64::MAX {
+            if end.load(Ordering::Acquire) != u64::MAX {
                 // Everything was dealt before `end` was set: one last look.
                 let mut q = q.lock();
                 let (item, p) = q.items.pop_front()?;
@@ -244,9 +347,9 @@ impl Feed {
                 return Some(item);
             }
             // Nothing dealt to us yet: generate until something is (or the schedule ends).
-            let mut p = self.producer.lock();
+            let mut p = self.producers[0].lock();
             while q.lock().items.is_empty() {
-                if self.produce(&mut p, sink, true) == Produced::End {
+                if self.produce(0, &mut p, sink, true) == Produced::End {
                     break;
                 }
             }
@@ -255,31 +358,50 @@ impl Feed {
 
     /// Generates one request ahead if there is room and nobody else is generating; false
     /// when it did not (an idle worker calls this while it waits for its next arrival).
-    pub fn prefill_one(&self, sink: &IntervalSink) -> bool {
+    /// With several producers it tries each once, from worker `w`'s own (`w mod m`).
+    pub fn prefill_one(&self, w: usize, sink: &IntervalSink) -> bool {
         if let Mode::Locked(_) = self.mode {
-            return match self.producer.try_lock() {
+            return match self.producers[0].try_lock() {
                 Some(mut p) => p.sched.prefill_one(sink),
                 None => false,
             };
         }
-        match self.producer.try_lock() {
-            Some(mut p) => self.produce(&mut p, sink, false) == Produced::One,
-            None => false,
+        let m = self.producers.len();
+        if m == 1 {
+            return match self.producers[0].try_lock() {
+                Some(mut p) => self.produce(0, &mut p, sink, false) == Produced::One,
+                None => false,
+            };
         }
+        (0..m).any(|i| {
+            let j = (w + i) % m;
+            match self.producers[j].try_lock() {
+                Some(mut p) => self.produce(j, &mut p, sink, false) == Produced::One,
+                None => false,
+            }
+        })
     }
 
-    /// Generates the schedule's next request into the ring or its worker's queue. With
+    /// Generates producer `j`'s next request into its ring or its worker's queue. With
     /// `needed`, a worker waits for it: a ring slot whose last request was claimed but not
     /// yet taken is waited for (its claimant is between two instructions), and the
     /// per-worker bound on requests ahead does not apply.
-    fn produce(&self, p: &mut Producer, sink: &IntervalSink, needed: bool) -> Produced {
+    fn produce(&self, j: usize, p: &mut Producer, sink: &IntervalSink, needed: bool) -> Produced {
         match &self.mode {
-            Mode::Shared { ring, ticket } => {
+            Mode::Shared { rings, ticket } => {
+                let ring = &rings[j];
                 let pos = p.pos;
-                if pos >= ticket.load(Ordering::Acquire) + RING as u64 {
+                // Positions of this ring claimed so far: tickets t < ticket with t mod m = j.
+                let (m, t) = (rings.len(), ticket.load(Ordering::Acquire));
+                let claimed = if m == 1 {
+                    t
+                } else {
+                    Share { j, m }.requests(t)
+                };
+                if pos >= claimed + ring.len() {
                     return Produced::Full;
                 }
-                let slot = &ring[pos as usize & (RING - 1)];
+                let slot = ring.slot(pos);
                 let mut spins = 0u32;
                 while slot.seq.load(Ordering::Acquire) != pos {
                     if !needed {
@@ -289,11 +411,11 @@ impl Feed {
                     // is taking it without the lock.
                     backoff(&mut spins);
                 }
-                // SAFETY: seq = pos: the slot is free and we are the only producer (lock).
+                // SAFETY: seq = pos: the slot is free and we are its only producer (lock).
                 let payload = unsafe { &mut *slot.payload.get() };
                 match p.sched.next(payload, sink) {
                     None => {
-                        self.end.store(pos, Ordering::Release);
+                        ring.end.store(pos, Ordering::Release);
                         Produced::End
                     }
                     Some(item) => {
@@ -308,6 +430,7 @@ impl Feed {
                 queues,
                 taken,
                 dealt,
+                end,
             } => {
                 let d = dealt.load(Ordering::Relaxed);
                 if !needed {
@@ -319,7 +442,7 @@ impl Feed {
                 let mut payload = p.spare.pop().unwrap_or_default();
                 match p.sched.next(&mut payload, sink) {
                     None => {
-                        self.end.store(d, Ordering::Release);
+                        end.store(d, Ordering::Release);
                         Produced::End
                     }
                     Some(item) => {
@@ -405,7 +528,7 @@ mod tests {
                             got.push((it.index, it.intended, it.worker, payload));
                             if w % 2 == 0 && got.len() % 3 == 0 {
                                 for _ in 0..5 {
-                                    feed.prefill_one(&sink);
+                                    feed.prefill_one(0, &sink);
                                 }
                             }
                         }
@@ -456,16 +579,99 @@ mod tests {
         );
         let sink = IntervalSink::new(1);
         let mut n = 0;
-        while feed.prefill_one(&sink) {
+        while feed.prefill_one(0, &sink) {
             n += 1;
         }
         assert_eq!(n, RING);
         let mut buf = Vec::new();
         assert_eq!(feed.claim(0, 0, &mut buf, &sink).unwrap().index, 0);
         assert!(
-            feed.prefill_one(&sink),
+            feed.prefill_one(0, &sink),
             "a claimed slot makes room for one more"
         );
-        assert!(!feed.prefill_one(&sink));
+        assert!(!feed.prefill_one(0, &sink));
+    }
+
+    /// Several producers (dealt shares) feeding racing workers: every request of the one
+    /// producer's schedule is claimed exactly once — the same indexes and arrival times —
+    /// each worker sees its requests in arrival order, the measured phase begins once, and
+    /// the merged bookkeeping counts the run.
+    #[test]
+    fn several_producers_feed_the_one_schedule_in_order() {
+        let threads = 3;
+        let n = 60_000;
+        let s = spec(n, threads, Dispatch::Shared);
+        let reference: Vec<(u64, u64)> = {
+            let mut sched = Schedule::new(&s, Box::new(Counter(0)), 0);
+            let sink = IntervalSink::new(1);
+            let mut buf = Vec::new();
+            std::iter::from_fn(|| sched.next(&mut buf, &sink))
+                .map(|it| (it.index, it.intended))
+                .collect()
+        };
+        for m in [2, 3, 5] {
+            let scheds = (0..m)
+                .map(|j| {
+                    let share = Share::new(j, m).unwrap();
+                    Schedule::dealt(&s, Box::new(Counter(1_000_000 * j as u64)), 0, share)
+                })
+                .collect();
+            let feed = Arc::new(Feed::with_producers(
+                scheds,
+                threads,
+                Discipline::Fifo,
+                Dispatch::Shared,
+            ));
+            let sink = Arc::new(IntervalSink::new(threads));
+            let handles: Vec<_> = (0..threads)
+                .map(|w| {
+                    let (feed, sink) = (feed.clone(), sink.clone());
+                    std::thread::spawn(move || {
+                        let mut buf = Vec::new();
+                        let mut got = Vec::new();
+                        while let Some(it) = feed.claim(w, 0, &mut buf, &sink) {
+                            let payload = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                            got.push((it.index, it.intended, it.first_measured, payload));
+                            if w == 0 && got.len() % 7 == 0 {
+                                for _ in 0..9 {
+                                    feed.prefill_one(w, &sink);
+                                }
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for h in handles {
+                let got = h.join().unwrap();
+                assert!(
+                    got.windows(2).all(|p| p[0].0 < p[1].0),
+                    "m {m}: out of order"
+                );
+                all.extend(got);
+            }
+            all.sort();
+            let got: Vec<(u64, u64)> = all.iter().map(|g| (g.0, g.1)).collect();
+            assert_eq!(got, reference, "m {m}");
+            assert_eq!(all.iter().filter(|g| g.2).count(), 1, "m {m}: begun once");
+            // Request i came from producer i mod m, with that producer's own payloads.
+            for g in &all {
+                let j = g.0 % m as u64;
+                assert_eq!(
+                    g.3,
+                    1_000_000 * j + g.0 / m as u64 + 1,
+                    "m {m}: request {}",
+                    g.0
+                );
+            }
+            let st = feed.stats();
+            assert_eq!(
+                (st.generated_warmup, st.generated_measured),
+                (10, n),
+                "m {m}"
+            );
+            assert_eq!(feed.producers(), m);
+        }
     }
 }

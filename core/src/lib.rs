@@ -49,6 +49,6 @@ pub mod summary;
 
 pub use app::{App, AppError, Client, DataCtx, KeySpec, Params, PointLength, Server, Worker};
 pub use error::{Invalid, ValueError};
-pub use harness::{run_integrated, Bound, RunError, RunSpec, ShaperMode};
+pub use harness::{run_integrated, run_integrated_with, Bound, RunError, RunSpec, ShaperMode};
 pub use result::RunResult;
 pub use summary::{summarize, write_run, Summary};

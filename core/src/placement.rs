@@ -243,6 +243,13 @@ pub struct PlacementSummary {
     pub helpers: Vec<Option<usize>>,
     /// Times a worker found its outbox full and waited for its helper (helpers too slow).
     pub outbox_full_waits: u64,
+    /// Producers of the schedule (each a dealt share of the one arrival stream); 1: one.
+    #[serde(default = "one")]
+    pub producers: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl PlacementSummary {
@@ -260,6 +267,9 @@ impl PlacementSummary {
                 .map(|c| c.map_or("unpinned".into(), |c| format!("CPU {c}")))
                 .collect();
             s += &format!(" · {} helper(s) on {}", self.helpers.len(), on.join(", "));
+        }
+        if self.producers > 1 {
+            s += &format!(" · {} producers", self.producers);
         }
         if self.outbox_full_waits > 0 {
             s += &format!(

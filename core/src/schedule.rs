@@ -53,6 +53,25 @@ pub struct Schedule {
     ahead: VecDeque<(Item, Vec<u8>)>,
     /// Arrivals counted as they come due ([`Schedule::watch_due`]; `None`: not counted).
     due: Option<Due>,
+    /// One of several producers dealt the same stream ([`Schedule::dealt`]); `None`: the
+    /// whole stream, or an independent share ([`Schedule::share`]).
+    deal: Option<Deal>,
+}
+
+/// A share of the run's stream dealt in order (see [`Schedule::dealt`]): this producer draws
+/// every arrival of the whole stream and keeps every `m`-th, and it learns from the draws it
+/// skips where the run's measured phase starts, so that every producer uses the same start and
+/// the same end and their requests together are exactly one producer's, in order.
+struct Deal {
+    share: Share,
+    /// The whole stream's index of the next draw.
+    drawn: u64,
+    /// The run's warmup in requests (of the whole stream), when it is bounded so.
+    warmup_requests: Option<u64>,
+    /// The run's measured requests (of the whole stream), when bounded so.
+    measure_requests: Option<u64>,
+    /// Offset of the whole stream's first measured arrival, once drawn.
+    start_offset: Option<u64>,
 }
 
 /// The arrivals [`Schedule::due_by`] drew ahead of the requests, and how many came due.
@@ -113,6 +132,71 @@ impl Schedule {
             backlog: Backlog::new(spec, derive_seed(spec.seed, 5)),
             ahead: VecDeque::new(),
             due: None,
+            deal: None,
+        }
+    }
+
+    /// Share `share` of the run's schedule dealt in order: the whole stream's arrivals (the
+    /// very times one producer draws for this seed, whatever the process) of which this
+    /// producer keeps those whose index `i` has `i mod m = j`, and the phases of the whole
+    /// stream (its warmup and measured requests by count, or by time from the same start), so
+    /// that the shares' requests together are the run's, index for index: `Item::index` is the
+    /// whole stream's. Payloads come from `client` (each producer has its own). For a shared
+    /// FIFO fed by several producers (see [`crate::feed`]); not with per-worker dispatch.
+    pub fn dealt(spec: &RunSpec, client: Box<dyn Client>, t0: u64, share: Share) -> Self {
+        let mut s = Self::new(spec, client, t0);
+        s.assigner = None;
+        if share.m > 1 {
+            let n = |b: Bound| match b {
+                Bound::Requests(n) => Some(n),
+                Bound::Seconds(_) => None,
+            };
+            s.deal = Some(Deal {
+                share,
+                drawn: 0,
+                warmup_requests: n(spec.warmup),
+                measure_requests: n(spec.measure),
+                start_offset: None,
+            });
+            // Counted per share once the stream's measured phase is found (`next_offset`).
+            if let Bound::Requests(w) = spec.warmup {
+                s.warmup = Bound::Requests(share.requests(w));
+            }
+        }
+        s
+    }
+
+    /// The next arrival offset of a dealt share (see [`Schedule::dealt`]): skips the other
+    /// shares' arrivals, noting where the stream's measured phase starts and, from it, how many
+    /// of the measured requests are this share's.
+    fn next_dealt(&mut self) -> u64 {
+        let d = self.deal.as_mut().expect("a dealt share");
+        let (j, m) = (d.share.j as u64, d.share.m as u64);
+        loop {
+            let g = d.drawn;
+            let o = self.arrival.next_offset_ns();
+            if o == crate::arrival::END {
+                return o;
+            }
+            d.drawn += 1;
+            if d.start_offset.is_none() {
+                let first = match (d.warmup_requests, self.warmup) {
+                    (Some(w), _) => g >= w,
+                    (None, Bound::Seconds(s)) => o as f64 >= s * 1e9,
+                    (None, Bound::Requests(_)) => unreachable!("counted warmups are noted"),
+                };
+                if first {
+                    d.start_offset = Some(o);
+                    if let Some(n) = d.measure_requests {
+                        // The stream's measured requests are its indexes g .. g + n.
+                        let mine = d.share.requests(g + n) - d.share.requests(g);
+                        self.measure = Bound::Requests(mine);
+                    }
+                }
+            }
+            if g % m == j {
+                return o;
+            }
         }
     }
 
@@ -155,6 +239,9 @@ impl Schedule {
 
     /// The next arrival's offset: one `due_by` drew, or a fresh draw.
     fn next_offset(&mut self) -> u64 {
+        if self.deal.is_some() {
+            return self.next_dealt();
+        }
         let Some(d) = &mut self.due else {
             return self.arrival.next_offset_ns();
         };
@@ -240,14 +327,17 @@ impl Schedule {
             Bound::Requests(n) => self.next_index >= n,
             Bound::Seconds(s) => off as f64 >= s * 1e9,
         };
+        // A dealt share's measured phase starts where the whole stream's does.
+        let dealt_start = self.deal.as_ref().and_then(|d| d.start_offset);
         let mut first_measured = false;
         if measured {
             let start = match self.measure_start {
                 Some(t) => t,
                 None => {
-                    let t = match self.warmup {
-                        Bound::Requests(_) => intended,
-                        Bound::Seconds(s) => self.t0 + (s * 1e9) as u64,
+                    let t = match (self.warmup, dealt_start) {
+                        (Bound::Seconds(s), _) => self.t0 + (s * 1e9) as u64,
+                        (Bound::Requests(_), Some(o)) => self.t0 + o,
+                        (Bound::Requests(_), None) => intended,
                     };
                     self.measure_start = Some(t);
                     // Several producers' shares: the measured phase starts with the first.
@@ -277,7 +367,10 @@ impl Schedule {
         }
         buf.clear();
         self.client.next_request(buf);
-        let index = self.next_index;
+        let index = match &self.deal {
+            Some(d) => d.share.global(self.next_index),
+            None => self.next_index,
+        };
         self.next_index += 1;
         Some(Item {
             index,
@@ -407,6 +500,38 @@ pub struct ScheduleStats {
     pub arrivals_per_slice: Vec<u64>,
 }
 
+impl ScheduleStats {
+    /// Several producers' schedules (shares of one stream) as one: counts summed, the measured
+    /// phase from the earliest start to the latest measured arrival, arrivals per slice added
+    /// slice by slice.
+    pub fn merge(all: &[ScheduleStats]) -> ScheduleStats {
+        let mut s = all[0].clone();
+        for o in &all[1..] {
+            s.measure_start = match (s.measure_start, o.measure_start) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if o.generated_measured > 0 {
+                s.first_measured_intended = if s.generated_measured > 0 {
+                    s.first_measured_intended.min(o.first_measured_intended)
+                } else {
+                    o.first_measured_intended
+                };
+                s.last_measured_intended = s.last_measured_intended.max(o.last_measured_intended);
+            }
+            s.generated_warmup += o.generated_warmup;
+            s.generated_measured += o.generated_measured;
+            if o.arrivals_per_slice.len() > s.arrivals_per_slice.len() {
+                s.arrivals_per_slice.resize(o.arrivals_per_slice.len(), 0);
+            }
+            for (a, b) in s.arrivals_per_slice.iter_mut().zip(&o.arrivals_per_slice) {
+                *a += b;
+            }
+        }
+        s
+    }
+}
+
 /// A client whose payloads count 1, 2, 3, … (tests of who gets which request).
 #[cfg(test)]
 pub(crate) struct Counter(pub u64);
@@ -531,5 +656,103 @@ mod prefill_tests {
         let mut s = Schedule::new(&spec, Box::new(Counter(0)), 0);
         while s.prefill_one(&sink) {}
         assert_eq!(s.ahead.len(), AHEAD_MAX);
+    }
+}
+
+#[cfg(test)]
+mod dealt_tests {
+    use super::*;
+    use crate::arrival::ArrivalSpec;
+
+    /// Every request of a schedule: (index, intended, measured).
+    fn drain(s: &mut Schedule) -> Vec<(u64, u64, bool)> {
+        let sink = IntervalSink::new(1);
+        let mut buf = Vec::new();
+        std::iter::from_fn(|| s.next(&mut buf, &sink))
+            .map(|it| (it.index, it.intended, it.measured))
+            .collect()
+    }
+
+    /// The dealt shares of a schedule are, together, exactly the one producer's schedule —
+    /// the same indexes, arrival times and phases, for every arrival process and every kind
+    /// of phase bound — and their merged bookkeeping is its bookkeeping.
+    #[test]
+    fn dealt_shares_are_the_whole_schedule() {
+        let bounds = [
+            (Bound::Requests(37), Bound::Requests(5_000)),
+            (Bound::Requests(0), Bound::Seconds(0.05)),
+            (Bound::Seconds(0.01), Bound::Requests(4_001)),
+            (Bound::Seconds(0.01), Bound::Seconds(0.04)),
+        ];
+        for arrival in [
+            "poisson",
+            "fixed",
+            "lognormal:cv=2",
+            "mmpp:on=5ms,off=20ms,ratio=8",
+        ] {
+            for (warmup, measure) in bounds {
+                let spec = RunSpec {
+                    qps: 100_000.0,
+                    arrival: arrival.parse::<ArrivalSpec>().unwrap(),
+                    warmup,
+                    measure,
+                    seed: 11,
+                    ..RunSpec::default()
+                };
+                let mut one = Schedule::new(&spec, Box::new(Counter(0)), 1_000);
+                let whole = drain(&mut one);
+                let want = one.stats();
+                for m in [2, 3, 8] {
+                    let mut shares: Vec<Schedule> = (0..m)
+                        .map(|j| {
+                            let share = Share::new(j, m).unwrap();
+                            Schedule::dealt(&spec, Box::new(Counter(0)), 1_000, share)
+                        })
+                        .collect();
+                    let mut got: Vec<(u64, u64, bool)> =
+                        shares.iter_mut().flat_map(drain).collect();
+                    // Share j holds the indexes j, j + m, ... (checked before sorting).
+                    got.sort_unstable();
+                    let what = format!("{arrival} {warmup:?} {measure:?} m {m}");
+                    assert_eq!(got.len(), whole.len(), "{what}");
+                    assert_eq!(got, whole, "{what}");
+                    let stats: Vec<ScheduleStats> = shares.iter().map(|s| s.stats()).collect();
+                    let merged = ScheduleStats::merge(&stats);
+                    assert_eq!(merged.measure_start, want.measure_start, "{what}");
+                    assert_eq!(merged.generated_warmup, want.generated_warmup, "{what}");
+                    assert_eq!(merged.generated_measured, want.generated_measured, "{what}");
+                    assert_eq!(
+                        (
+                            merged.first_measured_intended,
+                            merged.last_measured_intended
+                        ),
+                        (want.first_measured_intended, want.last_measured_intended),
+                        "{what}"
+                    );
+                    assert_eq!(merged.arrivals_per_slice, want.arrivals_per_slice, "{what}");
+                }
+            }
+        }
+    }
+
+    /// Each share keeps its own indexes (j, j + m, ...) in order, and every producer's
+    /// payloads are its own client's.
+    #[test]
+    fn a_dealt_share_keeps_every_mth_request() {
+        let spec = RunSpec {
+            qps: 50_000.0,
+            measure: Bound::Requests(1_000),
+            ..RunSpec::default()
+        };
+        let mut s = Schedule::dealt(&spec, Box::new(Counter(100)), 0, Share::new(2, 5).unwrap());
+        let sink = IntervalSink::new(1);
+        let mut buf = Vec::new();
+        let mut k = 0;
+        while let Some(it) = s.next(&mut buf, &sink) {
+            assert_eq!(it.index, 5 * k + 2);
+            assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), 101 + k);
+            k += 1;
+        }
+        assert_eq!(k, 200);
     }
 }

@@ -109,6 +109,9 @@ pub struct RunSpec {
     /// Helper threads of the inline shaper (see [`crate::placement::helper_cpus`]); `None`:
     /// chosen from the placement.
     pub helpers: Option<usize>,
+    /// Producers of an integrated inline run's schedule (see [`crate::feed`]); `None`: one
+    /// ([`RunSpec::producers`]).
+    pub producers: Option<usize>,
     /// Each request split over leaves (see [`crate::fanout`]); `None`: one server.
     /// `threads` is then the workers of each leaf's replica.
     pub fanout: Option<crate::fanout::FanoutSpec>,
@@ -156,6 +159,7 @@ impl Default for RunSpec {
             nice: None,
             cpus: Vec::new(),
             helpers: None,
+            producers: None,
             fanout: None,
             net_delay: None,
             roi: crate::roi::RoiMode::None,
@@ -164,6 +168,9 @@ impl Default for RunSpec {
     }
 }
 
+/// At most this many producers make one schedule.
+pub const MAX_PRODUCERS: usize = 64;
+
 /// Default hybrid spin margin. Sleeping until 200 µs before a deadline cost
 /// +2.5 % on M/M/1 mean here, 50 µs cost +6 % (docs/hosts.md): the VM's
 /// wake-ups are that slow. 1 ms keeps the error near pure spinning while
@@ -171,6 +178,53 @@ impl Default for RunSpec {
 pub const DEFAULT_SPIN_MARGIN_NS: u64 = 1_000_000;
 
 impl RunSpec {
+    /// Why this run's schedule must have one producer (see [`crate::feed`]); `None` when
+    /// several can feed it: an integrated inline run serving one shared FIFO queue, without a
+    /// fan-out (its dispatcher is the one producer) or live numbers (they count arrivals as
+    /// they come due, on one schedule).
+    pub fn single_producer(&self) -> Option<&'static str> {
+        if self.shaper != ShaperMode::Inline {
+            Some("the thread shaper is the schedule's one producer")
+        } else if self.discipline != Discipline::Fifo {
+            Some("LIFO and random order pick among one backlog")
+        } else if self.dispatch != crate::queue::Dispatch::Shared {
+            Some("per-worker dispatch assigns workers from one stream")
+        } else if self.fanout.is_some() {
+            Some("a fan-out's dispatcher is the schedule's one producer")
+        } else if self.live {
+            Some("live numbers count arrivals on one schedule")
+        } else {
+            None
+        }
+    }
+
+    /// Producers of the schedule: `producers` where several can feed the run (one unless
+    /// asked: the default stays one until a many-core host has measured several), 1 where one
+    /// must ([`RunSpec::single_producer`]).
+    pub fn producers(&self) -> usize {
+        if self.single_producer().is_some() {
+            return 1;
+        }
+        self.producers.unwrap_or(1).max(1)
+    }
+
+    fn check_producers(&self) -> Result<(), RunError> {
+        let Some(p) = self.producers else {
+            return Ok(());
+        };
+        if p == 0 || p > MAX_PRODUCERS {
+            return Err(RunError::Invalid(format!(
+                "--producers must be in 1..={MAX_PRODUCERS}, got {p}"
+            )));
+        }
+        match self.single_producer() {
+            Some(why) if p > 1 => Err(RunError::Invalid(format!(
+                "--producers {p}: this run has one producer ({why}); drop --producers"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks the spec; the error names the bad setting and the allowed range.
     pub fn validate(&self) -> Result<(), RunError> {
         let bad = |s: String| Err(RunError::Invalid(s));
@@ -228,6 +282,7 @@ impl RunSpec {
                 );
             }
         }
+        self.check_producers()?;
         if let Some(f) = &self.fanout {
             f.validate().map_err(|e| RunError::Invalid(e.0))?;
             self.check_fanout()?;

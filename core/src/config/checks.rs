@@ -108,6 +108,7 @@ impl RunConfig {
             nice: h.nice,
             cpus: h.cpus.0.clone(),
             helpers: h.helpers,
+            producers: h.producers,
             fanout: {
                 let f = &self.fanout;
                 let spec = crate::fanout::FanoutSpec {

@@ -251,6 +251,8 @@ section! {
         nice: Option<i32> = None, Opts::on(EXP | SERVE);
         /// Helper threads of integrated inline runs: they generate requests ahead and record the served ones on CPUs no worker uses, so a worker's own cost per request is a claim and a push; none: one per 4 workers on the CPUs the workers leave free (none when workers are unpinned); 0: workers do it themselves while idle.
         helpers: Option<usize> = None, Opts::on(EXP);
+        /// Producers of an integrated inline run's schedule: each draws the run's one arrival stream and makes every m-th request (its payload, its phase bookkeeping), so generating the schedule scales with workers; workers claim the requests in arrival order as before. Several need one shared FIFO queue, the inline shaper, no fan-out and no live numbers; each holds its own copy of a trace. none: 1 (one producer).
+        producers: Option<usize> = None, Opts::on(EXP);
     }
 }
 

@@ -170,7 +170,7 @@ pub(super) fn helper_thread(sh: &Shared, k: usize, helpers: usize) -> Vec<Shard>
             did += n;
         }
         let mut generated = 0;
-        while generated < HELPER_BATCH && sh.feed.prefill_one(&sh.sink) {
+        while generated < HELPER_BATCH && sh.feed.prefill_one(k + generated as usize, &sh.sink) {
             generated += 1;
         }
         if generated == HELPER_BATCH {
@@ -209,14 +209,14 @@ pub(super) const HELPER_NAP_US: u64 = 50;
 /// worker, and done between requests of a backlog it would delay every waiting request —
 /// time the run's ideal (service times only) does not have. One request per lock hold, and
 /// never waiting for the lock another worker holds.
-pub(super) fn prefill(sh: &Shared, until: u64) {
+pub(super) fn prefill(sh: &Shared, w: usize, until: u64) {
     let mut cost = 0;
     loop {
         let t = now_ns();
         if t + 2 * cost + IDLE_GUARD_NS >= until {
             return;
         }
-        if !sh.feed.prefill_one(&sh.sink) {
+        if !sh.feed.prefill_one(w, &sh.sink) {
             return;
         }
         cost = now_ns() - t;

@@ -164,7 +164,21 @@ pub fn run_integrated(
     client: Box<dyn Client>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<RunResult, RunError> {
+    run_integrated_with(spec, server, vec![client], progress)
+}
+
+/// [`run_integrated`] with a client per producer of the schedule ([`RunSpec::producers`]:
+/// the first `producers` are used, at least one; fewer clients, fewer producers).
+pub fn run_integrated_with(
+    spec: &RunSpec,
+    server: Arc<dyn Server>,
+    clients: Vec<Box<dyn Client>>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RunResult, RunError> {
     spec.validate()?;
+    if clients.is_empty() {
+        return Err(RunError::Invalid("an integrated run needs a client".into()));
+    }
     let fan = spec
         .fanout
         .as_ref()
@@ -178,7 +192,7 @@ pub fn run_integrated(
     } else {
         Vec::new()
     };
-    let shared = shared_state(spec, server, client, fan, !helper_cpus.is_empty());
+    let shared = shared_state(spec, server, clients, fan, !helper_cpus.is_empty());
     let queue = queues(spec, fan);
     let n_threads = spec.total_workers() + usize::from(queue.is_some());
     // Two barriers: all workers initialised (engines loaded), then go.
@@ -195,7 +209,7 @@ pub fn run_integrated(
     }
     // Start the schedule a little in the future so every thread is waiting.
     let t0 = now_ns() + 2_000_000;
-    shared.feed.schedule().set_start(t0);
+    shared.feed.set_start(t0);
     shared.sink.start.store(t0, Ordering::Release);
     // Helpers start generating ahead now, for the 2 ms before the first arrival.
     let helpers = if init_failed.is_some() {
@@ -216,9 +230,7 @@ pub fn run_integrated(
     }
 
     let aborted = watch_run(&shared, queue.as_deref(), t0, progress);
-    if spec.roi != crate::roi::RoiMode::None
-        && shared.feed.schedule().stats().measure_start.is_some()
-    {
+    if spec.roi != crate::roi::RoiMode::None && shared.feed.stats().measure_start.is_some() {
         crate::roi::end(spec.roi);
     }
     let totals = join_threads(shaper, handles, helpers, aborted);
@@ -240,7 +252,7 @@ pub fn run_integrated(
 fn shared_state(
     spec: &RunSpec,
     server: Arc<dyn Server>,
-    client: Box<dyn Client>,
+    clients: Vec<Box<dyn Client>>,
     fan: Option<&crate::fanout::FanoutSpec>,
     with_helpers: bool,
 ) -> Arc<Shared> {
@@ -252,12 +264,26 @@ fn shared_state(
             ShaperMode::Thread => Records::new(spec.record_capacity()),
         })
     });
-    let mut schedule = Schedule::new(spec, client, 0);
-    if spec.live {
-        schedule.watch_due();
-    }
+    let m = spec.producers().min(clients.len());
+    let schedules: Vec<Schedule> = if m == 1 {
+        let mut schedule = Schedule::new(spec, clients.into_iter().next().expect("a client"), 0);
+        if spec.live {
+            schedule.watch_due();
+        }
+        vec![schedule]
+    } else {
+        clients
+            .into_iter()
+            .take(m)
+            .enumerate()
+            .map(|(j, c)| {
+                let share = crate::arrival::Share::new(j, m).expect("j < m");
+                Schedule::dealt(spec, c, 0, share)
+            })
+            .collect()
+    };
     Arc::new(Shared {
-        feed: Feed::new(schedule, spec.threads, spec.discipline, spec.dispatch),
+        feed: Feed::with_producers(schedules, spec.threads, spec.discipline, spec.dispatch),
         sink: IntervalSink::new(workers).watched(spec.live, spec.interval_ns),
         records,
         abort: AtomicBool::new(false),
@@ -446,7 +472,7 @@ fn watch_run(
             break;
         }
         let backlog = || {
-            let s = shared.feed.schedule().stats();
+            let s = shared.feed.stats();
             let last = s.last_measured_intended.saturating_sub(t0);
             spec.backlog(s.generated_warmup + s.generated_measured, last, done)
         };
@@ -524,7 +550,7 @@ fn run_result(
     let spec = &shared.spec;
     let slice_ns = spec.slice_ns();
     let intervals = shared.sink.finish();
-    let sched = shared.feed.schedule().stats();
+    let sched = shared.feed.stats();
     let totals = totals.unwrap_or_else(|| Shard::new(0, &shared.sink, slice_ns, spec.interval_ns));
     let measure_start = sched.measure_start.unwrap_or(t0);
     let (gw, gm, fmi, lmi, aps) = (
@@ -564,6 +590,7 @@ fn run_result(
                 .map(|o| o.full_waits.load(Ordering::Relaxed))
                 .sum(),
             helpers: helper_cpus,
+            producers: shared.feed.producers(),
         }),
     }
 }

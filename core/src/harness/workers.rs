@@ -52,7 +52,7 @@ pub(super) fn inline_worker(
             // arrival; any lateness of the wake-up is the harness's send lag, not queueing.
             books.settle(arrive);
             if !books.helped() {
-                prefill(sh, arrive);
+                prefill(sh, w, arrive);
             }
             let t = wait_until(arrive, spec.wait, spec.spin_margin_ns);
             (t, t)

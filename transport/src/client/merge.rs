@@ -80,33 +80,9 @@ fn gather(lanes: &mut [Lane], fallback: &Option<String>) -> (Option<Shard>, Hist
     (totals, transport, transport_sum, stamps)
 }
 
-/// The lanes' schedules as one: counts summed, the measured phase from the earliest start to
-/// the latest measured arrival, arrivals per slice added slice by slice.
+/// The lanes' schedules as one ([`ScheduleStats::merge`]).
 fn schedules(all: &[ScheduleStats]) -> ScheduleStats {
-    let mut s = all[0].clone();
-    for o in &all[1..] {
-        s.measure_start = match (s.measure_start, o.measure_start) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if o.generated_measured > 0 {
-            s.first_measured_intended = if s.generated_measured > 0 {
-                s.first_measured_intended.min(o.first_measured_intended)
-            } else {
-                o.first_measured_intended
-            };
-            s.last_measured_intended = s.last_measured_intended.max(o.last_measured_intended);
-        }
-        s.generated_warmup += o.generated_warmup;
-        s.generated_measured += o.generated_measured;
-        if o.arrivals_per_slice.len() > s.arrivals_per_slice.len() {
-            s.arrivals_per_slice.resize(o.arrivals_per_slice.len(), 0);
-        }
-        for (a, b) in s.arrivals_per_slice.iter_mut().zip(&o.arrivals_per_slice) {
-            *a += b;
-        }
-    }
-    s
+    ScheduleStats::merge(all)
 }
 
 /// The lanes' records as one run's: one lane's as they are; several lanes' renumbered in the
