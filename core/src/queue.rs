@@ -7,16 +7,22 @@
 //! core), blocking on a condition variable (frees the core, pays a wake-up),
 //! or hybrid (spin for a while, then block).
 //!
-//! Pushes take a short uncontended lock and only signal the condition
-//! variable when a worker is actually asleep, so a spinning worker pays no
+//! FIFO hands requests over without a lock: pushes and pops go through a
+//! lock-free multi-producer, multi-consumer queue, so a spinning worker and
+//! the shaper never wait for each other's critical section (a thread shaper
+//! that serialised on one lock measured its own queue, not the hand-off it
+//! models). LIFO and random order need the whole backlog for each pick and
+//! keep it under a short lock. Either way the condition variable is signalled
+//! only when a worker is actually asleep, so a spinning worker pays no
 //! syscall on either side.
 
 use crate::clock::{now_ns, WaitMode};
-use parking_lot::{Condvar, Mutex};
+use crossbeam_queue::SegQueue;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 
 crate::names_enum! {
 /// Which waiting request a free worker takes.
@@ -138,17 +144,23 @@ impl Assigner {
     }
 }
 
+/// LIFO's and random order's backlog (each pick needs all of it).
 struct Inner<T> {
     items: VecDeque<T>,
     rng: Xoshiro256PlusPlus,
-    sleepers: usize,
 }
 
 /// A multi-producer, multi-consumer request queue.
 pub struct RequestQueue<T> {
+    /// FIFO's requests, lock-free on both sides; `None`: LIFO or random (`inner`).
+    fifo: Option<SegQueue<T>>,
+    /// LIFO's and random order's requests; for FIFO only the sleepers' lock.
     inner: Mutex<Inner<T>>,
     cv: Condvar,
+    /// Requests in `inner` (LIFO, random), read without its lock.
     len: AtomicUsize,
+    /// Workers counted before their last look and asleep (or about to be) on `cv`.
+    sleepers: AtomicUsize,
     closed: AtomicBool,
     discipline: Discipline,
     /// How long a hybrid waiter spins before it blocks.
@@ -158,14 +170,16 @@ pub struct RequestQueue<T> {
 impl<T> RequestQueue<T> {
     /// An empty queue; `spin_ns` is how long a hybrid waiter spins, `seed` seeds random order.
     pub fn new(discipline: Discipline, capacity: usize, spin_ns: u64, seed: u64) -> Self {
+        let locked = discipline != Discipline::Fifo;
         RequestQueue {
+            fifo: (!locked).then(SegQueue::new),
             inner: Mutex::new(Inner {
-                items: VecDeque::with_capacity(capacity),
+                items: VecDeque::with_capacity(if locked { capacity } else { 0 }),
                 rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-                sleepers: 0,
             }),
             cv: Condvar::new(),
             len: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             discipline,
             spin_ns,
@@ -174,19 +188,30 @@ impl<T> RequestQueue<T> {
 
     /// Adds a request; wakes a sleeping worker if there is one.
     pub fn push(&self, item: T) {
-        let mut g = self.inner.lock();
-        g.items.push_back(item);
-        self.len.store(g.items.len(), Ordering::Release);
-        let wake = g.sleepers > 0;
-        drop(g);
-        if wake {
+        match &self.fifo {
+            Some(q) => q.push(item),
+            None => {
+                let mut g = self.inner.lock();
+                g.items.push_back(item);
+                self.len.store(g.items.len(), Ordering::Release);
+            }
+        }
+        // A sleeper counts itself before its last look, both sides fenced: either its look
+        // saw this request, or this load sees it counted. It holds the lock from its count to
+        // its wait, so taking the lock here means it is waiting when notified.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) > 0 {
+            let _g = self.inner.lock();
             self.cv.notify_one();
         }
     }
 
     /// Number of waiting requests (a snapshot).
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Acquire)
+        match &self.fifo {
+            Some(q) => q.len(),
+            None => self.len.load(Ordering::Acquire),
+        }
     }
 
     /// No request waiting (a snapshot).
@@ -201,6 +226,7 @@ impl<T> RequestQueue<T> {
         self.cv.notify_all();
     }
 
+    /// LIFO's or random order's pick, under the lock.
     fn take(&self, g: &mut Inner<T>) -> Option<T> {
         let item = match self.discipline {
             Discipline::Fifo => g.items.pop_front(),
@@ -219,11 +245,18 @@ impl<T> RequestQueue<T> {
         item
     }
 
-    fn try_pop(&self) -> Option<T> {
-        if self.len.load(Ordering::Acquire) == 0 {
-            return None;
+    /// One look, holding the lock already (`g`) or not.
+    fn look(&self, g: Option<&mut MutexGuard<'_, Inner<T>>>) -> Option<T> {
+        match (&self.fifo, g) {
+            (Some(q), _) => q.pop(),
+            (None, Some(g)) => self.take(g),
+            (None, None) => {
+                if self.len.load(Ordering::Acquire) == 0 {
+                    return None;
+                }
+                self.take(&mut self.inner.lock())
+            }
         }
-        self.take(&mut self.inner.lock())
     }
 
     /// Takes the next request, waiting the given way; `None` once the queue
@@ -235,29 +268,28 @@ impl<T> RequestQueue<T> {
             WaitMode::Hybrid => now_ns() + self.spin_ns,
         };
         loop {
-            if let Some(x) = self.try_pop() {
+            if let Some(x) = self.look(None) {
                 return Some(x);
             }
             if self.closed.load(Ordering::Acquire) {
-                // Pushes happen-before close, so one last look is enough.
-                return self.take(&mut self.inner.lock());
+                // Pushes happen-before close, so one look after seeing it is enough.
+                return self.look(None);
             }
             if spin_until == u64::MAX || now_ns() < spin_until {
                 std::hint::spin_loop();
                 continue;
             }
             let mut g = self.inner.lock();
-            if let Some(x) = self.take(&mut g) {
-                return Some(x);
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let closed = self.closed.load(Ordering::Acquire);
+            let got = self.look(Some(&mut g));
+            if got.is_none() && !closed {
+                self.cv.wait(&mut g);
             }
-            if self.closed.load(Ordering::Acquire) {
-                return None;
-            }
-            g.sleepers += 1;
-            self.cv.wait(&mut g);
-            g.sleepers -= 1;
-            if let Some(x) = self.take(&mut g) {
-                return Some(x);
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
+            if got.is_some() || closed {
+                return got;
             }
         }
     }
@@ -327,35 +359,66 @@ mod tests {
         );
     }
 
+    /// Every request reaches exactly one worker, whatever the discipline and the wait (a lost
+    /// wake-up would leave a blocked worker asleep and the test hung; a double pop, a repeat).
     #[test]
     fn every_item_delivered_once_under_each_wait_mode() {
-        for mode in [WaitMode::Spin, WaitMode::Block, WaitMode::Hybrid] {
-            let q = Arc::new(RequestQueue::new(Discipline::Fifo, 16, 20_000, 1));
-            let workers: Vec<_> = (0..2)
-                .map(|_| {
-                    let q = q.clone();
-                    std::thread::spawn(move || {
-                        let mut got = Vec::new();
-                        while let Some(x) = q.pop(mode) {
-                            got.push(x);
-                        }
-                        got
+        for d in [Discipline::Fifo, Discipline::Lifo, Discipline::Random] {
+            for mode in [WaitMode::Spin, WaitMode::Block, WaitMode::Hybrid] {
+                let q = Arc::new(RequestQueue::new(d, 16, 20_000, 1));
+                let workers: Vec<_> = (0..2)
+                    .map(|_| {
+                        let q = q.clone();
+                        std::thread::spawn(move || {
+                            let mut got = Vec::new();
+                            while let Some(x) = q.pop(mode) {
+                                got.push(x);
+                            }
+                            got
+                        })
                     })
-                })
-                .collect();
-            for i in 0..20_000u32 {
-                q.push(i);
-                if i % 1000 == 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    .collect();
+                for i in 0..20_000u32 {
+                    q.push(i);
+                    if i % 1000 == 0 {
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
                 }
+                q.close();
+                let got: Vec<Vec<u32>> = workers.into_iter().map(|h| h.join().unwrap()).collect();
+                if d == Discipline::Fifo {
+                    // One producer: each worker sees its requests in the order they were pushed.
+                    assert!(
+                        got.iter().all(|g| g.windows(2).all(|p| p[0] < p[1])),
+                        "{mode}"
+                    );
+                }
+                let mut all: Vec<u32> = got.concat();
+                all.sort();
+                assert_eq!(all, (0..20_000).collect::<Vec<_>>(), "{d} {mode}");
+                assert!(q.is_empty());
             }
-            q.close();
-            let mut all: Vec<u32> = workers
-                .into_iter()
-                .flat_map(|h| h.join().unwrap())
-                .collect();
-            all.sort();
-            assert_eq!(all, (0..20_000).collect::<Vec<_>>(), "{mode}");
         }
+    }
+
+    /// Blocked workers are woken by each push, one request at a time, and by close.
+    #[test]
+    fn blocked_workers_wake_for_each_request_and_for_close() {
+        let q = Arc::new(RequestQueue::new(Discipline::Fifo, 16, 0, 1));
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let q = q.clone();
+                std::thread::spawn(move || std::iter::from_fn(|| q.pop(WaitMode::Block)).count())
+            })
+            .collect();
+        for i in 0..300u32 {
+            // Long enough between pushes for every worker to be asleep again.
+            std::thread::sleep(std::time::Duration::from_micros(300));
+            q.push(i);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        q.close();
+        let n: usize = workers.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(n, 300);
     }
 }
