@@ -84,7 +84,7 @@ lint: setup
 	# The fit's numbers are named constants with their reasons: no bare number compared with.
 	$(TAILLAB_PYTHON) -m ruff check --select PLR2004 python/taillab/fit
 	# The bench and helper scripts (no .py suffix): syntax errors and undefined names.
-	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention bench/manycore bench/fanout bench/grpc bench/records bench/attribute bench/attribute-analysis bench/reproduce-seeds transport/grpc/echo_server.py scripts/faults-table scripts/skips-table scripts/import-cycles.py scripts/long-functions.py scripts/reproduction-doc.py scripts/verdict-mutants.py
+	$(TAILLAB_PYTHON) -m ruff check --isolated --target-version py311 --select E9,F bench/accuracy bench/apps bench/model bench/tailwag bench/transport bench/contention bench/manycore bench/fanout bench/grpc bench/claim-profile bench/records bench/attribute bench/attribute-analysis bench/reproduce-seeds transport/grpc/echo_server.py scripts/faults-table scripts/skips-table scripts/import-cycles.py scripts/long-functions.py scripts/reproduction-doc.py scripts/verdict-mutants.py
 	python3 scripts/import-cycles.py
 	python3 scripts/long-functions.py
 
