@@ -674,8 +674,10 @@ mod dealt_tests {
     }
 
     /// The dealt shares of a schedule are, together, exactly the one producer's schedule —
-    /// the same indexes, arrival times and phases, for every arrival process and every kind
-    /// of phase bound — and their merged bookkeeping is its bookkeeping.
+    /// the same indexes, arrival times and phases, for every kind of arrival process (renewal,
+    /// modulated, a load profile, a trace in its order) and every kind of phase bound — and
+    /// their merged bookkeeping is its bookkeeping: the split streams form the configured
+    /// process, its rate and gaps included.
     #[test]
     fn dealt_shares_are_the_whole_schedule() {
         let bounds = [
@@ -684,11 +686,20 @@ mod dealt_tests {
             (Bound::Seconds(0.01), Bound::Requests(4_001)),
             (Bound::Seconds(0.01), Bound::Seconds(0.04)),
         ];
+        // A trace of irregular times (its order must survive the deal), in microseconds.
+        let trace = std::env::temp_dir().join(format!("taillab-dealt-{}.txt", std::process::id()));
+        let times: Vec<String> = (0..6_000u64)
+            .map(|i| (i * 10 + (i * i) % 7).to_string())
+            .collect();
+        std::fs::write(&trace, times.join("\n")).unwrap();
+        let trace = format!("trace:{},unit=us", trace.display());
         for arrival in [
             "poisson",
             "fixed",
             "lognormal:cv=2",
             "mmpp:on=5ms,off=20ms,ratio=8",
+            "ramp:50000..150000 over 30ms",
+            trace.as_str(),
         ] {
             for (warmup, measure) in bounds {
                 let spec = RunSpec {
@@ -733,6 +744,11 @@ mod dealt_tests {
                 }
             }
         }
+        let _ = std::fs::remove_file(
+            trace
+                .trim_start_matches("trace:")
+                .trim_end_matches(",unit=us"),
+        );
     }
 
     /// Each share keeps its own indexes (j, j + m, ...) in order, and every producer's
