@@ -79,7 +79,7 @@ pub struct Thresholds {
 
 impl Default for Thresholds {
     fn default() -> Self {
-        use taillab_core::config::sections::monitor_defaults as d;
+        use taillab_core::config::fields::monitor_defaults as d;
         Thresholds {
             max_steal_pct: d::MAX_STEAL_PCT,
             max_foreign_pct: d::MAX_FOREIGN_PCT,

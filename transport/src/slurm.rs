@@ -35,7 +35,7 @@ use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
-use taillab_core::config::sections::Launcher;
+use taillab_core::config::fields::Launcher;
 use taillab_core::config::{Items, RunConfig, Topology};
 use taillab_core::sections::environment::{NodeEnv, NodeOutcome, NodeReport};
 use taillab_core::summary::{Check, Summary};

@@ -1,7 +1,7 @@
 //! The TCP settings whose default is chosen from the host a part runs on:
 //! `net.receive`, `net.client_wait`, `net.server_wait`, `harness.dispatch`.
 //!
-//! Each is declared once (sections.rs) as an optional value; `none`, the
+//! Each is declared once (fields.rs) as an optional value; `none`, the
 //! default, means "choose here", and [`resolve`] is the only place that
 //! chooses. The choice and its reasons are printed when a run starts and
 //! recorded, resolved, in `summary.json` (`transport.choice`, and the

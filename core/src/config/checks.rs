@@ -203,7 +203,7 @@ impl RunConfig {
                 if n.clients != 1 || n.target.is_some() {
                     return bad("net.clients and net.target apply to loopback/networked runs; add --topology loopback".into());
                 }
-                if n.launcher != sections::Launcher::Templates {
+                if n.launcher != fields::Launcher::Templates {
                     return bad("net.launcher slurm starts the processes of a networked run; add --topology networked".into());
                 }
             }

@@ -14,7 +14,7 @@
 //! Points are every combination of axis values; their ids keep the shape
 //! `TOPOLOGY-tTHREADS-qQPS[-KEY-VALUE…]` so results folders read the same.
 
-use super::sections::{view, Field, Opts};
+use super::fields::{view, Field, Opts};
 use super::value::{ConfigValue, Dur, Items};
 use super::{
     fields, resolve, toml_alternatives, toml_items, ConfigError, RunConfig, Target, ValueError,

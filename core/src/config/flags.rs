@@ -7,7 +7,7 @@
 //! [`RunConfig::apply`](super::RunConfig::apply) (or, in a sweep, values that
 //! may be axes).
 
-use super::sections::{view, Field};
+use super::fields::{view, Field};
 use super::{fields, value::one_of};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 

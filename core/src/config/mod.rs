@@ -5,7 +5,7 @@
 //! how they wait and take work), `net` (topology, clients, connections), `record`
 //! (what is kept), `monitor` (environment sampling and check limits), `ci`
 //! (repeats to a confidence target) and `app` (the app's name and its own
-//! settings). Every field is declared once (sections.rs); from that one
+//! settings). Every field is declared once (fields.rs); from that one
 //! declaration come its TOML key (`harness.threads`), its flag (`--threads`,
 //! on the commands that take it), its `--grid` axis and its line in the
 //! resolved `config.toml` that each run folder keeps.
@@ -41,7 +41,7 @@ pub mod experiment;
 pub mod flags;
 pub mod interfere;
 pub mod record;
-pub mod sections;
+pub mod fields;
 #[cfg(test)]
 mod tests;
 pub mod tuning;
@@ -50,7 +50,7 @@ pub mod value;
 pub use crate::queue::Dispatch;
 pub use interfere::{Class, InterfereSet, InterfereSpec};
 pub use record::{CounterMode, RequestFormat};
-pub use sections::{
+pub use fields::{
     view, Ci, Fanout, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
     Record, Spread, Stamping, Topology,
 };

@@ -138,7 +138,7 @@ impl Default for SamplerConfig {
     fn default() -> Self {
         SamplerConfig {
             period: Duration::from_nanos(
-                taillab_core::config::sections::monitor_defaults::PERIOD_NS,
+                taillab_core::config::fields::monitor_defaults::PERIOD_NS,
             ),
             scan_period: Duration::from_secs(1),
             extra_pids: Vec::new(),
