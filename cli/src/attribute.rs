@@ -24,7 +24,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use taillab_core::config::experiment::{point_id, Executor, Plan, Point, Sweep};
+use taillab_core::config::experiment::{point_id, Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::{read_toml, resolve, toml_alternatives, view, Target};
 use taillab_core::design::{plan as make_design, Design, Factor, Want};
@@ -479,10 +479,7 @@ fn execute(
             "design": d.kind, "blocks": d.blocks, "seed": d.seed, "cells": d.cells.len(),
         },
     });
-    let slurm = match at.plan.sweep.executor {
-        Executor::Slurm => Some(crate::slurm::Executor::new(&at.plan.sweep, out, quiet)?),
-        Executor::Local => None,
-    };
+    let exec = crate::executor::of(&at.plan.sweep, out, quiet)?;
     let mut m = meta("attribute", parameters, at.plan.base.load.seed, &ci);
     open_experiment(out, &m, resume).map_err(anyhow::Error::msg)?;
     m.points = at.points.iter().map(point_value).collect();
@@ -495,10 +492,9 @@ fn execute(
         .iter()
         .map(|p| (p, out.join("points").join(&p.id)))
         .collect();
-    match &slurm {
-        Some(x) => x.run_points(&dirs, &ci),
-        None => run_blocks(&dirs, d, &ci, out, resume, quiet),
-    }
+    exec.run_points(&dirs, &ci, &mut |dirs, ci| {
+        run_blocks(dirs, d, ci, out, resume, quiet)
+    })
 }
 
 /// design.json: the design and each cell's point id.

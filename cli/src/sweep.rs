@@ -3,15 +3,16 @@
 //! saturation search first; the SLO search; resumable.
 
 use crate::args::ExperimentOut;
+use crate::executor::Executor;
 use crate::experiment::{
     describe, meta, point_bar, point_value, run_interleaved, run_point, table,
 };
-use crate::runner::{app_of, default_out, run_once};
+use crate::runner::{app_of, default_out};
 use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use taillab_core::config::experiment::{Executor, Group, Order, Plan, Point, Sweep};
+use taillab_core::config::experiment::{Group, Order, Plan, Point, Sweep};
 use taillab_core::config::flags::{ConfigFlags, FieldFlags};
 use taillab_core::config::{view, Dur, RunConfig};
 use taillab_core::dist::fmt_ns;
@@ -49,8 +50,8 @@ struct CliProbe<'a> {
     dir: PathBuf,
     resume: bool,
     probe: Dur,
-    /// Probes run as Slurm jobs (`--executor slurm`).
-    slurm: Option<&'a crate::slurm::Executor<'a>>,
+    /// Where probes run (here, or as Slurm jobs).
+    exec: &'a dyn Executor,
 }
 
 impl Probe for CliProbe<'_> {
@@ -74,11 +75,7 @@ impl Probe for CliProbe<'_> {
         // kept. At an overload rate a duration's worth of records can exceed the memory cap
         // (speech's first probe asked for 18 M), which failed `tailwag --app speech`.
         c.record.save_requests = false;
-        if let Some(x) = self.slurm {
-            return Ok(Outcome::from_summary(&x.run_one(&c, &dir)?));
-        }
-        let app = app_of(&c)?;
-        Ok(Outcome::from_summary(&run_once(&app, &c, &dir, false)?))
+        Ok(Outcome::from_summary(&self.exec.run_one(&c, &dir)?))
     }
 }
 
@@ -110,7 +107,7 @@ fn saturation(
     out: &Path,
     resume: bool,
     quiet: bool,
-    slurm: Option<&crate::slurm::Executor>,
+    exec: &dyn Executor,
 ) -> anyhow::Result<f64> {
     let dir = out.join("saturation").join(group_tag(g));
     let result = dir.join("saturation.json");
@@ -127,7 +124,7 @@ fn saturation(
         dir: dir.clone(),
         resume,
         probe: plan.sweep.probe,
-        slurm,
+        exec,
     };
     let guess = match app.expected_service_ns(&g.config.settings) {
         Some(svc) if svc > 0.0 => threads * 1e9 / svc,
@@ -279,10 +276,7 @@ pub fn execute(
         "sweep": {"load": plan.sweep.load.as_ref().map(|l| l.0.clone()), "slo": plan.sweep.slo.as_ref().map(|s| s.to_string()),
                   "probe_s": plan.sweep.probe.secs()},
     });
-    let slurm = match plan.sweep.executor {
-        Executor::Slurm => Some(crate::slurm::Executor::new(&plan.sweep, out, quiet)?),
-        Executor::Local => None,
-    };
+    let exec = crate::executor::of(&plan.sweep, out, quiet)?;
     let mut m = meta("sweep", parameters, plan.base.load.seed, &ci);
     open_experiment(out, &m, resume)?;
     // Expand the points (saturation first where loads are relative).
@@ -290,7 +284,7 @@ pub fn execute(
     for g in &groups {
         let scale = if plan.of_saturation() {
             let sat = match rates {
-                Rates::Search => saturation(g, plan, out, resume, quiet, slurm.as_ref())?,
+                Rates::Search => saturation(g, plan, out, resume, quiet, exec.as_ref())?,
                 Rates::Given(f) => f(g)?,
             };
             eprintln!("saturation of {}: {sat:.0} qps", group_tag(g));
@@ -306,19 +300,16 @@ pub fn execute(
     if !resume || !out.join("points").exists() {
         write_json_atomic(&out.join("experiment.json"), &m)?;
     }
-    let aggs = match &slurm {
-        Some(x) => {
-            let dirs: Vec<_> = points
-                .iter()
-                .map(|p| (p, out.join("points").join(&p.id)))
-                .collect();
-            x.run_points(&dirs, &ci)?
-        }
-        None => run_points(&points, out, &ci, resume, quiet, plan.sweep.order)?,
-    };
+    let dirs: Vec<_> = points
+        .iter()
+        .map(|p| (p, out.join("points").join(&p.id)))
+        .collect();
+    let aggs = exec.run_points(&dirs, &ci, &mut |dirs, ci| {
+        run_points(dirs, out, ci, resume, quiet, plan.sweep.order)
+    })?;
     if let Some(slo) = &plan.sweep.slo {
         for g in &groups {
-            slo_point(g, plan, slo, out, resume, quiet, slurm.as_ref())?;
+            slo_point(g, plan, slo, out, resume, quiet, exec.as_ref())?;
         }
     }
     Ok(Executed {
@@ -339,18 +330,14 @@ fn stopping_rule(plan: &Plan) -> anyhow::Result<CiTarget> {
 /// The points' runs, each point's together (`sweep.order = points`) or round robin
 /// (`interleaved`, see [`run_interleaved`]), under one progress bar over all runs.
 fn run_points(
-    points: &[Point],
+    dirs: &[(&Point, PathBuf)],
     out: &Path,
     ci: &CiTarget,
     resume: bool,
     quiet: bool,
     order: Order,
 ) -> anyhow::Result<Vec<Aggregate>> {
-    let bar = (!quiet).then(|| point_bar((points.len() * ci.max_runs) as u64));
-    let dirs: Vec<_> = points
-        .iter()
-        .map(|p| (p, out.join("points").join(&p.id)))
-        .collect();
+    let bar = (!quiet).then(|| point_bar((dirs.len() * ci.max_runs) as u64));
     // Told after run k of point i; `pos` is the bar's position.
     let tell = |i: usize, k: usize, pos: u64, agg: &Aggregate| {
         if let Some(b) = &bar {
@@ -358,15 +345,15 @@ fn run_points(
             b.set_message(format!(
                 "run {k} of point {}/{} {} {}",
                 i + 1,
-                points.len(),
-                points[i].id,
+                dirs.len(),
+                dirs[i].0.id,
                 describe(agg)
             ));
         }
     };
     let aggs = if order == Order::Interleaved {
         let mut done = 0;
-        run_interleaved(&dirs, ci, resume, &mut |i, k, agg| {
+        run_interleaved(dirs, ci, resume, &mut |i, k, agg| {
             done += 1;
             tell(i, k, done, agg)
         })
@@ -410,16 +397,16 @@ fn slo_point(
     out: &Path,
     resume: bool,
     quiet: bool,
-    slurm: Option<&crate::slurm::Executor>,
+    exec: &dyn Executor,
 ) -> anyhow::Result<()> {
-    let sat = saturation(g, plan, out, resume, quiet, slurm)?;
+    let sat = saturation(g, plan, out, resume, quiet, exec)?;
     let dir = out.join("slo").join(group_tag(g));
     let mut probe = CliProbe {
         cfg: &g.config,
         dir: dir.clone(),
         resume,
         probe: plan.sweep.probe,
-        slurm,
+        exec,
     };
     let opts = SearchOpts {
         redo_disturbed: g.config.ci.redo_disturbed,
@@ -450,10 +437,18 @@ fn slo_point(
                 config: c,
                 coords: g.coords.clone(),
             };
-            let agg = match slurm {
-                Some(x) => x.run_points(&[(&point, dir.join("point"))], &ci)?.remove(0),
-                None => run_point(&point, &dir.join("point"), &ci, resume, &mut |_, _| {})?,
-            };
+            let one = [(&point, dir.join("point"))];
+            let agg = exec
+                .run_points(&one, &ci, &mut |one, ci| {
+                    Ok(vec![run_point(
+                        one[0].0,
+                        &one[0].1,
+                        ci,
+                        resume,
+                        &mut |_, _| {},
+                    )?])
+                })?
+                .remove(0);
             let m = &agg.metrics[&key];
             json!({"slo": slo.to_string(), "qps": lo, "saturation_qps": sat, "probes": probes,
                    "estimate_ns": m.estimate, "ci_low_ns": m.ci_low, "ci_high_ns": m.ci_high, "runs": agg.runs,

@@ -95,8 +95,9 @@ struct Task {
     stderr: PathBuf,
 }
 
-/// The sweep's Slurm client: its settings and the results folder.
-pub struct Executor<'a> {
+/// The sweep's Slurm client: its settings and the results folder (an
+/// [`crate::executor::Executor`]).
+pub struct Slurm<'a> {
     sweep: &'a Sweep,
     out: PathBuf,
     quiet: bool,
@@ -106,7 +107,7 @@ pub struct Executor<'a> {
     cleanup: u64,
 }
 
-impl Drop for Executor<'_> {
+impl Drop for Slurm<'_> {
     fn drop(&mut self) {
         taillab_interfere::signals::unregister(self.cleanup);
     }
@@ -144,7 +145,7 @@ fn cancel_on_signal(submitted: &Mutex<Vec<String>>, out: &Path) {
     );
 }
 
-impl<'a> Executor<'a> {
+impl<'a> Slurm<'a> {
     /// The executor of a sweep writing into `out`; fails when Slurm's
     /// client commands are missing.
     pub fn new(sweep: &'a Sweep, out: &Path, quiet: bool) -> anyhow::Result<Self> {
@@ -168,7 +169,7 @@ impl<'a> Executor<'a> {
             let (submitted, out) = (submitted.clone(), out.clone());
             taillab_interfere::signals::register(move || cancel_on_signal(&submitted, &out))
         };
-        Ok(Executor {
+        Ok(Slurm {
             sweep,
             out,
             quiet,
