@@ -13,6 +13,7 @@ mod executor;
 mod experiment;
 mod explain;
 mod fit;
+mod hooks;
 mod metrics;
 mod model;
 mod planned;

@@ -60,10 +60,7 @@ pub fn run_once(
         eprintln!("{n}");
     }
     place(&mut spec);
-    let metrics = match crate::metrics::address(cfg, 0)? {
-        Some(a) => Some(crate::metrics::MetricsServer::start(cfg, a)?),
-        None => None,
-    };
+    let mut hooks = crate::hooks::of(cfg, &spec, show_progress)?;
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)
         .with_context(|| format!("preparing data for {}", app.name()))?;
@@ -77,77 +74,43 @@ pub fn run_once(
     let clients = (0..spec.producers())
         .map(|j| app.client(&ctx, &cfg.settings, producer_seed(spec.seed, j)))
         .collect::<Result<Vec<_>, _>>()?;
-    // The tracer first (a host that cannot trace stops here, before any hog starts); knobs,
-    // hogs and the sampler last, just before the run, so preparing data is neither
-    // disturbed nor sampled.
+    // The tracer first (a host that cannot trace stops here, before any hog starts); the
+    // hooks (knobs, hogs, the sampler) last, just before the run, so preparing data is
+    // neither disturbed nor sampled.
     let mut explain = match cfg.record.explain {
         true => Some(crate::explain::Session::start(&spec)?),
         false => None,
     };
-    let mut planned = Planned::start(cfg, out)?;
-    let sampler = if cfg.monitor.enabled {
-        Some(start_monitor(&spec, cfg.monitor.period.0)?)
-    } else {
-        None
+    let mut start = crate::hooks::Start {
+        cfg,
+        spec: &spec,
+        out,
+        pids: Vec::new(),
+        foreign: None,
     };
-    if let Some(s) = &sampler {
-        for p in planned.pids() {
-            s.add_pid(p);
-        }
-        if let Some(m) = &metrics {
-            m.watch_foreign(s.live_foreign());
-        }
+    for h in hooks.iter_mut() {
+        h.start(&mut start)?;
     }
-    let bar = progress_bar(&spec, !show_progress);
     let mut measuring = false;
-    let mut counters = None;
     let mut on_progress = |p: Progress| {
-        if let Some(m) = &metrics {
-            m.update(&p);
-        }
         if let Some(e) = &mut explain {
             e.note_workers();
         }
-        if !measuring && measured_phase_began(&spec, &p) {
-            measuring = true;
-            planned.measured_start(crate::planned::worker_tids);
-            counters = start_counters(cfg.record.counters);
-        }
-        if let Some(b) = &bar {
-            b.set_length(p.expected_ns / 1_000_000);
-            b.set_position((p.elapsed_ns / 1_000_000).min(p.expected_ns / 1_000_000));
-            b.set_message(format!("{} requests", p.completed));
+        let began = !measuring && measured_phase_began(&spec, &p);
+        measuring |= began;
+        for h in hooks.iter_mut() {
+            h.interval(&p);
+            if began {
+                h.measured();
+            }
         }
     };
-    let roi_before = taillab_core::roi::emitted();
     let result = taillab_core::run_integrated_with(&spec, server, clients, &mut on_progress)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
     let mut summary =
         taillab_core::summarize(&result, app.name(), &cfg.settings, cfg.net.topology.name());
-    if let Some(c) = counters {
-        summary.counters = Some(c.finish(result.totals.measured));
-    }
-    if spec.roi != taillab_core::roi::RoiMode::None {
-        summary.roi = Some(taillab_core::sections::RoiSection {
-            mode: spec.roi,
-            issued: taillab_core::roi::emitted().since(roi_before),
-        });
-    }
     let explained = explain.map(|e| e.finish(&result));
-    planned.finish(&mut summary);
-    if let Some(s) = sampler {
-        let window = measured_window(&result, &summary);
-        attach_environment(
-            s,
-            window,
-            spec.interval_ns,
-            &mut summary,
-            &thresholds(cfg),
-            cfg.monitor.max_stall.0,
-            out,
-        )?;
+    for h in hooks.iter_mut() {
+        h.end(&result, &mut summary, out)?;
     }
     crate::explain::write_run(out, cfg, &mut summary, &result, explained)?;
     Ok(summary)
@@ -213,30 +176,6 @@ fn measured_phase_began(spec: &RunSpec, p: &Progress) -> bool {
     }
 }
 
-/// Opens `record.counters` on the worker threads (at the measured phase's
-/// start). A host without a PMU gets software counters and a note; a
-/// failure leaves the run without counters, never stops it.
-fn start_counters(mode: taillab_core::config::CounterMode) -> Option<taillab_counters::Counters> {
-    use taillab_counters::{CounterMode, Counters, Target};
-    match Counters::start(mode, &Target::threads_named("taillab-wrk-")) {
-        Ok(c) => {
-            if let Some(why) = c.as_ref().and_then(|c| c.note()) {
-                let level = if mode == CounterMode::Hardware {
-                    "warning"
-                } else {
-                    "note"
-                };
-                eprintln!("{level}: no hardware counters: {why}; counting software events (task clock, context switches, migrations, page faults) instead");
-            }
-            c
-        }
-        Err(e) => {
-            eprintln!("warning: record.counters: {e}; the run continues without counters");
-            None
-        }
-    }
-}
-
 /// Warns before a run whose offered load already exceeds what the threads can serve.
 pub fn warn_if_saturating(app: &Arc<dyn App>, cfg: &RunConfig) {
     let (Some(svc), Some(qps)) = (app.expected_service_ns(&cfg.settings), cfg.load.qps) else {
@@ -255,7 +194,9 @@ pub fn warn_if_saturating(app: &Arc<dyn App>, cfg: &RunConfig) {
     }
 }
 
-fn thresholds(cfg: &RunConfig) -> taillab_monitor::Thresholds {
+/// The environment check's limits of `cfg` (the workers' preemption not judged where planned
+/// hogs share their CPUs).
+pub(crate) fn thresholds(cfg: &RunConfig) -> taillab_monitor::Thresholds {
     let mut t = taillab_monitor::Thresholds {
         max_steal_pct: cfg.monitor.max_steal,
         max_foreign_pct: cfg.monitor.max_foreign,
@@ -280,28 +221,13 @@ fn hogs_share_worker_cpus(cfg: &RunConfig) -> bool {
     })
 }
 
-fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
-    // Only for runs long enough to wait on; the bar redraws at most 20×/s
-    // from the main thread, never from a worker.
-    let expected_s = spec.expected_measure_ns() as f64 / 1e9;
-    if quiet || expected_s < 1.0 {
-        return None;
-    }
-    Some(crate::progress::bar(
-        0,
-        "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% eta {eta} {msg}",
-        "run {percent:>3}% [{elapsed_precise}] eta {eta} {msg}",
-        crate::progress::Pace {
-            gap: std::time::Duration::from_secs(2),
-            settle: std::time::Duration::ZERO,
-        },
-    ))
-}
-
 /// Starts the environment sampler for a run. Worker threads are found by
 /// their name; when workers are pinned, the sampler goes to a CPU they do not
 /// use (if there is one), so it never competes with them.
-fn start_monitor(spec: &RunSpec, period_ns: u64) -> anyhow::Result<taillab_monitor::Sampler> {
+pub(crate) fn start_monitor(
+    spec: &RunSpec,
+    period_ns: u64,
+) -> anyhow::Result<taillab_monitor::Sampler> {
     let ncpu = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -440,7 +366,7 @@ impl RunObserver for EnvObserver {
 
 /// The measured phase on the run's clock: from its start until its last
 /// request completed.
-fn measured_window(r: &taillab_core::RunResult, summary: &Summary) -> (u64, u64) {
+pub(crate) fn measured_window(r: &taillab_core::RunResult, summary: &Summary) -> (u64, u64) {
     let start = r.measure_start;
     let end = if r.totals.last_completed > start {
         r.totals.last_completed
@@ -454,7 +380,7 @@ fn measured_window(r: &taillab_core::RunResult, summary: &Summary) -> (u64, u64)
 /// adds `environment` and `checks.environment` to the summary and writes
 /// `environment.json` (the time series, also re-bucketed to the interval
 /// histograms' intervals).
-fn attach_environment(
+pub(crate) fn attach_environment(
     sampler: taillab_monitor::Sampler,
     (start, end): (u64, u64),
     interval_ns: u64,
