@@ -1,6 +1,7 @@
 //! The macros behind the one run configuration: `section!` declares a
 //! configuration section once (struct, defaults, field table, setters);
-//! `names_enum!` declares an enumeration setting with its one parser.
+//! `names_enum!` declares an enumeration setting with its one parser; `summary_struct!` a
+//! result struct with its optional sections declared once.
 
 /// Declares a section: the struct, its defaults and its field table.
 macro_rules! section {
@@ -183,4 +184,31 @@ macro_rules! serde_as_display {
             }
         }
     )*};
+}
+
+/// A result struct whose optional sections are declared once: the fields after `optional`
+/// become `pub NAME: Option<TYPE>` with `#[serde(default, skip_serializing_if =
+/// "Option::is_none")]` (absent from the file when `None`, `None` when absent), after the
+/// required fields, in the order written. ([`crate::summary::Summary`].)
+#[macro_export]
+macro_rules! summary_struct {
+    (
+        $(#[$sattr:meta])*
+        pub struct $name:ident {
+            $( $(#[$fattr:meta])* pub $field:ident : $fty:ty, )*
+        }
+        optional {
+            $( $(#[$oattr:meta])* $ofield:ident : $oty:ty, )*
+        }
+    ) => {
+        $(#[$sattr])*
+        pub struct $name {
+            $( $(#[$fattr])* pub $field: $fty, )*
+            $(
+                $(#[$oattr])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $ofield: Option<$oty>,
+            )*
+        }
+    };
 }

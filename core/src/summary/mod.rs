@@ -181,7 +181,9 @@ fn shared() -> String {
 /// binary at start-up (`host.git`; "unknown" when unset).
 pub static BUILD_GIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
 
-/// `summary.json`.
+crate::summary_struct! {
+/// `summary.json`. The optional sections (after `optional`) are each `Option<T>`, absent
+/// from the file when `None` and `None` when absent, declared so once by [`crate::summary_struct`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[schemars(title = "taillab run summary (summary.json)")]
 pub struct Summary {
@@ -232,12 +234,6 @@ pub struct Summary {
     pub first_error: Option<String>,
     /// Every derived time ([`METRICS`]) over the measured requests (ns).
     pub latency_ns: BTreeMap<String, MetricStats>,
-    /// The run's own arrivals and service times through an exact queue.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ideal: Option<crate::ideal::IdealSummary>,
-    /// Why there is no `ideal` (records not kept, requests missing).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ideal_skipped: Option<String>,
     /// The self-checks by name (`rate`, `send_lag`, `saturation`, ...); a failed
     /// check marks the run, it never drops it.
     pub checks: BTreeMap<String, Check>,
@@ -250,54 +246,46 @@ pub struct Summary {
     /// The app's own statistics ([`crate::app::Server::report`]); `null` when it has none.
     #[serde(default)]
     pub app_stats: Value,
+}
+optional {
+    /// The run's own arrivals and service times through an exact queue.
+    ideal: crate::ideal::IdealSummary,
+    /// Why there is no `ideal` (records not kept, requests missing).
+    ideal_skipped: String,
     /// Where an integrated run's threads ran: workers' CPUs, helpers' CPUs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<crate::placement::PlacementSummary>,
+    placement: crate::placement::PlacementSummary,
     /// A fan-out run's leaves, copies and model ([`crate::fanout`]); its `latency_ns` are the
     /// whole requests' (service and queue: of the copy that completed each).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fanout: Option<crate::fanout::FanoutSummary>,
+    fanout: crate::fanout::FanoutSummary,
     // The sections below are added by other parts ([`crate::sections`]); each is
     // absent when its part did not run. Alphabetical, as the files always had them.
     /// Each slow request explained from the kernel's events (`record.explain`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub anatomy: Option<crate::sections::Anatomy>,
+    anatomy: crate::sections::Anatomy,
     /// Hardware and software counters of the workers (`record.counters`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub counters: Option<CountersReport>,
+    counters: CountersReport,
     /// What else ran on the host during the measured phase (`monitor.enabled`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<EnvSummary>,
+    environment: EnvSummary,
     /// The disturbed runs this run replaced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment_redo: Option<EnvironmentRedo>,
+    environment_redo: EnvironmentRedo,
     /// Why the run was cut short (a lost server or client), when it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub incomplete: Option<String>,
+    incomplete: String,
     /// The planned interference: what ran and what it used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interference: Option<InterferenceReport>,
+    interference: InterferenceReport,
     /// Each Slurm node's environment (networked runs on Slurm).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Vec<NodeReport>>,
+    nodes: Vec<NodeReport>,
     /// The `perf record` profile's files, or why there is none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<ProfileOutcome>,
+    profile: ProfileOutcome,
     /// The simulator markers issued (`record.roi`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub roi: Option<RoiSection>,
+    roi: RoiSection,
     /// What `taillab serve` did (coordinated TCP runs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<ServeStats>,
+    server: ServeStats,
     /// The dispatch gaps of an integrated run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stalls: Option<Stalls>,
+    stalls: Stalls,
     /// How the load crossed the wire (TCP runs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<TransportSection>,
+    transport: TransportSection,
     /// The host knobs held for the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tuning: Option<TuningRecord>,
+    tuning: TuningRecord,
+}
 }
 
 impl Summary {
