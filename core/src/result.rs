@@ -49,6 +49,11 @@ pub struct RunResult {
     pub placement: Option<crate::placement::PlacementSummary>,
     /// A fan-out run's leaves and copies.
     pub fanout: Option<crate::fanout::FanoutRun>,
+    /// Each request's completion in the run's ideal, by request index: kept by
+    /// [`crate::summary::summarize`] when the records are to be written
+    /// (`spec.save_requests`), so that writing them hands the replay on instead of running
+    /// it a second time. Empty until then.
+    pub ideal_completions: std::sync::OnceLock<Vec<u64>>,
 }
 
 impl RunResult {

@@ -88,6 +88,9 @@ pub struct RunSpec {
     /// The file `write_run` writes the records to, when it writes them
     /// (`record.format`: `requests.csv` or `requests.parquet`).
     pub record_format: crate::reqfile::RequestFormat,
+    /// The records will be written (`record.save_requests`): the summary then keeps the
+    /// ideal's completion of each request for them ([`crate::RunResult::ideal_completions`]).
+    pub save_requests: bool,
     /// Report live numbers in every [`crate::harness::Progress`] (in-flight requests, the
     /// last finished interval's quantiles): `monitor.metrics_listen` is set. Off, the run
     /// computes none of them.
@@ -150,6 +153,7 @@ impl Default for RunSpec {
             dispatch: Dispatch::Shared,
             keep_records: false,
             record_format: crate::reqfile::RequestFormat::Csv,
+            save_requests: false,
             live: false,
             record_mem_cap: 1 << 30,
             interval_ns: 1_000_000_000,

@@ -178,6 +178,7 @@ fn ideal_from_tcp_shaped_records_shows_transport_as_excess() {
         app_stats: serde_json::Value::Null,
         placement: None,
         fanout: None,
+        ideal_completions: Default::default(),
     };
     let s = taillab_core::summarize(&r, "null", &Default::default(), "loopback");
     let i = s.ideal.expect("records give an ideal");

@@ -20,9 +20,25 @@ fn a_runs_records_read_back_the_same_from_csv_and_parquet() {
         warmup: Bound::Requests(500),
         measure: Bound::Requests(5_000),
         keep_records: true,
+        save_requests: true,
         ..RunSpec::default()
     };
     let (mut r, s, _) = run(&spec, "exp:20us");
+    // The summary kept the ideal's completions for the records; writing them from those is
+    // writing them from a second replay.
+    let kept = r
+        .ideal_completions
+        .get()
+        .cloned()
+        .expect("kept for the records");
+    assert_eq!(kept.len() as u64, s.requests.measured + s.requests.warmup);
+    let replay = tmp("records-replay");
+    let csv = |d: &std::path::Path| std::fs::read(d.join(file_name(RequestFormat::Csv))).unwrap();
+    taillab_core::write_run(&replay.join("kept"), &s, &r, true).unwrap();
+    let _ = r.ideal_completions.take();
+    taillab_core::write_run(&replay.join("again"), &s, &r, true).unwrap();
+    assert_eq!(csv(&replay.join("kept")), csv(&replay.join("again")));
+    let _ = std::fs::remove_dir_all(&replay);
     let dir = tmp("records");
     let mut read = Vec::new();
     for f in [RequestFormat::Csv, RequestFormat::Parquet] {

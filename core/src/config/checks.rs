@@ -100,6 +100,7 @@ impl RunConfig {
             discipline: h.discipline,
             keep_records: self.record.save_requests,
             record_format: self.record.format,
+            save_requests: self.record.save_requests,
             live: self.monitor.metrics_listen.is_some(),
             record_mem_cap: self.record.max_record_mem.0,
             interval_ns: self.record.interval.0,

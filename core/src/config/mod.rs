@@ -38,22 +38,22 @@
 pub mod auto;
 mod checks;
 pub mod experiment;
+pub mod fields;
 pub mod flags;
 pub mod interfere;
 pub mod record;
-pub mod fields;
 #[cfg(test)]
 mod tests;
 pub mod tuning;
 pub mod value;
 
 pub use crate::queue::Dispatch;
-pub use interfere::{Class, InterfereSet, InterfereSpec};
-pub use record::{CounterMode, RequestFormat};
 pub use fields::{
     view, Ci, Fanout, Field, Harness, Interference, Knobs, Load, Monitor, Net, Opts, Receive,
     Record, Spread, Stamping, Topology,
 };
+pub use interfere::{Class, InterfereSet, InterfereSpec};
+pub use record::{CounterMode, RequestFormat};
 pub use tuning::{DmaLatency, NumaNode, ProfileMode, RtRuntime, ThpMode};
 pub use value::{ConfigValue, CpuList, Dur, Items, Names, Size, ValueError};
 

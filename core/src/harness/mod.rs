@@ -592,6 +592,7 @@ fn run_result(
             helpers: helper_cpus,
             producers: shared.feed.producers(),
         }),
+        ideal_completions: Default::default(),
     }
 }
 

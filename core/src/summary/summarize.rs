@@ -157,7 +157,7 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         .map(|f| crate::ideal::fanout_summary(f, spec.seed));
     let ideal = match &fanout {
         Some(f) => crate::ideal::fanout_ideal(r, f, &latency["sojourn"]),
-        None => crate::ideal::ideal_of_run(r, &latency["sojourn"], None),
+        None => ideal_keeping_completions(r, &latency["sojourn"]),
     };
     let (ideal, ideal_skipped) = match ideal {
         Ok(i) => (Some(i), None),
@@ -217,4 +217,19 @@ pub fn summarize(r: &RunResult, app: &str, params: &Params, config: &str) -> Sum
         transport: None,
         tuning: None,
     }
+}
+
+/// The run's ideal; with records to write, each request's ideal completion is kept in the
+/// result for them ([`RunResult::ideal_completions`]).
+fn ideal_keeping_completions(
+    r: &RunResult,
+    sojourn: &MetricStats,
+) -> Result<crate::ideal::IdealSummary, crate::ideal::IdealError> {
+    if !(r.spec.save_requests && r.records.is_some()) {
+        return crate::ideal::ideal_of_run(r, sojourn, None);
+    }
+    let mut done = Vec::new();
+    let i = crate::ideal::ideal_of_run(r, sojourn, Some(&mut done))?;
+    let _ = r.ideal_completions.set(done);
+    Ok(i)
 }

@@ -136,18 +136,19 @@ pub fn write_run_explained(
     }
     if save_requests {
         if let Some(rec) = &r.records {
-            // The ideal's completion of each request, when the run has an ideal.
-            let mut ideal = Vec::new();
-            let with_ideal = s.ideal.is_some()
-                && crate::ideal::ideal_of_run(r, &s.latency_ns["sojourn"], Some(&mut ideal))
-                    .is_ok();
-            write_records(
-                dir,
-                r.spec.record_format,
-                rec,
-                with_ideal.then_some(&ideal[..]),
-                anatomy,
-            )?;
+            // The ideal's completion of each request, when the run has an ideal: as the
+            // summary kept it, or replayed here for a result summarised without it.
+            let mut replayed = Vec::new();
+            let ideal = match (s.ideal.is_some(), r.ideal_completions.get()) {
+                (false, _) => None,
+                (true, Some(kept)) => Some(&kept[..]),
+                (true, None) => {
+                    crate::ideal::ideal_of_run(r, &s.latency_ns["sojourn"], Some(&mut replayed))
+                        .ok()
+                        .map(|_| &replayed[..])
+                }
+            };
+            write_records(dir, r.spec.record_format, rec, ideal, anatomy)?;
         }
     }
     write_json_atomic(&dir.join("summary.json"), s)

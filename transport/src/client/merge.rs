@@ -172,6 +172,7 @@ pub(super) fn result(
         app_stats: serde_json::Value::Null,
         placement: None,
         fanout: None,
+        ideal_completions: Default::default(),
     };
     LoadResult {
         result,

@@ -82,6 +82,7 @@ pub fn merge(
         app_stats: Value::Null,
         placement: None,
         fanout: None,
+        ideal_completions: Default::default(),
     };
     Ok((r, transport, transport_sum))
 }
