@@ -437,6 +437,24 @@ pub fn service_line(sorted_ns: &[u64]) -> String {
     )
 }
 
+/// An app's name, one-line description and `--set` keys ([`App::name`], [`App::about`],
+/// [`App::keys`]), declared once inside its `impl App` block:
+/// `taillab_core::app_info!("kv", "in-memory ordered key-value store …", KEYS);`.
+#[macro_export]
+macro_rules! app_info {
+    ($name:expr, $about:expr, $keys:expr $(,)?) => {
+        fn name(&self) -> &'static str {
+            $name
+        }
+        fn about(&self) -> &'static str {
+            $about
+        }
+        fn keys(&self) -> &'static [$crate::app::KeySpec] {
+            $keys
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,3 +527,4 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 }
+

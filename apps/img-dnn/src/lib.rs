@@ -151,17 +151,11 @@ fn tract_err(e: impl std::fmt::Display) -> AppError {
 }
 
 impl App for ImgDnnApp {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn about(&self) -> &'static str {
-        "image classification of one 28x28 image by a stacked autoencoder + softmax (or an MLP) in tract-onnx (~1-2 ms)"
-    }
-
-    fn keys(&self) -> &'static [KeySpec] {
+    taillab_core::app_info!(
+        NAME,
+        "image classification of one 28x28 image by a stacked autoencoder + softmax (or an MLP) in tract-onnx (~1-2 ms)",
         KEYS
-    }
+    );
 
     /// Trains both models on both data sets (about a minute per data set on
     /// one core, the two side by side) and stores them with their test

@@ -146,15 +146,11 @@ impl App for KvApp {
             ..Default::default()
         }
     }
-    fn name(&self) -> &'static str {
-        "kv"
-    }
-    fn about(&self) -> &'static str {
-        "in-memory ordered key-value store (scc TreeIndex), YCSB A/B/C/E with scrambled Zipfian keys"
-    }
-    fn keys(&self) -> &'static [KeySpec] {
+    taillab_core::app_info!(
+        "kv",
+        "in-memory ordered key-value store (scc TreeIndex), YCSB A/B/C/E with scrambled Zipfian keys",
         KEYS
-    }
+    );
     fn prepare(&self, _data: &DataCtx, params: &Params) -> Result<(), AppError> {
         // The table is generated in memory at server start; nothing to store.
         Config::from_params(params).map(|_| ())

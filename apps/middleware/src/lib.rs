@@ -156,17 +156,11 @@ impl App for MiddlewareApp {
             ..Default::default()
         }
     }
-    fn name(&self) -> &'static str {
-        APP
-    }
-
-    fn about(&self) -> &'static str {
-        "Java wholesale company (SPECjbb2005-style) in an embedded JVM; GC pauses in the tail (µs to ms)"
-    }
-
-    fn keys(&self) -> &'static [KeySpec] {
+    taillab_core::app_info!(
+        APP,
+        "Java wholesale company (SPECjbb2005-style) in an embedded JVM; GC pauses in the tail (µs to ms)",
         KEYS
-    }
+    );
 
     fn prepare(&self, data: &DataCtx, params: &Params) -> Result<(), AppError> {
         Config::from_params(params)?;

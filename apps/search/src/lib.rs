@@ -496,15 +496,11 @@ pub fn prepared_dir(data: &DataCtx, params: &Params) -> Result<PathBuf, AppError
 }
 
 impl App for SearchApp {
-    fn name(&self) -> &'static str {
-        "search"
-    }
-    fn about(&self) -> &'static str {
-        "search-engine leaf (tantivy, BM25 top-k) over GCIDE, WordNet and kernel docs"
-    }
-    fn keys(&self) -> &'static [KeySpec] {
+    taillab_core::app_info!(
+        "search",
+        "search-engine leaf (tantivy, BM25 top-k) over GCIDE, WordNet and kernel docs",
         KEYS
-    }
+    );
     fn prepare(&self, data: &DataCtx, params: &Params) -> Result<(), AppError> {
         QueryConfig::from_params(params)?;
         prepared_dir(data, params).map(|_| ())

@@ -86,17 +86,11 @@ impl App for SpeechApp {
             ..Default::default()
         }
     }
-    fn name(&self) -> &'static str {
-        APP
-    }
-
-    fn about(&self) -> &'static str {
-        "speech recognition: PocketSphinx decodes recorded and synthesized utterances (tens of ms to seconds)"
-    }
-
-    fn keys(&self) -> &'static [KeySpec] {
+    taillab_core::app_info!(
+        APP,
+        "speech recognition: PocketSphinx decodes recorded and synthesized utterances (tens of ms to seconds)",
         KEYS
-    }
+    );
 
     fn prepare(&self, data: &DataCtx, params: &Params) -> Result<(), AppError> {
         set_param(params)?;

@@ -322,15 +322,11 @@ pub fn app() -> Arc<dyn App> {
 }
 
 impl App for Synth {
-    fn name(&self) -> &'static str {
-        "synth"
-    }
-    fn about(&self) -> &'static str {
-        "synthetic server that busy-waits a service time drawn per request (the harness's test instrument)"
-    }
-    fn keys(&self) -> &'static [KeySpec] {
+    taillab_core::app_info!(
+        "synth",
+        "synthetic server that busy-waits a service time drawn per request (the harness's test instrument)",
         KEYS
-    }
+    );
     fn expected_service_ns(&self, params: &Params) -> Option<f64> {
         config(params).ok().map(|c| c.busy_mean_ns())
     }

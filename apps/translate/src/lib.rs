@@ -135,17 +135,11 @@ impl App for TranslateApp {
             ..Default::default()
         }
     }
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn about(&self) -> &'static str {
-        "English→Spanish translation of one sentence with resident Apertium pipelines (ms)"
-    }
-
-    fn keys(&self) -> &'static [KeySpec] {
+    taillab_core::app_info!(
+        NAME,
+        "English→Spanish translation of one sentence with resident Apertium pipelines (ms)",
         KEYS
-    }
+    );
 
     fn prepare(&self, data: &DataCtx, params: &Params) -> Result<(), AppError> {
         params.check_keys(NAME, KEYS)?;

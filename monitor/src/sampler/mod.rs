@@ -137,9 +137,7 @@ pub struct SamplerConfig {
 impl Default for SamplerConfig {
     fn default() -> Self {
         SamplerConfig {
-            period: Duration::from_nanos(
-                taillab_core::config::fields::monitor_defaults::PERIOD_NS,
-            ),
+            period: Duration::from_nanos(taillab_core::config::fields::monitor_defaults::PERIOD_NS),
             scan_period: Duration::from_secs(1),
             extra_pids: Vec::new(),
             worker_tids: Vec::new(),
