@@ -1,8 +1,11 @@
-//! What happens around every integrated run — the live metrics endpoint, the progress bar,
-//! the planned hogs and knobs, the environment sampler, the worker threads' counters and the
-//! region-of-interest markers — as [`RunHook`]s that [`crate::runner::run_once`] calls in
-//! turn: at the start, at every progress report, when the measured phase begins, and at the
-//! end. The runner knows none of them by name; a new one is a type and a line in [`of`].
+//! What happens around every run — the live metrics endpoint, the progress bar, the planned
+//! hogs and knobs, the environment sampler, the worker threads' counters and the
+//! region-of-interest markers — as [`RunHook`]s called in turn: at the start, at every
+//! progress report, when the measured phase begins, and at the end. An integrated run's
+//! hooks are [`of`]'s, called by [`crate::runner::run_once`]; a loopback, networked or
+//! `taillab load` run's are its [`crate::runner::EnvObserver`]'s, called as the coordinator
+//! reports (the planned hogs and the sampler, the same types). Neither caller knows a hook
+//! by name; a new one is a type and a line where the list is made.
 //!
 //! Order matters where one hook hands another something: the planned hogs' processes go to
 //! the sampler (it counts their CPU as the experiment's), and the sampler's live foreign-CPU
@@ -16,24 +19,38 @@ use std::path::Path;
 use taillab_core::config::RunConfig;
 use taillab_core::harness::Progress;
 use taillab_core::{RunResult, RunSpec, Summary};
+use taillab_interfere::PerfTarget;
 
 /// What a starting hook sees, and what it hands to the hooks after it.
 pub struct Start<'a> {
-    /// The run's configuration and spec.
+    /// The run's configuration.
     pub cfg: &'a RunConfig,
     /// The run's spec (workers placed).
     pub spec: &'a RunSpec,
-    /// The run's folder.
-    pub out: &'a Path,
-    /// Processes of the experiment besides this one (the planned hogs): not foreign.
+    /// Processes of the experiment besides this one (a coordinated run's server and
+    /// clients first, then the planned hogs): not foreign.
     pub pids: Vec<i32>,
     /// Other processes' CPU, live, once the sampler runs.
     pub foreign: Option<taillab_monitor::LiveForeign>,
 }
 
+/// What an ending hook sees: the run's result, and the summary it adds to.
+pub struct End<'a> {
+    /// What the run measured.
+    pub result: &'a RunResult,
+    /// The result's time zero on this host's clock (0 for an integrated run; a coordinated
+    /// run's times count from its clients' start).
+    pub origin_ns: u64,
+    /// The summary, before it is written.
+    pub summary: &'a mut Summary,
+    /// The run's folder.
+    pub out: &'a Path,
+}
+
 /// Something that happens around every run (see the module docs).
 pub trait RunHook {
-    /// Just before the run (data prepared, server and client built).
+    /// Just before the run (data prepared, server and client built; a coordinated run's
+    /// processes up).
     fn start(&mut self, _s: &mut Start) -> anyhow::Result<()> {
         Ok(())
     }
@@ -42,9 +59,11 @@ pub trait RunHook {
     /// The measured phase began, as the progress reports tell.
     fn measured(&mut self) {}
     /// After the run: what it adds to the summary (and to the run's folder).
-    fn end(&mut self, _r: &RunResult, _summary: &mut Summary, _out: &Path) -> anyhow::Result<()> {
+    fn end(&mut self, _e: &mut End) -> anyhow::Result<()> {
         Ok(())
     }
+    /// The run failed before its end: undo what was started (hogs stopped, knobs restored).
+    fn abandon(&mut self) {}
 }
 
 /// The hooks of an integrated run of `cfg`, in the order they start and end. The metrics
@@ -53,15 +72,16 @@ pub trait RunHook {
 pub fn of(
     cfg: &RunConfig,
     spec: &RunSpec,
+    out: &Path,
     show_progress: bool,
 ) -> anyhow::Result<Vec<Box<dyn RunHook>>> {
     let mut hooks: Vec<Box<dyn RunHook>> = Vec::new();
     if let Some(bar) = progress_bar(spec, !show_progress) {
         hooks.push(Box::new(Bar(bar)));
     }
-    hooks.push(Box::new(PlannedHook(None)));
+    hooks.push(Box::new(PlannedHook::integrated(out)));
     if cfg.monitor.enabled {
-        hooks.push(Box::new(SamplerHook(None)));
+        hooks.push(Box::new(SamplerHook::default()));
     }
     if let Some(a) = crate::metrics::address(cfg, 0)? {
         hooks.push(Box::new(Metrics(crate::metrics::MetricsServer::start(
@@ -93,7 +113,7 @@ impl RunHook for Bar {
             .set_position((p.elapsed_ns / 1_000_000).min(p.expected_ns / 1_000_000));
         self.0.set_message(format!("{} requests", p.completed));
     }
-    fn end(&mut self, _: &RunResult, _: &mut Summary, _: &Path) -> anyhow::Result<()> {
+    fn end(&mut self, _: &mut End) -> anyhow::Result<()> {
         self.0.finish_and_clear();
         Ok(())
     }
@@ -117,33 +137,78 @@ fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
     ))
 }
 
-/// The planned hogs and knobs (and `record.profile`): started just before the run, the hogs'
-/// window and perf from the measured phase on, stopped and restored at the end.
-struct PlannedHook(Option<Planned>);
+/// The planned hogs and knobs (and `record.profile`), stopped and restored at the end.
+pub struct PlannedHook {
+    planned: Option<Planned>,
+    /// Where they start and what perf profiles (see the constructors).
+    how: PlannedHow,
+}
+
+enum PlannedHow {
+    /// Started just before the run into this folder; the hogs' window and perf on the
+    /// workers from the measured phase on.
+    Integrated(std::path::PathBuf),
+    /// Started before the processes; their window and perf (on the server when this run
+    /// started it) from the start: over TCP the server's warmup is not visible here.
+    Coordinated { profile_first: bool },
+}
+
+impl PlannedHook {
+    /// An integrated run's, writing into `out`.
+    pub fn integrated(out: &Path) -> Self {
+        PlannedHook {
+            planned: None,
+            how: PlannedHow::Integrated(out.to_path_buf()),
+        }
+    }
+
+    /// A coordinated run's, already started (before its processes); `profile_first`: perf
+    /// profiles the first process (the server, when the run started it).
+    pub fn coordinated(p: Planned, profile_first: bool) -> Self {
+        PlannedHook {
+            planned: Some(p),
+            how: PlannedHow::Coordinated { profile_first },
+        }
+    }
+}
 
 impl RunHook for PlannedHook {
     fn start(&mut self, s: &mut Start) -> anyhow::Result<()> {
-        let p = Planned::start(s.cfg, s.out)?;
+        let p = match (&self.how, self.planned.take()) {
+            (PlannedHow::Integrated(out), _) => Planned::start(s.cfg, out)?,
+            (PlannedHow::Coordinated { profile_first }, Some(mut p)) => {
+                let first = s.pids.first().copied().filter(|_| *profile_first);
+                p.measured_start(|| PerfTarget::Pids(first.into_iter().collect()));
+                p
+            }
+            (PlannedHow::Coordinated { .. }, None) => return Ok(()),
+        };
         s.pids.extend(p.pids());
-        self.0 = Some(p);
+        self.planned = Some(p);
         Ok(())
     }
     fn measured(&mut self) {
-        if let Some(p) = &mut self.0 {
+        if let (Some(p), PlannedHow::Integrated(_)) = (&mut self.planned, &self.how) {
             p.measured_start(crate::planned::worker_tids);
         }
     }
-    fn end(&mut self, _: &RunResult, summary: &mut Summary, _: &Path) -> anyhow::Result<()> {
-        if let Some(p) = self.0.take() {
-            p.finish(summary);
+    fn end(&mut self, e: &mut End) -> anyhow::Result<()> {
+        if let Some(p) = self.planned.take() {
+            p.finish(e.summary);
         }
         Ok(())
+    }
+    fn abandon(&mut self) {
+        if let Some(p) = self.planned.take() {
+            p.abandon();
+        }
     }
 }
 
 /// The environment sampler: from just before the run to its end, then the `environment`
 /// section and check over the measured window, and environment.json.
-struct SamplerHook(Option<(taillab_monitor::Sampler, RunConfig)>);
+#[derive(Default)]
+pub struct SamplerHook(Option<(taillab_monitor::Sampler, RunConfig)>);
 
 impl RunHook for SamplerHook {
     fn start(&mut self, s: &mut Start) -> anyhow::Result<()> {
@@ -155,20 +220,33 @@ impl RunHook for SamplerHook {
         self.0 = Some((sampler, s.cfg.clone()));
         Ok(())
     }
-    fn end(&mut self, r: &RunResult, summary: &mut Summary, out: &Path) -> anyhow::Result<()> {
+    fn end(&mut self, e: &mut End) -> anyhow::Result<()> {
         let Some((sampler, cfg)) = self.0.take() else {
             return Ok(());
         };
-        let window = measured_window(r, summary);
+        let (start, end) = measured_window(e.result, e.summary);
         attach_environment(
             sampler,
-            window,
-            r.spec.interval_ns,
-            summary,
+            (e.origin_ns + start, e.origin_ns + end),
+            e.result.spec.interval_ns,
+            e.summary,
             &thresholds(&cfg),
             cfg.monitor.max_stall.0,
-            out,
+            e.out,
         )
+    }
+}
+
+/// A `taillab load`'s live endpoint: the sampler's foreign CPU once it runs (its progress
+/// is the load's own to report).
+pub struct ForeignOn(pub crate::metrics::ForeignSlot);
+
+impl RunHook for ForeignOn {
+    fn start(&mut self, s: &mut Start) -> anyhow::Result<()> {
+        if let Some(f) = &s.foreign {
+            self.0.watch(f.clone());
+        }
+        Ok(())
     }
 }
 
@@ -200,9 +278,9 @@ impl RunHook for CountersHook {
             self.counters = start_counters(self.mode);
         }
     }
-    fn end(&mut self, r: &RunResult, summary: &mut Summary, _: &Path) -> anyhow::Result<()> {
+    fn end(&mut self, e: &mut End) -> anyhow::Result<()> {
         if let Some(c) = self.counters.take() {
-            summary.counters = Some(c.finish(r.totals.measured));
+            e.summary.counters = Some(c.finish(e.result.totals.measured));
         }
         Ok(())
     }
@@ -243,8 +321,8 @@ impl RunHook for Roi {
         self.before = taillab_core::roi::emitted();
         Ok(())
     }
-    fn end(&mut self, _: &RunResult, summary: &mut Summary, _: &Path) -> anyhow::Result<()> {
-        summary.roi = Some(taillab_core::sections::RoiSection {
+    fn end(&mut self, e: &mut End) -> anyhow::Result<()> {
+        e.summary.roi = Some(taillab_core::sections::RoiSection {
             mode: self.mode,
             issued: taillab_core::roi::emitted().since(self.before),
         });

@@ -14,7 +14,6 @@ use taillab_core::config::{RunConfig, Topology};
 use taillab_core::dist::fmt_ns;
 use taillab_core::harness::Progress;
 use taillab_core::{App, DataCtx, RunSpec, Summary};
-use taillab_interfere::PerfTarget;
 use taillab_transport::coord::RunObserver;
 
 /// The app a configuration names, with its settings checked.
@@ -60,7 +59,7 @@ pub fn run_once(
         eprintln!("{n}");
     }
     place(&mut spec);
-    let mut hooks = crate::hooks::of(cfg, &spec, show_progress)?;
+    let mut hooks = crate::hooks::of(cfg, &spec, out, show_progress)?;
     let ctx = DataCtx::from_env();
     app.prepare(&ctx, &cfg.settings)
         .with_context(|| format!("preparing data for {}", app.name()))?;
@@ -84,7 +83,6 @@ pub fn run_once(
     let mut start = crate::hooks::Start {
         cfg,
         spec: &spec,
-        out,
         pids: Vec::new(),
         foreign: None,
     };
@@ -109,8 +107,14 @@ pub fn run_once(
     let mut summary =
         taillab_core::summarize(&result, app.name(), &cfg.settings, cfg.net.topology.name());
     let explained = explain.map(|e| e.finish(&result));
+    let mut end = crate::hooks::End {
+        result: &result,
+        origin_ns: 0,
+        summary: &mut summary,
+        out,
+    };
     for h in hooks.iter_mut() {
-        h.end(&result, &mut summary, out)?;
+        h.end(&mut end)?;
     }
     crate::explain::write_run(out, cfg, &mut summary, &result, explained)?;
     Ok(summary)
@@ -133,16 +137,24 @@ fn run_coordinated(
     }
     let mut obs = EnvObserver::new(cfg, spec);
     obs.explain = crate::explain::Remote::start(cfg)?;
-    obs.planned = Some(Planned::start(cfg, out)?);
+    // The knobs and hogs before the processes start (hooks' start waits for them).
+    obs.hooks.insert(
+        0,
+        Box::new(crate::hooks::PlannedHook::coordinated(
+            Planned::start(cfg, out)?,
+            cfg.net.target.is_none(),
+        )),
+    );
     let r = taillab_transport::coord::run_config(
         cfg,
         out,
         !show_progress,
         Some(&mut obs as &mut dyn RunObserver),
     );
-    if let Some(p) = obs.planned.take() {
-        // The run failed before it finished: stop the hogs, restore the knobs.
-        p.abandon();
+    // A run that failed before it finished: stop the hogs, restore the knobs (a finished
+    // run's hooks have nothing left to undo).
+    for h in obs.hooks.iter_mut() {
+        h.abandon();
     }
     Ok(r?)
 }
@@ -247,40 +259,33 @@ pub(crate) fn start_monitor(
     taillab_monitor::Sampler::start(cfg).map_err(|e| anyhow::anyhow!("environment monitor: {e}"))
 }
 
-/// The environment monitor of a loopback/networked run or a `taillab load`:
-/// it samples this host from the moment the server and clients are up,
-/// counts their CPU as the experiment's (not foreign), and attaches the
-/// measured window.
+/// The environment monitor of a loopback/networked run or a `taillab load`: its hooks (the
+/// planned hogs and knobs, the sampler, a load's live endpoint) started once the server and
+/// clients are up, with their processes counted as the experiment's (not foreign), and ended
+/// over the measured window; and `record.explain`'s tracer.
 pub struct EnvObserver {
-    enabled: bool,
-    period_ns: u64,
-    thresholds: taillab_monitor::Thresholds,
-    max_stall_ns: u64,
+    cfg: RunConfig,
     spec: RunSpec,
-    sampler: Option<taillab_monitor::Sampler>,
-    /// The run's planned hogs, knobs and profile (loopback/networked runs).
-    planned: Option<Planned>,
-    /// Profile the first process started (the server), when we started it.
-    profile_first: bool,
-    /// A `taillab load`'s live endpoint, to serve the sampler's foreign CPU once it starts.
-    metrics: Option<crate::metrics::ForeignSlot>,
+    /// In the order they start and end ([`crate::hooks`]).
+    pub hooks: Vec<Box<dyn crate::hooks::RunHook>>,
+    /// Other processes' CPU, live, once the sampler runs.
+    foreign: Option<taillab_monitor::LiveForeign>,
     /// `record.explain`'s tracer (loopback runs).
-    explain: Option<crate::explain::Remote>,
+    pub explain: Option<crate::explain::Remote>,
 }
 
 impl EnvObserver {
     /// With `cfg`'s monitor settings.
     pub fn new(cfg: &RunConfig, spec: RunSpec) -> Self {
+        let mut hooks: Vec<Box<dyn crate::hooks::RunHook>> = Vec::new();
+        if cfg.monitor.enabled {
+            hooks.push(Box::new(crate::hooks::SamplerHook::default()));
+        }
         EnvObserver {
-            enabled: cfg.monitor.enabled,
-            period_ns: cfg.monitor.period.0,
-            thresholds: thresholds(cfg),
-            max_stall_ns: cfg.monitor.max_stall.0,
+            cfg: cfg.clone(),
             spec,
-            sampler: None,
-            planned: None,
-            profile_first: cfg.net.target.is_none(),
-            metrics: None,
+            hooks,
+            foreign: None,
             explain: None,
         }
     }
@@ -288,7 +293,8 @@ impl EnvObserver {
     /// The live endpoint `m` serves this monitor's foreign CPU and its flag, from the moment
     /// the sampler starts.
     pub fn serve_foreign_on(&mut self, m: &crate::metrics::MetricsServer) {
-        self.metrics = Some(m.foreign_slot());
+        self.hooks
+            .push(Box::new(crate::hooks::ForeignOn(m.foreign_slot())));
     }
 }
 
@@ -297,29 +303,18 @@ impl RunObserver for EnvObserver {
         if let Some(e) = &mut self.explain {
             e.started(pids);
         }
-        let mut pids = pids.to_vec();
-        if let Some(p) = &mut self.planned {
-            let first = pids.first().copied().filter(|_| self.profile_first);
-            // Over TCP the server's warmup is not visible here: the hogs'
-            // window and the profile cover the whole run.
-            p.measured_start(|| PerfTarget::Pids(first.into_iter().collect()));
-            pids.extend(p.pids());
-        }
-        if !self.enabled {
-            return;
-        }
-        match start_monitor(&self.spec, self.period_ns) {
-            Ok(s) => {
-                for p in &pids {
-                    s.add_pid(*p);
-                }
-                if let Some(m) = &self.metrics {
-                    m.watch(s.live_foreign());
-                }
-                self.sampler = Some(s);
+        let mut s = crate::hooks::Start {
+            cfg: &self.cfg,
+            spec: &self.spec,
+            pids: pids.to_vec(),
+            foreign: None,
+        };
+        for h in self.hooks.iter_mut() {
+            if let Err(e) = h.start(&mut s) {
+                eprintln!("warning: {e}; this run has no environment check");
             }
-            Err(e) => eprintln!("warning: {e}; this run has no environment check"),
         }
+        self.foreign = s.foreign;
     }
 
     fn finished(
@@ -332,23 +327,16 @@ impl RunObserver for EnvObserver {
         if let Some(e) = &mut self.explain {
             e.finish(r, summary);
         }
-        if let Some(p) = self.planned.take() {
-            p.finish(summary);
-        }
-        let Some(s) = self.sampler.take() else {
-            return Ok(());
-        };
-        let (start, end) = measured_window(r, summary);
-        attach_environment(
-            s,
-            (origin_ns + start, origin_ns + end),
-            r.spec.interval_ns,
+        let mut end = crate::hooks::End {
+            result: r,
+            origin_ns,
             summary,
-            &self.thresholds,
-            self.max_stall_ns,
             out,
-        )
-        .map_err(|e| e.to_string())
+        };
+        for h in self.hooks.iter_mut() {
+            h.end(&mut end).map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     fn anatomy_rows(&mut self) -> Option<Vec<taillab_core::sections::AnatomyRow>> {
@@ -360,7 +348,7 @@ impl RunObserver for EnvObserver {
     }
 
     fn foreign_cpu_pct(&self) -> Option<f64> {
-        self.sampler.as_ref()?.live_foreign().pct()
+        self.foreign.as_ref()?.pct()
     }
 }
 
