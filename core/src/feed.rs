@@ -495,6 +495,32 @@ mod tests {
 
     /// Every request is claimed exactly once, with its own payload, by workers racing on
     /// the ring (some prefilling, some not); each worker sees its requests in schedule order.
+    /// Workers `0..threads` racing to claim from `feed` until it ends: each worker's
+    /// requests with their payload's counter, in the order it claimed them. After every
+    /// `every`-th claim of an even worker (0: never) it generates up to `ahead` requests.
+    fn race(feed: &Arc<Feed>, threads: usize, every: usize, ahead: usize) -> Vec<Vec<(Item, u64)>> {
+        let sink = Arc::new(IntervalSink::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|w| {
+                let (feed, sink) = (feed.clone(), sink.clone());
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut got = Vec::new();
+                    while let Some(it) = feed.claim(w, 0, &mut buf, &sink) {
+                        got.push((it, u64::from_le_bytes(buf[..8].try_into().unwrap())));
+                        if every > 0 && w % 2 == 0 && got.len() % every == 0 {
+                            for _ in 0..ahead {
+                                feed.prefill_one(w, &sink);
+                            }
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
     #[test]
     fn racing_workers_claim_every_request_once_in_order() {
         for dispatch in [Dispatch::Shared, Dispatch::PerWorker(Assign::Random)] {
@@ -510,35 +536,19 @@ mod tests {
                     .collect()
             };
             assert_eq!(reference.len() as u64, n + 10);
-            let sink = Arc::new(IntervalSink::new(threads));
             let feed = Arc::new(Feed::new(
                 Schedule::new(&s, Box::new(Counter(0)), 0),
                 threads,
                 Discipline::Fifo,
                 dispatch,
             ));
-            let handles: Vec<_> = (0..threads)
-                .map(|w| {
-                    let (feed, sink) = (feed.clone(), sink.clone());
-                    std::thread::spawn(move || {
-                        let mut buf = Vec::new();
-                        let mut got = Vec::new();
-                        while let Some(it) = feed.claim(w, 0, &mut buf, &sink) {
-                            let payload = u64::from_le_bytes(buf[..8].try_into().unwrap());
-                            got.push((it.index, it.intended, it.worker, payload));
-                            if w % 2 == 0 && got.len() % 3 == 0 {
-                                for _ in 0..5 {
-                                    feed.prefill_one(0, &sink);
-                                }
-                            }
-                        }
-                        got
-                    })
-                })
-                .collect();
+            let raced = race(&feed, threads, 3, 5);
             let mut all = Vec::new();
-            for (w, h) in handles.into_iter().enumerate() {
-                let got = h.join().unwrap();
+            for (w, got) in raced.into_iter().enumerate() {
+                let got: Vec<_> = got
+                    .into_iter()
+                    .map(|(it, p)| (it.index, it.intended, it.worker, p))
+                    .collect();
                 assert!(
                     got.windows(2).all(|p| p[0].0 < p[1].0),
                     "{dispatch}: worker {w} out of order"
@@ -622,29 +632,12 @@ mod tests {
                 Discipline::Fifo,
                 Dispatch::Shared,
             ));
-            let sink = Arc::new(IntervalSink::new(threads));
-            let handles: Vec<_> = (0..threads)
-                .map(|w| {
-                    let (feed, sink) = (feed.clone(), sink.clone());
-                    std::thread::spawn(move || {
-                        let mut buf = Vec::new();
-                        let mut got = Vec::new();
-                        while let Some(it) = feed.claim(w, 0, &mut buf, &sink) {
-                            let payload = u64::from_le_bytes(buf[..8].try_into().unwrap());
-                            got.push((it.index, it.intended, it.first_measured, payload));
-                            if w == 0 && got.len() % 7 == 0 {
-                                for _ in 0..9 {
-                                    feed.prefill_one(w, &sink);
-                                }
-                            }
-                        }
-                        got
-                    })
-                })
-                .collect();
             let mut all = Vec::new();
-            for h in handles {
-                let got = h.join().unwrap();
+            for got in race(&feed, threads, 7, 9) {
+                let got: Vec<_> = got
+                    .into_iter()
+                    .map(|(it, p)| (it.index, it.intended, it.first_measured, p))
+                    .collect();
                 assert!(
                     got.windows(2).all(|p| p[0].0 < p[1].0),
                     "m {m}: out of order"
