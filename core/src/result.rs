@@ -57,6 +57,20 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// The run's schedule, its times on the result's clock (see [`RunResult::t0`]).
+    pub fn schedule(&self) -> crate::schedule::ScheduleStats {
+        crate::schedule::ScheduleStats {
+            t0: self.t0,
+            measure_start: Some(self.measure_start),
+            generated_warmup: self.generated_warmup,
+            generated_measured: self.generated_measured,
+            first_measured_intended: self.first_measured_intended,
+            last_measured_intended: self.last_measured_intended,
+            slice_ns: self.slice_ns,
+            arrivals_per_slice: self.arrivals_per_slice.clone(),
+        }
+    }
+
     /// Measured requests scheduled but never completed.
     pub fn unfinished(&self) -> u64 {
         let planned = match self.spec.measure {

@@ -479,8 +479,10 @@ impl Backlog {
     }
 }
 
-/// A snapshot of a [`Schedule`]'s bookkeeping (see [`Schedule::stats`]).
-#[derive(Debug, Clone)]
+/// A snapshot of a [`Schedule`]'s bookkeeping (see [`Schedule::stats`]); what a run's
+/// schedule was ([`crate::RunResult::schedule`]), also as a loopback client sends it to its
+/// coordinator.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ScheduleStats {
     /// Schedule start on the harness clock (ns); intended times count from it.
     pub t0: u64,

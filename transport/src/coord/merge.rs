@@ -9,16 +9,16 @@ pub fn merge(
     dumps: &[ShardDump],
     wall_start: std::time::SystemTime,
 ) -> Result<(RunResult, Histogram<u64>, u128), TransportError> {
-    let slice_ns = dumps.first().map(|d| d.slice_ns).unwrap_or_else(|| spec.slice_ns());
+    let schedules: Vec<ScheduleStats> = dumps.iter().map(|d| d.schedule.clone()).collect();
+    let sched = (!schedules.is_empty()).then(|| ScheduleStats::merge(&schedules));
+    let slice_ns = sched.as_ref().map_or_else(|| spec.slice_ns(), |s| s.slice_ns);
     let sink = IntervalSink::new(1);
     let mut totals = Shard::new(0, &sink, slice_ns, spec.interval_ns);
     totals.first_completed = u64::MAX;
     let mut transport = new_hist();
     let mut transport_sum = 0u128;
     let mut intervals: std::collections::BTreeMap<u32, (Hists, u64, [u64; N_METRICS])> = Default::default();
-    let (mut arrivals, mut errors, mut first_error, mut aborted) = (Vec::new(), 0, None, false);
-    let (mut gw, mut gm) = (0, 0);
-    let (mut ms, mut fmi, mut lmi) = (u64::MAX, u64::MAX, 0);
+    let (mut errors, mut first_error, mut aborted) = (0, None, false);
     for d in dumps {
         for i in 0..N_METRICS {
             totals.totals.0[i].add(hist(&d.hists[i])?).map_err(|_| bad_shard("histogram add"))?;
@@ -29,7 +29,6 @@ pub fn merge(
         totals.first_completed = totals.first_completed.min(d.first_completed);
         totals.last_completed = totals.last_completed.max(d.last_completed);
         add_vec(&mut totals.slice_done, &d.slice_done);
-        add_vec(&mut arrivals, &d.arrivals_per_slice);
         transport.add(hist(&d.transport)?).map_err(|_| bad_shard("histogram add"))?;
         transport_sum += d.transport_sum.parse::<u128>().map_err(|_| bad_shard("sum"))?;
         for iv in &d.intervals {
@@ -45,13 +44,6 @@ pub fn merge(
             first_error = d.first_error.clone().or_else(|| d.lost.clone());
         }
         aborted |= d.aborted;
-        gw += d.generated_warmup;
-        gm += d.generated_measured;
-        ms = ms.min(d.measure_start);
-        if d.generated_measured > 0 {
-            fmi = fmi.min(d.first_measured_intended);
-            lmi = lmi.max(d.last_measured_intended);
-        }
     }
     let intervals = intervals
         .into_iter()
@@ -62,18 +54,28 @@ pub fn merge(
             hist_b64: std::array::from_fn(|m| encode_hist(&h.0[m])),
         })
         .collect();
+    let s = sched.unwrap_or(ScheduleStats {
+        t0: 0,
+        measure_start: None,
+        generated_warmup: 0,
+        generated_measured: 0,
+        first_measured_intended: 0,
+        last_measured_intended: 0,
+        slice_ns,
+        arrivals_per_slice: Vec::new(),
+    });
     let r = RunResult {
         spec: spec.clone(),
         t0: 0,
-        measure_start: if ms == u64::MAX { 0 } else { ms },
-        first_measured_intended: if fmi == u64::MAX { 0 } else { fmi },
-        last_measured_intended: lmi,
-        generated_warmup: gw,
-        generated_measured: gm,
+        measure_start: s.measure_start.unwrap_or(0),
+        first_measured_intended: s.first_measured_intended,
+        last_measured_intended: s.last_measured_intended,
+        generated_warmup: s.generated_warmup,
+        generated_measured: s.generated_measured,
         totals,
         intervals,
         slice_ns,
-        arrivals_per_slice: arrivals,
+        arrivals_per_slice: s.arrivals_per_slice,
         errors,
         first_error,
         aborted,

@@ -51,6 +51,7 @@ use taillab_core::collector::{
 use taillab_core::config::auto::TcpChoice;
 use taillab_core::config::{view, RunConfig, Topology};
 use taillab_core::reqfile::{self, RequestFormat, Sender};
+use taillab_core::schedule::ScheduleStats;
 use taillab_core::sections::transport::{CappedTiming, ClientShare, SenderShare, ServeStats, TransportSection};
 use taillab_core::{Bound, RunResult, RunSpec, Summary};
 

@@ -32,25 +32,14 @@ pub struct ShardDump {
     pub aborted: bool,
     /// Why the server was lost mid-run, if it was (what was measured is kept).
     pub lost: Option<String>,
-    /// Start of the measured phase (ns after the client's schedule start).
-    pub measure_start: u64,
-    /// Intended time of the first measured request (ns after the schedule start).
-    pub first_measured_intended: u64,
-    /// Intended time of the last measured request (ns after the schedule start).
-    pub last_measured_intended: u64,
+    /// The client's schedule, its times counted from its start (`schedule.t0` = 0): the
+    /// result's own type, serialized as it is.
+    pub schedule: ScheduleStats,
     /// Earliest completion of a measured request (ns after the schedule start;
     /// `u64::MAX` when there was none).
     pub first_completed: u64,
     /// Latest completion of a measured request (ns after the schedule start).
     pub last_completed: u64,
-    /// Warmup requests the client's schedule drew.
-    pub generated_warmup: u64,
-    /// Measured requests the client's schedule drew.
-    pub generated_measured: u64,
-    /// Width of one saturation-check slice (ns).
-    pub slice_ns: u64,
-    /// Measured arrivals per slice, by intended time.
-    pub arrivals_per_slice: Vec<u64>,
     /// Measured completions per slice, by completion time.
     pub slice_done: Vec<u64>,
     /// Exact sums of the metrics in `METRICS` order (decimal strings: u128).
@@ -108,15 +97,15 @@ impl ShardDump {
             first_error: x.first_error.clone(),
             aborted: x.aborted,
             lost: r.lost.clone(),
-            measure_start: rel(x.measure_start),
-            first_measured_intended: rel(x.first_measured_intended),
-            last_measured_intended: rel(x.last_measured_intended),
+            schedule: ScheduleStats {
+                t0: 0,
+                measure_start: Some(rel(x.measure_start)),
+                first_measured_intended: rel(x.first_measured_intended),
+                last_measured_intended: rel(x.last_measured_intended),
+                ..x.schedule()
+            },
             first_completed: if t.measured == 0 { u64::MAX } else { rel(t.first_completed) },
             last_completed: rel(t.last_completed),
-            generated_warmup: x.generated_warmup,
-            generated_measured: x.generated_measured,
-            slice_ns: x.slice_ns,
-            arrivals_per_slice: x.arrivals_per_slice.clone(),
             slice_done: t.slice_done.clone(),
             sums: std::array::from_fn(|i| t.sums[i].to_string()),
             hists: std::array::from_fn(|i| encode_hist(&t.totals.0[i])),
