@@ -13,8 +13,8 @@
 //! hooks in the order they must start; they end in the same order (the bar first, so nothing
 //! prints over it).
 
+use crate::environment::{attach_environment, measured_window, start_monitor, thresholds};
 use crate::planned::Planned;
-use crate::runner::{attach_environment, measured_window, start_monitor, thresholds};
 use std::path::Path;
 use taillab_core::config::RunConfig;
 use taillab_core::harness::Progress;

@@ -9,6 +9,7 @@ mod apps;
 mod args;
 mod attribute;
 mod config_cmd;
+mod environment;
 mod executor;
 mod experiment;
 mod explain;

@@ -126,7 +126,7 @@ pub fn run(a: RunCmd) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", taillab_core::summary::human_table(&summary));
-        print!("{}", crate::runner::env_lines(&summary));
+        print!("{}", crate::environment::env_lines(&summary));
         println!("results: {}", out.display());
     }
     Ok(if a.output.strict && !summary.ok() {
