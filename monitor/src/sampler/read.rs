@@ -5,7 +5,8 @@
 use super::*;
 
 pub(super) fn read_host(st: &mut State) -> Result<HostStat, MonitorError> {
-    procfs::read_into("/proc/stat".as_ref(), &mut st.buf)
+    st.files
+        .read("/proc/stat".as_ref(), &mut st.buf)
         .map_err(|e| MonitorError::io("/proc/stat", e))?;
     Ok(procfs::parse_stat(&st.buf)?)
 }
@@ -13,7 +14,8 @@ pub(super) fn read_host(st: &mut State) -> Result<HostStat, MonitorError> {
 /// Bytes `path` (`/proc/[pid]/io`) says the process made the block layer read or
 /// write: what the kernel's storage workers did on its behalf. 0 when unreadable.
 pub(super) fn storage_bytes(st: &mut State, path: &str) -> u64 {
-    procfs::read_into(path.as_ref(), &mut st.buf)
+    st.files
+        .read(path.as_ref(), &mut st.buf)
         .ok()
         .and_then(|_| procfs::parse_pid_io(&st.buf).ok())
         .map_or(0, |io| io.read_bytes + io.write_bytes)
@@ -24,7 +26,9 @@ pub(super) fn read_self(st: &mut State) -> SelfReading {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    let rss_pages = procfs::read_into("/proc/self/statm".as_ref(), &mut st.buf)
+    let rss_pages = st
+        .files
+        .read("/proc/self/statm".as_ref(), &mut st.buf)
         .ok()
         .and_then(|_| {
             st.buf
@@ -61,7 +65,7 @@ pub(super) fn read_threads(st: &mut State, workers: &BTreeSet<i32>) -> HashMap<i
         let base = PathBuf::from(format!("/proc/self/task/{tid}"));
         if !st.thread_names.contains_key(&tid) {
             // New thread: its name, and whether the name makes it a worker.
-            if procfs::read_into(&base.join("stat"), &mut st.buf).is_err() {
+            if st.files.read(&base.join("stat"), &mut st.buf).is_err() {
                 continue; // ended between listing and reading
             }
             let Ok(s) = procfs::parse_pid_stat(&st.buf) else {
@@ -78,7 +82,7 @@ pub(super) fn read_threads(st: &mut State, workers: &BTreeSet<i32>) -> HashMap<i
             st.thread_names.insert(tid, s.comm);
         }
         let mut r = ThreadReading::default();
-        if procfs::read_into(&base.join("schedstat"), &mut st.buf).is_ok() {
+        if st.files.read(&base.join("schedstat"), &mut st.buf).is_ok() {
             if let Ok(s) = procfs::parse_schedstat(&st.buf) {
                 r.run_ns = s.run_ns;
                 r.wait_ns = s.wait_ns;
@@ -86,13 +90,13 @@ pub(super) fn read_threads(st: &mut State, workers: &BTreeSet<i32>) -> HashMap<i
         }
         let worker = workers.contains(&tid) || st.auto_workers.contains(&tid);
         if worker {
-            if procfs::read_into(&base.join("status"), &mut st.buf).is_ok() {
+            if st.files.read(&base.join("status"), &mut st.buf).is_ok() {
                 let s = procfs::parse_pid_status(&st.buf);
                 r.vol = s.voluntary_ctxt_switches.unwrap_or(0);
                 r.invol = s.nonvoluntary_ctxt_switches.unwrap_or(0);
                 r.detail = true;
             }
-            if procfs::read_into(&base.join("stat"), &mut st.buf).is_ok() {
+            if st.files.read(&base.join("stat"), &mut st.buf).is_ok() {
                 if let Ok(s) = procfs::parse_pid_stat(&st.buf) {
                     r.minflt = s.minflt;
                     r.majflt = s.majflt;
@@ -106,7 +110,9 @@ pub(super) fn read_threads(st: &mut State, workers: &BTreeSet<i32>) -> HashMap<i
 }
 
 pub(super) fn read_proc(st: &mut State, pid: i32) -> Option<ProcReading> {
-    procfs::read_into(format!("/proc/{pid}/stat").as_ref(), &mut st.buf).ok()?;
+    st.files
+        .read(format!("/proc/{pid}/stat").as_ref(), &mut st.buf)
+        .ok()?;
     let s = procfs::parse_pid_stat(&st.buf).ok()?;
     let mut r = ProcReading {
         ticks: s.cpu_ticks(),
@@ -120,7 +126,7 @@ pub(super) fn read_proc(st: &mut State, pid: i32) -> Option<ProcReading> {
     if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for ent in dir.flatten() {
             let p = ent.path().join("status");
-            if procfs::read_into(&p, &mut st.buf).is_ok() {
+            if st.files.read(&p, &mut st.buf).is_ok() {
                 let s = procfs::parse_pid_status(&st.buf);
                 r.vol += s.voluntary_ctxt_switches.unwrap_or(0);
                 r.invol += s.nonvoluntary_ctxt_switches.unwrap_or(0);

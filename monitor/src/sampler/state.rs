@@ -61,6 +61,8 @@ pub(super) struct State {
     pub(super) ticks_per_s: f64,
     pub(super) page: u64,
     pub(super) buf: String,
+    /// The per-sample `/proc` files, kept open ([`procfs::ProcFiles`]).
+    pub(super) files: procfs::ProcFiles,
     pub(super) self_pid: i32,
     pub(super) sampler_tid: i32,
     pub(super) host: HostStat,
@@ -104,6 +106,7 @@ impl State {
             ticks_per_s: procfs::clock_ticks_per_s(),
             page: procfs::page_size(),
             buf: String::with_capacity(4096),
+            files: procfs::ProcFiles::default(),
             self_pid: std::process::id() as i32,
             sampler_tid: procfs::gettid(),
             host: HostStat::default(),

@@ -156,7 +156,7 @@ pub(super) fn take_sample(st: &mut State, tick: &Tick) -> Result<Sample, Monitor
     let now = procfs::mono_ns();
     let dt_s = (now - st.last_mono) as f64 / 1e9;
     let mut hs = host_sample(&st.host, &host, dt_s);
-    if procfs::read_into("/proc/loadavg".as_ref(), &mut st.buf).is_ok() {
+    if st.files.read("/proc/loadavg".as_ref(), &mut st.buf).is_ok() {
         if let Ok(l) = procfs::parse_loadavg(&st.buf) {
             hs.load1 = l.load1;
         }
@@ -194,6 +194,8 @@ pub(super) fn take_sample(st: &mut State, tick: &Tick) -> Result<Sample, Monitor
     st.threads = threads;
     st.procs = extra_now;
     st.last_mono = now;
+    // Files of threads and processes that went away are closed; the rest stay open.
+    st.files.sweep();
     Ok(Sample {
         t_mono_ns: now,
         t_wall_ns: procfs::wall_ns(),
