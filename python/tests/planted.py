@@ -16,7 +16,7 @@ quick; test_reproduce.py draws the pages).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,20 @@ class Point:
     env_ok: bool = True
     params: dict[str, str] = field(default_factory=dict)
     sections: dict[str, Any] = field(default_factory=dict)
+    runs: tuple[float, ...] | None = None
+
+
+def scaled(p: Point, s: float) -> Point:
+    """``p`` with its sojourn and service statistics times ``s`` (one of its repeated runs)."""
+
+    def times(st: dict) -> dict:
+        # Quantiles stay whole nanoseconds, as a run writes them.
+        return {
+            k: v if k == "count" else round(v * s) if isinstance(v, int) else v * s
+            for k, v in st.items()
+        }
+
+    return replace(p, soj=times(p.soj), svc=times(p.svc))
 
 
 def summary(p: Point) -> dict[str, Any]:
@@ -188,20 +202,28 @@ def summary(p: Point) -> dict[str, Any]:
     return doc
 
 
-def _aggregate(p: Point) -> dict[str, Any]:
-    """The point's aggregate.json of one run: the CI metrics' estimates, the merged stats."""
+def _aggregate(runs: list[Point]) -> dict[str, Any]:
+    """The point's aggregate.json of its runs: the CI metrics' estimates (the mean over runs),
+    the merged stats (the first run's: the rules read the runs themselves when there are
+    several)."""
+    k = len(runs)
     metrics = {
-        f"sojourn.{s}": {"estimate": float(p.soj[s]), "ci_low": None, "ci_high": None, "n": 1}
+        f"sojourn.{s}": {
+            "estimate": float(sum(r.soj[s] for r in runs) / k),
+            "ci_low": None,
+            "ci_high": None,
+            "n": k,
+        }
         for s in ("mean", "p95", "p99")
     }
     return {
         "schema": "taillab.aggregate/1",
-        "runs": 1,
+        "runs": k,
         "target": 1.0,
         "target_met": False,
-        "stopped": "run cap 1 reached",
+        "stopped": f"run cap {k} reached",
         "metrics": metrics,
-        "merged": {"sojourn": p.soj, "service": p.svc},
+        "merged": {"sojourn": runs[0].soj, "service": runs[0].svc},
     }
 
 
@@ -217,10 +239,12 @@ def experiment(
     load: list[float] | None = None,
     saturation: dict[str, float] | None = None,
     system: dict[str, Any] | None = None,
+    runs: tuple[float, ...] = (1.0,),
 ) -> Path:
     """An experiment folder as a sweep writes it: experiment.json (``load``: the sweep's
-    planned fractions of saturation; ``system``: its host report), one run and an
-    aggregate.json per point, and ``saturation/<tag>/saturation.json`` per group tag given
+    planned fractions of saturation; ``system``: its host report), a run per factor of
+    ``runs`` (a point's own ``runs`` first: run k has its latencies times the k-th factor) and
+    an aggregate.json per point, and ``saturation/<tag>/saturation.json`` per group tag given
     (``integrated-t1-q0``: that group's saturation rate)."""
     meta = []
     for p in points:
@@ -229,8 +253,10 @@ def experiment(
             {"id": p.id, "app": p.app, "config": p.config, "threads": p.threads, "qps": p.qps}
             | {"axes": axes, "params": p.params}
         )
-        _write(d / "points" / p.id / "run-0" / "summary.json", summary(p))
-        _write(d / "points" / p.id / "aggregate.json", _aggregate(p))
+        each = [scaled(p, f) for f in (p.runs or runs)]
+        for k, r in enumerate(each):
+            _write(d / "points" / p.id / f"run-{k}" / "summary.json", summary(r))
+        _write(d / "points" / p.id / "aggregate.json", _aggregate(each))
     doc = {
         "schema": "taillab.experiment/1",
         "kind": "sweep",
@@ -260,11 +286,14 @@ def write_json(path: Path, doc: dict[str, Any]) -> Path:
 # --- verdicts ------------------------------------------------------------------------------------
 
 
-def verdict(root: Path, item_id: str, reuse: Path | None = None) -> dict[str, Any]:
-    """What verdict.json would hold for the item whose folder is ``root/item_id``."""
+def verdict(
+    root: Path, item_id: str, reuse: Path | None = None, quick: bool = False
+) -> dict[str, Any]:
+    """What verdict.json would hold for the item whose folder is ``root/item_id`` (``quick``:
+    as the quick variant's page)."""
     folder = root / item_id
     folder.mkdir(parents=True, exist_ok=True)
-    page = R.evaluate(item_id, folder, ITEMS, reuse=reuse)
+    page = R.evaluate(item_id, folder, ITEMS, reuse=reuse, quick=quick)
     doc = R.verdict_doc(page)
     assert doc["status"] in R.STATUSES
     return doc

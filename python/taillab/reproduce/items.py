@@ -18,6 +18,7 @@ import pandas as pd
 from .. import coverage
 from ..errors import TaillabError
 from ..results import Results, load, numeric, read_summary
+from .judge import Judge
 from .verdict import group_tag, read_json
 
 SCHEMA = "taillab.reproduce/1"
@@ -125,7 +126,9 @@ class Env:
 @dataclass
 class Data:
     """An item's results: each experiment loaded, its points with their load fraction, the
-    saturation searches, the environment checks, and the host they ran on."""
+    saturation searches, the environment checks, and the host they ran on. ``quick``: the
+    quick variant's, whose statistics are judged as points whatever their runs
+    (:attr:`judge`)."""
 
     root: Path
     results: dict[str, Results]
@@ -135,6 +138,25 @@ class Data:
     missing: list[str]
     host: dict[str, Any]
     started_at: str | None
+    quick: bool = False
+    _judge: Judge | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def judge(self) -> Judge:
+        """The item's statistics with their intervals from its points' runs (:mod:`.judge`)."""
+        if self._judge is None or self._judge.repeated == self.quick:
+            self._judge = Judge(self.results, repeated=not self.quick)
+        return self._judge
+
+    def runs_per_point(self) -> dict[str, list[int]]:
+        """Per experiment, the fewest and the most runs a point of it had."""
+        out = {}
+        for stem in self.results:
+            n = self.of(stem).get("runs", pd.Series(dtype=float)).dropna()
+            n = n[n > 0]
+            if len(n):
+                out[stem] = [int(n.min()), int(n.max())]
+        return out
 
     def of(self, stem: str) -> pd.DataFrame:
         """The points of one experiment."""

@@ -18,8 +18,9 @@ from .. import html
 from ..errors import TaillabError
 from ..html import esc
 from .items import SCHEMA, Data, Env, ReproduceError, load_item, read_items
+from .judge import FAILS, HOLDS, UNRESOLVED
 from .rules import RULES
-from .verdict import Verdict, ok_mark, read_json
+from .verdict import Cond, Verdict, ok_mark, read_json
 
 STATUS_CLASS = {
     "confirmed": "ok",
@@ -158,6 +159,10 @@ def evaluate(
         )
     reused = _reuse_data(item_id, item, items, folder, reuse)
     data = load_item(folder, item)
+    # The quick variant's statistics are points whatever their runs (judge.py).
+    for d in (data, reused):
+        if d is not None:
+            d.quick = quick
     rule = RULES.get(item_id)
     if rule is None:
         verdict = Verdict("inconclusive", "no verdict rule for this item (see RULES)", {})
@@ -216,6 +221,64 @@ def _banners(page: Page) -> list[str]:
     return out
 
 
+def judged(v: Verdict) -> bool:
+    """Whether a verdict was judged against its runs' spread (a condition with an interval),
+    not only by point comparisons (indicative)."""
+    return any(c.has_interval for c in v.conds)
+
+
+def _outcome_mark(c: Cond) -> str:
+    if c.check is None:
+        return ok_mark(c.ok)
+    out = c.check.outcome
+    css = {HOLDS: "ok", FAILS: "fail", UNRESOLVED: "warn"}.get(out, "muted")
+    more = c.check.more_runs if c.unresolved else None
+    extra = f" (about {more} more runs a point)" if more is not None else ""
+    return f'<span class="{css}">{esc(out)}</span>{esc(extra)}'
+
+
+def _conditions_html(page: Page) -> list[str]:
+    """The conditions: with intervals (value [95 % interval], threshold, outcome, runs) when
+    the verdict was judged on repeated runs, else whether each holds and why that is
+    indicative."""
+    v = page.verdict
+    if not v.conds:
+        return []
+    if not judged(v):
+        rows = [[esc(c.text), ok_mark(c.ok), "primary" if c.primary else ""] for c in v.conds]
+        note = [] if page.quick else [f'<p class="note">{esc(INDICATIVE)}</p>']
+        return [html.table(["condition", "holds", ""], rows), *note]
+    rows = [
+        [
+            esc(c.text),
+            esc(c.check.interval_text()) if c.check else "–",
+            esc(c.check.threshold_text()) if c.check else "–",
+            _outcome_mark(c),
+            str(c.check.est.runs) if c.check else "–",
+            "primary" if c.primary else "",
+        ]
+        for c in v.conds
+    ]
+    heads = ["condition", "value [95 % interval]", "threshold", "outcome", "runs a point", ""]
+    return [html.table(heads, rows), f'<p class="muted">{esc(JUDGED)}</p>']
+
+
+# What the page says of a verdict judged by point comparisons, and of one judged on its runs.
+INDICATIVE = (
+    "Indicative: each condition compares one number with its threshold, with nothing to "
+    "judge its noise by (one run per point, or numbers no run repeats); the full variant "
+    "runs each point at least three times and judges each condition against its runs' spread."
+)
+JUDGED = (
+    "Each value is its statistic over the point's runs with a 95 % interval: a quantile's from "
+    "its order statistics and the runs' spread, any other statistic's from a bootstrap over "
+    "runs. A condition holds when its whole interval is on the claimed side of the threshold, "
+    "fails when it is wholly on the other, and is unresolved otherwise (the item is then "
+    "inconclusive); an interval narrows about as 1/√runs. A condition without an interval "
+    "compares one number."
+)
+
+
 def _verdict_html(page: Page) -> list[str]:
     v = page.verdict
     out = [
@@ -224,14 +287,7 @@ def _verdict_html(page: Page) -> list[str]:
     ]
     if v.status != page.status_from_data:
         out.append(f'<p class="muted">On the numbers alone: {esc(page.status_from_data)}.</p>')
-    if v.conds:
-        out.append(
-            html.table(
-                ["condition", "holds", ""],
-                [[esc(c.text), ok_mark(c.ok), "primary" if c.primary else ""] for c in v.conds],
-            )
-        )
-    return out
+    return out + _conditions_html(page)
 
 
 def _data_html(page: Page, out: Path) -> list[str]:
@@ -255,6 +311,13 @@ def _data_html(page: Page, out: Path) -> list[str]:
             "<p>Experiments (each an ordinary results folder; <code>taillab report DIR</code> "
             "draws every figure of one): " + " · ".join(links) + "</p>"
         )
+    per = d.runs_per_point()
+    if per:
+        parts.append(
+            "<p>Runs per point: "
+            + ", ".join(f"{esc(s)} {_span(n)}" for s, n in per.items())
+            + ".</p>"
+        )
     if page.env.detail:
         rows = "".join(f"<li><code>{esc(w)}</code>: {esc(r)}</li>" for w, r in page.env.detail)
         parts.append(
@@ -264,6 +327,11 @@ def _data_html(page: Page, out: Path) -> list[str]:
     cmd = f"taillab reproduce {page.item_id}" + (" --quick" if page.quick else "")
     parts.append(f"<p>Command: <code>{esc(cmd)}</code></p>")
     return parts
+
+
+def _span(n: list[int]) -> str:
+    """'3', or '3–5' when a CI target stopped points at different counts."""
+    return str(n[0]) if n[0] == n[1] else f"{n[0]}–{n[1]}"
 
 
 def render(page: Page, out: Path) -> str:
@@ -309,6 +377,12 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+def _cond_doc(c: Cond) -> dict[str, Any]:
+    """A condition as verdict.json keeps it: with its check where it has one."""
+    doc = {"text": c.text, "ok": c.ok, "primary": c.primary}
+    return doc | c.check.doc() if c.check is not None else doc
+
+
 def verdict_doc(page: Page) -> dict[str, Any]:
     """verdict.json's content (schema in the module doc)."""
     v, env, it = page.verdict, page.env, page.item
@@ -323,7 +397,9 @@ def verdict_doc(page: Page) -> dict[str, Any]:
             "status_from_data": page.status_from_data,
             "verdict": v.sentence,
             "numbers": v.numbers,
-            "conditions": [{"text": c.text, "ok": c.ok, "primary": c.primary} for c in v.conds],
+            "conditions": [_cond_doc(c) for c in v.conds],
+            "judged": "runs" if judged(v) else "indicative",
+            "runs_per_point": page.data.runs_per_point(),
             "runs": env.runs,
             "disturbed_runs": env.disturbed,
             "probes": env.probes,

@@ -4,8 +4,15 @@
 arithmetic and formatting the rules share, the bar figure most items draw (:func:`bars`), and
 what rules in several modules read (a JSON file, a figure kind, a comparison of configurations).
 
-The leaf of :mod:`taillab.reproduce`: every rule module (:mod:`taillab.reproduce.rules`) and
-the page import these public names from here; nothing here imports them back.
+A condition judged on repeated runs carries its :class:`~.judge.Check` (the statistic's 95 %
+interval against its threshold, :mod:`.judge`): it holds, fails or is unresolved, and an item
+with an unresolved condition is inconclusive, its sentence saying about how many more runs
+would resolve it. A condition without one (one run per point, the quick variant, or numbers no
+run repeats: a saturation search, a fitted model's table) is a point comparison, and a
+verdict made only of those is indicative.
+
+Every rule module (:mod:`taillab.reproduce.rules`) and the page import these public names from
+here (and from :mod:`.judge`, the one module below this one); nothing here imports them back.
 """
 
 from __future__ import annotations
@@ -26,38 +33,43 @@ from .. import ideal
 from ..ideal import ideal_points
 from ..results import Results
 from ..units import CONFIG_ORDER, fmt_ns, unit_for
+from .judge import UNRESOLVED, Check, value
 
 # A verdict sentence names at most this many failed conditions (the page lists them all).
 MAX_LISTED = 3
 
 
-def value(p: pd.Series | dict, metric: str, stat: str) -> float:
-    """A point's estimate of ``metric`` ``stat`` (ns): the aggregate's estimate, else the
-    statistic of the merged histograms (service times are not among the CI metrics)."""
-    for col in (f"{metric}_{stat}", f"merged_{metric}_{stat}"):
-        v = p.get(col) if hasattr(p, "get") else None
-        try:
-            v = float(v)
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(v):
-            return v
-    return math.nan
-
-
 @dataclass
 class Cond:
-    """One condition of a verdict rule, evaluated on the data (None: no data for it)."""
+    """One condition of a verdict rule, evaluated on the data (None: no data for it, or
+    unresolved); ``check``: its statistic's interval against its threshold, where it has one
+    (:meth:`judged`)."""
 
     text: str
     ok: bool | None
     primary: bool = False
+    check: Check | None = None
+
+    @staticmethod
+    def judged(text: str, check: Check, primary: bool = False) -> Cond:
+        """The condition ``check`` decides: it holds, fails, is unresolved or has no data."""
+        return Cond(text, check.ok, primary, check)
+
+    @property
+    def unresolved(self) -> bool:
+        return self.check is not None and self.check.outcome == UNRESOLVED
+
+    @property
+    def has_interval(self) -> bool:
+        """Whether it was judged against its runs' spread (not a point comparison)."""
+        return self.check is not None and self.check.est.has_interval
 
 
 def status_of(conds: list[Cond]) -> str:
-    """confirmed / partly / not confirmed / inconclusive from the conditions (module doc)."""
+    """confirmed / partly / not confirmed / inconclusive from the conditions (module doc); an
+    unresolved condition makes it inconclusive: more runs could still move it either way."""
     known = [c for c in conds if c.ok is not None]
-    if not known:
+    if not known or any(c.unresolved for c in conds):
         return "inconclusive"
     if any(c.primary and c.ok is False for c in known):
         return "not confirmed"
@@ -91,11 +103,25 @@ class Verdict:
         return f"{self.body}: {self.status}"
 
 
+def resolve_text(c: Cond) -> str:
+    """An unresolved condition as the sentence names it: with about how many more runs (each
+    as long as these) would put its interval on one side of the threshold."""
+    more = c.check.more_runs if c.check is not None else None
+    if more is None:
+        return f"{c.text} (its estimate sits on the threshold)"
+    return f"{c.text} (about {more} more run{'s' if more > 1 else ''} a point)"
+
+
 def make_verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
     status = status_of(conds)
     failed = [c.text for c in conds if c.ok is False]
-    nodata = [c.text for c in conds if c.ok is None]
+    unresolved = [resolve_text(c) for c in conds if c.unresolved]
+    nodata = [c.text for c in conds if c.ok is None and not c.unresolved]
     sentence = body
+    if unresolved:
+        sentence += "; unresolved by its runs: " + ", ".join(unresolved[:MAX_LISTED])
+        if len(unresolved) > MAX_LISTED:
+            sentence += f" and {len(unresolved) - MAX_LISTED} more"
     if len(failed) > MAX_LISTED:
         sentence += f"; not met: {len(failed)} of {len(conds)} conditions (first: {failed[0]})"
     elif failed:
