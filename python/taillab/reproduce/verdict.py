@@ -33,7 +33,7 @@ from .. import ideal
 from ..ideal import ideal_points
 from ..results import Results
 from ..units import CONFIG_ORDER, fmt_ns, unit_for
-from .judge import UNRESOLVED, Check, value
+from .judge import UNRESOLVED, Check, Estimate, compare, value
 
 # A verdict sentence names at most this many failed conditions (the page lists them all).
 MAX_LISTED = 3
@@ -129,6 +129,35 @@ def make_verdict(conds: list[Cond], body: str, numbers: dict, **kw) -> Verdict:
     if nodata:
         sentence += "; no data for: " + ", ".join(nodata)
     return Verdict(status, sentence, numbers, conds, **kw)
+
+
+def ratio_check(
+    data: Any,
+    num: pd.Series | None,
+    den: pd.Series | None,
+    op: str,
+    bound: float,
+    stat: str = "p99",
+    metric: str = "sojourn",
+) -> Check:
+    """``num``'s ``metric`` ``stat`` ÷ ``den``'s compared with ``bound`` (``op``, as
+    :func:`.judge.compare`), its interval from both points' runs (no data without either)."""
+    if num is None or den is None:
+        return compare(Estimate(math.nan), op, bound)
+    return data.judge.check(
+        [num, den],
+        lambda a, b: ratio_of(a.stat(metric, stat), b.stat(metric, stat)),
+        op,
+        bound,
+        fmt=mult,
+    )
+
+
+def below(
+    data: Any, a: pd.Series | None, b: pd.Series | None, stat: str = "p99", metric="sojourn"
+) -> Check:
+    """``a``'s ``stat`` below ``b``'s: ``b`` ÷ ``a`` > 1 (:func:`ratio_check`)."""
+    return ratio_check(data, b, a, ">", 1.0, stat, metric)
 
 
 def no_data(data: Any, what: str) -> Verdict:

@@ -197,6 +197,19 @@ def placement(data: Any) -> tuple[dict[str, dict], list[list[str]]]:
     return out, rows
 
 
+def placement_point(data: Any, case: str, load: float) -> pd.Series | None:
+    """The point of placement ``case`` at ``load``, keyed as :func:`placement` keys its
+    p99s (the fraction of saturation, else the offered rate); None when it did not run."""
+    pts = ran_of(data)
+    if "axis_case" not in pts:
+        return None
+    for _, p in pts[pts["axis_case"].astype(str) == case].iterrows():
+        f = float(p["load_frac"])
+        if (f if math.isfinite(f) else float(p["qps"])) == load:
+            return p
+    return None
+
+
 def placement_verdict(item: dict, data: Any, conds, body: str, nums: dict, rows) -> Verdict:
     """The verdict of an interrupt-placement item, "needs: …" unless its runs crossed a NIC
     whose interrupts can be moved."""

@@ -11,6 +11,7 @@ import pandas as pd
 from ... import figures as F
 from ...units import CONFIG_ORDER, fmt_ns, unit_for
 from ..items import Data
+from ..judge import Check, Estimate, compare
 from ..verdict import (
     Cond,
     Verdict,
@@ -28,6 +29,7 @@ from ..verdict import (
     no_data,
     ok_mark,
     ratio_of,
+    resolve_text,
     transport_parts,
     value,
     within_factor,
@@ -92,6 +94,21 @@ def _threads_of_tag(tag: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _table1_status(conds: list[Cond]) -> tuple[str, int]:
+    """Table I's status from how many apps are within TABLE1_FACTOR (TABLE1_CONFIRM,
+    TABLE1_PARTLY), and that count: inconclusive when the unresolved apps could move it
+    across a bound."""
+
+    def status(within: int) -> str:
+        if within >= TABLE1_CONFIRM:
+            return "confirmed"
+        return "partly" if within >= TABLE1_PARTLY else "not confirmed"
+
+    within = sum(c.ok is True for c in conds)
+    most = within + sum(c.unresolved for c in conds)
+    return (status(within) if status(within) == status(most) else "inconclusive"), within
+
+
 @rule
 def tailbench_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Sojourn p95 at the light load per app vs Table I's: within TABLE1_FACTOR."""
@@ -101,19 +118,19 @@ def tailbench_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     if not apps:
         return no_data(data, "app results")
     nums: dict[str, Any] = {}
+    conds = []
     for app, want in paper.items():
         ours = math.nan
+        check = compare(Estimate(math.nan), "factor", TABLE1_FACTOR)
         if app in apps:
-            ours = value(apps[app].sort_values("qps").iloc[0], "sojourn", "p95") / 1e6
+            light = apps[app].sort_values("qps").iloc[0]
+            ours = value(light, "sojourn", "p95") / 1e6
+            est = data.judge.quantile(light, "sojourn", "p95").scaled(1 / (want * 1e6))
+            check = compare(est, "factor", TABLE1_FACTOR, fmt=mult)
         ratio = ratio_of(ours, want)
-        ok = bool(within_factor(ratio, TABLE1_FACTOR))
-        nums[app] = {"ours_p95_ms": ours, "paper_p95_ms": want, "ratio": ratio, "within": ok}
-    within = sum(v["within"] for v in nums.values())
-    status = "not confirmed"
-    if within >= TABLE1_CONFIRM:
-        status = "confirmed"
-    elif within >= TABLE1_PARTLY:
-        status = "partly"
+        conds.append(Cond.judged(f"{app} within {TABLE1_FACTOR:g}× of Table I's", check))
+        nums[app] = {"ours_p95_ms": ours, "paper_p95_ms": want, "ratio": ratio, "within": check.ok}
+    status, within = _table1_status(conds)
     listed = ", ".join(
         f"{a} {mult(v['ratio'], 2)}" for a, v in nums.items() if math.isfinite(v["ratio"])
     )
@@ -124,6 +141,9 @@ def tailbench_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     absent = [a for a, v in nums.items() if not math.isfinite(v["ratio"])]
     if absent:
         sentence += "; no data for " + ", ".join(absent)
+    open_ = [resolve_text(c) for c in conds if c.unresolved]
+    if open_:
+        sentence += "; unresolved by its runs: " + ", ".join(open_)
     rows = [
         [
             a,
@@ -131,7 +151,7 @@ def tailbench_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             fmt_ns(v["ours_p95_ms"] * 1e6),
             fmt_ns(v["paper_p95_ms"] * 1e6),
             mult(v["ratio"]),
-            ok_mark(v["within"] if math.isfinite(v["ratio"]) else None),
+            ok_mark(v["within"]),
         ]
         for a, v in nums.items()
     ]
@@ -144,6 +164,7 @@ def tailbench_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         status,
         sentence,
         {"apps": nums, "within": within, "of": len(paper)},
+        conds=conds,
         heads=["app", "TailBench app", "our p95", "paper's p95", "ours ÷ paper", "within"],
         rows=rows,
         paper=(
@@ -160,6 +181,17 @@ def tailbench_table1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+def _fig2_span(vals: list[float]) -> float:
+    """The largest of positive finite values ÷ the smallest (NaN with fewer than two)."""
+    v = [x for x in vals if math.isfinite(x) and x > 0]
+    return max(v) / min(v) if len(v) > 1 else math.nan
+
+
+def _spread(v) -> float:
+    """A point's service p99 ÷ p50 (a :class:`View`'s)."""
+    return ratio_of(v.stat("service", "p99"), v.stat("service", "p50"))
+
+
 @rule
 def tailbench_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
     """Service p50 span across apps and p99/p50 spread per app (the reused Table I runs)."""
@@ -167,18 +199,28 @@ def tailbench_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
     apps = apps_of(src)
     if not apps:
         return no_data(src, "app results")
-    nums = {}
+    nums, light = {}, []
     for app, pts in apps.items():
         p = pts.sort_values("qps").iloc[0]
+        light.append(p)
         p50, p99 = value(p, "service", "p50"), value(p, "service", "p99")
         nums[app] = {"service_p50_ns": p50, "service_p99_ns": p99, "spread": ratio_of(p99, p50)}
-    p50s = [v["service_p50_ns"] for v in nums.values() if v["service_p50_ns"] > 0]
-    spreads = [v["spread"] for v in nums.values() if math.isfinite(v["spread"])]
-    span = max(p50s) / min(p50s) if len(p50s) > 1 else math.nan
-    spread_ratio = max(spreads) / min(spreads) if len(spreads) > 1 else math.nan
+    span = _fig2_span([v["service_p50_ns"] for v in nums.values()])
+    spread_ratio = _fig2_span([v["spread"] for v in nums.values()])
+    judge = src.judge
+
+    def spans(stat):
+        return lambda *vs: _fig2_span([stat(v) for v in vs])
+
     conds = [
-        Cond(f"p50s span ≥ {FIG2_SPAN:g}×", at_least(span, FIG2_SPAN)),
-        Cond(f"spreads differ ≥ {FIG2_SPREAD:g}×", at_least(spread_ratio, FIG2_SPREAD)),
+        Cond.judged(
+            f"p50s span ≥ {FIG2_SPAN:g}×",
+            judge.check(light, spans(lambda v: v.stat("service", "p50")), ">=", FIG2_SPAN, mult),
+        ),
+        Cond.judged(
+            f"spreads differ ≥ {FIG2_SPREAD:g}×",
+            judge.check(light, spans(_spread), ">=", FIG2_SPREAD, mult),
+        ),
     ]
     lo = min(nums, key=lambda a: finite_or(nums[a]["service_p50_ns"], math.inf))
     hi = max(nums, key=lambda a: finite_or(nums[a]["service_p50_ns"]))
@@ -211,11 +253,71 @@ def tailbench_fig2(item: dict, data: Data, reuse: Data | None) -> Verdict:
     )
 
 
+def _rise_over_mean(lo, hi) -> float:
+    """The tail's rise (FIG3_TAIL) from ``lo``'s load to ``hi``'s ÷ the mean's (views of the
+    two points; NaN where the mean does not rise)."""
+    t = FIG3_TAIL
+    d_mean = hi.stat("sojourn", "mean") - lo.stat("sojourn", "mean")
+    if not d_mean > 0:
+        return math.nan
+    return ratio_of(hi.stat("sojourn", t) - lo.stat("sojourn", t), d_mean)
+
+
 def _ends(pts: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """The lowest- and highest-load points (by planned fraction, else offered rate)."""
     key = "load_frac" if pts["load_frac"].notna().all() else "qps"
     s = pts.sort_values(key)
     return s.iloc[0], s.iloc[-1]
+
+
+def _fig3_app(data: Data, app: str, pts: pd.DataFrame) -> tuple:
+    """One app of Fig. 3: its numbers, its condition (the tail's rise against the mean's),
+    its parts of the sentence and its table row."""
+    t = FIG3_TAIL
+    lo, hi = _ends(pts)
+
+    def over_mean(p: pd.Series, stat: str) -> float:
+        return ratio_of(value(p, "sojourn", stat), value(p, "sojourn", "mean"))
+
+    r_lo, r_hi = over_mean(lo, t), over_mean(hi, t)
+    r99_lo, r99_hi = over_mean(lo, "p99"), over_mean(hi, "p99")
+    g_tail = ratio_of(value(hi, "sojourn", t), value(lo, "sojourn", t))
+    gmean = ratio_of(value(hi, "sojourn", "mean"), value(lo, "sojourn", "mean"))
+    d_mean = value(hi, "sojourn", "mean") - value(lo, "sojourn", "mean")
+    faster = ratio_of(value(hi, "sojourn", t) - value(lo, "sojourn", t), d_mean)
+    check = data.judge.check([lo, hi], _rise_over_mean, ">=", FIG3_FASTER, fmt=mult)
+    ok = check.ok
+    cond = Cond.judged(f"{app}'s {t} rises ≥ {FIG3_FASTER:g}× as much as its mean", check)
+    nums = {
+        "low": load_name(lo),
+        "high": load_name(hi),
+        f"{t}_over_mean_low": r_lo,
+        f"{t}_over_mean_high": r_hi,
+        f"{t}_growth": g_tail,
+        f"{t}_rise_over_mean_rise": faster,
+        "p99_over_mean_low": r99_lo,
+        "p99_over_mean_high": r99_hi,
+        "mean_growth": gmean,
+        "runs_low": int(lo.get("runs", 0) or 0),
+        "runs_high": int(hi.get("runs", 0) or 0),
+    }
+    part = (
+        f"{app} {mult(faster, 2)} as much as its mean ({t}/mean from {mult(r_lo, 2)} at "
+        f"{load_name(lo)} to {mult(r_hi, 2)} at {load_name(hi)})"
+    )
+    p99_part = f"{app} {mult(r99_lo, 2)} → {mult(r99_hi, 2)}"
+    row = [
+        app,
+        load_name(lo),
+        load_name(hi),
+        mult(r_lo),
+        mult(r_hi),
+        mult(g_tail),
+        mult(gmean),
+        f"{mult(r99_lo)} → {mult(r99_hi)}",
+        f"{mult(faster)} {ok_mark(ok)}",
+    ]
+    return nums, cond, part, p99_part, row
 
 
 @rule
@@ -228,50 +330,11 @@ def tailbench_fig3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     t = FIG3_TAIL
     nums, conds, parts, p99_parts, rows = {}, [], [], [], []
     for app, pts in apps.items():
-        lo, hi = _ends(pts)
-
-        def over_mean(p: pd.Series, stat: str) -> float:
-            return ratio_of(value(p, "sojourn", stat), value(p, "sojourn", "mean"))
-
-        r_lo, r_hi = over_mean(lo, t), over_mean(hi, t)
-        r99_lo, r99_hi = over_mean(lo, "p99"), over_mean(hi, "p99")
-        g_tail = ratio_of(value(hi, "sojourn", t), value(lo, "sojourn", t))
-        gmean = ratio_of(value(hi, "sojourn", "mean"), value(lo, "sojourn", "mean"))
-        d_mean = value(hi, "sojourn", "mean") - value(lo, "sojourn", "mean")
-        faster = ratio_of(value(hi, "sojourn", t) - value(lo, "sojourn", t), d_mean)
-        ok = None if not (math.isfinite(faster) and d_mean > 0) else bool(faster >= FIG3_FASTER)
-        conds.append(Cond(f"{app}'s {t} rises ≥ {FIG3_FASTER:g}× as much as its mean", ok))
-        nums[app] = {
-            "low": load_name(lo),
-            "high": load_name(hi),
-            f"{t}_over_mean_low": r_lo,
-            f"{t}_over_mean_high": r_hi,
-            f"{t}_growth": g_tail,
-            f"{t}_rise_over_mean_rise": faster,
-            "p99_over_mean_low": r99_lo,
-            "p99_over_mean_high": r99_hi,
-            "mean_growth": gmean,
-            "runs_low": int(lo.get("runs", 0) or 0),
-            "runs_high": int(hi.get("runs", 0) or 0),
-        }
-        parts.append(
-            f"{app} {mult(faster, 2)} as much as its mean ({t}/mean from {mult(r_lo, 2)} at "
-            f"{load_name(lo)} to {mult(r_hi, 2)} at {load_name(hi)})"
-        )
-        p99_parts.append(f"{app} {mult(r99_lo, 2)} → {mult(r99_hi, 2)}")
-        rows.append(
-            [
-                app,
-                load_name(lo),
-                load_name(hi),
-                mult(r_lo),
-                mult(r_hi),
-                mult(g_tail),
-                mult(gmean),
-                f"{mult(r99_lo)} → {mult(r99_hi)}",
-                f"{mult(faster)} {ok_mark(ok)}",
-            ]
-        )
+        nums[app], cond, part, p99_part, row = _fig3_app(data, app, pts)
+        conds.append(cond)
+        parts.append(part)
+        p99_parts.append(p99_part)
+        rows.append(row)
     return make_verdict(
         conds,
         f"{t} rises from the lightest load to the heaviest: "
@@ -381,6 +444,47 @@ def tailbench_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+def _transport_pairs(data: Data, apps: list[str]) -> dict[str, tuple[pd.Series, pd.Series]]:
+    """Per app (in ``apps``' order): its integrated and loopback points."""
+    pts = apps_of(data)
+    out = {}
+    for a in apps:
+        by = {str(p["config"]): p for _, p in pts.get(a, pd.DataFrame()).iterrows()}
+        if "integrated" in by and "loopback" in by:
+            out[a] = (by["integrated"], by["loopback"])
+    return out
+
+
+def _loop_ratio(integ, loop) -> float:
+    """Loopback's sojourn p95 ÷ integrated's (views of the two points)."""
+    return ratio_of(loop.stat("sojourn", "p95"), integ.stat("sojourn", "p95"))
+
+
+def _ratio_within(data: Data, pair: tuple | None, factor: float) -> Check:
+    """One app's loopback ÷ integrated p95 within ``factor`` either way."""
+    if pair is None:
+        return compare(Estimate(math.nan), "factor", factor)
+    return data.judge.check(list(pair), _loop_ratio, "factor", factor, fmt=mult)
+
+
+def _largest_ratio(data: Data, pairs: dict[str, tuple], short: str) -> Cond:
+    """The condition that ``short``'s loopback ÷ integrated p95 is the largest of the apps':
+    its ratio to the largest of the others' > 1."""
+    text = f"{short} (shortest requests) has the largest ratio"
+    if short not in pairs or len(pairs) < 2:
+        return Cond(text, short in pairs, True)
+    names = list(pairs)
+    i = names.index(short)
+
+    def over_rest(*views) -> float:
+        r = [_loop_ratio(views[2 * j], views[2 * j + 1]) for j in range(len(names))]
+        rest = [x for j, x in enumerate(r) if j != i and math.isfinite(x)]
+        return ratio_of(r[i], max(rest)) if rest else math.nan
+
+    points = [p for pair in pairs.values() for p in pair]
+    return Cond.judged(text, data.judge.check(points, over_rest, ">", 1.0, fmt=mult), True)
+
+
 @rule
 def tailbench_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Per app: p95 loopback (and networked) ÷ integrated; the app with the shortest requests
@@ -391,13 +495,12 @@ def tailbench_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     nums = dict(sorted(nums.items(), key=lambda t: finite_or(t[1]["service_mean_ns"])))
     short, long = next(iter(nums)), list(nums)[-1]
     ratios = {a: v["ratio"]["loopback"] for a, v in nums.items()}
-    largest = max(ratios, key=lambda a: finite_or(ratios[a]))
-    r = ratios[long]
+    pairs = _transport_pairs(data, list(nums))
     conds = [
-        Cond(f"{short} (shortest requests) has the largest ratio", bool(largest == short), True),
-        Cond(
+        _largest_ratio(data, pairs, short),
+        Cond.judged(
             f"{long} (longest requests) within {FIG5_CLOSE:g}×",
-            within_factor(r, FIG5_CLOSE),
+            _ratio_within(data, pairs.get(long), FIG5_CLOSE),
         ),
     ]
     body = "p95 loopback ÷ integrated: " + ", ".join(
@@ -417,6 +520,11 @@ def tailbench_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+def _to_ideal_p95(v) -> float:
+    """A point's measured ÷ ideal p95 (each run's own, averaged over the view's runs)."""
+    return v.number("ideal", "ratio", "p95")
+
+
 @rule
 def tailbench_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Per app and thread count: measured ÷ ideal (M/G/n replay) p95 at each load."""
@@ -431,7 +539,11 @@ def tailbench_fig8(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         nums.setdefault(app, {}).setdefault(str(thr), {})[load_name(p)] = r
         close = within_factor(r, FIG8_CLOSE)
         if app == "kv" and math.isfinite(frac) and frac < FIG8_BELOW:
-            conds.append(Cond(f"kv {thr} thr at {load_name(p)} within {FIG8_CLOSE:g}×", close))
+            check = data.judge.check([p], _to_ideal_p95, "factor", FIG8_CLOSE, fmt=mult)
+            close = check.ok
+            conds.append(
+                Cond.judged(f"kv {thr} thr at {load_name(p)} within {FIG8_CLOSE:g}×", check)
+            )
         rows.append(
             [
                 app,
@@ -511,10 +623,43 @@ def _p95_with_ideal(data: Any) -> pd.DataFrame:
     return pts.merge(ip[keep], on=["stem", "point"], how="left")
 
 
-def _tb6_app(app: str, g: pd.DataFrame, rows: list) -> tuple[dict, list[Cond]]:
+def _factor(r: float) -> float:
+    """How far a positive ratio is from 1 either way (max(r, 1/r)); NaN otherwise."""
+    return max(r, 1 / r) if math.isfinite(r) and r > 0 else math.nan
+
+
+def _worst(vals: list[float]) -> float:
+    known = [x for x in vals if math.isfinite(x)]
+    return max(known) if known else math.nan
+
+
+def _worst_factor(data: Any, pairs: list[tuple], bound: float) -> Check:
+    """The largest of (integrated, loopback) pairs' loopback ÷ integrated p95, as a factor
+    either way, at most ``bound`` (no data without a pair)."""
+
+    def worst(*views) -> float:
+        return _worst(
+            [_factor(_loop_ratio(a, b)) for a, b in zip(views[::2], views[1::2], strict=True)]
+        )
+
+    points = [p for pair in pairs for p in pair]
+    return data.judge.check(points, worst, "<=", bound, fmt=mult)
+
+
+def _worst_to_ideal(data: Any, points: list, bound: float) -> Check:
+    """The largest of ``points``' measured ÷ ideal p95, as a factor either way, at most
+    ``bound``."""
+
+    def worst(*views) -> float:
+        return _worst([_factor(_to_ideal_p95(v)) for v in views])
+
+    return data.judge.check(points, worst, "<=", bound, fmt=mult)
+
+
+def _tb6_app(data: Any, app: str, g: pd.DataFrame, rows: list) -> tuple[dict, list[Cond]]:
     """One app's loads: loopback ÷ integrated p95 and each configuration ÷ its ideal."""
     loads: dict[str, Any] = {}
-    close, ideal_ok, sat = [], [], {}
+    pairs, judged_points, sat = [], [], {}
     for frac, h in g.groupby("load_frac", sort=True):
         by = {str(p["config"]): p for _, p in h.iterrows()}
         for c, p in by.items():
@@ -525,8 +670,9 @@ def _tb6_app(app: str, g: pd.DataFrame, rows: list) -> tuple[dict, list[Cond]]:
         judged = bool(frac < TB6_BELOW)
         ok = within_factor(r, TB6_CLOSE) if judged else None
         if judged:
-            close.append(ok)
-            ideal_ok += [within_factor(v, TB6_IDEAL) for v in to_ideal.values()]
+            judged_points += list(by.values())
+            if "integrated" in by and "loopback" in by:
+                pairs.append((by["integrated"], by["loopback"]))
         label = f"{100 * frac:.0f} % load"
         loads[label] = {"p95_ns": p95, "loopback_over_integrated": r, "over_ideal": to_ideal}
         rows.append(
@@ -542,20 +688,16 @@ def _tb6_app(app: str, g: pd.DataFrame, rows: list) -> tuple[dict, list[Cond]]:
             ]
         )
 
-    def every(v: list) -> bool | None:
-        known = [x for x in v if x is not None]
-        return bool(all(known)) if known else None
-
     conds = [
-        Cond(
+        Cond.judged(
             f"{app}: loopback within {TB6_CLOSE:g}× of integrated below {TB6_BELOW:.0%} load",
-            every(close),
+            _worst_factor(data, pairs, TB6_CLOSE),
             True,
         ),
-        Cond(
+        Cond.judged(
             f"{app}: each configuration within {TB6_IDEAL:g}× of its ideal below "
             f"{TB6_BELOW:.0%} load",
-            every(ideal_ok),
+            _worst_to_ideal(data, judged_points, TB6_IDEAL),
         ),
     ]
     sat_ratio = ratio_of(sat.get("loopback", math.nan), sat.get("integrated", math.nan))
@@ -603,7 +745,7 @@ def tailbench_fig6(item: dict, data: Any, _reuse: Any) -> Verdict:
         return no_data(data, "points at fractions of saturation")
     nums, conds, rows = {}, [], []
     for app, g in pts.groupby("app", sort=False):
-        nums[str(app)], c = _tb6_app(str(app), g, rows)
+        nums[str(app)], c = _tb6_app(data, str(app), g, rows)
         conds += c
     body = "p95 loopback ÷ integrated at the same fraction of each one's saturation: " + "; ".join(
         f"{a} "
@@ -669,10 +811,10 @@ def tailbench_fig7(item: dict, data: Any, _reuse: Any) -> Verdict:
     nums = dict(sorted(nums.items(), key=lambda t: finite_or(t[1]["service_p50_ns"], math.inf)))
     short = next(iter(nums))
     ratios = {a: v["ratio"].get("loopback", math.nan) for a, v in nums.items()}
-    largest = max(ratios, key=lambda a: finite_or(ratios[a]))
-    conds = [Cond(f"{short} (shortest requests) has the largest ratio", largest == short, True)]
+    pairs = _transport_pairs(data, list(nums))
+    conds = [_largest_ratio(data, pairs, short)]
     conds += [
-        Cond(f"{a} within {TB7_CLOSE:g}×", within_factor(ratios[a], TB7_CLOSE))
+        Cond.judged(f"{a} within {TB7_CLOSE:g}×", _ratio_within(data, pairs.get(a), TB7_CLOSE))
         for a in list(nums)[1:]
     ]
     threads = sorted({v["threads"] for v in nums.values()})

@@ -30,25 +30,27 @@ import pandas as pd
 
 from ...units import fmt_ns
 from ..items import Data
+from ..judge import Check, Estimate, compare
 from ..verdict import (
     Cond,
     Verdict,
     at_least,
     bars,
+    below,
     by_axis,
     finite_or,
     ideal_fig_plan,
     in_unit,
-    less_than,
     make_verdict,
     mult,
     no_data,
     ok_mark,
     p99_table,
+    pct,
+    ratio_check,
     ratio_of,
     value,
     with_ideal,
-    within_factor,
 )
 from .common import (
     attr_effects,
@@ -61,6 +63,7 @@ from .common import (
     paper_says,
     paper_text,
     placement,
+    placement_point,
     placement_verdict,
     ran_of,
 )
@@ -110,6 +113,20 @@ def _p99_bars(name: str, caption: str, nums: dict, title: str):
     )
 
 
+def largest(data: Data, by: dict[str, pd.Series], name: str, stat: str = "p99") -> Check:
+    """``name``'s sojourn ``stat`` above every other point's of ``by``: its ratio to the
+    largest of the others > 1, over all their runs."""
+    names = list(by)
+    i = names.index(name)
+
+    def over_rest(*views) -> float:
+        vals = [v.stat("sojourn", stat) for v in views]
+        rest = [x for j, x in enumerate(vals) if j != i and math.isfinite(x)]
+        return ratio_of(vals[i], max(rest)) if rest else math.nan
+
+    return data.judge.check(list(by.values()), over_rest, ">", 1.0, fmt=mult)
+
+
 @rule
 def tales_fig1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """p99 per arrival process at one load: fixed < poisson < lognormal, mmpp the largest."""
@@ -120,15 +137,12 @@ def tales_fig1(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     p99 = {k: v["p99_ns"] for k, v in nums.items()}
     mmpp = next((k for k in p99 if k.startswith("mmpp")), None)
     logn = next((k for k in p99 if k.startswith("lognormal")), "lognormal:cv=2")
-    top = max(p99, key=lambda k: finite_or(p99[k]))
     conds = [
-        Cond(
-            "fixed < poisson",
-            less_than(p99.get("fixed", math.nan), p99.get("poisson", math.nan)),
-            True,
-        ),
-        Cond(f"poisson < {logn}", less_than(p99.get("poisson", math.nan), p99.get(logn, math.nan))),
-        Cond("mmpp has the largest p99", None if mmpp is None else bool(top == mmpp)),
+        Cond.judged("fixed < poisson", below(data, by.get("fixed"), by.get("poisson")), True),
+        Cond.judged(f"poisson < {logn}", below(data, by.get("poisson"), by.get(logn))),
+        Cond("mmpp has the largest p99", None)
+        if mmpp is None
+        else Cond.judged("mmpp has the largest p99", largest(data, by, mmpp)),
     ]
     body = "p99 " + ", ".join(
         f"{k} {fmt_ns(v)}" for k, v in sorted(p99.items(), key=lambda t: finite_or(t[1]))
@@ -163,6 +177,29 @@ def _rho(p: pd.Series) -> tuple[float, float]:
     return float(p.get("utilization", math.nan)), RHO_SLACK
 
 
+def _rising(data: Data, points: list[pd.Series]) -> Check:
+    """p99 rises from each load to the next: the smallest step's ratio > 1."""
+
+    def step(*views) -> float:
+        p99 = [v.stat("sojourn", "p99") for v in views]
+        steps = [ratio_of(b, a) for a, b in zip(p99, p99[1:], strict=False)]
+        return min(steps) if all(map(math.isfinite, steps)) else math.nan
+
+    return data.judge.check(points, step, ">", 1.0, fmt=mult)
+
+
+def worst_to_ideal(data: Data, points: list, op: str, bound: float, stat: str = "p99") -> Check:
+    """The largest measured ÷ ideal ``stat`` (each run's own ratio, averaged over a point's
+    runs) of ``points`` compared with ``bound``."""
+
+    def worst(*views) -> float:
+        r = [v.number("ideal", "ratio", stat) for v in views]
+        r = [x for x in r if math.isfinite(x)]
+        return max(r) if r else math.nan
+
+    return data.judge.check(points, worst, op, bound, fmt=mult)
+
+
 @rule
 def tales_fig2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """p99 and measured ÷ ideal p99 per utilization: rising, close to ideal up to ρ 0.7."""
@@ -171,7 +208,6 @@ def tales_fig2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         return no_data(data, "points")
     pts = pts.sort_values("qps")
     p99 = [value(p, "sojourn", "p99") for _, p in pts.iterrows()]
-    rising = all(b > a for a, b in zip(p99, p99[1:], strict=False)) if len(p99) > 1 else None
     nums, rows, close = {}, [], []
     for (_, p), v in zip(pts.iterrows(), p99, strict=True):
         (rho, slack), r = _rho(p), float(p.get("ratio_p99", math.nan))
@@ -185,7 +221,7 @@ def tales_fig2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
             "ratio": r,
         }
         if math.isfinite(rho) and rho <= TALES2_RHO + slack and math.isfinite(r):
-            close.append(r <= TALES2_CLOSE)
+            close.append(p)
         rows.append(
             [
                 label,
@@ -196,11 +232,19 @@ def tales_fig2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
                 mult(r),
             ]
         )
+    points = [p for _, p in pts.iterrows()]
     conds = [
-        Cond("p99 rises with load", rising, True),
+        Cond("p99 rises with load", None, True)
+        if len(points) < 2
+        else Cond.judged("p99 rises with load", _rising(data, points), True),
         Cond(
             f"measured ÷ ideal p99 ≤ {TALES2_CLOSE:g} up to ρ {TALES2_RHO:g}",
-            bool(all(close)) if close else None,
+            None,
+        )
+        if not close
+        else Cond.judged(
+            f"measured ÷ ideal p99 ≤ {TALES2_CLOSE:g} up to ρ {TALES2_RHO:g}",
+            worst_to_ideal(data, close, "<=", TALES2_CLOSE),
         ),
     ]
     body = "p99 " + ", ".join(f"{k} {fmt_ns(v['p99_ns'])}" for k, v in nums.items())
@@ -243,7 +287,10 @@ def tales_fig3(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         a, b = value(by[lo], "sojourn", "p99"), value(by[hi], "sojourn", "p99")
         label = f"{100 * frac:.0f} % load"
         nums[label] = {f"p99_ns_{t}": value(p, "sojourn", "p99") for t, p in by.items()}
-        conds.append(Cond(f"{hi} workers < {lo} at {label}", less_than(b, a) if hi > lo else None))
+        text = f"{hi} workers < {lo} at {label}"
+        conds.append(
+            Cond.judged(text, below(data, by[hi], by[lo])) if hi > lo else Cond(text, None)
+        )
         rows.append([label, fmt_ns(a), fmt_ns(b), mult(ratio_of(b, a)), ok_mark(conds[-1].ok)])
     body = "p99 " + "; ".join(
         f"{k}: " + ", ".join(f"{t.split('_')[-1]} worker(s) {fmt_ns(v)}" for t, v in n.items())
@@ -295,10 +342,9 @@ def tales_fig4(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         disp = p.get("axis_harness.dispatch", "shared")
         by[f"{p['axis_harness.discipline']}+{disp if isinstance(disp, str) else 'shared'}"] = p
     nums, rows = p99_table(by)
-    base = nums.get("fifo+shared", {}).get("p99_ns", math.nan)
     conds = [
-        Cond(f"{k} > fifo+shared", less_than(base, v["p99_ns"]))
-        for k, v in nums.items()
+        Cond.judged(f"{k} > fifo+shared", below(data, by.get("fifo+shared"), by[k]))
+        for k in nums
         if k != "fifo+shared"
     ]
     body = "p99 " + ", ".join(
@@ -335,17 +381,11 @@ def tales_fig5(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     for k, r in zip(nums, rows, strict=True):
         nums[k]["vs_none"] = rel[k]
         r.append(mult(rel[k]))
-    conds = [
-        Cond(f"hog ≥ {TALES5_HOG:g}× none", at_least(rel.get("hog", math.nan), TALES5_HOG), True)
-    ]
+    hog = ratio_check(data, by.get("hog"), by.get("none"), ">=", TALES5_HOG)
+    conds = [Cond.judged(f"hog ≥ {TALES5_HOG:g}× none", hog, True)]
     for k in ("hog + RT", "hog elsewhere"):
-        r = rel.get(k, math.nan)
-        conds.append(
-            Cond(
-                f"{k} ≤ {TALES5_REMEDY:g}× none",
-                None if not math.isfinite(r) else bool(r <= TALES5_REMEDY),
-            )
-        )
+        r = ratio_check(data, by.get(k), by.get("none"), "<=", TALES5_REMEDY)
+        conds.append(Cond.judged(f"{k} ≤ {TALES5_REMEDY:g}× none", r))
     body = (
         "p99 ÷ p99 with nothing else running: "
         + ", ".join(f"{k} {mult(v, 3)}" for k, v in rel.items() if k != "none")
@@ -395,16 +435,16 @@ def tales_fig10(item: dict, data: Data, _reuse: Data | None) -> Verdict:
         r.append(mult(nums[k]["vs_spin"]))
     driver = _cpuidle_driver(data)
     taken = ratio_of(block - limit, block - spin)
+    limited = f"a C-state limit takes back ≥ {TALES10_LIMIT:.0%} of it"
     conds = [
-        Cond(
+        Cond.judged(
             f"block ≥ {TALES10_IDLE:g}× spin (a CPU that idles wakes late)",
-            at_least(ratio_of(block, spin), TALES10_IDLE),
+            ratio_check(data, by.get("block"), by.get("spin"), ">=", TALES10_IDLE),
             True,
         ),
-        Cond(
-            f"a C-state limit takes back ≥ {TALES10_LIMIT:.0%} of it",
-            None if driver in (None, "none") else at_least(taken, TALES10_LIMIT),
-        ),
+        Cond(limited, None)
+        if driver in (None, "none")
+        else Cond.judged(limited, _taken_back(data, by)),
     ]
     body = "p99 ÷ p99 spinning: " + ", ".join(
         f"{k} {mult(v['vs_spin'], 3)}" for k, v in nums.items() if k != "spin"
@@ -421,6 +461,19 @@ def tales_fig10(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     numbers = {"cases": nums, "cpuidle_driver": driver, "limit_takes_back": taken}
     bars_ = _p99_bars("p99_by_wait", caption, nums, "p99 at 10 % load")
     return _case_verdict(conds, body, numbers, rows, "spin", bars_)
+
+
+def _taken_back(data: Data, by: dict[str, pd.Series]) -> Check:
+    """The share of blocking's extra p99 over spinning that a C-state limit takes back."""
+    cases = ("block", "block + C-state limit", "spin")
+    if any(c not in by for c in cases):
+        return compare(Estimate(math.nan), ">=", TALES10_LIMIT)
+
+    def share(block, limit, spin) -> float:
+        b, lim, s = (v.stat("sojourn", "p99") for v in (block, limit, spin))
+        return ratio_of(b - lim, b - s)
+
+    return data.judge.check([by[c] for c in cases], share, ">=", TALES10_LIMIT, fmt=pct)
 
 
 def _attr_term(es: dict[str, dict], *levels: tuple[str, str]) -> dict | None:
@@ -615,16 +668,22 @@ def tales_fig6(item: dict, data: Any, _reuse: Any) -> Verdict:
         hog: ratio_of(q.get(f"nice -20{hog}", nan)["p99"], q.get(f"real-time{hog}", nan)["p99"])
         for hog in ("", " + hog")
     }
+    nice, rt = (
+        {hog: by.get(f"{k}{hog}") for hog in ("", " + hog")} for k in ("nice -20", "real-time")
+    )
     conds = [
-        Cond(
+        Cond.judged(
             f"nice −20 p99 ≥ {TALES6_TAIL:g}× real-time's (FIFO order, shorter tail)",
-            at_least(tail[""], TALES6_TAIL),
+            ratio_check(data, nice[""], rt[""], ">=", TALES6_TAIL),
             True,
         ),
-        Cond(f"the same beside a hog (≥ {TALES6_TAIL:g}×)", at_least(tail[" + hog"], TALES6_TAIL)),
-        Cond(
+        Cond.judged(
+            f"the same beside a hog (≥ {TALES6_TAIL:g}×)",
+            ratio_check(data, nice[" + hog"], rt[" + hog"], ">=", TALES6_TAIL),
+        ),
+        Cond.judged(
             "real-time p50 above nice −20's (FIFO raises the median)",
-            less_than(q.get("nice -20", nan)["p50"], q.get("real-time", nan)["p50"]),
+            below(data, nice[""], rt[""], "p50"),
         ),
     ]
     body = "; ".join(
@@ -657,7 +716,8 @@ def tales_fig8(item: dict, data: Any, reuse: Any) -> Verdict:
     top = max(sep["p99_ns"])
     a, b = sep["p99_ns"][top], mix["p99_ns"].get(top, math.nan)
     at = f"{100 * top:.0f} % load" if top <= 1 else f"{top:,.0f} QPS"
-    conds = [Cond(f"dedicated (SEP) p99 < spread (MIX) at {at}", less_than(a, b), True)]
+    shorter = below(d, placement_point(d, "SEP", top), placement_point(d, "MIX", top))
+    conds = [Cond.judged(f"dedicated (SEP) p99 < spread (MIX) at {at}", shorter, True)]
     body = f"p99 at {at}: dedicated {fmt_ns(a)}, spread {fmt_ns(b)}"
     body += f" (spread ÷ dedicated {mult(ratio_of(b, a))})"
     return placement_verdict(item, d, conds, body, {"placements": cases}, rows)
@@ -674,9 +734,9 @@ def tales_fig9(item: dict, data: Any, _reuse: Any) -> Verdict:
     ratio = ratio_of(q.get("node 0", math.nan), q.get("default", math.nan))
     nodes = sorted(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
     conds = [
-        Cond(
+        Cond.judged(
             "memory bound to one node shortens p99",
-            less_than(q.get("node 0", math.nan), q.get("default", math.nan)),
+            below(data, by.get("node 0"), by.get("default")),
             True,
         )
     ]
@@ -715,6 +775,30 @@ def tales_fig9(item: dict, data: Any, _reuse: Any) -> Verdict:
 TALES7_SAME = 1.5
 
 
+def _tales7_conds(data: Any, one: pd.Series, each: pd.Series) -> list[Cond]:
+    """Tales Fig. 7's conditions: the shared queue's p99 below the per-worker queues' and
+    below their ideal (the single-core ideal), theirs within TALES7_SAME of it."""
+
+    def under_ideal(a, b) -> float:
+        return ratio_of(b.number("ideal", "sojourn", "p99"), a.stat("sojourn", "p99"))
+
+    def to_ideal(v) -> float:
+        return v.number("ideal", "ratio", "p99")
+
+    judge = data.judge
+    return [
+        Cond.judged("one shared queue < a queue per worker", below(data, one, each), True),
+        Cond.judged(
+            "one shared queue < the single-core ideal",
+            judge.check([one, each], under_ideal, ">", 1.0, fmt=mult),
+        ),
+        Cond.judged(
+            f"a queue per worker within {TALES7_SAME:g}× of the single-core ideal",
+            judge.check([each], to_ideal, "factor", TALES7_SAME, fmt=mult),
+        ),
+    ]
+
+
 @rule
 def tales_fig7(item: dict, data: Any, _reuse: Any) -> Verdict:
     """n workers at the same load from one shared queue and from a queue each: the shared
@@ -728,16 +812,7 @@ def tales_fig7(item: dict, data: Any, _reuse: Any) -> Verdict:
     nums, rows = p99_table({"one shared queue": by[shared], "a queue per worker": by[multi]})
     one, each = nums["one shared queue"], nums["a queue per worker"]
     single_core = each["ideal_p99_ns"]
-    conds = [
-        Cond(
-            "one shared queue < a queue per worker", less_than(one["p99_ns"], each["p99_ns"]), True
-        ),
-        Cond("one shared queue < the single-core ideal", less_than(one["p99_ns"], single_core)),
-        Cond(
-            f"a queue per worker within {TALES7_SAME:g}× of the single-core ideal",
-            within_factor(each["ratio"], TALES7_SAME),
-        ),
-    ]
+    conds = _tales7_conds(data, by[shared], by[multi])
     workers = int(by[shared].get("threads", 0) or 0)
     rho = float(by[shared].get("nominal_rho", math.nan))
     at = f" at ρ {rho:.2f}" if math.isfinite(rho) else ""
