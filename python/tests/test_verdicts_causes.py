@@ -113,9 +113,11 @@ def _stress_attribution(root, app: str, p95: dict[str, float], cpu_hw=0.1) -> No
     + [({}, 0.6, "not confirmed", "speech: cpu's effect on p95 excludes 0")],  # 0.55 ± 0.6
 )
 def test_profiling_attribution_stresses(tmp_path, change, cpu_hw, status, failed):
+    """As the quick variant judges an attribution: each CI excludes 0 or not (two-valued);
+    the full variant's three-valued judging of the same CIs: test_verdicts_repeated.py."""
     _stress_attribution(tmp_path, "kv", {s: 1.0 for s in STRESSES})
     _stress_attribution(tmp_path, "speech", {**SPEECH, **change}, cpu_hw)
-    doc = verdict(tmp_path, "profiling-attribution")
+    doc = verdict(tmp_path, "profiling-attribution", quick=True)
     assert doc["status"] == status, doc["verdict"]
     _judged_on_speech(doc, failed)
     ratio = doc["numbers"]["apps"]["speech"]["ratio"]["cpu"]
@@ -169,8 +171,9 @@ def _tales5(root, hog=2.05, rt=1.45, core=1.45, hog_hw=0.2, rt_x_hw=0.1, core_x_
     ],
 )
 def test_tales5_attribution(tmp_path, change, status, conds):
+    """As the quick variant judges it (two-valued; the full variant: test_verdicts_repeated.py)."""
     _tales5(tmp_path, **change)
-    doc = verdict(tmp_path, "tales-fig5-attribution")
+    doc = verdict(tmp_path, "tales-fig5-attribution", quick=True)
     assert (doc["status"], [c["ok"] for c in doc["conditions"]]) == (status, conds)
     assert doc["numbers"]["cells_vs_base"]["hog + RT"] == pytest.approx(change.get("rt", 1.45))
 

@@ -332,6 +332,19 @@ class PointRuns:
                 return d.max if stat == "max" else d.min
         return float(np.mean(own)) if np.isfinite(own).all() else math.nan
 
+    def pooled(self, metric: str, stat: str, pick: tuple[int, ...]) -> float:
+        """A quantile (or the max) of the picked runs' histograms added; NaN without them."""
+        key = ("pooled", metric, stat, pick)
+        if key not in self._cache:
+            d = self._dist(metric, pick) if pick else Dist.empty()
+            v = math.nan
+            if d.total and stat in QUANTILE_OF:
+                v = float(d.quantile(QUANTILE_OF[stat]))
+            elif d.total and stat == "max":
+                v = d.max
+            self._cache[key] = v
+        return self._cache[key]
+
     def number(self, path: tuple[str, ...], pick: tuple[int, ...]) -> float:
         """The mean over the picked runs that give it of a number of their summary.json."""
         key = ("number", path, pick)
@@ -367,11 +380,26 @@ class View:
             return value(self._runs.row, metric, stat)
         return self._runs.stat(metric, stat, self.pick)
 
+    def pooled(self, metric: str, stat: str) -> float:
+        """``metric``'s ``stat`` of the view's runs' histograms added, as a rule that reads
+        the histograms reads it with one run too (NaN without histograms)."""
+        pick = self.pick if self.pick is not None else tuple(range(len(self._runs)))
+        return self._runs.pooled(metric, stat, pick)
+
     def number(self, *path: str) -> float:
         """A number of the runs' summary.json (``"ideal", "ratio", "p99"``), averaged over
         the view's runs that give it."""
         pick = self.pick if self.pick is not None else tuple(range(len(self._runs)))
         return self._runs.number(tuple(path), pick)
+
+    def mean_of(self, fn: Callable[[dict], float]) -> float:
+        """``fn`` of each of the view's runs' summary.json, averaged over those it gives a
+        number for (NaN: none)."""
+        pick = self.pick if self.pick is not None else tuple(range(len(self._runs)))
+        sums = self._runs.summaries()
+        vals = [_num(fn(sums[i])) for i in pick]
+        vals = [v for v in vals if math.isfinite(v)]
+        return float(np.mean(vals)) if vals else math.nan
 
 
 class Judge:

@@ -66,13 +66,16 @@ class Cond:
 
 
 def status_of(conds: list[Cond]) -> str:
-    """confirmed / partly / not confirmed / inconclusive from the conditions (module doc); an
+    """confirmed / partly / not confirmed / inconclusive from the conditions (module doc). A
+    primary condition that fails decides (no run could take that back); otherwise an
     unresolved condition makes it inconclusive: more runs could still move it either way."""
     known = [c for c in conds if c.ok is not None]
-    if not known or any(c.unresolved for c in conds):
+    if not known:
         return "inconclusive"
     if any(c.primary and c.ok is False for c in known):
         return "not confirmed"
+    if any(c.unresolved for c in conds):
+        return "inconclusive"
     if all(c.ok for c in conds):
         return "confirmed"
     return "partly" if any(c.ok for c in known) else "not confirmed"

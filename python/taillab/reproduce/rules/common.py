@@ -17,6 +17,7 @@ from ... import html
 from ...html import esc
 from ...units import fmt_ns
 from ..items import Data
+from ..judge import Check, Estimate, compare
 from ..verdict import (
     Verdict,
     as_float,
@@ -24,6 +25,7 @@ from ..verdict import (
     load_name,
     make_verdict,
     mean_of,
+    mult,
     read_json,
     value,
 )
@@ -71,6 +73,30 @@ def excludes_zero(e: dict | None) -> bool | None:
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return None
     return bool(e["excludes_zero"])
+
+
+# How an attribution's effects got their intervals (taillab.attribute).
+ATTRIBUTION = "the attribution's cluster bootstrap over runs"
+
+
+def effect_check(
+    data: Data, doc: dict, e: dict | None, op: str, bound: float, base: float | None = None
+) -> Check | None:
+    """An attribution's effect ``e`` (µs) with its bootstrap CI compared with ``bound``
+    (``base``: as its cell ÷ the base cell, (base + effect) ÷ base, the base taken as
+    estimated): the condition's check in the full variant; None in the quick variant or
+    without a CI (one run a cell), where the rule compares as before."""
+    if not data.judge.repeated or not e:
+        return None
+    est, lo, hi = (as_float(e.get(k)) for k in ("estimate_us", "ci_low_us", "ci_high_us"))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    fmt = _us_signed
+    if base:
+        est, lo, hi = ((base + x) / base for x in (est, lo, hi))
+        fmt = mult
+    runs = int((doc.get("bootstrap") or {}).get("runs_per_cell") or 1)
+    return compare(Estimate(est, lo, hi, runs, ATTRIBUTION), op, bound, fmt=fmt)
 
 
 def attribution_links(data: Data, out: Path) -> str:

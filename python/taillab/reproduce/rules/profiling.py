@@ -17,6 +17,7 @@ from ...resources import point_table, resource_table
 from ...results import Results
 from ...units import fmt_bytes, fmt_ns
 from ..items import Data
+from ..judge import Check, Estimate, compare
 from ..verdict import (
     Cond,
     Verdict,
@@ -30,6 +31,7 @@ from ..verdict import (
     make_verdict,
     mult,
     no_data,
+    ratio_check,
     ratio_of,
     status_of,
     value,
@@ -39,6 +41,7 @@ from .common import (
     attribution,
     attribution_links,
     ci_text,
+    effect_check,
     excludes_zero,
     get_number,
     num_text,
@@ -89,6 +92,27 @@ def _tail_ratios(p: pd.Series) -> dict[str, float]:
     return out
 
 
+def _svc_tail(v) -> float:
+    """A point's service p95 ÷ its mean (a view's)."""
+    return ratio_of(v.stat("service", "p95"), v.stat("service", "mean"))
+
+
+def _above_median(data: Any, light: dict[str, pd.Series], app: str) -> Check:
+    """``app``'s service p95/mean over the median of every app's (PROF_TAIL_RANK), above 1."""
+    if app not in light:
+        return compare(Estimate(math.nan), ">", 1.0)
+    names = list(light)
+    i = names.index(app)
+
+    def over_median(*views) -> float:
+        r = [_svc_tail(v) for v in views]
+        ranked = [x for x in r if math.isfinite(x)]
+        cut = float(np.quantile(ranked, PROF_TAIL_RANK)) if ranked else math.nan
+        return ratio_of(r[i], cut) if math.isfinite(r[i]) else math.nan
+
+    return data.judge.check(list(light.values()), over_median, ">", 1.0, fmt=mult)
+
+
 @rule
 def profiling_table4(item: dict, data: Data, reuse: Data | None) -> Verdict:
     """Tables III-IV: every app's service and end-to-end mean/p95/p99/max at Table I's light
@@ -98,14 +122,15 @@ def profiling_table4(item: dict, data: Data, reuse: Data | None) -> Verdict:
     apps = apps_of(src)
     if not apps:
         return no_data(src, "app results")
-    nums = {app: _tail_ratios(pts.sort_values("qps").iloc[0]) for app, pts in apps.items()}
+    light = {app: pts.sort_values("qps").iloc[0] for app, pts in apps.items()}
+    nums = {app: _tail_ratios(p) for app, p in light.items()}
     ranked = [v["svc_p95_mean"] for v in nums.values() if math.isfinite(v["svc_p95_mean"])]
     cut = float(np.quantile(ranked, PROF_TAIL_RANK)) if ranked else math.nan
     conds = []
     for app in item.get("paper_long_tail", []):
         r = nums.get(app, {}).get("svc_p95_mean", math.nan)
-        ok = None if not (math.isfinite(r) and math.isfinite(cut)) else bool(r > cut)
-        conds.append(Cond(f"{app}'s service p95/mean {mult(r)} above the apps' median", ok))
+        text = f"{app}'s service p95/mean {mult(r)} above the apps' median"
+        conds.append(Cond.judged(text, _above_median(src, light, app)))
     top = sorted(nums, key=lambda a: -finite_or(nums[a]["svc_p95_mean"]))
     ranks = ", ".join(f"{a} {mult(nums[a]['svc_p95_mean'])}" for a in top)
     body = (
@@ -209,6 +234,22 @@ def _stress_ratios(pts: pd.DataFrame) -> dict[str, Any] | None:
     return {"none_ns": base, "ratio": {c: r for c, r in rel.items() if c != "none"}}
 
 
+def _stress_checks(data: Any, pts: pd.DataFrame, app: str) -> list[Cond]:
+    """One app's stress conditions (as :func:`_stress_conds`) over each case's runs: service
+    p95 under each stress ÷ under none (all ÷ cpu for "all ≥ cpu")."""
+    by = by_axis(pts[pts["runs"] > 0], "case")
+
+    def rel(case: str, to: str, op: str, bound: float) -> Check:
+        return ratio_check(data, by.get(case), by.get(to), op, bound, "p95", "service")
+
+    return [
+        Cond.judged(f"{app}: cpu ≥ {PROF_CPU:g}×", rel("cpu", "none", ">=", PROF_CPU), True),
+        Cond.judged(f"{app}: all ≥ cpu", rel("all", "cpu", ">=", 1.0)),
+        Cond.judged(f"{app}: memory < {PROF_ALONE:g}×", rel("memory", "none", "<", PROF_ALONE)),
+        Cond.judged(f"{app}: disk < {PROF_ALONE:g}×", rel("disk", "none", "<", PROF_ALONE)),
+    ]
+
+
 def _stress_conds(app: str, ratio: dict[str, dict[str, float]]) -> list[Cond]:
     p95 = {c: ratio.get(c, {}).get("p95", math.nan) for c in STRESSES}
     return [
@@ -250,16 +291,17 @@ def profiling_table7(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Service p95/p99 per stress relative to none, per app, beside the report's ratios;
     judged on PROF_APP (the report's app), the others shown beside it."""
     paper = _paper_ratios(item)
-    nums = {}
+    nums, conds_by_app = {}, {}
     for stem in data.results:
         got = _stress_ratios(data.of(stem))
         if got is not None:
-            nums[str(data.of(stem)["app"].iloc[0])] = got
+            app = str(data.of(stem)["app"].iloc[0])
+            nums[app] = got
+            conds_by_app[app] = _stress_checks(data, data.of(stem), app)
     if not nums:
         return no_data(data, "stress cases")
     # The report's app decides (PROF_APP); the others are shown beside it.
-    conds_by_app = {a: _stress_conds(a, v["ratio"]) for a, v in nums.items()}
-    judged = _stress_conds(PROF_APP, nums.get(PROF_APP, {}).get("ratio", {}))
+    judged = conds_by_app.get(PROF_APP) or _stress_conds(PROF_APP, {})
     beside = {a: status_of(c) for a, c in conds_by_app.items() if a != PROF_APP}
 
     p95 = _stress_p95
@@ -418,7 +460,11 @@ def profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdic
         nums[app] = {"ratio": ratio, "effects": effects}
         conds = _stress_conds(app, ratio)
         cpu = effects.get("cpu", {}).get("p95")
-        conds.append(Cond(f"{app}: cpu's effect on p95 excludes 0", excludes_zero(cpu), True))
+        text = f"{app}: cpu's effect on p95 excludes 0"
+        check = effect_check(data, doc, cpu, ">", 0.0)
+        conds.append(
+            Cond.judged(text, check, True) if check else Cond(text, excludes_zero(cpu), True)
+        )
         conds_by_app[app] = conds
         rows += [_stress_row(app, c, ratio, effects, paper) for c in STRESSES]
     if not nums:

@@ -17,12 +17,13 @@ from ...html import esc
 from ...tailwag import GOAL, TAILWAG_ERROR
 from ...units import fmt_ns
 from ..items import Data
+from ..judge import Check, Estimate, compare
 from ..verdict import (
     Cond,
     Verdict,
     as_float,
-    at_least,
     bars,
+    below,
     finite_or,
     in_unit,
     less_than,
@@ -32,6 +33,7 @@ from ..verdict import (
     no_data,
     ok_mark,
     pct,
+    ratio_check,
     ratio_of,
     read_json,
     value,
@@ -41,6 +43,7 @@ from .common import (
     paper_says,
     paper_text,
     placement,
+    placement_point,
     placement_verdict,
     ran_of,
 )
@@ -122,6 +125,20 @@ def tailwag_table2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     )
 
 
+def _worst_error(q: str):
+    """The statistic of Fig. 5's condition on quantile ``q``: the largest |synthetic ÷ measured
+    − 1| of service ``q`` over the loads (views in (synthetic, measured) pairs)."""
+
+    def worst(*views) -> float:
+        errs = [
+            abs(ratio_of(a.stat("service", q), b.stat("service", q)) - 1)
+            for a, b in zip(views[::2], views[1::2], strict=True)
+        ]
+        return math.nan if any(not math.isfinite(e) for e in errs) else max(errs, default=math.nan)
+
+    return worst
+
+
 @rule
 def tailwag_fig5(item: dict, data: Data, reuse: Data | None) -> Verdict:
     """Per app (tailwag-table2's runs): the synthetic workload's service p50/p95/p99 against
@@ -129,17 +146,16 @@ def tailwag_fig5(item: dict, data: Data, reuse: Data | None) -> Verdict:
     src = reuse if reuse is not None else data
     apps = sorted({str(s).split("/")[0] for s in src.results if str(s).endswith("/measured")})
     nums: dict[str, dict[str, float]] = {}
+    pairs: dict[str, list] = {}
     for app in apps:
-        m = src.of(f"{app}/measured").set_index("point")
-        syn = src.of(f"{app}/synthetic").set_index("point")
-        both = [p for p in m.index if p in syn.index]
+        m = {p["point"]: p for _, p in src.of(f"{app}/measured").iterrows()}
+        syn = {p["point"]: p for _, p in src.of(f"{app}/synthetic").iterrows()}
+        both = [(syn[p], m[p]) for p in m if p in syn]
         if both:
+            pairs[app] = [x for pair in both for x in pair]
             nums[app] = {
                 q: max(
-                    (
-                        ratio_of(value(syn.loc[p], "service", q), value(m.loc[p], "service", q)) - 1
-                        for p in both
-                    ),
+                    (ratio_of(value(a, "service", q), value(b, "service", q)) - 1 for a, b in both),
                     key=lambda e: abs(finite_or(e, math.inf)),
                 )
                 for q in TWFIG5_CLOSE
@@ -147,12 +163,12 @@ def tailwag_fig5(item: dict, data: Data, reuse: Data | None) -> Verdict:
     if not nums:
         return no_data(src, "measured and synthetic points of tailwag-table2")
     conds = [
-        Cond(
+        Cond.judged(
             f"{app} {q} within {TWFIG5_CLOSE[q]:.0%}",
-            None if not math.isfinite(e) else bool(abs(e) <= TWFIG5_CLOSE[q]),
+            src.judge.check(pairs[app], _worst_error(q), "<=", TWFIG5_CLOSE[q], fmt=pct),
         )
         for app, v in nums.items()
-        for q, e in v.items()
+        for q in v
     ]
     body = "synthetic ÷ measured service time − 1, worst over the loads: " + "; ".join(
         f"{app} " + ", ".join(f"{q} {e:+.1%}" for q, e in v.items()) for app, v in nums.items()
@@ -210,9 +226,9 @@ def tailwag_fig1(item: dict, data: Any, _reuse: Any) -> Verdict:
     if not mix or not sep:
         return no_data(data, "MIX and SEP points")
     conds = [
-        Cond(
+        Cond.judged(
             f"SEP p99 < MIX p99 at {100 * f:.0f} % load",
-            less_than(sep["p99_ns"][f], mix["p99_ns"].get(f, math.nan)),
+            below(data, placement_point(data, "SEP", f), placement_point(data, "MIX", f)),
             f == min(sep["p99_ns"]),
         )
         for f in sep["p99_ns"]
@@ -244,6 +260,22 @@ def tailwag_fig1(item: dict, data: Any, _reuse: Any) -> Verdict:
 TW7_RISE = 1.1
 
 
+def _rises_more(data: Any, low: dict, high: dict) -> Check:
+    """The low-variance shape's MIX ÷ SEP p95 over the high-variance shape's, above 1."""
+    points = [x.get(c) for x in (low, high) for c in ("MIX", "SEP")]
+    if any(p is None for p in points):
+        return compare(Estimate(math.nan), ">", 1.0)
+
+    def stat(lm, ls, hm, hs) -> float:
+        rise = [
+            ratio_of(m.stat("sojourn", "p95"), s.stat("sojourn", "p95"))
+            for m, s in ((lm, ls), (hm, hs))
+        ]
+        return ratio_of(rise[0], rise[1])
+
+    return data.judge.check(points, stat, ">", 1.0, fmt=mult)
+
+
 @rule
 def tailwag_fig7(item: dict, data: Any, _reuse: Any) -> Verdict:
     """Per service shape: p95 with interrupts on the worker's CPU (MIX) ÷ on another (SEP)."""
@@ -251,26 +283,26 @@ def tailwag_fig7(item: dict, data: Any, _reuse: Any) -> Verdict:
     if pts.empty or "axis_app.service" not in pts or "axis_case" not in pts:
         return no_data(data, "points over app.service and [[case]]")
     shapes: dict[str, dict[str, float]] = {}
+    rows_of: dict[str, dict[str, pd.Series]] = {}
     for (svc, case), g in pts.groupby(["axis_app.service", "axis_case"]):
         p = g.iloc[0]
         s = shapes.setdefault(str(svc), {})
         s[str(case)] = value(p, "sojourn", "p95")
+        rows_of.setdefault(str(svc), {})[str(case)] = p
         if case == "none":
             s["spread"] = ratio_of(value(p, "service", "p95"), value(p, "service", "p50"))
     for s in shapes.values():
         s["rise"] = ratio_of(s.get("MIX", math.nan), s.get("SEP", math.nan))
     order = sorted(shapes, key=lambda k: finite_or(shapes[k].get("spread", math.nan), math.inf))
-    low, high = shapes[order[0]], shapes[order[-1]]
+    low, high = rows_of[order[0]], rows_of[order[-1]]
+    more = "it rises more than the high-variance shape's"
     conds = [
-        Cond(
+        Cond.judged(
             f"MIX ÷ SEP p95 ≥ {TW7_RISE:g} for the low-variance shape",
-            at_least(low["rise"], TW7_RISE),
+            ratio_check(data, low.get("MIX"), low.get("SEP"), ">=", TW7_RISE, "p95"),
             True,
         ),
-        Cond(
-            "it rises more than the high-variance shape's",
-            less_than(high["rise"], low["rise"]) if len(order) > 1 else None,
-        ),
+        Cond.judged(more, _rises_more(data, low, high)) if len(order) > 1 else Cond(more, None),
     ]
     why, found = nic_needs(data)
     conds.append(Cond("a real NIC's interrupts moved (TailWAG's measured lines)", None))

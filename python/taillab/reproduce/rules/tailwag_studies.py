@@ -15,17 +15,20 @@ import pandas as pd
 from ... import figures as F
 from ...results import read_summary
 from ...units import fmt_ns
+from ..judge import Check, Estimate, compare
 from ..verdict import (
     Cond,
     Verdict,
     at_least,
     bars,
+    below,
     by_axis,
     in_unit,
-    less_than,
     make_verdict,
     mult,
     no_data,
+    pct,
+    ratio_check,
     ratio_of,
     value,
     with_ideal,
@@ -108,16 +111,43 @@ def _at(pts: pd.DataFrame, case: str, qps: float | None = None) -> pd.DataFrame:
     return p.sort_values("qps")
 
 
-def _dnn(pts: pd.DataFrame) -> _Study:
+def _over_ideal(v) -> float:
+    """A point's measured ÷ ideal p99 (each run's own, averaged over the view's runs)."""
+    return v.number("ideal", "ratio", "p99")
+
+
+def _pair(data: Any, a, b, fn, op: str, bound: float) -> Check:
+    """``fn(a) ÷ fn(b)`` of two points compared with ``bound`` (no data without either)."""
+    if a is None or b is None:
+        return compare(Estimate(math.nan), op, bound)
+    return data.judge.check([a, b], lambda x, y: ratio_of(fn(x), fn(y)), op, bound, fmt=mult)
+
+
+def _bridged(data: Any, at: dict[str, pd.Series]) -> Check:
+    """The share of MIX's p95 over none's that the accelerator takes back (NaN where MIX is
+    not above none)."""
+    cases = [at.get(c) for c in (TW9_CASES[TW9_NOISE][i] for i in (0, 1, 3))]
+    if any(p is None for p in cases):
+        return compare(Estimate(math.nan), ">=", TW9B_BRIDGE)
+
+    def share(none, mix, acc) -> float:
+        n, m, a = (v.stat("sojourn", "p95") for v in (none, mix, acc))
+        return ratio_of(m - a, m - n) if m - n > 0 else math.nan
+
+    return data.judge.check(cases, share, ">=", TW9B_BRIDGE, fmt=pct)
+
+
+def _dnn(data: Any, pts: pd.DataFrame) -> _Study:
     """(a): each model's saturation rate and, at TW9A_LOAD of it, its p99 and p99 ÷ ideal."""
     base, fast, fastest = TW9_CASES[TW9_DNN]
     s = _Study()
+    mids = {}
     for case in TW9_CASES[TW9_DNN]:
         c = _at(pts, case)
         if c.empty:
             continue
         near = np.abs(c["load_frac"].fillna(-1.0).to_numpy() - TW9A_LOAD)
-        mid = c.iloc[int(np.argmin(near))]
+        mid = mids[case] = c.iloc[int(np.argmin(near))]
         s.nums[case] = {
             "sat_qps": float(c["sat_qps"].iloc[0]),
             "p99_ns": value(mid, "sojourn", "p99"),
@@ -141,10 +171,11 @@ def _dnn(pts: pd.DataFrame) -> _Study:
     s.nums["disturbance"] = disturb
     sat = get_number(s.nums, fast, "sat_vs_measured")
     s.conds = [
+        # One saturation search per model: no runs to judge its noise by.
         Cond(f"{fast} saturates ≥ {TW9A_SAT:g}× higher", at_least(sat, TW9A_SAT), True),
-        Cond(
+        Cond.judged(
             f"{fastest}: p99 ÷ ideal ≥ {TW9A_DISTURB:g}× the measured model's",
-            at_least(disturb, TW9A_DISTURB),
+            _pair(data, mids.get(fastest), mids.get(base), _over_ideal, ">=", TW9A_DISTURB),
         ),
     ]
     s.text = (
@@ -155,27 +186,29 @@ def _dnn(pts: pd.DataFrame) -> _Study:
     return s
 
 
-def _noise(pts: pd.DataFrame) -> _Study:
+def _noise(data: Any, pts: pd.DataFrame) -> _Study:
     """(b): p95 per interrupt placement at the highest load."""
     none, mix, sep, acc = TW9_CASES[TW9_NOISE]
     top = float(pts["qps"].max())
     s = _Study()
+    at: dict[str, pd.Series] = {}
     for case in TW9_CASES[TW9_NOISE]:
         p = _at(pts, case, top)
         if len(p):
+            at[case] = p.iloc[0]
             s.tail[case] = value(p.iloc[0], "sojourn", "p95")
     p95 = {c: s.tail.get(c, math.nan) for c in TW9_CASES[TW9_NOISE]}
     gap = p95[mix] - p95[none]
     bridged = ratio_of(p95[mix] - p95[acc], gap) if gap > 0 else math.nan
     s.nums = {"qps": top, "p95_ns": s.tail, "accelerator_closes": bridged}
     s.conds = [
-        Cond(
+        Cond.judged(
             f"{mix} ≥ {TW9B_HURT:g}× {none}",
-            at_least(ratio_of(p95[mix], p95[none]), TW9B_HURT),
+            ratio_check(data, at.get(mix), at.get(none), ">=", TW9B_HURT, "p95"),
             True,
         ),
-        Cond(f"{acc} closes ≥ {TW9B_BRIDGE:.0%} of the gap", at_least(bridged, TW9B_BRIDGE), True),
-        Cond(f"{sep} < {mix}", less_than(p95[sep], p95[mix])),
+        Cond.judged(f"{acc} closes ≥ {TW9B_BRIDGE:.0%} of the gap", _bridged(data, at), True),
+        Cond.judged(f"{sep} < {mix}", below(data, at.get(sep), at.get(mix), "p95")),
     ]
     s.rows = [
         [
@@ -196,30 +229,30 @@ def _noise(pts: pd.DataFrame) -> _Study:
     return s
 
 
-def _gc(pts: pd.DataFrame) -> _Study:
+def _gc(data: Any, pts: pd.DataFrame) -> _Study:
     """(c): p99 and p50 per collector's pauses at the lightest load."""
     nopause, g1, par = TW9_CASES[TW9_GC]
     low = float(pts["qps"].min())
     s = _Study()
     st: dict[str, dict[str, float]] = {}
+    at: dict[str, pd.Series] = {}
     for case in TW9_CASES[TW9_GC]:
         p = _at(pts, case, low)
         if len(p):
+            at[case] = p.iloc[0]
             st[case] = {q: value(p.iloc[0], "sojourn", q) for q in ("p50", "p99")}
             s.tail[case] = st[case]["p99"]
-    p50 = {c: get_number(st, c, "p50") for c in TW9_CASES[TW9_GC]}
     p99 = {c: get_number(st, c, "p99") for c in TW9_CASES[TW9_GC]}
     s.conds = [
-        Cond(f"{par} p99 > {g1} p99", less_than(p99[g1], p99[par]), True),
-        Cond(
+        Cond.judged(f"{par} p99 > {g1} p99", below(data, at.get(g1), at.get(par)), True),
+        Cond.judged(
             f"{g1} p99 ≥ {TW9C_PAUSE:g}× {nopause}",
-            at_least(ratio_of(p99[g1], p99[nopause]), TW9C_PAUSE),
+            ratio_check(data, at.get(g1), at.get(nopause), ">=", TW9C_PAUSE),
         ),
     ]
     for case in (g1, par):
-        r = ratio_of(p50[case], p50[nopause])
-        near = None if not math.isfinite(r) or r <= 0 else bool(max(r, 1 / r) <= TW9C_MEDIAN)
-        s.conds.append(Cond(f"{case} p50 within {TW9C_MEDIAN:g}× {nopause}'s", near))
+        near = ratio_check(data, at.get(case), at.get(nopause), "factor", TW9C_MEDIAN, "p50")
+        s.conds.append(Cond.judged(f"{case} p50 within {TW9C_MEDIAN:g}× {nopause}'s", near))
     s.nums = {"qps": low, "cases": st}
     s.rows = [
         [
@@ -258,7 +291,7 @@ def tailwag_fig9(item: dict, data: Any, _reuse: Any) -> Verdict:
     for stem, fn in ((TW9_DNN, _dnn), (TW9_NOISE, _noise), (TW9_GC, _gc)):
         sp = pts[pts["stem"] == stem]
         if len(sp):
-            studies[stem] = fn(sp)
+            studies[stem] = fn(data, sp)
     conds = [c for s in studies.values() for c in s.conds]
     conds += [Cond(f"{stem} measured", None) for stem in TW9_CASES if stem not in studies]
     captions = {
@@ -339,6 +372,43 @@ def _timeline(cases: dict[str, dict[str, Any]]):
     return draw
 
 
+def _stall_ms_per_s(doc: dict) -> float:
+    """One run's dispatch gaps over 1 ms, their total ms per second measured (NaN for a run
+    without complete records)."""
+    st = doc.get("stalls")
+    if not isinstance(st, dict):
+        return math.nan
+    return ratio_of(
+        float(st.get("over_1ms_total_ns") or 0) / 1e6, float(doc.get("duration_s") or 0)
+    )
+
+
+def _tw3_conds(data: Any, lim: pd.Series | None, off: pd.Series | None) -> list[Cond]:
+    """Fig. 3's conditions over each case's runs: the limit's stalls, what -1 leaves of them,
+    -1's p99.9 against the limit's."""
+
+    def stalls(v) -> float:
+        return v.mean_of(_stall_ms_per_s)
+
+    limit = (
+        compare(Estimate(math.nan), ">=", TW3_STALL_MS)
+        if lim is None
+        else data.judge.check([lim], stalls, ">=", TW3_STALL_MS, fmt=lambda v: f"{v:.3g} ms/s")
+    )
+    return [
+        Cond.judged(f"the limit stalls the worker ≥ {TW3_STALL_MS:g} ms a second", limit, True),
+        Cond.judged(
+            f"-1 leaves ≤ {TW3_LEFT:.0%} of those stalls",
+            _pair(data, off, lim, stalls, "<", TW3_LEFT + 1e-12),
+            True,
+        ),
+        Cond.judged(
+            f"-1's p99.9 ≤ {TW3_TAIL:g}× the limit's",
+            ratio_check(data, off, lim, "<", TW3_TAIL + 1e-12, "p999"),
+        ),
+    ]
+
+
 @rule
 def tailwag_fig3(item: dict, data: Any, _reuse: Any) -> Verdict:
     """A SCHED_FIFO worker that spins, under the kernel's default real-time limit and with it
@@ -352,20 +422,7 @@ def tailwag_fig3(item: dict, data: Any, _reuse: Any) -> Verdict:
         cases[case] = _stalls(data, p) | {s: value(p, "sojourn", s) for s in ("p99", "p999", "max")}
     lim, off = cases.get(TW3_LIMIT, {}), cases.get(TW3_OFF, {})
     left = ratio_of(get_number(off, "stall_ms_per_s"), get_number(lim, "stall_ms_per_s"))
-    conds = [
-        Cond(
-            f"the limit stalls the worker ≥ {TW3_STALL_MS:g} ms a second",
-            at_least(get_number(lim, "stall_ms_per_s"), TW3_STALL_MS),
-            True,
-        ),
-        Cond(
-            f"-1 leaves ≤ {TW3_LEFT:.0%} of those stalls", less_than(left, TW3_LEFT + 1e-12), True
-        ),
-        Cond(
-            f"-1's p99.9 ≤ {TW3_TAIL:g}× the limit's",
-            less_than(ratio_of(get_number(off, "p999"), get_number(lim, "p999")), TW3_TAIL + 1e-12),
-        ),
-    ]
+    conds = _tw3_conds(data, by.get(TW3_LIMIT), by.get(TW3_OFF))
     body = "; ".join(
         f"{c}: stalled {v['stall_ms_per_s']:.3g} ms a second ({v['stalls_per_s']:.3g} stalls "
         f"over 1 ms a second, longest {v['longest_ms']:.3g} ms), p99.9 {fmt_ns(v['p999'])}, "

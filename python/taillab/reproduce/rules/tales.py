@@ -57,6 +57,7 @@ from .common import (
     attribution,
     attribution_links,
     ci_text,
+    effect_check,
     excludes_zero,
     needs_text,
     num_text,
@@ -512,12 +513,21 @@ TALES5_REMEDIES = {
 }
 
 
-def _tales5_conds(hog: dict, rel: dict, inter: dict) -> list[Cond]:
+def _tales5_conds(data: Data, doc: dict, es: dict, inter: dict) -> list[Cond]:
     """Tales Fig. 5's conditions: the hog's effect, each remedy's cell back near the base and
-    its interaction with the hog negative."""
+    its interaction with the hog negative. In the full variant the hog's and the interactions'
+    are judged by their CIs (three-valued); a remedy's cell sums several effects whose joint
+    draws the attribution does not keep, so it is compared as a point."""
+    base = float(es["base"]["estimate_us"])
+    hog = _attr_term(es, TALES5_HOG_LEVEL)
+    rel = {k: ratio_of(_attr_cell(es, lv), base) for k, lv in _tales5_cells().items()}
+    text = f"hog ≥ {TALES5_HOG:g}× base p99, CI excludes 0"
+    check = effect_check(data, doc, hog, ">=", TALES5_HOG, base=base)
     conds = [
-        Cond(
-            f"hog ≥ {TALES5_HOG:g}× base p99, CI excludes 0",
+        Cond.judged(text, check, True)
+        if check
+        else Cond(
+            text,
             None
             if excludes_zero(hog) is None
             else bool(excludes_zero(hog) and (at_least(rel["hog"], TALES5_HOG) or False)),
@@ -533,15 +543,27 @@ def _tales5_conds(hog: dict, rel: dict, inter: dict) -> list[Cond]:
             )
         )
         x = inter[name]
+        text = f"{name}: the interaction takes the hog's effect back (< 0, CI excludes 0)"
+        check = effect_check(data, doc, x, "<", 0.0)
         conds.append(
-            Cond(
-                f"{name}: the interaction takes the hog's effect back (< 0, CI excludes 0)",
+            Cond.judged(text, check)
+            if check
+            else Cond(
+                text,
                 None
                 if excludes_zero(x) is None
                 else bool(excludes_zero(x) and float(x["estimate_us"]) < 0),
             )
         )
     return conds
+
+
+def _tales5_cells() -> dict[str, list[tuple[str, str]]]:
+    """The cells Tales Fig. 5's conditions read, by name: the hog alone, each remedy with it."""
+    return {
+        "hog": [TALES5_HOG_LEVEL],
+        **{n: [TALES5_HOG_LEVEL, lv] for n, lv in TALES5_REMEDIES.items()},
+    }
 
 
 def _tales5_rows(es: dict, hog: dict, rel: dict, inter: dict, paper: dict) -> list[list]:
@@ -594,7 +616,7 @@ def tales_fig5_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdi
         cells[name.replace("hog + ", "").replace("hog, ", "") + " alone"] = _attr_cell(es, [lv])
         inter[name] = _attr_term(es, TALES5_HOG_LEVEL, lv)
     rel = {k: ratio_of(v, base) for k, v in cells.items()}
-    conds = _tales5_conds(hog, rel, inter)
+    conds = _tales5_conds(data, doc, es, inter)
     body = (
         f"sojourn p99 ÷ base cell ({fmt_ns(base * 1e3)}), from the model: "
         + ", ".join(f"{k} {mult(v)}" for k, v in rel.items())
