@@ -581,3 +581,127 @@ fn glob_configs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+// --- The full variant's repeats (issue 56) ----------------------------------------------------
+
+/// A configs folder holding one small item, `tales-fig1` over two arrival processes, whose
+/// experiment measures 300 ms a point; `extra` goes into its [[item]] table.
+fn tiny_configs(name: &str, extra: &str) -> std::path::PathBuf {
+    let dir = tmp(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("items.toml"),
+        format!(
+            "[[item]]\nid = \"tales-fig1\"\npaper = \"a test\"\nfigure = \"Fig. 1\"\nclaim = \"a test\"\n\
+             experiments = [\"tiny.toml\"]\nquick = [\"load.duration=60ms\"]\nminutes = 0.1\n\
+             quick_minutes = 0.1\n{extra}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("tiny.toml"),
+        "[app]\nname = \"synth\"\nservice = \"fixed:20us\"\n\n[load]\nqps = 2000\n\
+         arrival = [\"fixed\", \"poisson\"]\nseed = 1\nwarmup = \"20ms\"\nduration = \"300ms\"\n\n\
+         [harness]\nthreads = 1\nwait = \"spin\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// The runs of each point of an item's one experiment: (point, seeds, measured seconds).
+fn runs_of(exp: &std::path::Path) -> Vec<(String, Vec<u64>, Vec<f64>)> {
+    let mut out = Vec::new();
+    for p in json(&exp.join("experiment.json"))["points"]
+        .as_array()
+        .unwrap()
+    {
+        let id = p["id"].as_str().unwrap();
+        let (mut seeds, mut secs) = (Vec::new(), Vec::new());
+        for k in 0.. {
+            let run = exp.join("points").join(id).join(format!("run-{k}"));
+            if !run.exists() {
+                break;
+            }
+            let s = read_summary(&run);
+            seeds.push(s["seed"].as_u64().unwrap());
+            secs.push(s["duration_s"].as_f64().unwrap());
+        }
+        out.push((id.to_string(), seeds, secs));
+    }
+    out
+}
+
+/// The full variant runs each point three times with fresh seeds, the experiment's 300 ms
+/// split over them, and records it (variant.json, verdict.json's runs a point); the quick
+/// variant runs each point once.
+#[test]
+fn full_variant_runs_each_point_three_times_with_fresh_seeds() {
+    let _s = serial();
+    let configs = tiny_configs("full-runs-configs", "");
+    let out = tmp("full-runs");
+    for (variant, want) in [("full", 3), ("quick", 1)] {
+        let mut c = Command::new(bin());
+        c.args(["reproduce", "tales-fig1", "-q", "--configs"])
+            .arg(&configs)
+            .arg("--out")
+            .arg(out.join(variant));
+        if variant == "quick" {
+            c.arg("--quick");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let item = out.join(variant).join("tales-fig1");
+        let runs = runs_of(&item.join("tiny"));
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        for (point, seeds, secs) in &runs {
+            assert_eq!(seeds.len(), want, "{point}: {seeds:?}");
+            let mut distinct = seeds.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), want, "{point}: a seed repeats: {seeds:?}");
+            let each = if want == 3 { 0.1 } else { 0.06 };
+            assert!(
+                secs.iter().all(|s| (s - each).abs() < 1e-6),
+                "{point}: {secs:?}"
+            );
+        }
+        let v = json(&item.join("variant.json"));
+        assert_eq!(v["variant"], variant, "{v}");
+        let verdict = json(&item.join("verdict.json"));
+        assert_eq!(
+            verdict["runs_per_point"]["tiny"],
+            serde_json::json!([want, want])
+        );
+        if want == 3 {
+            assert_eq!(v["experiments"]["tiny"]["runs"], 3, "{v}");
+            assert_eq!(verdict["judged"], "runs", "{verdict}");
+        } else {
+            assert_eq!(verdict["judged"], "indicative", "{verdict}");
+        }
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&configs).unwrap();
+}
+
+/// An item's `runs` that is not a count of runs is refused in one line, before anything runs.
+#[test]
+fn an_items_runs_of_zero_is_refused() {
+    let configs = tiny_configs("zero-runs-configs", "runs = 0");
+    let out = tmp("zero-runs");
+    let o = Command::new(bin())
+        .args(["reproduce", "tales-fig1", "-q", "--configs"])
+        .arg(&configs)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("tales-fig1: runs = 0 in items.toml") && e.trim().lines().count() == 1,
+        "{e}"
+    );
+    assert!(!out.join("tales-fig1/tiny").exists(), "it ran: {e}");
+    std::fs::remove_dir_all(&configs).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+}
