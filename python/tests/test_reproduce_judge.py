@@ -140,21 +140,30 @@ def test_without_an_interval_a_point_is_compared_as_before():
 
 
 def test_runs_to_resolve_from_the_width_and_one_over_root_runs():
-    """An arm of 1 at a distance 0.5 from the threshold needs (1/0.5)² = 4 times the runs:
-    12 in all, 9 more; both edges of a range count; a value on the threshold never resolves."""
+    """The arm facing the threshold must shrink, as 1/√runs, to the value's distance from it:
+    ``runs × (arm ÷ distance)²`` runs in all. A positive statistic against positive bounds is
+    read on the log scale (as its interval was stretched); others as they are. Both edges of a
+    range count; a value on the threshold never resolves."""
     e = _e(10.0, 9.0, 11.0)
-    assert J.compare(e, ">=", 10.5).more_runs == 9
-    assert J.compare(e, ">=", 9.5).more_runs == 9
-    assert J.runs_to_resolve(e, "<=", 10.8) == math.ceil(3 * (1 / 0.8) ** 2) - 3
-    # Inside a range whose both edges cross the interval: the nearer edge decides.
-    assert J.runs_to_resolve(e, "within", (9.5, 10.8)) == 9
+
+    def more(arm, gap):
+        return math.ceil(3 * (arm / gap) ** 2) - 3
+
+    ln = math.log
+    assert J.compare(e, ">=", 10.5).more_runs == more(ln(11 / 10), ln(10.5 / 10)) == 9
+    assert J.compare(e, ">=", 9.5).more_runs == more(ln(10 / 9), ln(10 / 9.5)) == 10
+    assert J.runs_to_resolve(e, "<=", 10.8) == more(ln(11 / 10), ln(10.8 / 10))
+    # Inside a range whose both edges cross the interval: the farther-off resolution decides.
+    assert J.runs_to_resolve(e, "within", (9.5, 10.8)) == 10
     assert J.compare(e, ">=", 10.0).more_runs is None
+    # An effect in µs against 0: on its own scale.
+    assert J.compare(_e(-1.0, -2.0, 0.5), "<", 0.0).more_runs == more(1.5, 1.0) == 4
     # A just-resolvable one still asks for at least one more run.
     assert J.runs_to_resolve(_e(10.0, 8.99, 11.0), ">=", 9.0) == 1
-    # Check: the runs asked for do resolve it, the arm shrunk as 1/√runs.
-    more = J.compare(e, ">=", 10.3).more_runs
-    arm = 1.0 * math.sqrt(3 / (3 + more))
-    assert 10.0 - arm >= 10.3 - 1e-9 or arm <= 0.3
+    # The runs asked for do resolve it: the upper arm, shrunk as 1/√runs, falls below 10.3.
+    n = J.compare(e, ">=", 10.3).more_runs
+    assert ln(11 / 10) * math.sqrt(3 / (3 + n)) <= ln(10.3 / 10) + 1e-12
+    assert ln(11 / 10) * math.sqrt(3 / (2 + n)) > ln(10.3 / 10)
 
 
 def test_check_texts_and_doc():

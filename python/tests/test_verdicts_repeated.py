@@ -69,8 +69,9 @@ def test_an_effect_its_runs_straddle_is_unresolved(tmp_path):
     hog = _conds(doc)["hog ≥ 2× none"]
     assert hog["outcome"] == "unresolved" and hog["ok"] is None
     assert hog["ci_low"] < 2.0 < hog["ci_high"]
-    arm = hog["value"] - hog["ci_low"]
-    want = int(np.ceil(3 * (arm / (hog["value"] - 2.0)) ** 2)) - 3
+    # On the log scale, as a positive ratio's interval is stretched.
+    arm, gap = np.log(hog["value"] / hog["ci_low"]), np.log(hog["value"] / 2.0)
+    want = int(np.ceil(3 * (arm / gap) ** 2)) - 3
     assert hog["more_runs"] == want and want > 3
     assert f"hog ≥ 2× none (about {want} more runs a point)" in doc["verdict"]
     assert "unresolved by its runs" in doc["verdict"]

@@ -27,7 +27,9 @@ The intervals:
   correction too) and its tails are the normal's where k runs leave Student's t with k − 1
   degrees of freedom, so both arms are stretched about the estimate by
   t₀.₉₇₅,ₖ₋₁ ÷ z₀.₉₇₅ × √(k/(k−1)) (2.69 at 3 runs, 1.33 at 10): for a mean, the width of its
-  t-interval. Coverage on data with a known truth: python/tests/test_reproduce_judge.py.
+  t-interval. A positive statistic is stretched on the log scale (most are ratios: their arms
+  are multiplicative, and an interval of a ratio stays above 0), and its runs to resolve are
+  reckoned there too. Coverage on data with a known truth: python/tests/test_reproduce_judge.py.
 
 A point's statistic over its runs is that of their histograms added (quantiles, the maximum)
 or of their requests together (the mean), else the mean of the runs' own values (what
@@ -188,6 +190,20 @@ def _point_holds(v: float, op: str, bound) -> bool:
     return lo <= v <= hi
 
 
+def _log(x: float) -> float:
+    return math.log(x) if math.isfinite(x) else x
+
+
+def _on_scale(est: Estimate, lo: float, hi: float) -> tuple[Estimate, float, float]:
+    """The estimate and the allowed range on the scale its interval narrows on: the log of a
+    positive statistic against positive bounds (a ratio's arms are multiplicative, as the
+    bootstrap stretched them), else as they are."""
+    if est.lo > 0 and all(e > 0 for e in (lo, hi) if math.isfinite(e)):
+        logged = Estimate(_log(est.value), _log(est.lo), _log(est.hi), est.runs, est.how)
+        return logged, _log(lo) if lo > 0 else lo, _log(hi)
+    return est, lo, hi
+
+
 def runs_to_resolve(est: Estimate, op: str, bound) -> int | None:
     """About how many more runs would put ``est``'s interval wholly on one side of the
     threshold, its arms shrinking as 1/√runs towards the value; None when the value sits on
@@ -195,6 +211,7 @@ def runs_to_resolve(est: Estimate, op: str, bound) -> int | None:
     if not (est.has_interval and math.isfinite(est.value)):
         return None
     lo, hi = _range_of(op, bound)
+    est, lo, hi = _on_scale(est, lo, hi)
     v = est.value
     if lo <= v <= hi:
         # It looks like holding: each edge of the allowed range inside the interval must
@@ -266,8 +283,13 @@ def bootstrap_interval(
     if len(reps) < resamples / 2:
         return math.nan, math.nan
     tail = (1 - level) / 2
-    lo, hi = np.quantile(reps, [tail, 1 - tail])
+    lo, hi = (float(x) for x in np.quantile(reps, [tail, 1 - tail]))
     s = stretch(k, level)
+    if center > 0 and lo > 0:
+        # A positive statistic (most are ratios) is stretched on the log scale: its arms are
+        # multiplicative, and a ratio's interval stays above 0.
+        down, up = max(math.log(center / lo), 0.0), max(math.log(hi / center), 0.0)
+        return center * math.exp(-s * down), center * math.exp(s * up)
     return center - s * max(center - lo, 0.0), center + s * max(hi - center, 0.0)
 
 
