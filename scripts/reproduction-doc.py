@@ -9,9 +9,9 @@ items' verdict.json files are kept first, in the repository: under `docs/reprodu
 for the full variant and `docs/reproduction/quick/<id>/` for --quick (each verdict says which
 it is), replacing the same items' kept verdicts. The doc is then made from what is kept: the
 full verdicts, and the quick ones standing in, marked, for the items with no full verdict yet.
-So a full run (about three hours on a 2-vCPU VM: `taillab reproduce --list`) can be made item
-by item over several sessions and machines and still add up (each row names its machine when
-they differ). With no ROOT the doc is made again from what is kept. The items' runs and pages
+So a full run (about three and a half hours on a 2-vCPU VM: `taillab reproduce --list`) can be
+made item by item over several sessions and machines and still add up (each row names its
+machine when they differ). With no ROOT the doc is made again from what is kept. The items' runs and pages
 stay where they ran: a verdict is a few kB, a run's records are not. Nothing is measured or
 typed here.
 """

@@ -4,7 +4,7 @@ statistics over its runs read from the files a sweep writes.
 
 Coverage is counted over a few hundred seeded trials, so each test gives the same answer every
 time; the bands are wide (a few standard errors of a count of 300) but each catches a wrong
-formula: an unstretched bootstrap over three runs covers about 75 % of the time, a one-sided
+formula: an unstretched bootstrap over three runs covers about 73 % of the time, a one-sided
 or off-by-one order statistic well under 90 %.
 """
 

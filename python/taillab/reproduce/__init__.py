@@ -14,9 +14,15 @@ thresholds are named constants of those modules, each with why it has its value.
 * ``confirmed`` — every condition holds;
 * ``partly`` — some hold (and no *primary* condition, the effect the claim is about, fails);
 * ``not confirmed`` — none holds, or a primary one fails;
-* ``inconclusive`` — no data, or every run of the item failed its environment check (another
-  process, steal or a CPU wait disturbed it). The numbers are still computed and shown, with
-  what they would say (``status_from_data`` in ``verdict.json``).
+* ``inconclusive`` — no data, a condition its runs cannot resolve, or every run of the item
+  failed its environment check (another process, steal or a CPU wait disturbed it). The
+  numbers are still computed and shown, with what they would say (``status_from_data`` in
+  ``verdict.json``).
+
+On repeated runs (the full variant runs each point three times) each condition is judged by
+its statistic's 95 % interval over the runs (:mod:`.judge`): it holds or fails only when the
+whole interval is on one side of its threshold, and is unresolved otherwise; a verdict from one
+run a point, or from ``--quick``, compares point estimates and is labelled indicative.
 
 A run whose environment check failed (``checks.environment.ok == false`` in its summary.json)
 is kept, never dropped: the page counts them and says at the top that the figure is built from
@@ -26,13 +32,21 @@ disturbed runs, with the gist of the reasons.
 
     {"schema": "taillab.reproduce/1", "id", "paper", "figure", "claim",
      "status", "status_from_data", "verdict" (one sentence), "numbers" {...},
-     "conditions": [{"text", "ok", "primary"}], "runs", "disturbed_runs",
-     "probes", "disturbed_probes", "environment" (the gist), "quick", "host", "started_at"}
+     "conditions": [{"text", "ok", "primary", and where judged by a check: "outcome",
+                     "value", "ci_low", "ci_high", "op", "bound", "runs", "interval",
+                     "more_runs"}],
+     "judged" ("runs" | "indicative"), "runs_per_point" {experiment: [fewest, most]},
+     "runs", "disturbed_runs", "probes", "disturbed_probes", "environment" (the gist),
+     "quick", "host", "started_at"}
 
-Schema history: taillab.reproduce/1 — first version.
+Schema history: taillab.reproduce/1 — first version; 2026-12-06: each condition's check,
+``judged`` and ``runs_per_point`` added (keys a reader may miss: a verdict without them was
+made from point comparisons).
 
-Modules: :mod:`.items` (the items file and an item's data), :mod:`.verdict` (the vocabulary of
-a verdict: conditions, statuses, the formatting and figure helpers every rule uses),
+Modules: :mod:`.items` (the items file and an item's data), :mod:`.judge` (a statistic's
+interval over a point's runs and its three-valued comparison with a threshold),
+:mod:`.verdict` (the vocabulary of a verdict: conditions, statuses, the formatting and figure
+helpers every rule uses),
 :mod:`.rules` (the rules), :mod:`.page` (one item's verdict and page), :mod:`.index` (the index
 of every item and the markdown of docs/reproduction.md).
 """
