@@ -527,4 +527,3 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 }
-
