@@ -37,7 +37,15 @@ TESTS = sorted(str(p) for p in (ROOT / "python" / "tests").glob("test_verdicts_*
 MODULES = tuple(
     f"reproduce.rules.{m}"
     for m in (
-        "tailbench", "tales", "tail_at_scale", "tailwag", "tailwag_studies", "profiling", "common"
+        "tailbench",
+        "tailbench_configs",
+        "tales",
+        "tales_host",
+        "tail_at_scale",
+        "tailwag",
+        "tailwag_studies",
+        "profiling",
+        "common",
     )
 )
 # Upper-case numbers of those modules that are not thresholds of a verdict: how many failed
