@@ -76,8 +76,8 @@ pub fn of(
     show_progress: bool,
 ) -> anyhow::Result<Vec<Box<dyn RunHook>>> {
     let mut hooks: Vec<Box<dyn RunHook>> = Vec::new();
-    if let Some(bar) = progress_bar(spec, !show_progress) {
-        hooks.push(Box::new(Bar(bar)));
+    if show_progress {
+        hooks.push(Box::new(Bar(None)));
     }
     hooks.push(Box::new(PlannedHook::integrated(out)));
     if cfg.monitor.enabled {
@@ -103,27 +103,35 @@ pub fn of(
     Ok(hooks)
 }
 
-/// The progress bar of a run long enough to wait on.
-struct Bar(indicatif::ProgressBar);
+/// The progress bar of a run long enough to wait on, drawn from the run's start (not while
+/// its data is prepared).
+struct Bar(Option<indicatif::ProgressBar>);
 
 impl RunHook for Bar {
+    fn start(&mut self, s: &mut Start) -> anyhow::Result<()> {
+        self.0 = progress_bar(s.spec);
+        Ok(())
+    }
     fn interval(&mut self, p: &Progress) {
-        self.0.set_length(p.expected_ns / 1_000_000);
-        self.0
-            .set_position((p.elapsed_ns / 1_000_000).min(p.expected_ns / 1_000_000));
-        self.0.set_message(format!("{} requests", p.completed));
+        if let Some(b) = &self.0 {
+            b.set_length(p.expected_ns / 1_000_000);
+            b.set_position((p.elapsed_ns / 1_000_000).min(p.expected_ns / 1_000_000));
+            b.set_message(format!("{} requests", p.completed));
+        }
     }
     fn end(&mut self, _: &mut End) -> anyhow::Result<()> {
-        self.0.finish_and_clear();
+        if let Some(b) = self.0.take() {
+            b.finish_and_clear();
+        }
         Ok(())
     }
 }
 
-fn progress_bar(spec: &RunSpec, quiet: bool) -> Option<indicatif::ProgressBar> {
+fn progress_bar(spec: &RunSpec) -> Option<indicatif::ProgressBar> {
     // Only for runs long enough to wait on; the bar redraws at most 20×/s
     // from the main thread, never from a worker.
     let expected_s = spec.expected_measure_ns() as f64 / 1e9;
-    if quiet || expected_s < 1.0 {
+    if expected_s < 1.0 {
         return None;
     }
     Some(crate::progress::bar(
