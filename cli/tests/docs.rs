@@ -61,7 +61,7 @@ const COVERED: &[(&str, How)] = &[
     ("taillab sweep --executor slurm …", How::Elsewhere("cli/tests/slurm.rs::slurm_sweeps_and_networked_runs_on_a_local_cluster", "it needs the local Slurm the test starts")),
     ("taillab reproduce --list", How::Run("reproduce --list")),
     ("taillab reproduce ID [--quick]", How::Elsewhere("cli/tests/reproduce.rs::smoke_with_readers", "every item's smoke variant runs there")),
-    ("taillab reproduce ID --seed 7 --requests 2000",
+    ("taillab reproduce ID --seed 7 --requests 3000",
      How::Elsewhere("cli/tests/reproduce.rs::run_settings_of_the_command_line_go_over_the_items_and_the_page_says_so", "an item's runs")),
     ("taillab apps", How::Run("apps")),
     ("taillab data prepare APP", How::Run("data prepare synth")),
