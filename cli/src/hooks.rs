@@ -97,7 +97,7 @@ pub fn of(
     if spec.roi != taillab_core::roi::RoiMode::None {
         hooks.push(Box::new(Roi {
             mode: spec.roi,
-            before: taillab_core::roi::emitted(),
+            before: Default::default(),
         }));
     }
     Ok(hooks)

@@ -689,12 +689,13 @@ mod dealt_tests {
             (Bound::Seconds(0.01), Bound::Seconds(0.04)),
         ];
         // A trace of irregular times (its order must survive the deal), in microseconds.
-        let trace = std::env::temp_dir().join(format!("taillab-dealt-{}.txt", std::process::id()));
+        let trace_file =
+            std::env::temp_dir().join(format!("taillab-dealt-{}.txt", std::process::id()));
         let times: Vec<String> = (0..6_000u64)
             .map(|i| (i * 10 + (i * i) % 7).to_string())
             .collect();
-        std::fs::write(&trace, times.join("\n")).unwrap();
-        let trace = format!("trace:{},unit=us", trace.display());
+        std::fs::write(&trace_file, times.join("\n")).unwrap();
+        let trace = format!("trace:{},unit=us", trace_file.display());
         for arrival in [
             "poisson",
             "fixed",
@@ -746,11 +747,7 @@ mod dealt_tests {
                 }
             }
         }
-        let _ = std::fs::remove_file(
-            trace
-                .trim_start_matches("trace:")
-                .trim_end_matches(",unit=us"),
-        );
+        let _ = std::fs::remove_file(&trace_file);
     }
 
     /// Each share keeps its own indexes (j, j + m, ...) in order, and every producer's

@@ -80,11 +80,6 @@ fn gather(lanes: &mut [Lane], fallback: &Option<String>) -> (Option<Shard>, Hist
     (totals, transport, transport_sum, stamps)
 }
 
-/// The lanes' schedules as one ([`ScheduleStats::merge`]).
-fn schedules(all: &[ScheduleStats]) -> ScheduleStats {
-    ScheduleStats::merge(all)
-}
-
 /// The lanes' records as one run's: one lane's as they are; several lanes' renumbered in the
 /// order of their intended send times (one host, one clock), as the sequence checks and the
 /// ideal read a single stream.
@@ -131,7 +126,7 @@ pub(super) fn result(
     let (totals, transport, transport_sum, stamps) = gather(&mut lanes, fallback);
     let stats: Vec<ScheduleStats> =
         lanes.iter().map(|l| l.sh.sched.lock().take().expect("every sender stores its schedule stats")).collect();
-    let stats = schedules(&stats);
+    let stats = ScheduleStats::merge(&stats);
     let intervals = sink.finish();
     let totals = totals.unwrap_or_else(|| Shard::new(0, sink, spec.slice_ns(), spec.interval_ns));
     let (mut errors, mut first_error, mut lost) = (0, None, None);
@@ -208,14 +203,15 @@ mod tests {
 
     #[test]
     fn the_lanes_schedules_add_up() {
-        let s = schedules(&[stats(100, 5, 50, 101, 900, vec![3, 4]), stats(90, 6, 40, 95, 950, vec![1, 1, 2])]);
+        let s =
+            ScheduleStats::merge(&[stats(100, 5, 50, 101, 900, vec![3, 4]), stats(90, 6, 40, 95, 950, vec![1, 1, 2])]);
         assert_eq!(s.measure_start, Some(90), "the measured phase starts with the earliest lane");
         assert_eq!((s.generated_warmup, s.generated_measured), (11, 90));
         assert_eq!((s.first_measured_intended, s.last_measured_intended), (95, 950));
         assert_eq!(s.arrivals_per_slice, vec![4, 5, 2]);
         // A lane that measured nothing leaves the phase's bounds alone.
         let idle = ScheduleStats { measure_start: None, ..stats(0, 2, 0, 0, 0, vec![]) };
-        let s = schedules(&[stats(100, 5, 50, 101, 900, vec![3]), idle]);
+        let s = ScheduleStats::merge(&[stats(100, 5, 50, 101, 900, vec![3]), idle]);
         assert_eq!((s.first_measured_intended, s.last_measured_intended), (101, 900));
     }
 }
