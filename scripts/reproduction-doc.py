@@ -11,7 +11,9 @@ it is), replacing the same items' kept verdicts. The doc is then made from what 
 full verdicts, and the quick ones standing in, marked, for the items with no full verdict yet.
 So a full run (about three and a half hours on a 2-vCPU VM: `taillab reproduce --list`) can be
 made item by item over several sessions and machines and still add up (each row names its
-machine when they differ). With no ROOT the doc is made again from what is kept. The items' runs and pages
+machine when they differ). A later full run of an item moves the verdict it replaces to
+`docs/reproduction/full/<id>/earlier/`, and the doc says whether the verdict held from run to
+run (python/taillab/reproduce/rerun.py). With no ROOT the doc is made again from what is kept. The items' runs and pages
 stay where they ran: a verdict is a few kB, a run's records are not. Nothing is measured or
 typed here.
 """
@@ -30,6 +32,8 @@ def keep(root: Path, kept: Path, items: str) -> list[str]:
     """Copies ROOT's verdicts (those `read_verdicts` accepts) into kept/full or kept/quick;
     the items it kept."""
     from taillab.reproduce import read_verdicts
+    from taillab.reproduce.rerun import EARLIER, stamp
+    from taillab.reproduce.verdict import read_json
 
     done = []
     for iid, _, doc in read_verdicts(root, items):
@@ -37,7 +41,19 @@ def keep(root: Path, kept: Path, items: str) -> list[str]:
             continue
         dest = kept / ("quick" if doc.get("quick") else "full") / iid / "verdict.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / iid / "verdict.json", dest)
+        src = root / iid / "verdict.json"
+        had = read_json(dest) if dest.is_file() else {}
+        if not doc.get("quick") and had and had.get("started_at") != doc.get("started_at"):
+            # Another full run of the item: the older of the two goes to earlier/, so the doc
+            # can say whether the verdict held from run to run.
+            (dest.parent / EARLIER).mkdir(exist_ok=True)
+            if str(had.get("started_at") or "") <= str(doc.get("started_at") or ""):
+                shutil.copyfile(dest, dest.parent / EARLIER / stamp(had))
+                shutil.copyfile(src, dest)
+            else:  # an older run given after a newer one
+                shutil.copyfile(src, dest.parent / EARLIER / stamp(doc))
+        else:
+            shutil.copyfile(src, dest)
         done.append(iid)
     if not done:
         raise SystemExit(

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import coverage, html
 from ..html import esc
+from . import rerun
 from .items import SCHEMA, ReproduceError, read_items
 from .page import CSS_EXTRA, STATUS_CLASS
 from .verdict import read_json
@@ -146,6 +147,7 @@ def _md_header(
     machines: list[str],
     filled: set[str] = frozenset(),
     pages: bool = True,
+    compared: list | None = None,
 ) -> list[str]:
     """The doc's opening: how it is made, the machine, when, where the results are (``inside``:
     their folder relative to the repository, or None: on the machine that ran them, so the doc
@@ -203,6 +205,7 @@ def _md_header(
         ),
         f"- Variant: {variant}",
         _md_judged(docs),
+        *[ln for ln in [rerun.header_line(compared or [])] if ln],
         f"- Environment: {disturbed} of {runs} runs failed their environment check"
         + (" (a shared, busy host: read every verdict below as provisional)" if disturbed else ""),
         f"- CPUs: {cores}; figures that need more (thread scaling to 4 or 8) run "
@@ -274,7 +277,8 @@ def markdown(
     heads += ["verdict (our numbers)", "environment", "command"]
     inside = str(root.relative_to(docs_dir.parent)) if inside_repo else None
     machines = _machines(found)
-    lines = _md_header(found, inside, machines, filled, pages=link)
+    compared = rerun.pairs(root, found)
+    lines = _md_header(found, inside, machines, filled, pages=link, compared=compared)
     lines += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for iid, item, doc in found:
         cells = [iid, _md(item.get("paper")), _md(item.get("figure")), _md(item.get("claim"))]
@@ -292,6 +296,7 @@ def markdown(
             cells += [f"{mark}**{_md(doc.get('status'))}**: {_md(_body(doc))}", _md(env)]
         cells.append(f"`taillab reproduce {iid}{' --quick' if stood_in else ''}`")
         lines.append("| " + " | ".join(cells) + " |")
+    lines += rerun.section(compared)
     cov = Path(items_path).with_name("coverage.toml")
     if cov.exists():
         lines += coverage.markdown(cov, list(read_items(items_path)))

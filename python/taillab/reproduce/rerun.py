@@ -1,0 +1,186 @@
+"""Run to run: does an item's verdict hold from one full run to the next?
+
+A full run's verdicts are kept in the repository (``scripts/reproduction-doc.py``:
+``docs/reproduction/full/<id>/verdict.json``); when a later full run of the item is kept, the
+verdict it replaces moves to ``<id>/earlier/<started_at>.json`` instead of being lost. This
+module compares an item's newest verdict with the one before it, when both were judged on
+repeated runs (verdict.json's ``judged == "runs"``):
+
+* ``same`` — the same status;
+* ``differs where unresolved`` — the statuses differ, but no condition that both runs
+  resolved disagrees: the difference comes from conditions one of the runs left unresolved (its
+  interval straddled the threshold) or could not judge, which is what an interval that straddles
+  means;
+* ``contradicts`` — a condition held in one run and failed in the other: each run's interval
+  was on its own side of the threshold, so at least one of them is wrong about the host (a
+  drift between the sessions, or an interval too narrow for the host's spread).
+
+Conditions are matched by their text, with the numbers in it read as wildcards (a few
+conditions name a measured number, e.g. "speech's service p95/mean 4.39× above the apps'
+median"), in order where two texts match alike. The base seed of a run is the ``seed=N`` it was
+run with (``taillab reproduce ID --seed N``: ``load.seed=N`` in verdict.json's ``numbers.flags``),
+else the item's own (1 unless its experiment sets one); an item that reads another's runs
+(``reuse`` in items.toml) has that item's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .items import SCHEMA
+from .verdict import read_json
+
+SAME, UNRESOLVED_ONLY, CONTRADICTS = "same", "differs where unresolved", "contradicts"
+
+# The folder, beside an item's kept verdict.json, that holds the verdicts it replaced.
+EARLIER = "earlier"
+
+
+def stamp(doc: dict) -> str:
+    """A verdict's file name under ``earlier/``: its start time, safe in a path."""
+    return re.sub(r"[^0-9A-Za-z.-]", "-", str(doc.get("started_at") or "unknown")) + ".json"
+
+
+def earlier(root: str | Path, iid: str) -> list[dict]:
+    """The item's replaced verdicts (``root/<id>/earlier/*.json``), oldest first."""
+    folder = Path(root) / iid / EARLIER
+    docs = [read_json(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    docs = [d for d in docs if d.get("schema") == SCHEMA]
+    return sorted(docs, key=lambda d: str(d.get("started_at") or ""))
+
+
+def base_seed(doc: dict, item: dict | None = None) -> str:
+    """The base seed a verdict's runs derive from, in words (``item``: its items.toml entry; an
+    item that reads another's runs has that item's seed)."""
+    if item and item.get("reuse"):
+        return f"{item['reuse']}'s runs"
+    for f in (doc.get("numbers") or {}).get("flags") or []:
+        key, _, val = str(f).partition("=")
+        if key in ("load.seed", "seed"):
+            return f"seed {val}"
+    return "the item's seed"
+
+
+def _key(text: str) -> str:
+    return re.sub(r"[-+]?\d+(?:[.,]\d+)*", "#", text)
+
+
+def _pairs(a: list[dict], b: list[dict]) -> list[tuple[dict, dict]]:
+    """Conditions of two verdicts matched by text (numbers as wildcards), in order."""
+    pool: dict[str, list[dict]] = {}
+    for c in b:
+        pool.setdefault(_key(str(c.get("text", ""))), []).append(c)
+    out = []
+    for c in a:
+        left = pool.get(_key(str(c.get("text", ""))))
+        if left:
+            out.append((c, left.pop(0)))
+    return out
+
+
+@dataclass
+class Agreement:
+    """How an item's newest verdict compares with the one before it."""
+
+    kind: str
+    # Conditions both runs resolved (held or failed), and those among them that disagree.
+    resolved_both: int = 0
+    contradictions: list[str] = field(default_factory=list)
+    # Conditions one run resolved and the other left unresolved or without data.
+    one_sided: list[str] = field(default_factory=list)
+
+
+def compare(old: dict, new: dict) -> Agreement:
+    """The agreement of two verdicts of one item (see the module doc)."""
+    both, contra, one_sided = 0, [], []
+    for a, b in _pairs(old.get("conditions") or [], new.get("conditions") or []):
+        oa, ob = a.get("ok"), b.get("ok")
+        if oa is not None and ob is not None:
+            both += 1
+            if oa != ob:
+                contra.append(str(b.get("text")))
+        elif (oa is None) != (ob is None):
+            one_sided.append(str(b.get("text")))
+    if contra:
+        kind = CONTRADICTS
+    elif old.get("status") == new.get("status"):
+        kind = SAME
+    else:
+        kind = UNRESOLVED_ONLY
+    return Agreement(kind, both, contra, one_sided)
+
+
+def pairs(root: str | Path, found: list[tuple[str, dict, dict | None]]):
+    """(id, item, the verdict before, the newest, their agreement) for every item whose newest kept
+    verdict and the latest one it replaced were both judged on repeated runs."""
+    out = []
+    for iid, item, doc in found:
+        if not doc or doc.get("judged") != "runs" or doc.get("quick"):
+            continue
+        before = [d for d in earlier(root, iid) if d.get("judged") == "runs" and not d.get("quick")]
+        if before:
+            out.append((iid, item, before[-1], doc, compare(before[-1], doc)))
+    return out
+
+
+def _when(doc: dict) -> str:
+    t = str(doc.get("started_at") or "?")
+    return t[:16].replace("T", " ") + " UTC" if len(t) >= 16 else t
+
+
+def _md(text: object) -> str:
+    return str(text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def header_line(compared: list) -> str | None:
+    """The doc header's line on run to run (None: no item has two full runs judged on runs)."""
+    if not compared:
+        return None
+    n = {k: sum(a.kind == k for *_, a in compared) for k in (SAME, UNRESOLVED_ONLY, CONTRADICTS)}
+    line = (
+        f"- Run to run: {len(compared)} items have two full runs judged on repeated runs "
+        f"(their newest and the one before, with their base seeds, under "
+        f"[Run to run](#run-to-run)): {n[SAME]} give the same verdict, {n[UNRESOLVED_ONLY]} "
+        "differ only where a run left a condition unresolved, "
+        f"{n[CONTRADICTS]} contradict (a condition held in one run and failed in the other)"
+    )
+    if n[CONTRADICTS]:
+        line += ": " + ", ".join(iid for iid, *_, a in compared if a.kind == CONTRADICTS)
+    return line
+
+
+def section(compared: list) -> list[str]:
+    """The doc's "Run to run" section: one row per item with two full runs judged on runs."""
+    if not compared:
+        return []
+    lines = [
+        "",
+        "## Run to run",
+        "",
+        "Each item's newest full run against the full run before it (each judged on repeated "
+        "runs; different base seeds where the second says so). **same**: the same status; "
+        "**differs where unresolved**: the statuses differ, but every condition both runs "
+        "resolved agrees, the difference is in conditions one run's interval left straddling "
+        "its threshold (or could not judge); **contradicts**: a condition held in one run and "
+        "failed in the other. Made by `python/taillab/reproduce/rerun.py` from the verdicts "
+        "kept in `docs/reproduction/full/<id>/` (`verdict.json`, and `earlier/` for the runs it "
+        "replaced).",
+        "",
+        "| item | run before (start, base seed, status) | newest run (start, base seed, status) "
+        "| conditions resolved in both, disagreeing | resolved in one run only | agreement |",
+        "|---|---|---|---|---|---|",
+    ]
+    for iid, item, old, new, a in compared:
+        cells = [
+            iid,
+            f"{_when(old)}, {base_seed(old, item)}: **{_md(old.get('status'))}**",
+            f"{_when(new)}, {base_seed(new, item)}: **{_md(new.get('status'))}**",
+            f"{a.resolved_both}, {len(a.contradictions)}"
+            + (f" ({_md('; '.join(a.contradictions))})" if a.contradictions else ""),
+            _md("; ".join(a.one_sided)) if a.one_sided else "–",
+            f"**{a.kind}**",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
