@@ -71,6 +71,42 @@ def test_conditions_naming_a_measured_number_are_matched_with_it_as_a_wildcard()
     assert ag.kind == rerun.CONTRADICTS and ag.resolved_both == 1
 
 
+def test_the_same_text_is_matched_before_numbers_become_wildcards():
+    """ "N = 5: ..." meets its own "N = 5: ..." even when the runs list their conditions in
+    another order, not "N = 50: ..." that only matches with numbers as wildcards."""
+    a = verdict(
+        "x",
+        "partly",
+        [cond("N = 50: within 3 points", False), cond("N = 5: within 3 points", True)],
+        "t1",
+    )
+    b = verdict(
+        "x",
+        "partly",
+        [cond("N = 5: within 3 points", True), cond("N = 50: within 3 points", False)],
+        "t2",
+    )
+    ag = rerun.compare(a, b)
+    assert ag.kind == rerun.SAME and ag.resolved_both == 2 and not ag.contradictions
+
+
+def test_intervals_that_do_not_overlap_are_named_whatever_the_outcome():
+    """Two runs whose intervals for one condition are apart (both holding) say the host moved
+    between the sessions; overlapping ones, or one without an interval, do not."""
+
+    def ci(text, lo, hi, ok=True):
+        return cond(text, ok) | {"value": (lo + hi) / 2, "ci_low": lo, "ci_high": hi}
+
+    a = verdict("x", "confirmed", [ci("ratio ≥ 1.2", 6.8, 16.2), ci("b", 1.0, 2.0)], "t1")
+    b = verdict("x", "confirmed", [ci("ratio ≥ 1.2", 1.3, 5.9), ci("b", 1.5, 2.5)], "t2")
+    ag = rerun.compare(a, b)
+    assert ag.kind == rerun.SAME and ag.disjoint == ["ratio ≥ 1.2"]
+    c = verdict("x", "confirmed", [cond("ratio ≥ 1.2", True), ci("b", 1.5, 2.5)], "t2")
+    assert rerun.compare(a, c).disjoint == []
+    nan = verdict("x", "confirmed", [ci("ratio ≥ 1.2", float("nan"), float("nan"))], "t2")
+    assert rerun.compare(a, nan).disjoint == []
+
+
 def test_base_seed_comes_from_the_flags():
     assert rerun.base_seed(verdict("x", "confirmed", [], "t", seed=2)) == "seed 2"
     assert rerun.base_seed(verdict("x", "confirmed", [], "t")) == "the item's seed"

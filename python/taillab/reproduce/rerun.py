@@ -15,9 +15,12 @@ repeated runs (verdict.json's ``judged == "runs"``):
   was on its own side of the threshold, so at least one of them is wrong about the host (a
   drift between the sessions, or an interval too narrow for the host's spread).
 
-Conditions are matched by their text, with the numbers in it read as wildcards (a few
-conditions name a measured number, e.g. "speech's service p95/mean 4.39× above the apps'
-median"), in order where two texts match alike. The base seed of a run is the ``seed=N`` it was
+Conditions are matched by their text, then those left with the numbers in it read as
+wildcards (a few conditions name a measured number, e.g. "speech's service p95/mean 4.39× above
+the apps' median"), in order where two texts match alike. Whatever the outcomes, a condition
+whose 95 % intervals in the two runs do not overlap is named: the host moved between the
+sessions more than the runs' spread within one shows (an interval the judge trusted was too
+narrow for the next session). The base seed of a run is the ``seed=N`` it was
 run with (``taillab reproduce ID --seed N``: ``load.seed=N`` in verdict.json's ``numbers.flags``),
 else the item's own (1 unless its experiment sets one); an item that reads another's runs
 (``reuse`` in items.toml) has that item's.
@@ -25,6 +28,7 @@ else the item's own (1 unless its experiment sets one); an item that reads anoth
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,16 +72,32 @@ def _key(text: str) -> str:
 
 
 def _pairs(a: list[dict], b: list[dict]) -> list[tuple[dict, dict]]:
-    """Conditions of two verdicts matched by text (numbers as wildcards), in order."""
-    pool: dict[str, list[dict]] = {}
-    for c in b:
-        pool.setdefault(_key(str(c.get("text", ""))), []).append(c)
-    out = []
-    for c in a:
-        left = pool.get(_key(str(c.get("text", ""))))
-        if left:
-            out.append((c, left.pop(0)))
+    """Conditions of two verdicts matched by their text, then those left by their text with
+    numbers as wildcards (in order), so "N = 5: ..." meets "N = 5: ..." and not "N = 50: ..."."""
+    out, left_a, left_b = [], list(a), list(b)
+    for key in (lambda c: str(c.get("text", "")), lambda c: _key(str(c.get("text", "")))):
+        pool: dict[str, list[dict]] = {}
+        for c in left_b:
+            pool.setdefault(key(c), []).append(c)
+        rest = []
+        for c in left_a:
+            match = pool.get(key(c))
+            if match:
+                other = match.pop(0)
+                out.append((c, other))
+                left_b.remove(other)
+            else:
+                rest.append(c)
+        left_a = rest
     return out
+
+
+def _interval(c: dict) -> tuple[float, float] | None:
+    lo, hi = c.get("ci_low"), c.get("ci_high")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        if math.isfinite(lo) and math.isfinite(hi):
+            return float(lo), float(hi)
+    return None
 
 
 @dataclass
@@ -90,11 +110,14 @@ class Agreement:
     contradictions: list[str] = field(default_factory=list)
     # Conditions one run resolved and the other left unresolved or without data.
     one_sided: list[str] = field(default_factory=list)
+    # Conditions whose 95 % intervals in the two runs do not overlap, whatever their outcome:
+    # the host moved between the sessions more than either run's spread shows.
+    disjoint: list[str] = field(default_factory=list)
 
 
 def compare(old: dict, new: dict) -> Agreement:
     """The agreement of two verdicts of one item (see the module doc)."""
-    both, contra, one_sided = 0, [], []
+    both, contra, one_sided, disjoint = 0, [], [], []
     for a, b in _pairs(old.get("conditions") or [], new.get("conditions") or []):
         oa, ob = a.get("ok"), b.get("ok")
         if oa is not None and ob is not None:
@@ -103,13 +126,16 @@ def compare(old: dict, new: dict) -> Agreement:
                 contra.append(str(b.get("text")))
         elif (oa is None) != (ob is None):
             one_sided.append(str(b.get("text")))
+        ia, ib = _interval(a), _interval(b)
+        if ia and ib and (ia[1] < ib[0] or ib[1] < ia[0]):
+            disjoint.append(str(b.get("text")))
     if contra:
         kind = CONTRADICTS
     elif old.get("status") == new.get("status"):
         kind = SAME
     else:
         kind = UNRESOLVED_ONLY
-    return Agreement(kind, both, contra, one_sided)
+    return Agreement(kind, both, contra, one_sided, disjoint)
 
 
 def pairs(root: str | Path, found: list[tuple[str, dict, dict | None]]):
@@ -148,6 +174,14 @@ def header_line(compared: list) -> str | None:
     )
     if n[CONTRADICTS]:
         line += ": " + ", ".join(iid for iid, *_, a in compared if a.kind == CONTRADICTS)
+    apart = [iid for iid, *_, a in compared if a.disjoint]
+    line += (
+        f"; {sum(len(a.disjoint) for *_, a in compared)} conditions have 95 % intervals that do "
+        "not overlap between the two runs (the host moved between sessions more than a run's "
+        f"spread shows: {', '.join(apart)})"
+        if apart
+        else "; every condition's intervals in the two runs overlap"
+    )
     return line
 
 
@@ -164,13 +198,17 @@ def section(compared: list) -> list[str]:
         "**differs where unresolved**: the statuses differ, but every condition both runs "
         "resolved agrees, the difference is in conditions one run's interval left straddling "
         "its threshold (or could not judge); **contradicts**: a condition held in one run and "
-        "failed in the other. Made by `python/taillab/reproduce/rerun.py` from the verdicts "
+        "failed in the other. *Intervals apart*: conditions whose 95 % intervals in the two "
+        "runs do not overlap (whatever their outcomes): a change of the host between the "
+        "sessions larger than the runs' spread within one. Made by "
+        "`python/taillab/reproduce/rerun.py` from the verdicts "
         "kept in `docs/reproduction/full/<id>/` (`verdict.json`, and `earlier/` for the runs it "
         "replaced).",
         "",
         "| item | run before (start, base seed, status) | newest run (start, base seed, status) "
-        "| conditions resolved in both, disagreeing | resolved in one run only | agreement |",
-        "|---|---|---|---|---|---|",
+        "| conditions resolved in both, disagreeing | resolved in one run only "
+        "| intervals apart | agreement |",
+        "|---|---|---|---|---|---|---|",
     ]
     for iid, item, old, new, a in compared:
         cells = [
@@ -180,6 +218,7 @@ def section(compared: list) -> list[str]:
             f"{a.resolved_both}, {len(a.contradictions)}"
             + (f" ({_md('; '.join(a.contradictions))})" if a.contradictions else ""),
             _md("; ".join(a.one_sided)) if a.one_sided else "–",
+            _md("; ".join(a.disjoint)) if a.disjoint else "–",
             f"**{a.kind}**",
         ]
         lines.append("| " + " | ".join(cells) + " |")
