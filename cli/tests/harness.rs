@@ -231,8 +231,11 @@ const MAX_STALL_SHARE: f64 = 1.0 / 2000.0;
 /// The same for the thread shaper on a host without two CPUs to spare for it (docs/hosts.md,
 /// "A thread shaper needs two CPUs more than its workers"): its thread and the worker share
 /// the CPUs with the host's own, and a quiet 2-vCPU VM gave 27-46 gaps over 500 µs in 32 000
-/// requests (2026-12-01): one in 500 holds that and still catches a code path that stalls.
-const MAX_STALL_SHARE_THREAD: f64 = 1.0 / 500.0;
+/// requests (2026-12-01), and a fresh-clone CI on the same VM 67-103 (2026-12-06, nothing else
+/// running, the replay still within 1.5-1.9 % at the mean and 0.3-3.8 % at p99: bursts of
+/// requests each woken 1.01 ms late, the host's tick): one in 250 holds that and still catches
+/// a code path that stalls every few requests.
+const MAX_STALL_SHARE_THREAD: f64 = 1.0 / 250.0;
 
 fn replay_check(out: &Path, warmup: usize) -> ReplayCheck {
     let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
