@@ -47,8 +47,9 @@ Modules: :mod:`.items` (the items file and an item's data), :mod:`.judge` (a sta
 interval over a point's runs and its three-valued comparison with a threshold),
 :mod:`.verdict` (the vocabulary of a verdict: conditions, statuses, the formatting and figure
 helpers every rule uses),
-:mod:`.rules` (the rules), :mod:`.page` (one item's verdict and page), :mod:`.index` (the index
-of every item and the markdown of docs/reproduction.md).
+:mod:`.rules` (the rules), :mod:`.page` (one item's verdict and page), :mod:`.rerun` (an item's
+newest full verdict against the one it replaced), :mod:`.index` (the index of every item and the
+markdown of docs/reproduction.md).
 """
 
 from __future__ import annotations

@@ -205,7 +205,7 @@ def _md_header(
         ),
         f"- Variant: {variant}",
         _md_judged(docs),
-        *[ln for ln in [rerun.header_line(compared or [])] if ln],
+        *[ln for ln in [_md_rerun_line(compared or [])] if ln],
         f"- Environment: {disturbed} of {runs} runs failed their environment check"
         + (" (a shared, busy host: read every verdict below as provisional)" if disturbed else ""),
         f"- CPUs: {cores}; figures that need more (thread scaling to 4 or 8) run "
@@ -247,6 +247,81 @@ def _md_results(inside: str | None, quick: bool, pages: bool = True) -> str:
         "`.venv/bin/python scripts/reproduction-doc.py DIR > docs/reproduction.md`; each "
         "item's page is `DIR/<id>/index.html`"
     )
+
+
+def _when(doc: dict) -> str:
+    """A verdict's start, to the minute."""
+    t = str(doc.get("started_at") or "?")
+    return t[:16].replace("T", " ") + " UTC" if len(t) >= 16 else t
+
+
+def _md_rerun_line(compared: list) -> str | None:
+    """The doc header's line on run to run (None: no item has two full runs judged on runs)."""
+    if not compared:
+        return None
+    n = {
+        k: sum(a.kind == k for *_, a in compared)
+        for k in (rerun.SAME, rerun.UNRESOLVED_ONLY, rerun.CONTRADICTS)
+    }
+    line = (
+        f"- Run to run: {len(compared)} items have two full runs judged on repeated runs "
+        f"(their newest and the one before, with their base seeds, under "
+        f"[Run to run](#run-to-run)): {n[rerun.SAME]} give the same verdict, "
+        f"{n[rerun.UNRESOLVED_ONLY]} "
+        "differ only where a run left a condition unresolved, "
+        f"{n[rerun.CONTRADICTS]} contradict (a condition held in one run and failed in the other)"
+    )
+    if n[rerun.CONTRADICTS]:
+        line += ": " + ", ".join(iid for iid, *_, a in compared if a.kind == rerun.CONTRADICTS)
+    apart = [iid for iid, *_, a in compared if a.disjoint]
+    line += (
+        f"; {sum(len(a.disjoint) for *_, a in compared)} conditions have 95 % intervals that do "
+        "not overlap between the two runs (the host moved between sessions more than a run's "
+        f"spread shows: {', '.join(apart)})"
+        if apart
+        else "; every condition's intervals in the two runs overlap"
+    )
+    return line
+
+
+def _md_rerun_section(compared: list) -> list[str]:
+    """The doc's "Run to run" section: one row per item with two full runs judged on runs."""
+    if not compared:
+        return []
+    lines = [
+        "",
+        "## Run to run",
+        "",
+        "Each item's newest full run against the full run before it (each judged on repeated "
+        "runs; different base seeds where the second says so). **same**: the same status; "
+        "**differs where unresolved**: the statuses differ, but every condition both runs "
+        "resolved agrees, the difference is in conditions one run's interval left straddling "
+        "its threshold (or could not judge); **contradicts**: a condition held in one run and "
+        "failed in the other. *Intervals apart*: conditions whose 95 % intervals in the two "
+        "runs do not overlap (whatever their outcomes): a change of the host between the "
+        "sessions larger than the runs' spread within one. Made by "
+        "`python/taillab/reproduce/rerun.py` from the verdicts "
+        "kept in `docs/reproduction/full/<id>/` (`verdict.json`, and `earlier/` for the runs it "
+        "replaced).",
+        "",
+        "| item | run before (start, base seed, status) | newest run (start, base seed, status) "
+        "| conditions resolved in both, disagreeing | resolved in one run only "
+        "| intervals apart | agreement |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for iid, item, old, new, a in compared:
+        cells = [
+            iid,
+            f"{_when(old)}, {rerun.base_seed(old, item)}: **{_md(old.get('status'))}**",
+            f"{_when(new)}, {rerun.base_seed(new, item)}: **{_md(new.get('status'))}**",
+            f"{a.resolved_both}, {len(a.contradictions)}"
+            + (f" ({_md('; '.join(a.contradictions))})" if a.contradictions else ""),
+            _md("; ".join(a.one_sided)) if a.one_sided else "–",
+            _md("; ".join(a.disjoint)) if a.disjoint else "–",
+            f"**{a.kind}**",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown(
@@ -296,7 +371,7 @@ def markdown(
             cells += [f"{mark}**{_md(doc.get('status'))}**: {_md(_body(doc))}", _md(env)]
         cells.append(f"`taillab reproduce {iid}{' --quick' if stood_in else ''}`")
         lines.append("| " + " | ".join(cells) + " |")
-    lines += rerun.section(compared)
+    lines += _md_rerun_section(compared)
     cov = Path(items_path).with_name("coverage.toml")
     if cov.exists():
         lines += coverage.markdown(cov, list(read_items(items_path)))

@@ -20,7 +20,7 @@ wildcards (a few conditions name a measured number, e.g. "speech's service p95/m
 the apps' median"), in order where two texts match alike. Whatever the outcomes, a condition
 whose 95 % intervals in the two runs do not overlap is named: the host moved between the
 sessions more than the runs' spread within one shows (an interval the judge trusted was too
-narrow for the next session). The base seed of a run is the ``seed=N`` it was
+narrow for the next session). The base seed of a run is the seed it was
 run with (``taillab reproduce ID --seed N``: ``load.seed=N`` in verdict.json's ``numbers.flags``),
 else the item's own (1 unless its experiment sets one); an item that reads another's runs
 (``reuse`` in items.toml) has that item's.
@@ -50,7 +50,7 @@ def stamp(doc: dict) -> str:
 def earlier(root: str | Path, iid: str) -> list[dict]:
     """The item's replaced verdicts (``root/<id>/earlier/*.json``), oldest first."""
     folder = Path(root) / iid / EARLIER
-    docs = [read_json(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    docs = [read_json(p) for p in folder.glob("*.json")] if folder.is_dir() else []
     docs = [d for d in docs if d.get("schema") == SCHEMA]
     return sorted(docs, key=lambda d: str(d.get("started_at") or ""))
 
@@ -62,7 +62,7 @@ def base_seed(doc: dict, item: dict | None = None) -> str:
         return f"{item['reuse']}'s runs"
     for f in (doc.get("numbers") or {}).get("flags") or []:
         key, _, val = str(f).partition("=")
-        if key in ("load.seed", "seed"):
+        if key == "load.seed":
             return f"seed {val}"
     return "the item's seed"
 
@@ -149,77 +149,3 @@ def pairs(root: str | Path, found: list[tuple[str, dict, dict | None]]):
         if before:
             out.append((iid, item, before[-1], doc, compare(before[-1], doc)))
     return out
-
-
-def _when(doc: dict) -> str:
-    t = str(doc.get("started_at") or "?")
-    return t[:16].replace("T", " ") + " UTC" if len(t) >= 16 else t
-
-
-def _md(text: object) -> str:
-    return str(text or "").replace("|", "\\|").replace("\n", " ")
-
-
-def header_line(compared: list) -> str | None:
-    """The doc header's line on run to run (None: no item has two full runs judged on runs)."""
-    if not compared:
-        return None
-    n = {k: sum(a.kind == k for *_, a in compared) for k in (SAME, UNRESOLVED_ONLY, CONTRADICTS)}
-    line = (
-        f"- Run to run: {len(compared)} items have two full runs judged on repeated runs "
-        f"(their newest and the one before, with their base seeds, under "
-        f"[Run to run](#run-to-run)): {n[SAME]} give the same verdict, {n[UNRESOLVED_ONLY]} "
-        "differ only where a run left a condition unresolved, "
-        f"{n[CONTRADICTS]} contradict (a condition held in one run and failed in the other)"
-    )
-    if n[CONTRADICTS]:
-        line += ": " + ", ".join(iid for iid, *_, a in compared if a.kind == CONTRADICTS)
-    apart = [iid for iid, *_, a in compared if a.disjoint]
-    line += (
-        f"; {sum(len(a.disjoint) for *_, a in compared)} conditions have 95 % intervals that do "
-        "not overlap between the two runs (the host moved between sessions more than a run's "
-        f"spread shows: {', '.join(apart)})"
-        if apart
-        else "; every condition's intervals in the two runs overlap"
-    )
-    return line
-
-
-def section(compared: list) -> list[str]:
-    """The doc's "Run to run" section: one row per item with two full runs judged on runs."""
-    if not compared:
-        return []
-    lines = [
-        "",
-        "## Run to run",
-        "",
-        "Each item's newest full run against the full run before it (each judged on repeated "
-        "runs; different base seeds where the second says so). **same**: the same status; "
-        "**differs where unresolved**: the statuses differ, but every condition both runs "
-        "resolved agrees, the difference is in conditions one run's interval left straddling "
-        "its threshold (or could not judge); **contradicts**: a condition held in one run and "
-        "failed in the other. *Intervals apart*: conditions whose 95 % intervals in the two "
-        "runs do not overlap (whatever their outcomes): a change of the host between the "
-        "sessions larger than the runs' spread within one. Made by "
-        "`python/taillab/reproduce/rerun.py` from the verdicts "
-        "kept in `docs/reproduction/full/<id>/` (`verdict.json`, and `earlier/` for the runs it "
-        "replaced).",
-        "",
-        "| item | run before (start, base seed, status) | newest run (start, base seed, status) "
-        "| conditions resolved in both, disagreeing | resolved in one run only "
-        "| intervals apart | agreement |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for iid, item, old, new, a in compared:
-        cells = [
-            iid,
-            f"{_when(old)}, {base_seed(old, item)}: **{_md(old.get('status'))}**",
-            f"{_when(new)}, {base_seed(new, item)}: **{_md(new.get('status'))}**",
-            f"{a.resolved_both}, {len(a.contradictions)}"
-            + (f" ({_md('; '.join(a.contradictions))})" if a.contradictions else ""),
-            _md("; ".join(a.one_sided)) if a.one_sided else "–",
-            _md("; ".join(a.disjoint)) if a.disjoint else "–",
-            f"**{a.kind}**",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
