@@ -25,23 +25,30 @@
 //!   seeded assignment of [`Dispatch::PerWorker`]); a worker's queue is touched only by it
 //!   and by whoever produces.
 //! - **LIFO and random order** pick among the requests already due at the moment a worker
-//!   becomes free, which needs one view of the whole backlog: they keep the schedule's
-//!   locked claim ([`Schedule::claim`]), exact but not scaled (queueing studies, not
-//!   throughput).
+//!   becomes free. With one shared queue they claim from a ring too, without a lock: a
+//!   frontier word releases the due requests into a bitmap, and clearing a bit is the claim
+//!   (the newest due for LIFO, a uniform draw for random; [`pick`]). With per-worker queues
+//!   each worker picks from its own queue (its lock is shared with the producer only), once
+//!   every request due by then has been dealt. The schedule's locked claim
+//!   ([`Schedule::claim`]) is the reference both are tested against.
 //!
 //! Everything a worker does after serving a request — histograms, records, counters — is
 //! its own ([`crate::collector::Shard`], [`crate::harness::RecordWriter`]) and is deferred
 //! to when it is idle (see `inline_worker` in [`crate::harness`]).
 
-use crate::arrival::Share;
+use crate::arrival::{derive_seed, Share};
 use crate::collector::IntervalSink;
 use crate::queue::{Discipline, Dispatch};
 use crate::schedule::{Item, Schedule, ScheduleStats};
 use crossbeam_utils::CachePadded;
 use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+mod pick;
 
 /// Requests the shared rings hold in all (generated ahead and not yet claimed); a power of two.
 pub const RING: usize = 4096;
@@ -58,6 +65,9 @@ const ON_DEMAND_BATCH: u64 = 8;
 /// request; a consumer that took position p frees the slot for p + the ring's length.
 struct Slot {
     seq: AtomicU64,
+    /// The request's intended time, readable by anyone (LIFO's and random order's frontier
+    /// reads it before it owns the slot).
+    time: AtomicU64,
     item: UnsafeCell<Item>,
     payload: UnsafeCell<Vec<u8>>,
 }
@@ -81,6 +91,7 @@ impl Ring {
                 .map(|i| {
                     CachePadded::new(Slot {
                         seq: AtomicU64::new(i as u64),
+                        time: AtomicU64::new(0),
                         item: UnsafeCell::new(Item::default()),
                         payload: UnsafeCell::new(Vec::with_capacity(64)),
                     })
@@ -107,13 +118,37 @@ struct Producer {
 }
 
 /// A worker's own queue (per-worker dispatch).
-#[derive(Default)]
 struct WorkerQueue {
     items: VecDeque<(Item, Vec<u8>)>,
     /// Payload buffers the worker gave back, for the producer to reuse.
     spare: Vec<Vec<u8>>,
+    /// Random order's draws.
+    rng: Xoshiro256PlusPlus,
 }
 
+impl WorkerQueue {
+    /// The request the discipline takes at `now`: among those due, the oldest (FIFO), the
+    /// newest (LIFO) or any one (random); when none is due, the next to come.
+    fn pick(&mut self, now: u64, d: Discipline) -> Option<(Item, Vec<u8>)> {
+        if d == Discipline::Fifo {
+            return self.items.pop_front();
+        }
+        // Arrival order makes the due requests a prefix (random order shuffles the prefix
+        // only: a request taken is replaced by the first, which is due too).
+        let due = self.items.partition_point(|(it, _)| it.intended <= now);
+        match (d, due) {
+            (_, 0) | (Discipline::Fifo, _) => self.items.pop_front(),
+            (Discipline::Lifo, _) => self.items.remove(due - 1),
+            (Discipline::Random, _) => {
+                let i = self.rng.gen_range(0..due);
+                self.items.swap_remove_front(i)
+            }
+        }
+    }
+}
+
+// One feed a run: the variants' sizes (cache-padded counters) cost nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Mode {
     /// One shared FIFO: ticket `t` is request `t` of the run, made by producer `t mod m` at
     /// its position `t div m` (see [`Schedule::dealt`]).
@@ -123,6 +158,8 @@ enum Mode {
         ticket: CachePadded<AtomicU64>,
     },
     PerWorker {
+        /// FIFO, LIFO or random order within each worker's queue.
+        discipline: Discipline,
         queues: Box<[CachePadded<Mutex<WorkerQueue>>]>,
         /// Requests each worker took, for bounding how far ahead the producer goes.
         taken: Box<[CachePadded<AtomicU64>]>,
@@ -130,9 +167,12 @@ enum Mode {
         dealt: CachePadded<AtomicU64>,
         /// Requests the schedule has in all, once it ended (`u64::MAX` before).
         end: CachePadded<AtomicU64>,
+        /// Intended time of the last request dealt (`u64::MAX` once the schedule ended): LIFO
+        /// and random order pick only once every request due by their `now` is dealt.
+        horizon: CachePadded<AtomicU64>,
     },
-    /// LIFO or random order: the schedule's own locked claim.
-    Locked(Discipline),
+    /// LIFO or random order from one shared queue ([`pick`]).
+    Picked(Box<pick::Pool>),
 }
 
 /// Where inline workers claim requests (see the module docs).
@@ -156,14 +196,16 @@ enum Produced {
 }
 
 impl Feed {
-    /// A feed for `threads` workers serving by `discipline` and `dispatch` from `sched`.
+    /// A feed for `threads` workers serving by `discipline` and `dispatch` from `sched`;
+    /// `seed` seeds random order's draws.
     pub fn new(
         sched: Schedule,
         threads: usize,
         discipline: Discipline,
         dispatch: Dispatch,
+        seed: u64,
     ) -> Feed {
-        Self::with_producers(vec![sched], threads, discipline, dispatch)
+        Self::with_producers(vec![sched], threads, discipline, dispatch, seed)
     }
 
     /// A feed whose requests come from `scheds`: one schedule, or (one shared FIFO only)
@@ -173,6 +215,7 @@ impl Feed {
         threads: usize,
         discipline: Discipline,
         dispatch: Dispatch,
+        seed: u64,
     ) -> Feed {
         let m = scheds.len();
         assert!(m >= 1, "a feed needs a schedule");
@@ -188,13 +231,31 @@ impl Feed {
                     .collect(),
                 ticket: CachePadded::new(AtomicU64::new(0)),
             },
-            (Discipline::Fifo, Dispatch::PerWorker(_)) => Mode::PerWorker {
-                queues: (0..threads).map(|_| CachePadded::default()).collect(),
+            (discipline, Dispatch::PerWorker(_)) => Mode::PerWorker {
+                discipline,
+                queues: (0..threads)
+                    .map(|w| {
+                        CachePadded::new(Mutex::new(WorkerQueue {
+                            items: VecDeque::new(),
+                            spare: Vec::new(),
+                            rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(
+                                seed,
+                                2000 + w as u64,
+                            )),
+                        }))
+                    })
+                    .collect(),
                 taken: (0..threads).map(|_| CachePadded::default()).collect(),
                 dealt: CachePadded::default(),
                 end: CachePadded::new(AtomicU64::new(u64::MAX)),
+                horizon: CachePadded::default(),
             },
-            (d, _) => Mode::Locked(d),
+            (d, Dispatch::Shared) => Mode::Picked(Box::new(pick::Pool::new(
+                RING,
+                threads,
+                d == Discipline::Lifo,
+                seed,
+            ))),
         };
         Feed {
             producers: scheds
@@ -267,9 +328,19 @@ impl Feed {
                 Some(item)
             }
             Mode::PerWorker {
-                queues, taken, end, ..
-            } => self.take_own(&queues[w], &taken[w], end, buf, sink),
-            Mode::Locked(d) => self.producers[0].lock().sched.claim(w, now, *d, buf, sink),
+                discipline,
+                queues,
+                taken,
+                end,
+                horizon,
+                ..
+            } => {
+                if *discipline != Discipline::Fifo {
+                    self.deal_due(now, horizon, sink);
+                }
+                self.take_own(&queues[w], now, *discipline, &taken[w], end, buf, sink)
+            }
+            Mode::Picked(pool) => self.take_picked(pool, w, now, buf, sink),
         }
     }
 
@@ -317,9 +388,83 @@ impl Feed {
         }
     }
 
+    /// LIFO's or random order's claim from one shared queue: release what is due (generating
+    /// up to the first request that is not), pick among the released; when none is waiting,
+    /// take the next arrival.
+    fn take_picked(
+        &self,
+        pool: &pick::Pool,
+        w: usize,
+        now: u64,
+        buf: &mut Vec<u8>,
+        sink: &IntervalSink,
+    ) -> Option<Item> {
+        let mut spins = 0u32;
+        loop {
+            let (d, generated) = pool.release(now);
+            let ended = d >= pool.ring.end.load(Ordering::Acquire);
+            if !generated && !ended {
+                // The request at the frontier is not generated: every due one must be before
+                // a pick (the newest due may be among them). Never block on the lock (its
+                // holder may wait for a slot we are about to free).
+                if let Some(mut p) = self.producers[0].try_lock() {
+                    let mut extra = 0;
+                    while p.pos <= d || extra < ON_DEMAND_BATCH {
+                        let needed = p.pos <= d;
+                        match self.produce(0, &mut p, sink, needed) {
+                            Produced::One => extra += u64::from(!needed),
+                            _ => break,
+                        }
+                    }
+                } else {
+                    backoff(&mut spins);
+                }
+                continue;
+            }
+            if let Some(item) = pool.pick(w, buf) {
+                return Some(item);
+            }
+            if ended {
+                if pool.empty() {
+                    return None;
+                }
+                continue;
+            }
+            // Nothing due is waiting: the next arrival (generated, not due yet) is ours if
+            // the frontier is still at it.
+            if pool
+                .due
+                .compare_exchange(d, d + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Some(
+                    pool.take_next(d, buf)
+                        .expect("the frontier's request was generated"),
+                );
+            }
+        }
+    }
+
+    /// Per-worker LIFO or random order: deals every request due by `now` (its worker's pick
+    /// may be the newest of them).
+    fn deal_due(&self, now: u64, horizon: &AtomicU64, sink: &IntervalSink) {
+        if horizon.load(Ordering::Acquire) > now {
+            return;
+        }
+        let mut p = self.producers[0].lock();
+        while horizon.load(Ordering::Acquire) <= now {
+            if self.produce(0, &mut p, sink, true) == Produced::End {
+                break;
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn take_own(
         &self,
         q: &Mutex<WorkerQueue>,
+        now: u64,
+        discipline: Discipline,
         taken: &AtomicU64,
         end: &AtomicU64,
         buf: &mut Vec<u8>,
@@ -328,7 +473,7 @@ impl Feed {
         loop {
             {
                 let mut q = q.lock();
-                if let Some((item, p)) = q.items.pop_front() {
+                if let Some((item, p)) = q.pick(now, discipline) {
                     let old = std::mem::replace(buf, p);
                     q.spare.push(old);
                     drop(q);
@@ -339,7 +484,7 @@ impl Feed {
             if end.load(Ordering::Acquire) != u64::MAX {
                 // Everything was dealt before `end` was set: one last look.
                 let mut q = q.lock();
-                let (item, p) = q.items.pop_front()?;
+                let (item, p) = q.pick(now, discipline)?;
                 let old = std::mem::replace(buf, p);
                 q.spare.push(old);
                 drop(q);
@@ -360,12 +505,6 @@ impl Feed {
     /// when it did not (an idle worker calls this while it waits for its next arrival).
     /// With several producers it tries each once, from worker `w`'s own (`w mod m`).
     pub fn prefill_one(&self, w: usize, sink: &IntervalSink) -> bool {
-        if let Mode::Locked(_) = self.mode {
-            return match self.producers[0].try_lock() {
-                Some(mut p) => p.sched.prefill_one(sink),
-                None => false,
-            };
-        }
         let m = self.producers.len();
         if m == 1 {
             return match self.producers[0].try_lock() {
@@ -431,6 +570,8 @@ impl Feed {
                 taken,
                 dealt,
                 end,
+                horizon,
+                ..
             } => {
                 let d = dealt.load(Ordering::Relaxed);
                 if !needed {
@@ -443,6 +584,7 @@ impl Feed {
                 match p.sched.next(&mut payload, sink) {
                     None => {
                         end.store(d, Ordering::Release);
+                        horizon.store(u64::MAX, Ordering::Release);
                         Produced::End
                     }
                     Some(item) => {
@@ -453,12 +595,34 @@ impl Feed {
                         }
                         drop(q);
                         dealt.store(d + 1, Ordering::Relaxed);
+                        horizon.store(item.intended, Ordering::Release);
                         p.pos += 1;
                         Produced::One
                     }
                 }
             }
-            Mode::Locked(_) => unreachable!("the locked claim generates through the schedule"),
+            Mode::Picked(pool) => {
+                let pos = p.pos;
+                if let Err(full) = pool.make_room(pos, needed) {
+                    return full;
+                }
+                let slot = pool.ring.slot(pos);
+                // SAFETY: seq = pos: the slot is free and we are its only producer (lock).
+                let payload = unsafe { &mut *slot.payload.get() };
+                match p.sched.next(payload, sink) {
+                    None => {
+                        pool.ring.end.store(pos, Ordering::Release);
+                        Produced::End
+                    }
+                    Some(item) => {
+                        unsafe { *slot.item.get() = item };
+                        slot.time.store(item.intended, Ordering::Relaxed);
+                        slot.seq.store(pos + 1, Ordering::Release);
+                        p.pos = pos + 1;
+                        Produced::One
+                    }
+                }
+            }
         }
     }
 }
@@ -498,7 +662,16 @@ mod tests {
     /// Workers `0..threads` racing to claim from `feed` until it ends: each worker's
     /// requests with their payload's counter, in the order it claimed them. After every
     /// `every`-th claim of an even worker (0: never) it generates up to `ahead` requests.
-    fn race(feed: &Arc<Feed>, threads: usize, every: usize, ahead: usize) -> Vec<Vec<(Item, u64)>> {
+    /// `timed`: each claims at the clock's time (the schedule's times are on it) and then
+    /// serves 0-3 us, or sleeps 6 ms once in 3 000 claims (so backlogs build and drain); else
+    /// at time 0 (FIFO needs no time) and at once.
+    fn race(
+        feed: &Arc<Feed>,
+        threads: usize,
+        every: usize,
+        ahead: usize,
+        timed: bool,
+    ) -> Vec<Vec<(Item, u64)>> {
         let sink = Arc::new(IntervalSink::new(threads));
         let handles: Vec<_> = (0..threads)
             .map(|w| {
@@ -506,8 +679,18 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut buf = Vec::new();
                     let mut got = Vec::new();
-                    while let Some(it) = feed.claim(w, 0, &mut buf, &sink) {
+                    let now = || if timed { crate::clock::now_ns() } else { 0 };
+                    while let Some(it) = feed.claim(w, now(), &mut buf, &sink) {
                         got.push((it, u64::from_le_bytes(buf[..8].try_into().unwrap())));
+                        let k = got.len() as u64;
+                        if timed && k % 3000 == 1500 + 300 * w as u64 {
+                            std::thread::sleep(std::time::Duration::from_millis(6));
+                        } else if timed {
+                            let until = crate::clock::now_ns() + (k * 7919 + w as u64) % 3000;
+                            while crate::clock::now_ns() < until {
+                                std::hint::spin_loop();
+                            }
+                        }
                         if every > 0 && w % 2 == 0 && got.len() % every == 0 {
                             for _ in 0..ahead {
                                 feed.prefill_one(w, &sink);
@@ -527,22 +710,16 @@ mod tests {
             let threads = 4;
             let n = 50_000;
             let s = spec(n, threads, dispatch);
-            let reference: Vec<(u64, u64, usize)> = {
-                let mut sched = Schedule::new(&s, Box::new(Counter(0)), 0);
-                let sink = IntervalSink::new(1);
-                let mut buf = Vec::new();
-                std::iter::from_fn(|| sched.next(&mut buf, &sink))
-                    .map(|it| (it.index, it.intended, it.worker))
-                    .collect()
-            };
+            let reference = reference(&s);
             assert_eq!(reference.len() as u64, n + 10);
             let feed = Arc::new(Feed::new(
                 Schedule::new(&s, Box::new(Counter(0)), 0),
                 threads,
                 Discipline::Fifo,
                 dispatch,
+                0,
             ));
-            let raced = race(&feed, threads, 3, 5);
+            let raced = race(&feed, threads, 3, 5, false);
             let mut all = Vec::new();
             for (w, got) in raced.into_iter().enumerate() {
                 let got: Vec<_> = got
@@ -561,18 +738,7 @@ mod tests {
                 }
                 all.extend(got);
             }
-            all.sort();
-            assert_eq!(all.len(), reference.len(), "{dispatch}");
-            for (g, r) in all.iter().zip(&reference) {
-                assert_eq!((g.0, g.1, g.2), *r, "{dispatch}");
-                // The payload is the one generated for this request (the counter is 1-based).
-                assert_eq!(
-                    g.3,
-                    g.0 + 1,
-                    "{dispatch}: request {} got another's payload",
-                    g.0
-                );
-            }
+            each_once(all, &reference, &dispatch.to_string());
             assert_eq!(feed.schedule().stats().generated_measured, n);
         }
     }
@@ -586,6 +752,7 @@ mod tests {
             1,
             Discipline::Fifo,
             Dispatch::Shared,
+            0,
         );
         let sink = IntervalSink::new(1);
         let mut n = 0;
@@ -631,9 +798,10 @@ mod tests {
                 threads,
                 Discipline::Fifo,
                 Dispatch::Shared,
+                0,
             ));
             let mut all = Vec::new();
-            for got in race(&feed, threads, 7, 9) {
+            for got in race(&feed, threads, 7, 9, false) {
                 let got: Vec<_> = got
                     .into_iter()
                     .map(|(it, p)| (it.index, it.intended, it.first_measured, p))
@@ -665,6 +833,230 @@ mod tests {
                 "m {m}"
             );
             assert_eq!(feed.producers(), m);
+        }
+    }
+
+    /// `got` (index, intended, worker, payload counter), sorted, is `reference` request for
+    /// request: every one claimed exactly once, each with the payload generated for it (the
+    /// counter is 1-based).
+    fn each_once(mut got: Vec<(u64, u64, usize, u64)>, reference: &[(u64, u64, usize)], tag: &str) {
+        got.sort();
+        assert_eq!(got.len(), reference.len(), "{tag}: every request once");
+        for (g, r) in got.iter().zip(reference) {
+            assert_eq!((g.0, g.1, g.2), *r, "{tag}");
+            assert_eq!(g.3, g.0 + 1, "{tag}: request {} got another's payload", g.0);
+        }
+    }
+
+    /// The whole schedule of `s` as (index, intended, worker), in order.
+    fn reference(s: &RunSpec) -> Vec<(u64, u64, usize)> {
+        let mut sched = Schedule::new(s, Box::new(Counter(0)), 0);
+        let sink = IntervalSink::new(1);
+        let mut buf = Vec::new();
+        std::iter::from_fn(|| sched.next(&mut buf, &sink))
+            .map(|it| (it.index, it.intended, it.worker))
+            .collect()
+    }
+
+    /// One thread claims for workers in turn on a simulated clock (services of 0.2-1.8 us
+    /// at 1 M arrivals/s, and every 7 000 claims a stall of 9 ms: a backlog of 9 000, more
+    /// than the ring holds): every pick is what the discipline takes from the requests
+    /// unclaimed at that moment. LIFO: the newest due in the worker's queue, exactly;
+    /// random: a due one; both: the earliest to come when none is due.
+    #[test]
+    fn one_free_worker_picks_what_the_discipline_takes() {
+        for d in [Discipline::Lifo, Discipline::Random] {
+            for (dispatch, threads) in [
+                (Dispatch::Shared, 1),
+                (Dispatch::Shared, 3),
+                (Dispatch::PerWorker(Assign::Random), 3),
+            ] {
+                let s = spec(30_000, threads, dispatch);
+                let all = reference(&s);
+                let feed = Feed::new(
+                    Schedule::new(&s, Box::new(Counter(0)), 0),
+                    threads,
+                    d,
+                    dispatch,
+                    7,
+                );
+                let sink = IntervalSink::new(threads);
+                let per_worker = dispatch.is_per_worker();
+                let queue_of = |i: usize| if per_worker { all[i].2 } else { 0 };
+                // Unclaimed indexes per queue.
+                let mut open: Vec<std::collections::BTreeSet<u64>> = (0..threads)
+                    .map(|q| {
+                        (0..all.len())
+                            .filter(|&i| queue_of(i) == q)
+                            .map(|i| i as u64)
+                            .collect()
+                    })
+                    .collect();
+                let mut buf = Vec::new();
+                let mut now = 0u64;
+                let mut k = 0u64;
+                let mut claimed = 0;
+                let mut from_cellar_era = false;
+                loop {
+                    let w = (k % threads as u64) as usize;
+                    let q = if per_worker { w } else { 0 };
+                    let Some(it) = feed.claim(w, now, &mut buf, &sink) else {
+                        assert!(open[q].is_empty(), "{d} {dispatch}: ended early");
+                        if open.iter().all(|o| o.is_empty()) {
+                            break;
+                        }
+                        k += 1;
+                        continue;
+                    };
+                    let tag = format!("{d} {dispatch} w{w}: claim {k} at {now}");
+                    assert_eq!(
+                        u64::from_le_bytes(buf[..8].try_into().unwrap()),
+                        it.index + 1,
+                        "{tag}: payload"
+                    );
+                    assert_eq!(
+                        (it.intended, it.worker),
+                        (all[it.index as usize].1, all[it.index as usize].2),
+                        "{tag}"
+                    );
+                    assert!(
+                        open[q].contains(&it.index),
+                        "{tag}: {} twice or not its queue's",
+                        it.index
+                    );
+                    let due_newest = open[q]
+                        .iter()
+                        .rev()
+                        .find(|&&i| all[i as usize].1 <= now)
+                        .copied();
+                    let earliest = *open[q].iter().next().unwrap();
+                    match (d, due_newest) {
+                        (_, None) => assert_eq!(it.index, earliest, "{tag}: none due"),
+                        (Discipline::Lifo, Some(n)) => assert_eq!(it.index, n, "{tag}: LIFO"),
+                        (_, Some(_)) => {
+                            assert!(it.intended <= now, "{tag}: random took one not due")
+                        }
+                    }
+                    if due_newest.is_some()
+                        && open[q]
+                            .iter()
+                            .filter(|&&i| all[i as usize].1 <= now)
+                            .count()
+                            > RING
+                    {
+                        from_cellar_era = true;
+                    }
+                    open[q].remove(&it.index);
+                    claimed += 1;
+                    k += 1;
+                    now = now.max(it.intended) + 200 + (k * 7919 % 1600);
+                    if k.is_multiple_of(7000) {
+                        now += 9_000_000;
+                    }
+                }
+                assert_eq!(claimed, all.len(), "{d} {dispatch}");
+                assert!(
+                    from_cellar_era || per_worker,
+                    "{d} {dispatch}: the backlog never passed the ring"
+                );
+            }
+        }
+    }
+
+    /// Random order draws uniformly: with every request of a short schedule due, the first
+    /// pick falls on each of the 20 about equally often over 600 seeds (a pick that favoured
+    /// the oldest, the newest or one word of the pool would put hundreds on one).
+    #[test]
+    fn random_order_draws_uniformly() {
+        for dispatch in [Dispatch::Shared, Dispatch::PerWorker(Assign::RoundRobin)] {
+            let s = spec(10, 1, dispatch);
+            let mut first = [0u32; 20];
+            let mut last = [0u32; 20];
+            for seed in 0..600 {
+                let feed = Feed::new(
+                    Schedule::new(&s, Box::new(Counter(0)), 0),
+                    1,
+                    Discipline::Random,
+                    dispatch,
+                    seed,
+                );
+                let sink = IntervalSink::new(1);
+                let mut buf = Vec::new();
+                let got: Vec<u64> =
+                    std::iter::from_fn(|| feed.claim(0, u64::MAX / 2, &mut buf, &sink))
+                        .map(|it| it.index)
+                        .collect();
+                assert_eq!(got.len(), 20);
+                first[got[0] as usize] += 1;
+                last[got[19] as usize] += 1;
+            }
+            for (i, (&f, &l)) in first.iter().zip(&last).enumerate() {
+                assert!(
+                    (8..=56).contains(&f),
+                    "{dispatch}: request {i} first {f} times of 600"
+                );
+                assert!(
+                    (8..=56).contains(&l),
+                    "{dispatch}: request {i} last {l} times of 600"
+                );
+            }
+        }
+        // 150 requests fill three words of the pool's bitmap (64, 64 and 22 of them): the
+        // first pick falls in each in proportion (expected 256, 256 and 88 of 600; a draw
+        // from the newest word only, or from the words as if equally full, is far off).
+        let s = spec(140, 1, Dispatch::Shared);
+        let mut by_word = [0u32; 3];
+        for seed in 0..600 {
+            let feed = Feed::new(
+                Schedule::new(&s, Box::new(Counter(0)), 0),
+                1,
+                Discipline::Random,
+                Dispatch::Shared,
+                seed,
+            );
+            let sink = IntervalSink::new(1);
+            let mut buf = Vec::new();
+            let it = feed.claim(0, u64::MAX / 2, &mut buf, &sink).unwrap();
+            by_word[(it.index / 64) as usize] += 1;
+        }
+        assert!(
+            (196..=316).contains(&by_word[0])
+                && (196..=316).contains(&by_word[1])
+                && (45..=131).contains(&by_word[2]),
+            "first picks by word of the pool: {by_word:?} (expected about 256, 256, 88)"
+        );
+    }
+
+    /// Workers racing in real time (1 M arrivals/s, services of 0-3 us, each worker pausing
+    /// 6 ms now and then, so backlogs build and drain): every request is claimed
+    /// exactly once with its own payload, by LIFO and random order, shared and per worker.
+    #[test]
+    fn racing_lifo_and_random_claim_every_request_once() {
+        for d in [Discipline::Lifo, Discipline::Random] {
+            for dispatch in [Dispatch::Shared, Dispatch::PerWorker(Assign::Random)] {
+                let threads = 4;
+                let n = 40_000;
+                let s = spec(n, threads, dispatch);
+                let all = reference(&s);
+                let t0 = crate::clock::now_ns();
+                let feed = Arc::new(Feed::new(
+                    Schedule::new(&s, Box::new(Counter(0)), t0),
+                    threads,
+                    d,
+                    dispatch,
+                    3,
+                ));
+                let mut got: Vec<(u64, u64, usize, u64)> = Vec::new();
+                for (w, claimed) in race(&feed, threads, 5, 1, true).into_iter().enumerate() {
+                    for (it, p) in claimed {
+                        if dispatch.is_per_worker() {
+                            assert_eq!(it.worker, w, "{d} {dispatch}: another worker's request");
+                        }
+                        got.push((it.index, it.intended - t0, it.worker, p));
+                    }
+                }
+                each_once(got, &all, &format!("{d} {dispatch}"));
+            }
         }
     }
 }

@@ -381,10 +381,13 @@ impl Schedule {
         })
     }
 
-    /// Inline workers: the next request worker `w` serves, its payload in
-    /// `buf`. A shared FIFO takes the next arrival; otherwise the worker
-    /// picks by `discipline` among the requests of its queue already due at
-    /// `now` (see the module docs), or takes the earliest one to come.
+    /// The next request worker `w` serves, its payload in `buf`, all under
+    /// the caller's one lock. A shared FIFO takes the next arrival;
+    /// otherwise the worker picks by `discipline` among the requests of its
+    /// queue already due at `now` (see the module docs), or takes the
+    /// earliest one to come. Inline workers claim through [`crate::feed`],
+    /// without this lock; this serial claim is the reference its tests
+    /// compare with.
     pub fn claim(
         &mut self,
         w: usize,

@@ -141,6 +141,22 @@ fn every_discipline_matches_its_ideal() {
             sh,
             ShaperMode::Thread,
         ),
+        // The lock-free picks (core/src/feed/pick.rs) with workers racing for them, and a
+        // worker's own queue picked by LIFO.
+        (
+            "2 workers random shared inline",
+            2,
+            Discipline::Random,
+            sh,
+            ShaperMode::Inline,
+        ),
+        (
+            "2 workers lifo per-worker inline",
+            2,
+            Discipline::Lifo,
+            pw,
+            ShaperMode::Inline,
+        ),
     ];
     for (name, want, d, disp, shaper) in cases {
         // Sized to the host: the shaper thread and the workers each get a CPU.

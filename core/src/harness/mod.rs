@@ -11,11 +11,12 @@
 //!   by construction: exactly FIFO G/G/n, no extra core, which matters on a
 //!   2-core machine, and no hand-off between threads on the measured path;
 //!   TailBench's integrated mode used the same idea). For LIFO, random
-//!   order or per-worker queues, the schedule keeps the requests that are
-//!   due but not yet claimed in a backlog (one per worker with per-worker
-//!   dispatch), and a free worker picks from the requests already due in
-//!   its queue by the discipline — the newest for LIFO, any one for random
-//!   — or, when none is due, waits for the earliest one to come.
+//!   order or per-worker queues, the requests that are due but not yet
+//!   claimed wait in a backlog (one shared, without a lock on the claim, or
+//!   one per worker with per-worker dispatch; [`crate::feed`]), and a free
+//!   worker picks from the requests already due in its queue by the
+//!   discipline — the newest for LIFO, any one for random — or, when none
+//!   is due, waits for the earliest one to come.
 //! - **thread**: a shaper thread sends each request at its intended time
 //!   into a real [`RequestQueue`] (one per worker with per-worker dispatch)
 //!   that the workers pop: the model of what transports do.
@@ -283,7 +284,13 @@ fn shared_state(
             .collect()
     };
     Arc::new(Shared {
-        feed: Feed::with_producers(schedules, spec.threads, spec.discipline, spec.dispatch),
+        feed: Feed::with_producers(
+            schedules,
+            spec.threads,
+            spec.discipline,
+            spec.dispatch,
+            derive_seed(spec.seed, 5),
+        ),
         sink: IntervalSink::new(workers).watched(spec.live, spec.interval_ns),
         records,
         abort: AtomicBool::new(false),

@@ -1,0 +1,331 @@
+//! LIFO and random order from one shared queue without a lock on the claim.
+//!
+//! Both pick among the requests *due* when a worker becomes free (the newest one, or any one
+//! uniformly), so a claim needs a view of the whole backlog. Under one lock that view cost
+//! LIFO 3 % of its ideal mean at 4 workers on a 16-CPU host (docs/hosts.md), and it would not
+//! scale. Here the backlog is a ring of slots in arrival order with three shared words:
+//!
+//! - `due`, the **frontier**: every position below it has been *released* (it was due) or
+//!   handed out as the next arrival. A free worker first releases every generated request whose
+//!   intended time has come, by moving `due` past them with one compare-and-swap, then sets
+//!   their bits in the pool.
+//! - the **pool**, one bit per slot: set while the slot holds a released, unclaimed request.
+//!   Clearing a set bit (`fetch_and`) is the claim: whoever cleared it owns the request. LIFO
+//!   scans down from the frontier for the highest set bit (64 slots per word read); random
+//!   order counts the set bits and clears the k-th for a k drawn uniformly.
+//! - `pooled`, how many bits are set or about to be (it rises before the frontier moves, so a
+//!   worker that sees the frontier at the schedule's end and `pooled` at zero knows nothing
+//!   is left).
+//!
+//! When nothing is due a worker takes the next arrival itself: it moves the frontier by one
+//! and waits for that request, as a FIFO worker takes its ticket.
+//!
+//! The ring holds [`super::RING`] requests. A LIFO backlog can keep an old request unclaimed
+//! while newer ones pass through (it waits for the busy period to end); when a due request
+//! must be generated into the slot such a request still holds, the producer moves the old one
+//! to the **cellar**, a locked list of the oldest requests in arrival order. Every request in
+//! the cellar is older than any in the ring and was due when it moved, so LIFO takes from the
+//! cellar's newest end only when the ring has nothing due, and random order draws over the
+//! ring's pool and the cellar together. The cellar is touched only after a backlog of a ring's
+//! length, never on the common path.
+//!
+//! Two workers that become free within a few nanoseconds of each other may pick in either
+//! order, as they would from one locked backlog; each request is served exactly once, and
+//! one free worker alone picks exactly what the locked backlog picked (tested against it).
+
+use super::{backoff, Produced, Ring};
+use crate::schedule::Item;
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The shared backlog of LIFO or random order (see the module docs).
+pub(super) struct Pool {
+    pub(super) ring: Ring,
+    /// One bit per slot: the slot holds a released request nobody claimed yet.
+    bits: Box<[AtomicU64]>,
+    /// The frontier: positions below it were released or handed out as the next arrival.
+    pub(super) due: CachePadded<AtomicU64>,
+    /// Bits set, or about to be (raised before the frontier moves past them).
+    pooled: CachePadded<AtomicU64>,
+    /// Requests older than the ring's, moved out of it (arrival order), and how many.
+    cellar: Mutex<VecDeque<(Item, Vec<u8>)>>,
+    cellar_len: CachePadded<AtomicU64>,
+    /// Random order's draws, one generator per worker (each locked only by its worker).
+    rngs: Box<[CachePadded<Mutex<Xoshiro256PlusPlus>>]>,
+    lifo: bool,
+}
+
+impl Pool {
+    /// A pool for `threads` workers; `lifo` false is random order, drawn from `seed`.
+    pub(super) fn new(len: usize, threads: usize, lifo: bool, seed: u64) -> Pool {
+        assert!(len.is_power_of_two() && len >= 64, "a ring of whole words");
+        Pool {
+            ring: Ring::new(len),
+            bits: (0..len / 64).map(|_| AtomicU64::new(0)).collect(),
+            due: CachePadded::new(AtomicU64::new(0)),
+            pooled: CachePadded::new(AtomicU64::new(0)),
+            cellar: Mutex::new(VecDeque::new()),
+            cellar_len: CachePadded::new(AtomicU64::new(0)),
+            rngs: (0..threads.max(1))
+                .map(|w| {
+                    CachePadded::new(Mutex::new(Xoshiro256PlusPlus::seed_from_u64(
+                        crate::arrival::derive_seed(seed, 1000 + w as u64),
+                    )))
+                })
+                .collect(),
+            lifo,
+        }
+    }
+
+    fn bit(&self, pos: u64) -> (&AtomicU64, u64) {
+        let s = pos & (self.ring.len() - 1);
+        (&self.bits[(s >> 6) as usize], 1u64 << (s & 63))
+    }
+
+    /// Releases every generated request from the frontier on whose intended time is `now` or
+    /// earlier. Returns the frontier after, and whether the request at it is generated (false:
+    /// the caller generates it and asks again).
+    pub(super) fn release(&self, now: u64) -> (u64, bool) {
+        loop {
+            let d = self.due.load(Ordering::Acquire);
+            let mut k = 0u64;
+            let generated = loop {
+                let pos = d + k;
+                let slot = self.ring.slot(pos);
+                if slot.seq.load(Ordering::Acquire) != pos + 1 {
+                    break false;
+                }
+                // Written before `seq` was published; if the slot has moved on since, the
+                // frontier has too and the exchange below fails.
+                if slot.time.load(Ordering::Relaxed) > now {
+                    break true;
+                }
+                k += 1;
+            };
+            if k == 0 {
+                return (d, generated);
+            }
+            self.pooled.fetch_add(k, Ordering::SeqCst);
+            if self
+                .due
+                .compare_exchange(d, d + k, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                self.pooled.fetch_sub(k, Ordering::SeqCst);
+                continue;
+            }
+            // Positions d .. d + k are ours to release: one fetch_or a word.
+            let mut pos = d;
+            while pos < d + k {
+                let s = pos & (self.ring.len() - 1);
+                let in_word = (64 - (s & 63)).min(d + k - pos);
+                let (word, first) = self.bit(pos);
+                let mask = if in_word == 64 {
+                    u64::MAX
+                } else {
+                    ((1u64 << in_word) - 1) * first
+                };
+                word.fetch_or(mask, Ordering::AcqRel);
+                pos += in_word;
+            }
+            if generated {
+                return (d + k, true);
+            }
+        }
+    }
+
+    /// Nothing released is waiting (a snapshot).
+    pub(super) fn empty(&self) -> bool {
+        self.pooled.load(Ordering::SeqCst) == 0 && self.cellar_len.load(Ordering::SeqCst) == 0
+    }
+
+    /// Worker `w`'s pick among the released requests, its payload swapped into `buf`; `None`
+    /// when none is waiting (a snapshot: releases in flight may show up a moment later).
+    pub(super) fn pick(&self, w: usize, buf: &mut Vec<u8>) -> Option<Item> {
+        let mut spins = 0u32;
+        loop {
+            if self.empty() {
+                return None;
+            }
+            let got = if self.lifo {
+                self.pick_newest(buf)
+            } else {
+                self.pick_any(w, buf)
+            };
+            match got {
+                Ok(item) => return Some(item),
+                // Counted but its bit not set yet (a release in flight), or raced: again
+                // (yielding after a while: the releaser may be preempted on our CPU).
+                Err(()) => backoff(&mut spins),
+            }
+        }
+    }
+
+    /// LIFO: the highest set bit below the frontier, else the cellar's newest.
+    fn pick_newest(&self, buf: &mut Vec<u8>) -> Result<Item, ()> {
+        let len = self.ring.len();
+        let d = self.due.load(Ordering::Acquire);
+        let mut left = d.min(len);
+        let mut pos = d;
+        while left > 0 {
+            let top = pos - 1;
+            let s = top & (len - 1);
+            let b = s & 63;
+            let n = (b + 1).min(left);
+            let word = &self.bits[(s >> 6) as usize];
+            // Bits b - n + 1 ..= b of this word are positions top - n + 1 ..= top.
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << (b + 1 - n)
+            };
+            let m = word.load(Ordering::Acquire) & mask;
+            if m != 0 {
+                let hb = 63 - u64::from(m.leading_zeros());
+                return self.claim_bit(word, hb, (s & !63) + hb, buf);
+            }
+            pos -= n;
+            left -= n;
+        }
+        if self.pooled.load(Ordering::SeqCst) > 0 {
+            return Err(());
+        }
+        self.take_from_cellar(|c| c.pop_back(), buf)
+    }
+
+    /// Random order: a request drawn uniformly among the pool's and the cellar's.
+    fn pick_any(&self, w: usize, buf: &mut Vec<u8>) -> Result<Item, ()> {
+        // The pool's words from the frontier's down (the newest first, where a short backlog
+        // is), counted until they hold as many bits as are pooled: usually one word.
+        let nw = self.bits.len();
+        let d = self.due.load(Ordering::Acquire);
+        let top = ((d.wrapping_sub(1) & (self.ring.len() - 1)) >> 6) as usize;
+        let word_at = |i: usize| &self.bits[(top + nw - i) % nw];
+        let want = self.pooled.load(Ordering::SeqCst);
+        let (mut in_ring, mut words) = (0u64, 0usize);
+        while words < nw && in_ring < want {
+            in_ring += u64::from(word_at(words).load(Ordering::Acquire).count_ones());
+            words += 1;
+        }
+        let in_cellar = self.cellar_len.load(Ordering::SeqCst);
+        if in_ring + in_cellar == 0 {
+            return Err(());
+        }
+        let mut rng = self.rngs[w % self.rngs.len()].lock();
+        let mut k = rng.gen_range(0..in_ring + in_cellar);
+        if k >= in_ring {
+            let i = rng.gen_range(0..in_cellar) as usize;
+            drop(rng);
+            return self.take_from_cellar(
+                |c| c.swap_remove_back(i.min(c.len().saturating_sub(1))),
+                buf,
+            );
+        }
+        drop(rng);
+        // The k-th set bit of those words, counting again in the same order (a word that changed
+        // since the count shifts the draw only when a claim or release raced with it; none
+        // found: retry).
+        for i in 0..words {
+            let wi = (top + nw - i) % nw;
+            let word = &self.bits[wi];
+            let mut v = word.load(Ordering::Acquire);
+            let c = u64::from(v.count_ones());
+            if k >= c {
+                k -= c;
+                continue;
+            }
+            for _ in 0..k {
+                v &= v.wrapping_sub(1);
+            }
+            let hb = u64::from(v.trailing_zeros());
+            return self.claim_bit(word, hb, (wi as u64) * 64 + hb, buf);
+        }
+        Err(())
+    }
+
+    /// Claims slot `s` by clearing its bit `hb` of `word`, and takes its request.
+    fn claim_bit(&self, word: &AtomicU64, hb: u64, s: u64, buf: &mut Vec<u8>) -> Result<Item, ()> {
+        let bit = 1u64 << hb;
+        if word.fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
+            return Err(());
+        }
+        let slot = &self.ring.slots[s as usize];
+        // The bit was set after the request was published (seq = pos + 1) and nobody else can
+        // clear it: the slot is ours until we free it.
+        let pos = slot.seq.load(Ordering::Acquire) - 1;
+        // SAFETY: we own the slot (the bit we cleared) until `seq` frees it.
+        let item = unsafe { *slot.item.get() };
+        unsafe { std::ptr::swap(buf, slot.payload.get()) };
+        slot.seq.store(pos + self.ring.len(), Ordering::Release);
+        self.pooled.fetch_sub(1, Ordering::SeqCst);
+        Ok(item)
+    }
+
+    fn take_from_cellar(
+        &self,
+        take: impl FnOnce(&mut VecDeque<(Item, Vec<u8>)>) -> Option<(Item, Vec<u8>)>,
+        buf: &mut Vec<u8>,
+    ) -> Result<Item, ()> {
+        if self.cellar_len.load(Ordering::SeqCst) == 0 {
+            return Err(());
+        }
+        let mut c = self.cellar.lock();
+        let (item, p) = take(&mut c).ok_or(())?;
+        self.cellar_len.fetch_sub(1, Ordering::SeqCst);
+        drop(c);
+        *buf = p;
+        Ok(item)
+    }
+
+    /// Takes position `d`, handed to us as the next arrival (we moved the frontier past it);
+    /// `None` if it is not generated yet.
+    pub(super) fn take_next(&self, d: u64, buf: &mut Vec<u8>) -> Option<Item> {
+        let slot = self.ring.slot(d);
+        if slot.seq.load(Ordering::Acquire) != d + 1 {
+            return None;
+        }
+        // SAFETY: position d was generated and moving the frontier past it made it ours.
+        let item = unsafe { *slot.item.get() };
+        unsafe { std::ptr::swap(buf, slot.payload.get()) };
+        slot.seq.store(d + self.ring.len(), Ordering::Release);
+        Some(item)
+    }
+
+    /// Makes slot `pos` free for the producer. `needed`: a worker waits for position `pos`
+    /// (it is at or just past the frontier), so a released request still in the slot moves
+    /// to the cellar; otherwise an occupied slot means the ring is full.
+    pub(super) fn make_room(&self, pos: u64, needed: bool) -> Result<(), Produced> {
+        let len = self.ring.len();
+        let slot = self.ring.slot(pos);
+        let mut spins = 0u32;
+        loop {
+            let seq = slot.seq.load(Ordering::Acquire);
+            if seq == pos {
+                return Ok(());
+            }
+            if !needed || pos >= self.due.load(Ordering::Acquire) + len {
+                return Err(Produced::Full);
+            }
+            let old = pos - len;
+            let (word, bit) = self.bit(old);
+            if seq == old + 1 && word.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+                // SAFETY: we cleared its bit: the slot is ours until `seq` frees it.
+                let item = unsafe { *slot.item.get() };
+                let payload = unsafe { std::mem::take(&mut *slot.payload.get()) };
+                let mut c = self.cellar.lock();
+                c.push_back((item, payload));
+                self.cellar_len.fetch_add(1, Ordering::SeqCst);
+                drop(c);
+                self.pooled.fetch_sub(1, Ordering::SeqCst);
+                slot.seq.store(pos, Ordering::Release);
+                return Ok(());
+            }
+            // Its request is being taken, or released a moment ago: wait for either.
+            backoff(&mut spins);
+        }
+    }
+}
