@@ -15,9 +15,10 @@ PLANTED = ["tailwag-table2", "tailwag-fig5", "tailwag-fig6", "tailwag-fig9", "ta
 APPS = ("kv", "img-dnn")
 
 
-def _sides(root, app: str, synthetic_svc=None) -> None:
+def _sides(root, app: str, synthetic_svc=None, soj_error=None) -> None:
     """An app's measured and synthetic experiments at 20 % and 70 % load: the synthetic
-    service p50/p95/p99 ``synthetic_svc[q]`` × the app's at 70 % (half as far from it at 20 %)."""
+    service p50/p95/p99 ``synthetic_svc[q]`` × the app's at 70 % (half as far from it at 20 %),
+    its sojourn mean/p95/p99 (1 + ``soj_error[s]``) × the app's at both."""
     for side in ("measured", "synthetic"):
         pts = []
         for q, at70 in ((200, False), (700, True)):
@@ -31,12 +32,20 @@ def _sides(root, app: str, synthetic_svc=None) -> None:
                     )
                 )
             )
+            e = (soj_error or {}) if side == "synthetic" else {}
+            soj = stats(
+                100 * US,
+                300 * US * (1 + e.get("p95", 0)),
+                500 * US * (1 + e.get("p99", 0)),
+                mean=150 * US * (1 + e.get("mean", 0)),
+            )
             pts.append(
                 Point(
                     f"integrated-t1-q{q}",
                     app=app if side == "measured" else "synth",
                     qps=q,
                     svc=svc,
+                    soj=soj,
                 )
             )
         experiment(root / app / side, pts)
@@ -46,9 +55,11 @@ def _sides(root, app: str, synthetic_svc=None) -> None:
 
 
 def _table2(root, err: dict[str, float]) -> None:
-    """Both apps' validation.json: mean |error| ``err[s]`` × (1 ± 0.2), averaging to it."""
+    """Both apps' runs and validation.json: mean |error| ``err[s]`` × (1 ± 0.2), averaging to
+    it (the synthetic side's sojourn statistics that far above the measured at every load; the
+    rule judges those, validation.json gives the numbers it shows)."""
     for app, k in zip(APPS, (0.8, 1.2), strict=True):
-        _sides(root, app)
+        _sides(root, app, soj_error={s: v * k for s, v in err.items()})
         stats_ = {s: {"mean_abs_error": v * k} for s, v in err.items()}
         doc = {
             "schema": "taillab.validation/1",

@@ -74,6 +74,40 @@ def _pcts(v: dict[str, float]) -> str:
     return " / ".join(pct(v[s]) for s in TW_STATS)
 
 
+def _pairs(data: Data, apps) -> dict[str, list]:
+    """Per app, its points' views in (synthetic, measured) pairs, load by load (the results
+    of the first round: the errors validation.json's summary averages)."""
+    out = {}
+    for app in apps:
+        m = {p["point"]: p for _, p in data.of(f"{app}/measured").iterrows()}
+        syn = {p["point"]: p for _, p in data.of(f"{app}/synthetic").iterrows()}
+        both = [x for pt in m if pt in syn for x in (syn[pt], m[pt])]
+        if both:
+            out[app] = both
+    return out
+
+
+def _mean_abs_error(stat: str, sizes: list[int]):
+    """The statistic of Table 2's condition on sojourn ``stat``: per app the mean over its
+    loads of |synthetic ÷ measured − 1|, averaged over the apps (views in (synthetic,
+    measured) pairs, app after app; ``sizes``: each app's number of views)."""
+
+    def avg(*views) -> float:
+        per_app, i = [], 0
+        for n in sizes:
+            errs = [
+                abs(ratio_of(a.stat("sojourn", stat), b.stat("sojourn", stat)) - 1)
+                for a, b in zip(views[i : i + n : 2], views[i + 1 : i + n : 2], strict=True)
+            ]
+            i += n
+            if not errs or any(not math.isfinite(e) for e in errs):
+                return math.nan
+            per_app.append(sum(errs) / len(errs))
+        return sum(per_app) / len(per_app) if per_app else math.nan
+
+    return avg
+
+
 @rule
 def tailwag_table2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """Mean |error| of the synthetic workload's mean/p95/p99 at one worker, averaged over
@@ -83,10 +117,26 @@ def tailwag_table2(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     if not per_app:
         return no_data(data, "validation/validation.json")
     avg = {s: mean_of(v[s] for v in per_app.values()) for s in TW_STATS}
-    conds = [
-        Cond(f"{s} ≤ TailWAG's {pct(paper[s])}", less_than(avg[s], paper[s] * (1 + 1e-12)))
-        for s in TW_STATS
-    ]
+    pairs = _pairs(data, per_app)
+    if list(pairs) == list(per_app):
+        # Judged on the runs: the same average of errors, its interval a bootstrap over each
+        # point's runs (measured and synthetic alike).
+        views = [v for app in per_app for v in pairs[app]]
+        sizes = [len(pairs[app]) for app in per_app]
+        conds = [
+            Cond.judged(
+                f"{s} ≤ TailWAG's {pct(paper[s])}",
+                data.judge.check(
+                    views, _mean_abs_error(s, sizes), "<=", paper[s] * (1 + 1e-12), fmt=pct
+                ),
+            )
+            for s in TW_STATS
+        ]
+    else:
+        conds = [
+            Cond(f"{s} ≤ TailWAG's {pct(paper[s])}", less_than(avg[s], paper[s] * (1 + 1e-12)))
+            for s in TW_STATS
+        ]
     body = (
         f"mean |error| at one worker over {', '.join(per_app)}: {_pcts(avg)} (mean / p95 / "
         f"p99) vs TailWAG's {_pcts(paper)}; goal {_pcts(GOAL)}"
