@@ -31,7 +31,7 @@
 //!
 //! Two workers that become free within a few nanoseconds of each other may pick in either
 //! order, as they would from one locked backlog; each request is served exactly once, and
-//! one free worker alone picks exactly what the locked backlog picked (tested against it).
+//! one free worker alone picks exactly what the discipline defines (tested pick by pick).
 
 use super::{backoff, Produced, Ring};
 use crate::schedule::Item;

@@ -49,7 +49,7 @@ use std::sync::{Arc, Barrier};
 pub use crate::placement::place_thread_on;
 pub use crate::records::{RecordWriter, Records, RECORD_BYTES, RECORD_CHUNK};
 use crate::result::RunResult;
-pub use crate::schedule::{Item, Schedule, ScheduleStats, AHEAD_MAX};
+pub use crate::schedule::{Item, Schedule, ScheduleStats};
 pub use crate::spec::{check_cpus, Bound, RunError, RunSpec, ShaperMode, DEFAULT_SPIN_MARGIN_NS};
 
 mod books;
