@@ -42,6 +42,7 @@ pub mod schedule;
 pub mod search;
 pub mod sections;
 pub mod sim;
+mod slotbits;
 pub mod spec;
 pub mod stalls;
 pub mod stats;

@@ -7,21 +7,24 @@
 //! core), blocking on a condition variable (frees the core, pays a wake-up),
 //! or hybrid (spin for a while, then block).
 //!
-//! FIFO hands requests over without a lock: pushes and pops go through a
-//! lock-free multi-producer, multi-consumer queue, so a spinning worker and
-//! the shaper never wait for each other's critical section (a thread shaper
-//! that serialised on one lock measured its own queue, not the hand-off it
-//! models). LIFO and random order need the whole backlog for each pick and
-//! keep it under a short lock. Either way the condition variable is signalled
-//! only when a worker is actually asleep, so a spinning worker pays no
-//! syscall on either side.
+//! Every discipline hands requests over without a lock, so a spinning worker
+//! and the shaper never wait for each other's critical section (a thread
+//! shaper that serialised on one lock measured its own queue, not the
+//! hand-off it models; a lock holder preempted on a shared host stops every
+//! worker). FIFO pushes and pops through a lock-free multi-producer,
+//! multi-consumer queue; LIFO and random order, which pick from the whole
+//! backlog, through a ring with one bit per waiting request ([`backlog`]'s
+//! docs). Either way the condition variable is signalled only when a worker
+//! is actually asleep, so a spinning worker pays no syscall on either side.
+
+mod backlog;
 
 use crate::clock::{now_ns, WaitMode};
+use backlog::Backlog;
 use crossbeam_queue::SegQueue;
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 
 crate::names_enum! {
@@ -144,73 +147,66 @@ impl Assigner {
     }
 }
 
-/// LIFO's and random order's backlog (each pick needs all of it).
-struct Inner<T> {
-    items: VecDeque<T>,
-    rng: Xoshiro256PlusPlus,
+/// Where the waiting requests are (one a queue: the variants' sizes cost nothing worth a box).
+#[allow(clippy::large_enum_variant)]
+enum Waiting<T> {
+    Fifo(SegQueue<T>),
+    /// LIFO or random order.
+    Backlog(Backlog<T>),
 }
 
 /// A multi-producer, multi-consumer request queue.
 pub struct RequestQueue<T> {
-    /// FIFO's requests, lock-free on both sides; `None`: LIFO or random (`inner`).
-    fifo: Option<SegQueue<T>>,
-    /// LIFO's and random order's requests; for FIFO only the sleepers' lock.
-    inner: Mutex<Inner<T>>,
+    waiting: Waiting<T>,
+    /// The sleepers' lock (held from a sleeper's count to its wait, and to notify).
+    sleep: Mutex<()>,
     cv: Condvar,
-    /// Requests in `inner` (LIFO, random), read without its lock.
-    len: AtomicUsize,
     /// Workers counted before their last look and asleep (or about to be) on `cv`.
     sleepers: AtomicUsize,
     closed: AtomicBool,
-    discipline: Discipline,
     /// How long a hybrid waiter spins before it blocks.
     spin_ns: u64,
 }
 
 impl<T> RequestQueue<T> {
-    /// An empty queue; `spin_ns` is how long a hybrid waiter spins, `seed` seeds random order.
+    /// An empty queue; `capacity` is how many LIFO or random-order requests its ring holds
+    /// before the oldest spill to a locked list, `spin_ns` how long a hybrid waiter spins,
+    /// `seed` seeds random order.
     pub fn new(discipline: Discipline, capacity: usize, spin_ns: u64, seed: u64) -> Self {
-        let locked = discipline != Discipline::Fifo;
         RequestQueue {
-            fifo: (!locked).then(SegQueue::new),
-            inner: Mutex::new(Inner {
-                items: VecDeque::with_capacity(if locked { capacity } else { 0 }),
-                rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-            }),
+            waiting: match discipline {
+                Discipline::Fifo => Waiting::Fifo(SegQueue::new()),
+                d => Waiting::Backlog(Backlog::new(capacity, d == Discipline::Lifo, seed)),
+            },
+            sleep: Mutex::new(()),
             cv: Condvar::new(),
-            len: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
-            discipline,
             spin_ns,
         }
     }
 
     /// Adds a request; wakes a sleeping worker if there is one.
     pub fn push(&self, item: T) {
-        match &self.fifo {
-            Some(q) => q.push(item),
-            None => {
-                let mut g = self.inner.lock();
-                g.items.push_back(item);
-                self.len.store(g.items.len(), Ordering::Release);
-            }
+        match &self.waiting {
+            Waiting::Fifo(q) => q.push(item),
+            Waiting::Backlog(b) => b.push(item),
         }
         // A sleeper counts itself before its last look, both sides fenced: either its look
         // saw this request, or this load sees it counted. It holds the lock from its count to
         // its wait, so taking the lock here means it is waiting when notified.
         fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::Relaxed) > 0 {
-            let _g = self.inner.lock();
+            let _g = self.sleep.lock();
             self.cv.notify_one();
         }
     }
 
     /// Number of waiting requests (a snapshot).
     pub fn len(&self) -> usize {
-        match &self.fifo {
-            Some(q) => q.len(),
-            None => self.len.load(Ordering::Acquire),
+        match &self.waiting {
+            Waiting::Fifo(q) => q.len(),
+            Waiting::Backlog(b) => b.len(),
         }
     }
 
@@ -222,40 +218,15 @@ impl<T> RequestQueue<T> {
     /// No more pushes: waiting workers drain what is left, then get `None`.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        let _g = self.inner.lock();
+        let _g = self.sleep.lock();
         self.cv.notify_all();
     }
 
-    /// LIFO's or random order's pick, under the lock.
-    fn take(&self, g: &mut Inner<T>) -> Option<T> {
-        let item = match self.discipline {
-            Discipline::Fifo => g.items.pop_front(),
-            Discipline::Lifo => g.items.pop_back(),
-            Discipline::Random => {
-                let n = g.items.len();
-                if n == 0 {
-                    None
-                } else {
-                    let i = g.rng.gen_range(0..n);
-                    g.items.swap_remove_back(i)
-                }
-            }
-        };
-        self.len.store(g.items.len(), Ordering::Release);
-        item
-    }
-
-    /// One look, holding the lock already (`g`) or not.
-    fn look(&self, g: Option<&mut MutexGuard<'_, Inner<T>>>) -> Option<T> {
-        match (&self.fifo, g) {
-            (Some(q), _) => q.pop(),
-            (None, Some(g)) => self.take(g),
-            (None, None) => {
-                if self.len.load(Ordering::Acquire) == 0 {
-                    return None;
-                }
-                self.take(&mut self.inner.lock())
-            }
+    /// One look: the discipline's pick, `None` if nothing is waiting.
+    fn look(&self) -> Option<T> {
+        match &self.waiting {
+            Waiting::Fifo(q) => q.pop(),
+            Waiting::Backlog(b) => b.pop(),
         }
     }
 
@@ -268,22 +239,22 @@ impl<T> RequestQueue<T> {
             WaitMode::Hybrid => now_ns() + self.spin_ns,
         };
         loop {
-            if let Some(x) = self.look(None) {
+            if let Some(x) = self.look() {
                 return Some(x);
             }
             if self.closed.load(Ordering::Acquire) {
                 // Pushes happen-before close, so one look after seeing it is enough.
-                return self.look(None);
+                return self.look();
             }
             if spin_until == u64::MAX || now_ns() < spin_until {
                 std::hint::spin_loop();
                 continue;
             }
-            let mut g = self.inner.lock();
+            let mut g = self.sleep.lock();
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let closed = self.closed.load(Ordering::Acquire);
-            let got = self.look(Some(&mut g));
+            let got = self.look();
             if got.is_none() && !closed {
                 self.cv.wait(&mut g);
             }

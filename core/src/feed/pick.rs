@@ -12,7 +12,8 @@
 //! - the **pool**, one bit per slot: set while the slot holds a released, unclaimed request.
 //!   Clearing a set bit (`fetch_and`) is the claim: whoever cleared it owns the request. LIFO
 //!   scans down from the frontier for the highest set bit (64 slots per word read); random
-//!   order counts the set bits and clears the k-th for a k drawn uniformly.
+//!   order counts the set bits and clears the k-th for a k drawn uniformly (the scans are
+//!   [`crate::slotbits`]'s, which the thread shaper's queue shares).
 //! - `pooled`, how many bits are set or about to be (it rises before the frontier moves, so a
 //!   worker that sees the frontier at the schedule's end and `pooled` at zero knows nothing
 //!   is left).
@@ -35,6 +36,7 @@
 
 use super::{backoff, Produced, Ring};
 use crate::schedule::Item;
+use crate::slotbits::SlotBits;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -46,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(super) struct Pool {
     pub(super) ring: Ring,
     /// One bit per slot: the slot holds a released request nobody claimed yet.
-    bits: Box<[AtomicU64]>,
+    bits: SlotBits,
     /// The frontier: positions below it were released or handed out as the next arrival.
     pub(super) due: CachePadded<AtomicU64>,
     /// Bits set, or about to be (raised before the frontier moves past them).
@@ -62,10 +64,9 @@ pub(super) struct Pool {
 impl Pool {
     /// A pool for `threads` workers; `lifo` false is random order, drawn from `seed`.
     pub(super) fn new(len: usize, threads: usize, lifo: bool, seed: u64) -> Pool {
-        assert!(len.is_power_of_two() && len >= 64, "a ring of whole words");
         Pool {
+            bits: SlotBits::new(len),
             ring: Ring::new(len),
-            bits: (0..len / 64).map(|_| AtomicU64::new(0)).collect(),
             due: CachePadded::new(AtomicU64::new(0)),
             pooled: CachePadded::new(AtomicU64::new(0)),
             cellar: Mutex::new(VecDeque::new()),
@@ -79,11 +80,6 @@ impl Pool {
                 .collect(),
             lifo,
         }
-    }
-
-    fn bit(&self, pos: u64) -> (&AtomicU64, u64) {
-        let s = pos & (self.ring.len() - 1);
-        (&self.bits[(s >> 6) as usize], 1u64 << (s & 63))
     }
 
     /// Releases every generated request from the frontier on whose intended time is `now` or
@@ -118,20 +114,8 @@ impl Pool {
                 self.pooled.fetch_sub(k, Ordering::SeqCst);
                 continue;
             }
-            // Positions d .. d + k are ours to release: one fetch_or a word.
-            let mut pos = d;
-            while pos < d + k {
-                let s = pos & (self.ring.len() - 1);
-                let in_word = (64 - (s & 63)).min(d + k - pos);
-                let (word, first) = self.bit(pos);
-                let mask = if in_word == 64 {
-                    u64::MAX
-                } else {
-                    ((1u64 << in_word) - 1) * first
-                };
-                word.fetch_or(mask, Ordering::AcqRel);
-                pos += in_word;
-            }
+            // Positions d .. d + k are ours to release.
+            self.bits.set_run(d, k);
             if generated {
                 return (d + k, true);
             }
@@ -167,29 +151,8 @@ impl Pool {
 
     /// LIFO: the highest set bit below the frontier, else the cellar's newest.
     fn pick_newest(&self, buf: &mut Vec<u8>) -> Result<Item, ()> {
-        let len = self.ring.len();
-        let d = self.due.load(Ordering::Acquire);
-        let mut left = d.min(len);
-        let mut pos = d;
-        while left > 0 {
-            let top = pos - 1;
-            let s = top & (len - 1);
-            let b = s & 63;
-            let n = (b + 1).min(left);
-            let word = &self.bits[(s >> 6) as usize];
-            // Bits b - n + 1 ..= b of this word are positions top - n + 1 ..= top.
-            let mask = if n == 64 {
-                u64::MAX
-            } else {
-                ((1u64 << n) - 1) << (b + 1 - n)
-            };
-            let m = word.load(Ordering::Acquire) & mask;
-            if m != 0 {
-                let hb = 63 - u64::from(m.leading_zeros());
-                return self.claim_bit(word, hb, (s & !63) + hb, buf);
-            }
-            pos -= n;
-            left -= n;
+        if let Some(s) = self.bits.newest_below(self.due.load(Ordering::Acquire)) {
+            return self.claim_slot(s, buf);
         }
         if self.pooled.load(Ordering::SeqCst) > 0 {
             return Err(());
@@ -201,22 +164,14 @@ impl Pool {
     fn pick_any(&self, w: usize, buf: &mut Vec<u8>) -> Result<Item, ()> {
         // The pool's words from the frontier's down (the newest first, where a short backlog
         // is), counted until they hold as many bits as are pooled: usually one word.
-        let nw = self.bits.len();
         let d = self.due.load(Ordering::Acquire);
-        let top = ((d.wrapping_sub(1) & (self.ring.len() - 1)) >> 6) as usize;
-        let word_at = |i: usize| &self.bits[(top + nw - i) % nw];
-        let want = self.pooled.load(Ordering::SeqCst);
-        let (mut in_ring, mut words) = (0u64, 0usize);
-        while words < nw && in_ring < want {
-            in_ring += u64::from(word_at(words).load(Ordering::Acquire).count_ones());
-            words += 1;
-        }
+        let (in_ring, words) = self.bits.count_below(d, self.pooled.load(Ordering::SeqCst));
         let in_cellar = self.cellar_len.load(Ordering::SeqCst);
         if in_ring + in_cellar == 0 {
             return Err(());
         }
         let mut rng = self.rngs[w % self.rngs.len()].lock();
-        let mut k = rng.gen_range(0..in_ring + in_cellar);
+        let k = rng.gen_range(0..in_ring + in_cellar);
         if k >= in_ring {
             let i = rng.gen_range(0..in_cellar) as usize;
             drop(rng);
@@ -229,28 +184,15 @@ impl Pool {
         // The k-th set bit of those words, counting again in the same order (a word that changed
         // since the count shifts the draw only when a claim or release raced with it; none
         // found: retry).
-        for i in 0..words {
-            let wi = (top + nw - i) % nw;
-            let word = &self.bits[wi];
-            let mut v = word.load(Ordering::Acquire);
-            let c = u64::from(v.count_ones());
-            if k >= c {
-                k -= c;
-                continue;
-            }
-            for _ in 0..k {
-                v &= v.wrapping_sub(1);
-            }
-            let hb = u64::from(v.trailing_zeros());
-            return self.claim_bit(word, hb, (wi as u64) * 64 + hb, buf);
+        match self.bits.kth_below(d, words, k) {
+            Some(s) => self.claim_slot(s, buf),
+            None => Err(()),
         }
-        Err(())
     }
 
-    /// Claims slot `s` by clearing its bit `hb` of `word`, and takes its request.
-    fn claim_bit(&self, word: &AtomicU64, hb: u64, s: u64, buf: &mut Vec<u8>) -> Result<Item, ()> {
-        let bit = 1u64 << hb;
-        if word.fetch_and(!bit, Ordering::AcqRel) & bit == 0 {
+    /// Claims slot `s` by clearing its bit, and takes its request.
+    fn claim_slot(&self, s: u64, buf: &mut Vec<u8>) -> Result<Item, ()> {
+        if !self.bits.claim(s) {
             return Err(());
         }
         let slot = &self.ring.slots[s as usize];
@@ -311,8 +253,7 @@ impl Pool {
                 return Err(Produced::Full);
             }
             let old = pos - len;
-            let (word, bit) = self.bit(old);
-            if seq == old + 1 && word.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+            if seq == old + 1 && self.bits.claim(old) {
                 // SAFETY: we cleared its bit: the slot is ours until `seq` frees it.
                 let item = unsafe { *slot.item.get() };
                 let payload = unsafe { std::mem::take(&mut *slot.payload.get()) };
