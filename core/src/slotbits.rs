@@ -8,10 +8,19 @@
 //! (everything the setter wrote into the slot before is seen by the claimer).
 //!
 //! The scans read 64 slots a word, from a `top` position down, so they meet the newest requests
-//! first: LIFO's pick is the highest set position below `top`; random order counts the set bits
-//! word by word until it has seen as many as the caller expects, then clears the k-th of them.
+//! first: LIFO's pick is the highest set position below `top`. Random order draws a set bit
+//! uniformly: where at least one slot in [`DENSE`] is set it tries slots drawn uniformly until
+//! one is set (each set slot equally likely, a few reads), else it counts the set bits word by
+//! word until it has seen as many as the caller expects and takes the k-th of them (a short
+//! backlog sits in the few words below `top`). Counting alone read every word of a ring that a
+//! saturated backlog had spread over: 64 cache lines a pick.
 
+use rand::Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Random order tries slots at random while at least one slot in this many is set (on average
+/// at most this many reads a pick; after four times as many misses it counts instead).
+const DENSE: u64 = 8;
 
 /// The bits of a ring of `len` slots (a power of two, at least 64).
 pub(crate) struct SlotBits {
@@ -121,6 +130,31 @@ impl SlotBits {
         None
     }
 
+    /// Whether slot (or position) `pos`'s bit is set (a snapshot).
+    fn is_set(&self, pos: u64) -> bool {
+        let (word, bit) = self.at(pos);
+        word.load(Ordering::Acquire) & bit != 0
+    }
+
+    /// The slot of a set bit drawn uniformly (a snapshot: the caller claims it, and draws again
+    /// if that fails), for a ring holding about `pooled` set bits; `top` is the position the
+    /// count starts below (the newest). `None`: no set bit seen.
+    pub(crate) fn draw(&self, top: u64, pooled: u64, rng: &mut impl Rng) -> Option<u64> {
+        if pooled * DENSE >= self.len {
+            for _ in 0..4 * DENSE {
+                let s = rng.gen_range(0..self.len);
+                if self.is_set(s) {
+                    return Some(s);
+                }
+            }
+        }
+        let (seen, words) = self.count_below(top, pooled);
+        if seen == 0 {
+            return None;
+        }
+        self.kth_below(top, words, rng.gen_range(0..seen))
+    }
+
     /// Every set slot (for dropping what is left).
     pub(crate) fn set_slots(&self) -> impl Iterator<Item = u64> + '_ {
         self.words.iter().enumerate().flat_map(|(wi, w)| {
@@ -139,6 +173,7 @@ impl SlotBits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
 
     /// The scans against their definitions over every `top` of a small ring with a pattern of
     /// bits that crosses words and the wrap.
@@ -180,6 +215,26 @@ mod tests {
                 .unwrap();
             assert_eq!(b.kth_below(top, words, 0).unwrap() / 64, near, "top {top}");
         }
+        // Drawing: only set slots, each about equally often, dense (tries) and sparse (counts).
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(4);
+        let total = (0..len).filter(|&s| is_set(s)).count() as u64;
+        let sparse = SlotBits::new(len as usize);
+        sparse.set_run(100, 1);
+        sparse.set_run(3, 1);
+        for (bits, n, pooled) in [(&b, total, total), (&sparse, 2, 2)] {
+            let mut counts = std::collections::HashMap::new();
+            for _ in 0..400 * n {
+                let s = bits.draw(300, pooled, &mut rng).unwrap();
+                *counts.entry(s).or_insert(0u32) += 1;
+            }
+            assert_eq!(counts.len() as u64, n);
+            // 400 expected each: 5 sd is 100.
+            assert!(
+                counts.values().all(|&c| (300..=500).contains(&c)),
+                "{counts:?}"
+            );
+        }
+        assert_eq!(SlotBits::new(64).draw(5, 0, &mut rng), None);
         let mut left: Vec<u64> = b.set_slots().collect();
         left.sort();
         assert_eq!(left, (0..len).filter(|&s| is_set(s)).collect::<Vec<_>>());

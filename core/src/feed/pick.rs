@@ -12,8 +12,8 @@
 //! - the **pool**, one bit per slot: set while the slot holds a released, unclaimed request.
 //!   Clearing a set bit (`fetch_and`) is the claim: whoever cleared it owns the request. LIFO
 //!   scans down from the frontier for the highest set bit (64 slots per word read); random
-//!   order counts the set bits and clears the k-th for a k drawn uniformly (the scans are
-//!   [`crate::slotbits`]'s, which the thread shaper's queue shares).
+//!   order clears a set bit drawn uniformly (the scans and the draw are [`crate::slotbits`]'s,
+//!   which the thread shaper's queue shares).
 //! - `pooled`, how many bits are set or about to be (it rises before the frontier moves, so a
 //!   worker that sees the frontier at the schedule's end and `pooled` at zero knows nothing
 //!   is left).
@@ -162,17 +162,13 @@ impl Pool {
 
     /// Random order: a request drawn uniformly among the pool's and the cellar's.
     fn pick_any(&self, w: usize, buf: &mut Vec<u8>) -> Result<Item, ()> {
-        // The pool's words from the frontier's down (the newest first, where a short backlog
-        // is), counted until they hold as many bits as are pooled: usually one word.
-        let d = self.due.load(Ordering::Acquire);
-        let (in_ring, words) = self.bits.count_below(d, self.pooled.load(Ordering::SeqCst));
+        let in_ring = self.pooled.load(Ordering::SeqCst);
         let in_cellar = self.cellar_len.load(Ordering::SeqCst);
         if in_ring + in_cellar == 0 {
             return Err(());
         }
         let mut rng = self.rngs[w % self.rngs.len()].lock();
-        let k = rng.gen_range(0..in_ring + in_cellar);
-        if k >= in_ring {
+        if rng.gen_range(0..in_ring + in_cellar) >= in_ring {
             let i = rng.gen_range(0..in_cellar) as usize;
             drop(rng);
             return self.take_from_cellar(
@@ -180,11 +176,13 @@ impl Pool {
                 buf,
             );
         }
+        // A slot drawn among the pool's set bits (counted from the frontier down, where a short
+        // backlog is; tried at random in a ring a long one has spread over: slotbits.rs). None
+        // seen: a release counted and not set yet, or raced: retry.
+        let d = self.due.load(Ordering::Acquire);
+        let s = self.bits.draw(d, in_ring, &mut *rng);
         drop(rng);
-        // The k-th set bit of those words, counting again in the same order (a word that changed
-        // since the count shifts the draw only when a claim or release raced with it; none
-        // found: retry).
-        match self.bits.kth_below(d, words, k) {
+        match s {
             Some(s) => self.claim_slot(s, buf),
             None => Err(()),
         }

@@ -7,8 +7,9 @@
 //!
 //! - a push takes the next **position** (`pushed`, one `fetch_add`), writes its request into
 //!   that position's slot, counts it in `pooled` and sets its bit;
-//! - a pop clears a set bit (the claim): LIFO the highest below `pushed`, random order the k-th
-//!   for a k drawn uniformly over the backlog. Whoever cleared the bit owns the request and frees
+//! - a pop clears a set bit (the claim): LIFO the highest below `pushed`, random order one
+//!   drawn uniformly over the backlog (ring or cellar in proportion to what each holds, then a
+//!   bit by [`SlotBits::draw`]). Whoever cleared the bit owns the request and frees
 //!   the slot for the push one lap later.
 //!
 //! Each slot's sequence word says whose it is (Vyukov's bounded queue): `p`, free for the push
@@ -184,23 +185,22 @@ impl<T> Backlog<T> {
 
     /// Random order: one drawn uniformly among the ring's and the cellar's.
     fn pick_any(&self) -> Option<T> {
-        let top = self.pushed.load(Ordering::Acquire);
-        let (in_ring, words) = self
-            .bits
-            .count_below(top, self.pooled.load(Ordering::SeqCst));
+        let in_ring = self.pooled.load(Ordering::SeqCst);
         let in_cellar = self.cellar_len.load(Ordering::SeqCst);
         if in_ring + in_cellar == 0 {
             return None;
         }
         let mut rng = self.rngs[drawer() % DRAWERS].lock();
-        let k = rng.gen_range(0..in_ring + in_cellar);
-        if k >= in_ring {
+        if rng.gen_range(0..in_ring + in_cellar) >= in_ring {
             let i = rng.gen_range(0..in_cellar) as usize;
             drop(rng);
             return self.take_from_cellar(|c| c.swap_remove_back(i.min(c.len().saturating_sub(1))));
         }
+        let s = self
+            .bits
+            .draw(self.pushed.load(Ordering::Acquire), in_ring, &mut *rng);
         drop(rng);
-        self.claim(self.bits.kth_below(top, words, k)?)
+        self.claim(s?)
     }
 
     /// Clears slot `s`'s bit and takes its request; `None` if another pop (or a push moving it
