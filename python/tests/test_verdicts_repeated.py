@@ -183,3 +183,28 @@ def test_tales5_attribution_effects_by_their_intervals(tmp_path, change, status,
     assert c["interval"] == "the attribution's cluster bootstrap over runs"
     # A remedy's cell sums several effects: compared as a point, without a check.
     assert "outcome" not in doc["conditions"][1] and doc["conditions"][1]["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("cpu", "status", "outcome"),
+    [
+        (1.8, "confirmed", "holds"),  # 1.8× ± 0.1: wholly above 1.5×
+        (1.3, "not confirmed", "fails"),  # wholly below
+        (1.55, "inconclusive", "unresolved"),  # 1.55× ± 0.1: holds 1.5×
+    ],
+)
+def test_profiling_attribution_stresses_by_their_intervals(tmp_path, cpu, status, outcome):
+    """The report's stress table as an attribution, full variant: each stress level's cell ÷
+    the base by its effect's CI (memory and disk ± 0.01 × base, wholly below 1.3×); "all ≥ cpu"
+    compares two effects without their joint draws: a point."""
+    causes._stress_attribution(tmp_path, "kv", {s: 1.0 for s in causes.STRESSES})
+    causes._stress_attribution(tmp_path, "speech", {**causes.SPEECH, "cpu": cpu, "all": 2.0})
+    doc = verdict(tmp_path, "profiling-attribution")
+    by_text = {c["text"]: c for c in doc["conditions"]}
+    c = by_text["speech: cpu ≥ 1.5×"]
+    assert (doc["status"], c["outcome"]) == (status, outcome), doc["verdict"]
+    assert c["interval"] == "the attribution's cluster bootstrap over runs"
+    for s in ("memory", "disk"):
+        assert by_text[f"speech: {s} < 1.3×"]["outcome"] == "holds"
+    assert "outcome" not in by_text["speech: all ≥ cpu"]
+    assert by_text["speech: all ≥ cpu"]["ok"] is True

@@ -260,6 +260,27 @@ def _stress_conds(app: str, ratio: dict[str, dict[str, float]]) -> list[Cond]:
     ]
 
 
+def _stress_judged(data: Data, doc: dict, app: str, ratio: dict, effects: dict) -> list[Cond]:
+    """The one-factor item's conditions (:func:`_stress_conds`) on an attribution: in the full
+    variant each stress level's against its threshold by its effect's CI, as its cell ÷ the
+    base cell (three-valued); "all ≥ cpu" compares two effects whose joint draws the
+    attribution does not keep, so it stays a point comparison."""
+    conds = _stress_conds(app, ratio)
+    es = attr_effects(doc, "service", ATTR_PROF_Q)
+    if "base" not in es:
+        return conds
+    base = float(es["base"]["estimate_us"])
+    for i, (c, op, bound) in (
+        (0, ("cpu", ">=", PROF_CPU)),
+        (2, ("memory", "<", PROF_ALONE)),
+        (3, ("disk", "<", PROF_ALONE)),
+    ):
+        check = effect_check(data, doc, effects.get(c, {}).get("p95"), op, bound, base=base)
+        if check:
+            conds[i] = Cond.judged(conds[i].text, check, conds[i].primary)
+    return conds
+
+
 def _stress_paper_table(item: dict, paper: dict) -> tuple[list[str], list[list[str]]]:
     svc = item.get("paper_svc_ms") or {}
     rows = []
@@ -443,8 +464,8 @@ def _stress_figure(nums: dict, paper: dict) -> tuple:
 def profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdict:
     """The report's stress tables as attributions: per app, each stress level's effect on
     service p95 and p99 (CI from the runs), the cell ÷ no stress beside the report's ratio; the
-    same conditions as the one-factor item, judged on the same app (PROF_APP), and the CPU
-    stress's effect must exclude 0."""
+    same conditions as the one-factor item (in the full variant judged by the effects' CIs),
+    judged on the same app (PROF_APP), and the CPU stress's effect must exclude 0."""
     paper = _paper_ratios(item)
     nums: dict[str, Any] = {}
     rows = []
@@ -458,7 +479,7 @@ def profiling_attribution(item: dict, data: Data, _reuse: Data | None) -> Verdic
         if not ratio:
             continue
         nums[app] = {"ratio": ratio, "effects": effects}
-        conds = _stress_conds(app, ratio)
+        conds = _stress_judged(data, doc, app, ratio, effects)
         cpu = effects.get("cpu", {}).get("p95")
         text = f"{app}: cpu's effect on p95 excludes 0"
         check = effect_check(data, doc, cpu, ">", 0.0)
