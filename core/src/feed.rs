@@ -39,6 +39,7 @@ use crate::arrival::Share;
 use crate::collector::IntervalSink;
 use crate::queue::{Discipline, Dispatch};
 use crate::schedule::{Item, Schedule, ScheduleStats};
+use crate::slotbits::backoff;
 use crossbeam_utils::CachePadded;
 use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use std::cell::UnsafeCell;
@@ -528,17 +529,6 @@ impl Feed {
                 }
             }
         }
-    }
-}
-
-/// Spins a while, then yields the CPU (a waiter may share it with whoever it waits for).
-#[inline]
-fn backoff(spins: &mut u32) {
-    *spins += 1;
-    if *spins > 200 {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
     }
 }
 

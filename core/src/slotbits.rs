@@ -15,7 +15,10 @@
 //! backlog sits in the few words below `top`). Counting alone read every word of a ring that a
 //! saturated backlog had spread over: 64 cache lines a pick.
 
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 use rand::Rng;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Random order tries slots at random while at least one slot in this many is set (on average
@@ -167,6 +170,131 @@ impl SlotBits {
                 })
             })
         })
+    }
+}
+
+/// A wait for another thread's step that is a few instructions away: spin, then yield (the
+/// thread we wait for may be preempted on our CPU).
+pub(crate) fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins > 200 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// What a pick found: a slot whose bit it cleared (the caller takes the slot's request and
+/// frees it), a request from the cellar, or nothing it could take now (empty, or a push or a
+/// claim raced with it: look again while [`BitPool::waiting`] counts some).
+pub(crate) enum Picked<C> {
+    Slot(u64),
+    Cellar(C),
+    Retry,
+}
+
+/// The part of a lock-free LIFO or random-order backlog that does not depend on what its slots
+/// hold: the bits, how many are set or about to be (`pooled`), and the **cellar**, a locked list
+/// of requests older than any in the ring (moved out of a slot a push needed), in push order.
+/// LIFO takes the cellar's newest only when the ring is empty; random order chooses ring or
+/// cellar in proportion to what each holds. Its users: [`crate::feed`]'s pool of due requests
+/// and [`crate::queue::RequestQueue`]'s backlog.
+pub(crate) struct BitPool<C> {
+    pub(crate) bits: SlotBits,
+    /// Bits set, or about to be (raised before a bit is set, lowered when one is claimed).
+    pub(crate) pooled: CachePadded<AtomicU64>,
+    cellar: Mutex<VecDeque<C>>,
+    cellar_len: CachePadded<AtomicU64>,
+}
+
+impl<C> BitPool<C> {
+    pub(crate) fn new(len: usize) -> BitPool<C> {
+        BitPool {
+            bits: SlotBits::new(len),
+            pooled: CachePadded::new(AtomicU64::new(0)),
+            cellar: Mutex::new(VecDeque::new()),
+            cellar_len: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Requests in the ring (or about to be) and in the cellar (a snapshot).
+    pub(crate) fn waiting(&self) -> u64 {
+        self.pooled.load(Ordering::SeqCst) + self.cellar_len.load(Ordering::SeqCst)
+    }
+
+    /// Requests in the cellar (a snapshot).
+    #[cfg(test)]
+    pub(crate) fn in_cellar(&self) -> u64 {
+        self.cellar_len.load(Ordering::SeqCst)
+    }
+
+    /// Clears slot (or position) `s`'s bit; true if it was set: the slot is the caller's until
+    /// it frees it, and no longer counted.
+    pub(crate) fn claim(&self, s: u64) -> bool {
+        if !self.bits.claim(s) {
+            return false;
+        }
+        self.pooled.fetch_sub(1, Ordering::SeqCst);
+        true
+    }
+
+    /// Moves a request whose bit the caller cleared with [`SlotBits::claim`] (its slot needed by
+    /// a push) to the cellar.
+    pub(crate) fn spill(&self, c: C) {
+        let mut cellar = self.cellar.lock();
+        cellar.push_back(c);
+        // Counted in the cellar before it leaves `pooled`: never seen as gone.
+        self.cellar_len.fetch_add(1, Ordering::SeqCst);
+        drop(cellar);
+        self.pooled.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// LIFO: the highest set position below `top` (claimed), else, with nothing pooled, the
+    /// cellar's newest.
+    pub(crate) fn newest(&self, top: u64) -> Picked<C> {
+        if let Some(s) = self.bits.newest_below(top) {
+            return if self.claim(s) {
+                Picked::Slot(s)
+            } else {
+                Picked::Retry
+            };
+        }
+        if self.pooled.load(Ordering::SeqCst) > 0 {
+            return Picked::Retry;
+        }
+        self.take_cellar(|c| c.pop_back())
+    }
+
+    /// Random order: one drawn uniformly among the ring's (claimed) and the cellar's; `top` is
+    /// the position the ring's newest are below.
+    pub(crate) fn any(&self, top: u64, rng: &mut impl Rng) -> Picked<C> {
+        let in_ring = self.pooled.load(Ordering::SeqCst);
+        let in_cellar = self.cellar_len.load(Ordering::SeqCst);
+        if in_ring + in_cellar == 0 {
+            return Picked::Retry;
+        }
+        if rng.gen_range(0..in_ring + in_cellar) >= in_ring {
+            let i = rng.gen_range(0..in_cellar) as usize;
+            return self.take_cellar(|c| c.swap_remove_back(i.min(c.len().saturating_sub(1))));
+        }
+        match self.bits.draw(top, in_ring, rng) {
+            Some(s) if self.claim(s) => Picked::Slot(s),
+            _ => Picked::Retry,
+        }
+    }
+
+    fn take_cellar(&self, take: impl FnOnce(&mut VecDeque<C>) -> Option<C>) -> Picked<C> {
+        if self.cellar_len.load(Ordering::SeqCst) == 0 {
+            return Picked::Retry;
+        }
+        let mut c = self.cellar.lock();
+        match take(&mut c) {
+            Some(x) => {
+                self.cellar_len.fetch_sub(1, Ordering::SeqCst);
+                Picked::Cellar(x)
+            }
+            None => Picked::Retry,
+        }
     }
 }
 

@@ -12,8 +12,8 @@
 //! - the **pool**, one bit per slot: set while the slot holds a released, unclaimed request.
 //!   Clearing a set bit (`fetch_and`) is the claim: whoever cleared it owns the request. LIFO
 //!   scans down from the frontier for the highest set bit (64 slots per word read); random
-//!   order clears a set bit drawn uniformly (the scans and the draw are [`crate::slotbits`]'s,
-//!   which the thread shaper's queue shares).
+//!   order clears a set bit drawn uniformly (the bits, the count, the cellar below and the
+//!   picks are [`crate::slotbits::BitPool`], which the thread shaper's queue shares).
 //! - `pooled`, how many bits are set or about to be (it rises before the frontier moves, so a
 //!   worker that sees the frontier at the schedule's end and `pooled` at zero knows nothing
 //!   is left).
@@ -36,26 +36,20 @@
 
 use super::{backoff, Produced, Ring};
 use crate::schedule::Item;
-use crate::slotbits::SlotBits;
+use crate::slotbits::{BitPool, Picked};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The shared backlog of LIFO or random order (see the module docs).
 pub(super) struct Pool {
     pub(super) ring: Ring,
-    /// One bit per slot: the slot holds a released request nobody claimed yet.
-    bits: SlotBits,
+    /// The bits of released, unclaimed requests, their count and the cellar (arrival order).
+    pool: BitPool<(Item, Vec<u8>)>,
     /// The frontier: positions below it were released or handed out as the next arrival.
     pub(super) due: CachePadded<AtomicU64>,
-    /// Bits set, or about to be (raised before the frontier moves past them).
-    pooled: CachePadded<AtomicU64>,
-    /// Requests older than the ring's, moved out of it (arrival order), and how many.
-    cellar: Mutex<VecDeque<(Item, Vec<u8>)>>,
-    cellar_len: CachePadded<AtomicU64>,
     /// Random order's draws, one generator per worker (each locked only by its worker).
     rngs: Box<[CachePadded<Mutex<Xoshiro256PlusPlus>>]>,
     lifo: bool,
@@ -65,12 +59,9 @@ impl Pool {
     /// A pool for `threads` workers; `lifo` false is random order, drawn from `seed`.
     pub(super) fn new(len: usize, threads: usize, lifo: bool, seed: u64) -> Pool {
         Pool {
-            bits: SlotBits::new(len),
+            pool: BitPool::new(len),
             ring: Ring::new(len),
             due: CachePadded::new(AtomicU64::new(0)),
-            pooled: CachePadded::new(AtomicU64::new(0)),
-            cellar: Mutex::new(VecDeque::new()),
-            cellar_len: CachePadded::new(AtomicU64::new(0)),
             rngs: (0..threads.max(1))
                 .map(|w| {
                     CachePadded::new(Mutex::new(Xoshiro256PlusPlus::seed_from_u64(
@@ -105,17 +96,17 @@ impl Pool {
             if k == 0 {
                 return (d, generated);
             }
-            self.pooled.fetch_add(k, Ordering::SeqCst);
+            self.pool.pooled.fetch_add(k, Ordering::SeqCst);
             if self
                 .due
                 .compare_exchange(d, d + k, Ordering::AcqRel, Ordering::Acquire)
                 .is_err()
             {
-                self.pooled.fetch_sub(k, Ordering::SeqCst);
+                self.pool.pooled.fetch_sub(k, Ordering::SeqCst);
                 continue;
             }
             // Positions d .. d + k are ours to release.
-            self.bits.set_run(d, k);
+            self.pool.bits.set_run(d, k);
             if generated {
                 return (d + k, true);
             }
@@ -124,7 +115,7 @@ impl Pool {
 
     /// Nothing released is waiting (a snapshot).
     pub(super) fn empty(&self) -> bool {
-        self.pooled.load(Ordering::SeqCst) == 0 && self.cellar_len.load(Ordering::SeqCst) == 0
+        self.pool.waiting() == 0
     }
 
     /// Worker `w`'s pick among the released requests, its payload swapped into `buf`; `None`
@@ -135,64 +126,28 @@ impl Pool {
             if self.empty() {
                 return None;
             }
+            let d = self.due.load(Ordering::Acquire);
             let got = if self.lifo {
-                self.pick_newest(buf)
+                self.pool.newest(d)
             } else {
-                self.pick_any(w, buf)
+                self.pool
+                    .any(d, &mut *self.rngs[w % self.rngs.len()].lock())
             };
             match got {
-                Ok(item) => return Some(item),
+                Picked::Slot(s) => return Some(self.take_slot(s, buf)),
+                Picked::Cellar((item, payload)) => {
+                    *buf = payload;
+                    return Some(item);
+                }
                 // Counted but its bit not set yet (a release in flight), or raced: again
                 // (yielding after a while: the releaser may be preempted on our CPU).
-                Err(()) => backoff(&mut spins),
+                Picked::Retry => backoff(&mut spins),
             }
         }
     }
 
-    /// LIFO: the highest set bit below the frontier, else the cellar's newest.
-    fn pick_newest(&self, buf: &mut Vec<u8>) -> Result<Item, ()> {
-        if let Some(s) = self.bits.newest_below(self.due.load(Ordering::Acquire)) {
-            return self.claim_slot(s, buf);
-        }
-        if self.pooled.load(Ordering::SeqCst) > 0 {
-            return Err(());
-        }
-        self.take_from_cellar(|c| c.pop_back(), buf)
-    }
-
-    /// Random order: a request drawn uniformly among the pool's and the cellar's.
-    fn pick_any(&self, w: usize, buf: &mut Vec<u8>) -> Result<Item, ()> {
-        let in_ring = self.pooled.load(Ordering::SeqCst);
-        let in_cellar = self.cellar_len.load(Ordering::SeqCst);
-        if in_ring + in_cellar == 0 {
-            return Err(());
-        }
-        let mut rng = self.rngs[w % self.rngs.len()].lock();
-        if rng.gen_range(0..in_ring + in_cellar) >= in_ring {
-            let i = rng.gen_range(0..in_cellar) as usize;
-            drop(rng);
-            return self.take_from_cellar(
-                |c| c.swap_remove_back(i.min(c.len().saturating_sub(1))),
-                buf,
-            );
-        }
-        // A slot drawn among the pool's set bits (counted from the frontier down, where a short
-        // backlog is; tried at random in a ring a long one has spread over: slotbits.rs). None
-        // seen: a release counted and not set yet, or raced: retry.
-        let d = self.due.load(Ordering::Acquire);
-        let s = self.bits.draw(d, in_ring, &mut *rng);
-        drop(rng);
-        match s {
-            Some(s) => self.claim_slot(s, buf),
-            None => Err(()),
-        }
-    }
-
-    /// Claims slot `s` by clearing its bit, and takes its request.
-    fn claim_slot(&self, s: u64, buf: &mut Vec<u8>) -> Result<Item, ()> {
-        if !self.bits.claim(s) {
-            return Err(());
-        }
+    /// Takes the request of slot `s`, whose bit we cleared, and frees the slot.
+    fn take_slot(&self, s: u64, buf: &mut Vec<u8>) -> Item {
         let slot = &self.ring.slots[s as usize];
         // The bit was set after the request was published (seq = pos + 1) and nobody else can
         // clear it: the slot is ours until we free it.
@@ -201,24 +156,7 @@ impl Pool {
         let item = unsafe { *slot.item.get() };
         unsafe { std::ptr::swap(buf, slot.payload.get()) };
         slot.seq.store(pos + self.ring.len(), Ordering::Release);
-        self.pooled.fetch_sub(1, Ordering::SeqCst);
-        Ok(item)
-    }
-
-    fn take_from_cellar(
-        &self,
-        take: impl FnOnce(&mut VecDeque<(Item, Vec<u8>)>) -> Option<(Item, Vec<u8>)>,
-        buf: &mut Vec<u8>,
-    ) -> Result<Item, ()> {
-        if self.cellar_len.load(Ordering::SeqCst) == 0 {
-            return Err(());
-        }
-        let mut c = self.cellar.lock();
-        let (item, p) = take(&mut c).ok_or(())?;
-        self.cellar_len.fetch_sub(1, Ordering::SeqCst);
-        drop(c);
-        *buf = p;
-        Ok(item)
+        item
     }
 
     /// Takes position `d`, handed to us as the next arrival (we moved the frontier past it);
@@ -251,15 +189,11 @@ impl Pool {
                 return Err(Produced::Full);
             }
             let old = pos - len;
-            if seq == old + 1 && self.bits.claim(old) {
+            if seq == old + 1 && self.pool.bits.claim(old) {
                 // SAFETY: we cleared its bit: the slot is ours until `seq` frees it.
                 let item = unsafe { *slot.item.get() };
                 let payload = unsafe { std::mem::take(&mut *slot.payload.get()) };
-                let mut c = self.cellar.lock();
-                c.push_back((item, payload));
-                self.cellar_len.fetch_add(1, Ordering::SeqCst);
-                drop(c);
-                self.pooled.fetch_sub(1, Ordering::SeqCst);
+                self.pool.spill((item, payload));
                 slot.seq.store(pos, Ordering::Release);
                 return Ok(());
             }

@@ -2,15 +2,15 @@
 //! serve`'s) queue when a free worker takes the newest waiting request or any one uniformly.
 //!
 //! Both picks need a view of the whole backlog, which used to be a deque under one lock. Here
-//! it is a ring of slots in push order with a bit per slot ([`SlotBits`]), as the inline feed's
-//! pool of due requests:
+//! it is a ring of slots in push order with a bit per slot, as the inline feed's pool of due
+//! requests; the bits, their count and the cellar are [`crate::slotbits::BitPool`], shared
+//! with it:
 //!
 //! - a push takes the next **position** (`pushed`, one `fetch_add`), writes its request into
 //!   that position's slot, counts it in `pooled` and sets its bit;
 //! - a pop clears a set bit (the claim): LIFO the highest below `pushed`, random order one
-//!   drawn uniformly over the backlog (ring or cellar in proportion to what each holds, then a
-//!   bit by [`SlotBits::draw`]). Whoever cleared the bit owns the request and frees
-//!   the slot for the push one lap later.
+//!   drawn uniformly over the backlog (ring or cellar in proportion to what each holds).
+//!   Whoever cleared the bit owns the request and frees the slot for the push one lap later.
 //!
 //! Each slot's sequence word says whose it is (Vyukov's bounded queue): `p`, free for the push
 //! of position `p`; `p + 1`, holding position `p`'s request. A LIFO backlog can keep an old
@@ -24,13 +24,12 @@
 //! bit yet; it was not in the queue yet. One pusher and one popper see exactly the discipline's
 //! order (tested against a deque).
 
-use crate::slotbits::SlotBits;
+use crate::slotbits::{backoff, BitPool, Picked};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -47,14 +46,10 @@ const DRAWERS: usize = 16;
 /// The lock-free backlog of LIFO or random order (see the module docs).
 pub(super) struct Backlog<T> {
     slots: Box<[CachePadded<Slot<T>>]>,
-    bits: SlotBits,
+    /// The bits of waiting requests, their count and the cellar.
+    pool: BitPool<T>,
     /// Positions taken by pushes so far (the next push takes this one).
     pushed: CachePadded<AtomicU64>,
-    /// Requests in the ring: counted before their bit is set, uncounted once claimed.
-    pooled: CachePadded<AtomicU64>,
-    /// Requests moved out of the ring by a push a lap later (push order), and how many.
-    cellar: Mutex<VecDeque<T>>,
-    cellar_len: CachePadded<AtomicU64>,
     rngs: Box<[CachePadded<Mutex<Xoshiro256PlusPlus>>]>,
     lifo: bool,
 }
@@ -72,15 +67,6 @@ fn drawer() -> usize {
     ME.with(|m| *m)
 }
 
-fn backoff(spins: &mut u32) {
-    *spins += 1;
-    if *spins > 200 {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
-    }
-}
-
 impl<T> Backlog<T> {
     /// A backlog whose ring holds `capacity` requests (rounded up to a power of two, at least
     /// 64; longer backlogs spill to the cellar); `lifo` false is random order, drawn from `seed`.
@@ -95,11 +81,8 @@ impl<T> Backlog<T> {
                     })
                 })
                 .collect(),
-            bits: SlotBits::new(len),
+            pool: BitPool::new(len),
             pushed: CachePadded::new(AtomicU64::new(0)),
-            pooled: CachePadded::new(AtomicU64::new(0)),
-            cellar: Mutex::new(VecDeque::new()),
-            cellar_len: CachePadded::new(AtomicU64::new(0)),
             rngs: (0..DRAWERS)
                 .map(|i| {
                     CachePadded::new(Mutex::new(Xoshiro256PlusPlus::seed_from_u64(
@@ -127,14 +110,10 @@ impl<T> Backlog<T> {
                 break;
             }
             // The request of a lap before is still waiting: it moves to the cellar.
-            if pos >= len && seq == pos - len + 1 && self.bits.claim(pos) {
+            if pos >= len && seq == pos - len + 1 && self.pool.bits.claim(pos) {
                 // SAFETY: we cleared its bit: the slot is ours (module docs).
-                let old = unsafe { (*slot.item.get()).assume_init_read() };
-                let mut c = self.cellar.lock();
-                c.push_back(old);
-                self.cellar_len.fetch_add(1, Ordering::SeqCst);
-                drop(c);
-                self.pooled.fetch_sub(1, Ordering::SeqCst);
+                self.pool
+                    .spill(unsafe { (*slot.item.get()).assume_init_read() });
                 break;
             }
             // Its request is being taken, or written by a push a lap before: wait for either.
@@ -142,14 +121,14 @@ impl<T> Backlog<T> {
         }
         // SAFETY: `seq` said free for us, or we emptied the slot above.
         unsafe { (*slot.item.get()).write(item) };
-        self.pooled.fetch_add(1, Ordering::SeqCst);
+        self.pool.pooled.fetch_add(1, Ordering::SeqCst);
         slot.seq.store(pos + 1, Ordering::Release);
-        self.bits.set_run(pos, 1);
+        self.pool.bits.set_run(pos, 1);
     }
 
     /// Requests waiting (a snapshot; a push in flight may already count).
     pub(super) fn len(&self) -> usize {
-        (self.pooled.load(Ordering::SeqCst) + self.cellar_len.load(Ordering::SeqCst)) as usize
+        self.pool.waiting() as usize
     }
 
     /// The discipline's pick; `None` only when nothing is waiting or about to be (a push that
@@ -157,82 +136,36 @@ impl<T> Backlog<T> {
     pub(super) fn pop(&self) -> Option<T> {
         let mut spins = 0u32;
         loop {
-            if self.len() == 0 {
+            if self.pool.waiting() == 0 {
                 return None;
             }
+            let top = self.pushed.load(Ordering::Acquire);
             let got = if self.lifo {
-                self.pick_newest()
+                self.pool.newest(top)
             } else {
-                self.pick_any()
+                self.pool
+                    .any(top, &mut *self.rngs[drawer() % DRAWERS].lock())
             };
             match got {
-                Some(item) => return Some(item),
-                None => backoff(&mut spins),
+                Picked::Slot(s) => {
+                    let slot = &self.slots[s as usize];
+                    let pos = slot.seq.load(Ordering::Acquire) - 1;
+                    // SAFETY: we cleared its bit, set after the request was written: ours
+                    // until `seq` frees the slot.
+                    let item = unsafe { (*slot.item.get()).assume_init_read() };
+                    slot.seq.store(pos + self.ring_len(), Ordering::Release);
+                    return Some(item);
+                }
+                Picked::Cellar(item) => return Some(item),
+                Picked::Retry => backoff(&mut spins),
             }
         }
-    }
-
-    /// LIFO: the highest set position, else (the ring empty) the cellar's newest.
-    fn pick_newest(&self) -> Option<T> {
-        if let Some(s) = self.bits.newest_below(self.pushed.load(Ordering::Acquire)) {
-            return self.claim(s);
-        }
-        if self.pooled.load(Ordering::SeqCst) > 0 {
-            return None;
-        }
-        self.take_from_cellar(|c| c.pop_back())
-    }
-
-    /// Random order: one drawn uniformly among the ring's and the cellar's.
-    fn pick_any(&self) -> Option<T> {
-        let in_ring = self.pooled.load(Ordering::SeqCst);
-        let in_cellar = self.cellar_len.load(Ordering::SeqCst);
-        if in_ring + in_cellar == 0 {
-            return None;
-        }
-        let mut rng = self.rngs[drawer() % DRAWERS].lock();
-        if rng.gen_range(0..in_ring + in_cellar) >= in_ring {
-            let i = rng.gen_range(0..in_cellar) as usize;
-            drop(rng);
-            return self.take_from_cellar(|c| c.swap_remove_back(i.min(c.len().saturating_sub(1))));
-        }
-        let s = self
-            .bits
-            .draw(self.pushed.load(Ordering::Acquire), in_ring, &mut *rng);
-        drop(rng);
-        self.claim(s?)
-    }
-
-    /// Clears slot `s`'s bit and takes its request; `None` if another pop (or a push moving it
-    /// to the cellar) cleared it first.
-    fn claim(&self, s: u64) -> Option<T> {
-        if !self.bits.claim(s) {
-            return None;
-        }
-        let slot = &self.slots[s as usize];
-        let pos = slot.seq.load(Ordering::Acquire) - 1;
-        // SAFETY: we cleared its bit, set after the request was written: ours until `seq`
-        // frees the slot.
-        let item = unsafe { (*slot.item.get()).assume_init_read() };
-        slot.seq.store(pos + self.ring_len(), Ordering::Release);
-        self.pooled.fetch_sub(1, Ordering::SeqCst);
-        Some(item)
-    }
-
-    fn take_from_cellar(&self, take: impl FnOnce(&mut VecDeque<T>) -> Option<T>) -> Option<T> {
-        if self.cellar_len.load(Ordering::SeqCst) == 0 {
-            return None;
-        }
-        let mut c = self.cellar.lock();
-        let item = take(&mut c)?;
-        self.cellar_len.fetch_sub(1, Ordering::SeqCst);
-        Some(item)
     }
 }
 
 impl<T> Drop for Backlog<T> {
     fn drop(&mut self) {
-        for s in self.bits.set_slots() {
+        for s in self.pool.bits.set_slots() {
             // SAFETY: a set bit is a written, unclaimed request, and nobody else is left.
             unsafe { (*self.slots[s as usize].item.get()).assume_init_drop() };
         }
@@ -242,6 +175,8 @@ impl<T> Drop for Backlog<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::Rng;
+    use std::collections::VecDeque;
     use std::sync::Arc;
 
     /// One pusher and one popper, interleaved at random through backlogs longer than the ring
@@ -261,7 +196,7 @@ mod tests {
                     want.push_back(next);
                     next += 1;
                 }
-                spilled |= b.cellar_len.load(Ordering::SeqCst) > 0;
+                spilled |= b.pool.in_cellar() > 0;
                 assert_eq!(b.len(), want.len(), "round {round}");
                 for _ in 0..rng.gen_range(0..200) {
                     let got = b.pop();
