@@ -217,3 +217,40 @@ def test_a_bootstrap_is_the_same_each_time(tmp_path):
     a = J.Judge({"e": res}).estimate([row], lambda v: v.stat("sojourn", "p95"))
     b = J.Judge({"e": load(d)}).estimate([row], lambda v: v.stat("sojourn", "p95"))
     assert (a.lo, a.hi) == (b.lo, b.hi)
+
+
+def test_an_absolute_error_is_stretched_as_it_is_not_on_the_log_scale():
+    """Three runs' signed errors −1 %, +1 %, +4 % (|mean| 1.3 %) against a bound of 10 %: on the
+    log scale the upper arm, multiplied, reaches far above the bound (unresolved); as it is
+    (``log=False``) it holds, and its lower end stops at 0. A true error of 5 % is still
+    covered about 95 % of the time."""
+    x = np.array([-0.01, 0.01, 0.04])
+    c = abs(x.mean())
+
+    def interval(log):
+        lo, hi = J.bootstrap_interval([3], lambda p: abs(x[list(p[0])].mean()), c, log=log)
+        return J.Estimate(c, lo, hi, 3, J.BOOTSTRAP, log)
+
+    ratio, error = interval(True), interval(False)
+    assert ratio.hi > 0.10 and J.compare(ratio, "<=", 0.10).outcome == J.UNRESOLVED
+    assert error.hi < 0.10 and J.compare(error, "<=", 0.10).outcome == J.HOLDS
+    assert error.lo == 0.0
+    # runs to resolve are reckoned on the same scale: arm 4 points, 2 from the bound
+    lin, logged = (J.Estimate(0.08, 0.04, 0.12, 3, J.BOOTSTRAP, log) for log in (False, True))
+    assert J.runs_to_resolve(lin, "<=", 0.10) == 9  # 3 × (0.04 / 0.02)² − 3
+    assert J.runs_to_resolve(logged, "<=", 0.10) == 7  # 3 × (ln 1.5 / ln 1.25)² − 3
+    rng = np.random.default_rng(5)
+
+    def trial(i):
+        y = rng.normal(0.05, 0.02, 3)
+        lo, hi = J.bootstrap_interval(
+            [3],
+            lambda p: abs(y[list(p[0])].mean()),
+            abs(y.mean()),
+            resamples=DRAWS,
+            seed=i,
+            log=False,
+        )
+        return lo <= 0.05 <= hi
+
+    assert 0.91 <= _coverage(trial) <= 0.99

@@ -11,13 +11,16 @@ The planted runs are copies of a point's numbers times a factor per run (planted
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import test_verdicts_causes as causes
-from planted import ITEMS, MS, US, Point, experiment, hlog, stats, verdict
+from planted import ITEMS, MS, US, Point, complete, experiment, hlog, stats, verdict
 
 from taillab import reproduce as R
 from taillab.reproduce import judge as J
+from taillab.reproduce.rules import profiling as P
 
 QUIET, NOISY = (0.97, 1.0, 1.03), (0.85, 1.0, 1.15)
 
@@ -208,3 +211,47 @@ def test_profiling_attribution_stresses_by_their_intervals(tmp_path, cpu, status
         assert by_text[f"speech: {s} < 1.3×"]["outcome"] == "holds"
     assert "outcome" not in by_text["speech: all ≥ cpu"]
     assert by_text["speech: all ≥ cpu"]["ok"] is True
+
+
+# --- Table II: the two groups' medians as a ratio, by a bootstrap over each app's runs ----------
+
+TIGHT = (0.99, 1.0, 1.01)
+
+
+def _table2(root, rss_ratio: float, runs) -> None:
+    """Table I's light point of every app over ``runs``; each run's harness peak RSS 256 MiB
+    (× ``rss_ratio`` for the report's memory-intensive apps) and CPU 40 % (× 2 for its
+    CPU-intensive ones), both × the run's factor."""
+    for app in PAPER_P95_MS:
+        mem = app in P.T2_MEM_APPS
+        p = Point("integrated-t1-q100", app=app, qps=100)
+        d = experiment(root / "tailbench-table1" / f"apps-{app}", [p], runs=runs)
+        for k, f in enumerate(runs):
+            path = d / "points" / p.id / f"run-{k}" / "summary.json"
+            doc = json.loads(path.read_text())
+            harness = {"pid": 1, "rss_max_bytes": int(2**28 * (rss_ratio if mem else 1.0) * f)}
+            harness["cpu_pct"] = 40.0 * (1.0 if mem else 2.0) * f
+            doc.setdefault("environment", {})["harness"] = harness
+            path.write_text(json.dumps(complete(doc)))
+
+
+@pytest.mark.parametrize(
+    ("rss", "runs", "status", "outcome"),
+    [
+        (2.0, TIGHT, "confirmed", "holds"),
+        (0.5, TIGHT, "not confirmed", "fails"),  # the division by memory is the claim
+        (1.05, NOISY, "inconclusive", "unresolved"),  # 5 % apart, runs ± 15 %
+    ],
+)
+def test_profiling_table2_groups_by_their_intervals(tmp_path, rss, runs, status, outcome):
+    _table2(tmp_path, rss, runs)
+    doc = verdict(tmp_path, "profiling-table2", reuse=tmp_path / "tailbench-table1")
+    assert (doc["status"], doc["judged"]) == (status, "runs"), doc["verdict"]
+    mem, cpu = doc["conditions"]
+    assert mem["outcome"] == outcome and mem["primary"] and mem["interval"] == J.BOOTSTRAP
+    assert mem["value"] == pytest.approx(rss, rel=1e-6)
+    assert mem["ci_low"] < mem["value"] < mem["ci_high"]
+    if runs == TIGHT:
+        assert cpu["outcome"] == "holds" and cpu["value"] == pytest.approx(2.0)
+    # the runs' peaks averaged: the median memory-intensive app's 256 MiB × rss
+    assert doc["numbers"]["median_rss"]["mem"] == pytest.approx(2**28 * rss, rel=1e-6)

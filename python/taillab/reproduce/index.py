@@ -218,13 +218,28 @@ def _md_header(
 
 def _md_judged(docs: list[dict]) -> str:
     """How many verdicts were judged against their runs' spread (verdict.json's ``judged``;
-    a verdict from before the full variant repeated its points has none: indicative)."""
+    a verdict from before the full variant repeated its points has none: indicative), and
+    which had no condition their host could test (every one without data: ``needs: N CPUs``
+    where the host ran one worker count of a thread-scaling claim)."""
     judged = sum(d.get("judged") == "runs" for d in docs)
-    return (
-        f"- Judged on repeated runs: {judged} of {len(docs)} verdicts; the others compare "
-        "point estimates (one run per point, `--quick`, or verdicts made before the full "
-        "variant repeated its points): indicative"
-    )
+    untested = [
+        str(d.get("id"))
+        for d in docs
+        if d.get("judged") != "runs"
+        and not any(c.get("ok") is not None for c in d.get("conditions") or [])
+    ]
+    points = len(docs) - judged - len(untested)
+    parts = [f"- Judged on repeated runs: {judged} of {len(docs)} verdicts"]
+    if untested:
+        parts.append(
+            f"{len(untested)} had no condition their host could test ({', '.join(untested)})"
+        )
+    if points:
+        parts.append(
+            f"{points} compare point estimates (one run per point, `--quick`, or verdicts made "
+            "before the full variant repeated its points): indicative"
+        )
+    return "; ".join(parts)
 
 
 def _md_results(inside: str | None, quick: bool, pages: bool = True) -> str:

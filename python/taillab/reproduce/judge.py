@@ -29,7 +29,11 @@ The intervals:
   t₀.₉₇₅,ₖ₋₁ ÷ z₀.₉₇₅ × √(k/(k−1)) (2.69 at 3 runs, 1.33 at 10): for a mean, the width of its
   t-interval. A positive statistic is stretched on the log scale (most are ratios: their arms
   are multiplicative, and an interval of a ratio stays above 0), and its runs to resolve are
-  reckoned there too. Coverage on data with a known truth: python/tests/test_reproduce_judge.py.
+  reckoned there too; a statistic that is 0 when the claim is exact (an absolute error, whose
+  runs may read 1 % and 4 %) is not a ratio and is stretched as it is (``log=False``): on
+  the log scale its upper arm would grow as the estimate nears 0, so an error of 1 % would
+  read as unresolved against a bound of 10 %. Coverage on data with a known truth:
+  python/tests/test_reproduce_judge.py.
 
 A point's statistic over its runs is that of their histograms added (quantiles, the maximum)
 or of their requests together (the mean), else the mean of the runs' own values (what
@@ -101,6 +105,9 @@ class Estimate:
     hi: float = math.nan
     runs: int = 1
     how: str = POINT
+    # Whether its interval narrows on the log scale (a positive ratio) or as it is (an
+    # absolute error: module doc); runs_to_resolve reckons on the same scale.
+    log: bool = True
 
     @property
     def has_interval(self) -> bool:
@@ -108,7 +115,7 @@ class Estimate:
 
     def scaled(self, k: float) -> Estimate:
         """The estimate times ``k`` > 0 (a quantile ÷ the paper's number)."""
-        return Estimate(self.value * k, self.lo * k, self.hi * k, self.runs, self.how)
+        return Estimate(self.value * k, self.lo * k, self.hi * k, self.runs, self.how, self.log)
 
 
 @dataclass(frozen=True)
@@ -199,7 +206,7 @@ def _on_scale(est: Estimate, lo: float, hi: float) -> tuple[Estimate, float, flo
     """The estimate and the allowed range on the scale its interval narrows on: the log of a
     positive statistic against positive bounds (a ratio's arms are multiplicative, as the
     bootstrap stretched them), else as they are."""
-    if est.lo > 0 and all(e > 0 for e in (lo, hi) if math.isfinite(e)):
+    if est.log and est.lo > 0 and all(e > 0 for e in (lo, hi) if math.isfinite(e)):
         logged = Estimate(_log(est.value), _log(est.lo), _log(est.hi), est.runs, est.how)
         return logged, _log(lo) if lo > 0 else lo, _log(hi)
     return est, lo, hi
@@ -267,11 +274,13 @@ def bootstrap_interval(
     level: float = LEVEL,
     resamples: int = RESAMPLES,
     seed: int | Sequence[int] = SEED,
+    log: bool = True,
 ) -> tuple[float, float]:
     """The stretched percentile bootstrap interval of a statistic of several groups of runs
     (``sizes``: each group's run count): ``stat(picks)`` computes it from one draw, ``picks[i]``
     the sorted indexes of group i's runs drawn with replacement; ``center`` is its value on
-    every run. NaN ends when a group has one run or most draws give no number."""
+    every run. NaN ends when a group has one run or most draws give no number. ``log``
+    False: stretched as it is even where positive (an absolute error: module doc)."""
     k = min(sizes, default=0)
     if k < 2 or not math.isfinite(center):
         return math.nan, math.nan
@@ -286,12 +295,16 @@ def bootstrap_interval(
     tail = (1 - level) / 2
     lo, hi = (float(x) for x in np.quantile(reps, [tail, 1 - tail]))
     s = stretch(k, level)
-    if center > 0 and lo > 0:
+    if log and center > 0 and lo > 0:
         # A positive statistic (most are ratios) is stretched on the log scale: its arms are
         # multiplicative, and a ratio's interval stays above 0.
         down, up = max(math.log(center / lo), 0.0), max(math.log(hi / center), 0.0)
         return center * math.exp(-s * down), center * math.exp(s * up)
-    return center - s * max(center - lo, 0.0), center + s * max(hi - center, 0.0)
+    low = center - s * max(center - lo, 0.0)
+    if not log and center >= 0 and reps.min() >= 0:
+        # An absolute error is never below 0: its stretched arm stops there.
+        low = max(low, 0.0)
+    return low, center + s * max(hi - center, 0.0)
 
 
 def quantile_interval(dists: Sequence[Dist], q: float, level: float = LEVEL) -> Estimate:
@@ -397,6 +410,14 @@ class View:
         """The point's own row (its load, rate, axes): not resampled."""
         return self._runs.row
 
+    def run_ids(self) -> list:
+        """The view's runs as ``Results.runs`` names them (its ``run`` column; a run drawn
+        twice, twice): for a number a rule reads per run from elsewhere (the resource table)."""
+        runs = self._runs.runs
+        ids = runs["run"].tolist() if "run" in runs else []
+        pick = self.pick if self.pick is not None else range(len(ids))
+        return [ids[i] for i in pick]
+
     def stat(self, metric: str, stat: str) -> float:
         """``metric``'s ``stat`` (ns) over the view's runs (module doc)."""
         if self.pick is None:
@@ -446,12 +467,13 @@ class Judge:
         """Whether statistics of these points get an interval (repeated runs, full variant)."""
         return self.repeated and self._fewest(points) >= 2
 
-    def estimate(self, points: Sequence, fn: Callable[..., float]) -> Estimate:
-        """``fn(*views)`` — one :class:`View` per point — with its bootstrap interval."""
+    def estimate(self, points: Sequence, fn: Callable[..., float], log: bool = True) -> Estimate:
+        """``fn(*views)`` — one :class:`View` per point — with its bootstrap interval (``log``
+        False: an absolute error's, stretched as it is; module doc)."""
         runs = [self.runs(p) for p in points]
         k = self._fewest(points)
         if not self.judged(points):
-            return Estimate(_num(fn(*(View(r, None) for r in runs))), runs=max(k, 1))
+            return Estimate(_num(fn(*(View(r, None) for r in runs))), runs=max(k, 1), log=log)
         every = [View(r, tuple(range(len(r)))) for r in runs]
         center = _num(fn(*every))
         ids = "|".join(f"{r.row.get('stem')}/{r.row.get('point')}" for r in runs)
@@ -460,8 +482,8 @@ class Judge:
             return _num(fn(*(View(r, pk) for r, pk in zip(runs, picks, strict=True))))
 
         seed = (SEED, zlib.crc32(ids.encode()))
-        lo, hi = bootstrap_interval([len(r) for r in runs], stat, center, seed=seed)
-        return Estimate(center, lo, hi, k, BOOTSTRAP if math.isfinite(lo) else POINT)
+        lo, hi = bootstrap_interval([len(r) for r in runs], stat, center, seed=seed, log=log)
+        return Estimate(center, lo, hi, k, BOOTSTRAP if math.isfinite(lo) else POINT, log)
 
     def quantile(self, p: pd.Series | dict, metric: str, stat: str) -> Estimate:
         """One point's quantile: order statistics of its runs together, widened to their
@@ -485,9 +507,10 @@ class Judge:
         op: str,
         bound,
         fmt: Callable[[float], str] | None = None,
+        log: bool = True,
     ) -> Check:
         """:meth:`estimate` compared with a threshold (:func:`compare`)."""
-        return compare(self.estimate(points, fn), op, bound, fmt)
+        return compare(self.estimate(points, fn, log), op, bound, fmt)
 
 
 def _num(v: Any) -> float:

@@ -548,13 +548,13 @@ T2_COLUMNS = ("cpu_pct", "rss_kb", "minflt", "majflt", "vol_cs", "invol_cs")
 _T2_HEADS = ["minor faults", "major faults", "voluntary cs", "involuntary cs"]
 
 
-def _resources_of(res: Any, p: pd.Series) -> dict[str, float]:
-    """The harness and its helper processes at one point (runs averaged): CPU %, peak RSS,
-    faults and switches, and CPU time per measured request."""
+def _resources_per_run(res: Any, p: pd.Series) -> pd.DataFrame:
+    """Per run of one point (indexed by its run): the harness and its helper processes' CPU
+    %, peak RSS, faults and switches, and CPU time per measured request."""
     t = resource_table(res)
     t = t[(t["point"] == p["point"]) & t["kind"].isin(["harness", "harness child"])]
     if t.empty:
-        return {}
+        return pd.DataFrame()
     per_run = t.groupby("run").agg(
         cpu_pct=("cpu_pct", "sum"),
         rss=("rss_max_bytes", "sum"),
@@ -564,13 +564,35 @@ def _resources_of(res: Any, p: pd.Series) -> dict[str, float]:
         invol_cs=("invol_cs", "sum"),
     )
     runs = res.runs[res.runs["point"] == p["point"]].set_index("run")
-    reqs = pd.to_numeric(runs["requests_measured"], errors="coerce")
-    secs = pd.to_numeric(runs["duration_s"], errors="coerce")
-    cpu_s = per_run["cpu_pct"] / 100 * secs.reindex(per_run.index)
-    out = {k: float(per_run[k].mean()) for k in per_run.columns}
-    out["rss"] = float(per_run["rss"].max())
-    out["cpu_per_request_ns"] = float((cpu_s / reqs.reindex(per_run.index)).mean()) * 1e9
-    return out
+    reqs = pd.to_numeric(runs["requests_measured"], errors="coerce").reindex(per_run.index)
+    secs = pd.to_numeric(runs["duration_s"], errors="coerce").reindex(per_run.index)
+    per_run["cpu_per_request_ns"] = per_run["cpu_pct"] / 100 * secs / reqs * 1e9
+    return per_run
+
+
+def _resources_of(per_run: pd.DataFrame) -> dict[str, float]:
+    """A point's resources, its runs averaged (the peak RSS too: each run's peak)."""
+    return {k: float(per_run[k].mean()) for k in per_run.columns} if not per_run.empty else {}
+
+
+def _t2_ratio(per_run: dict[str, pd.DataFrame], col: str, top: tuple, bottom: tuple):
+    """The statistic of a Table II condition: the median over ``top``'s apps of ``col`` (each
+    app's runs in the view averaged) ÷ the median over ``bottom``'s (views one per app of
+    ``per_run``, in its order)."""
+    apps = list(per_run)
+
+    def stat(*views) -> float:
+        mean = {}
+        for app, v in zip(apps, views, strict=True):
+            x = pd.to_numeric(per_run[app][col].reindex(v.run_ids()), errors="coerce")
+            mean[app] = float(x.mean()) if x.notna().any() else math.nan
+        med = {
+            g: _median([mean.get(a, math.nan) for a in grp])
+            for g, grp in (("t", top), ("b", bottom))
+        }
+        return ratio_of(med["t"], med["b"])
+
+    return stat
 
 
 def _median(vals: list[float]) -> float:
@@ -601,6 +623,32 @@ def _table2_rows(nums: dict, paper: dict, names: dict) -> tuple[list, list]:
     return rows, paper_rows
 
 
+def _t2_conds(src: Any, per_run: dict[str, pd.DataFrame], pts: list) -> list[Cond]:
+    """Table II's two conditions, each judged as a ratio of the two groups' medians, its
+    interval a bootstrap over each app's runs (one run a point: the point comparison it
+    was); ``pts``: each app's light point, in ``per_run``'s order."""
+    return [
+        Cond.judged(
+            "the report's memory-intensive apps: median peak RSS above its CPU-intensive apps'",
+            src.judge.check(
+                pts, _t2_ratio(per_run, "rss", T2_MEM_APPS, T2_CPU_APPS), ">", 1.0, fmt=mult
+            ),
+            True,
+        ),
+        Cond.judged(
+            "the report's CPU-intensive apps: median CPU per request above its "
+            "memory-intensive apps'",
+            src.judge.check(
+                pts,
+                _t2_ratio(per_run, "cpu_per_request_ns", T2_CPU_APPS, T2_MEM_APPS),
+                ">",
+                1.0,
+                fmt=mult,
+            ),
+        ),
+    ]
+
+
 @rule
 def profiling_table2(item: dict, data: Any, reuse: Any) -> Verdict:
     """Table II from Table I's runs: each app's CPU, peak RSS, page faults and context switches
@@ -614,11 +662,13 @@ def profiling_table2(item: dict, data: Any, reuse: Any) -> Verdict:
     if not apps:
         return no_data(src, "app results")
     nums: dict[str, dict[str, float]] = {}
+    per_run: dict[str, pd.DataFrame] = {}
+    light: dict[str, pd.Series] = {}
     for app, pts in apps.items():
         p = pts.sort_values("qps").iloc[0]
-        got = _resources_of(src.results[p["stem"]], p)
-        if got:
-            nums[app] = got
+        runs = _resources_per_run(src.results[p["stem"]], p)
+        if not runs.empty:
+            nums[app], per_run[app], light[app] = _resources_of(runs), runs, p
     if not nums:
         return no_data(src, "resource sections (environment.harness) in Table I's runs")
     paper = item.get("paper_table2") or {}
@@ -634,18 +684,7 @@ def profiling_table2(item: dict, data: Any, reuse: Any) -> Verdict:
     if len(both) >= 3:
         ours, theirs = [nums[a]["rss"] for a in both], [paper[a]["rss_kb"] for a in both]
         rho = float(sps.spearmanr(ours, theirs)[0])
-    conds = [
-        Cond(
-            "the report's memory-intensive apps: median peak RSS above its CPU-intensive apps'",
-            less_than(rss["cpu"], rss["mem"]),
-            True,
-        ),
-        Cond(
-            "the report's CPU-intensive apps: median CPU per request above its "
-            "memory-intensive apps'",
-            less_than(cpu["mem"], cpu["cpu"]),
-        ),
-    ]
+    conds = _t2_conds(src, per_run, list(light.values()))
     body = (
         f"median peak RSS {fmt_bytes(rss['mem'])} for the report's memory-intensive apps "
         f"({', '.join(T2_MEM_APPS)}) against {fmt_bytes(rss['cpu'])} for its CPU-intensive "
