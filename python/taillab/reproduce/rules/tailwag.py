@@ -201,21 +201,20 @@ def tailwag_fig5(item: dict, data: Data, reuse: Data | None) -> Verdict:
     the app's at each load; each quantile's worst error within TWFIG5_CLOSE."""
     src = reuse if reuse is not None else data
     apps = sorted({str(s).split("/")[0] for s in src.results if str(s).endswith("/measured")})
-    nums: dict[str, dict[str, float]] = {}
-    pairs: dict[str, list] = {}
-    for app in apps:
-        m = {p["point"]: p for _, p in src.of(f"{app}/measured").iterrows()}
-        syn = {p["point"]: p for _, p in src.of(f"{app}/synthetic").iterrows()}
-        both = [(syn[p], m[p]) for p in m if p in syn]
-        if both:
-            pairs[app] = [x for pair in both for x in pair]
-            nums[app] = {
-                q: max(
-                    (ratio_of(value(a, "service", q), value(b, "service", q)) - 1 for a, b in both),
-                    key=lambda e: abs(finite_or(e, math.inf)),
-                )
-                for q in TWFIG5_CLOSE
-            }
+    pairs = _pairs(src, apps)
+    nums = {
+        app: {
+            q: max(
+                (
+                    ratio_of(value(a, "service", q), value(b, "service", q)) - 1
+                    for a, b in zip(v[::2], v[1::2], strict=True)
+                ),
+                key=lambda e: abs(finite_or(e, math.inf)),
+            )
+            for q in TWFIG5_CLOSE
+        }
+        for app, v in pairs.items()
+    }
     if not nums:
         return no_data(src, "measured and synthetic points of tailwag-table2")
     conds = [
@@ -426,14 +425,14 @@ def _tw6_point(r: pd.Series) -> tuple[float, float, str]:
 
 
 def _tw6_runs(data: Any, app: str) -> dict[int, list]:
-    """Per worker count, the app's first-round points in (synthetic, measured) pairs, load by
-    load, where every one ran at least twice (the full variant); no entry otherwise."""
-    m = {p["point"]: p for _, p in data.of(f"{app}/measured").iterrows()}
-    syn = {p["point"]: p for _, p in data.of(f"{app}/synthetic").iterrows()}
+    """Per worker count, the app's first-round views in (synthetic, measured) pairs
+    (:func:`_pairs`), load by load, where every point ran at least twice (the full variant);
+    no entry otherwise."""
+    views = _pairs(data, [app]).get(app, [])
     by: dict[int, list] = {}
-    for pt in sorted(m, key=lambda k: float(m[k].get("qps", 0))):
-        if pt in syn:
-            by.setdefault(int(m[pt]["threads"]), []).extend([syn[pt], m[pt]])
+    pairs = sorted(zip(views[::2], views[1::2], strict=True), key=lambda ab: float(ab[1]["qps"]))
+    for a, b in pairs:
+        by.setdefault(int(b["threads"]), []).extend([a, b])
     return {t: v for t, v in by.items() if data.judge.judged(v)}
 
 
