@@ -1513,18 +1513,3 @@ def test_real_numbers_are_the_files(real):
     none = _agg(next(pts.glob("*-case-none/aggregate.json")), "sojourn.p99")
     hog = _agg(next(pts.glob("*-case-hog/aggregate.json")), "sojourn.p99")
     assert doc["numbers"]["cases"]["hog"]["vs_none"] == pytest.approx(hog / none)
-
-
-def test_the_docs_count_of_judged_verdicts_names_those_without_a_testable_condition():
-    """A verdict judged on runs, one whose conditions all lacked data on its host (a capped
-    thread-scaling item) and one compared as points are counted apart."""
-    from taillab.reproduce import index
-
-    runs = {"id": "a", "judged": "runs", "conditions": [{"ok": True}]}
-    capped = {"id": "b", "judged": "indicative", "conditions": [{"ok": None}, {"ok": None}]}
-    point = {"id": "c", "judged": "indicative", "conditions": [{"ok": False}]}
-    line = index._md_judged([runs, capped, point])
-    assert line.startswith("- Judged on repeated runs: 1 of 3 verdicts; ")
-    assert "1 had no condition their host could test (b)" in line
-    assert "; 1 compare point estimates" in line
-    assert "point estimates" not in index._md_judged([runs, capped])

@@ -1,5 +1,6 @@
 """Run to run: an item's newest full verdict against the one it replaced (rerun.py), and the
-script that keeps the replaced one instead of losing it."""
+script that keeps the replaced one instead of losing it; and the doc's count of the verdicts
+judged on runs beside it."""
 
 from __future__ import annotations
 
@@ -242,3 +243,18 @@ def test_a_run_not_judged_on_runs_is_not_compared(tmp_path):
     )
     [(iid, _, old, new, ag)] = rerun.pairs(root, found)
     assert old["started_at"].startswith("2026-12-06T10") and ag.kind == rerun.SAME
+
+
+def test_the_docs_count_of_judged_verdicts_names_those_without_a_testable_condition():
+    """A verdict judged on runs, one whose conditions all lacked data on its host (a capped
+    thread-scaling item) and one compared as points are counted apart."""
+    from taillab.reproduce import index
+
+    runs = {"id": "a", "judged": "runs", "conditions": [{"ok": True}]}
+    capped = {"id": "b", "judged": "indicative", "conditions": [{"ok": None}, {"ok": None}]}
+    point = {"id": "c", "judged": "indicative", "conditions": [{"ok": False}]}
+    line = index._md_judged([runs, capped, point])
+    assert line.startswith("- Judged on repeated runs: 1 of 3 verdicts; ")
+    assert "1 had no condition their host could test (b)" in line
+    assert "; 1 compare point estimates" in line
+    assert "point estimates" not in index._md_judged([runs, capped])
