@@ -351,12 +351,22 @@ fn the_capped_method_hides_the_planted_tail_the_open_loop_measures() {
         assert!(open["transport"].get("capped").is_none());
         let disturbed = host_disturbed(&open).or_else(|| host_disturbed(&capped));
         let (o, c) = (p99(&open), p99(&capped));
-        // The open loop's p99 is at least 85 % of its ideal's and at most 1.6 × it plus the
-        // loopback's own ~20 µs (the ideal has no network, and on two vCPUs the host's own
-        // threads take a CPU from the sender or the server's worker for ~2 ms at a time:
-        // docs/protocol.md measured 1.24–1.55 ×; CI's run was 1.20 ×), and the capped p99
-        // under a third of the ideal: held requests are not charged the 2 ms.
-        let near = ideal > 500_000.0 && o >= 0.85 * ideal && o <= 1.6 * ideal + 50_000.0;
+        eprintln!(
+            "capped vs open: open p99 ÷ ideal {:.3}, capped p99 ÷ ideal {:.3} (ideal {ideal:.0} ns)",
+            o / ideal,
+            c / ideal
+        );
+        // The open loop's p99 is at least 85 % of its ideal's (it hides no part of the planted
+        // tail) and at most 3 × it plus the loopback's own ~20 µs: the ideal has no network,
+        // and on two vCPUs the host's own threads take a CPU from the sender or the server's
+        // worker for ~2 ms at a time, which the open loop charges, rightly, to the requests
+        // they delayed (docs/protocol.md). How much varies by the day: 1.24–1.55 × on
+        // 2026-12-01, 1.41–2.61 × in 20 runs on 2026-12-07 (the same VM kind, steal ≤ 1.5 %,
+        // the client and the server pinned apart or not alike). A client that charged
+        // requests more than their own wait (the stall twice, or the wrong request's intended
+        // time) is out by more than that. The capped p99 is under a third of the ideal: held
+        // requests are not charged the 2 ms (0.09–0.11 × in the same runs).
+        let near = ideal > 500_000.0 && o >= 0.85 * ideal && o <= 3.0 * ideal + 50_000.0;
         if near && c < ideal / 3.0 {
             Ok(())
         } else {
