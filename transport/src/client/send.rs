@@ -232,6 +232,17 @@ impl Sender<'_> {
             return true;
         };
         let mut prev = now_ns();
+        if prev >= t && self.held_n > 0 {
+            // Late, with requests held (capped mode): read what came back before going on, so
+            // that room frees and the held requests go out. Without this a sender behind its
+            // schedule only held request after request, its answers unread and its
+            // connections full, until the schedule ended (seconds at a rate far above the
+            // server's): the watcher then took the silence for a dead server.
+            let SendSide::Polling(p) = &mut self.io else { unreachable!() };
+            if p.poll(self.sh, self.wire, 0) && !self.release() {
+                return false;
+            }
+        }
         while prev < t {
             let sleep = if mode == WaitMode::Spin { 0 } else { (t - prev).saturating_sub(margin) };
             let SendSide::Polling(p) = &mut self.io else { unreachable!() };
