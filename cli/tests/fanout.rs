@@ -96,13 +96,18 @@ fn amplification(leaves: u32, qps: u32, requests: u32) {
 }
 
 /// A host stall longer than the leaves' own p99 among the workers' wake-ups, if there was
-/// one: it held the leaves of the same requests at once, which the model cannot place.
+/// one: it held the leaves of the same requests at once, which the model cannot place. Only a
+/// rare one: wake-ups whose p999 too is beyond the leaf p99 are the harness's (a wake-up that
+/// is often late), not a stall of the host, and are not excused (the stalled runs of
+/// 2026-12-07 had a wake-up p999 of 1.3–3.2 ms against a leaf p99 of 6–7 ms).
 fn stalled(fo: &Value) -> Option<String> {
-    let (wake, leaf) = (
-        f(&fo["measured"]["wake"]["max"]),
+    let w = &fo["measured"]["wake"];
+    let (wake, often, leaf) = (
+        f(&w["max"]),
+        f(&w["p999"]),
         f(&fo["measured"]["leaf"]["p99"]),
     );
-    (wake > leaf).then(|| {
+    (wake > leaf && often < leaf).then(|| {
         format!(
             "a wake-up stalled {:.1} ms, longer than the leaf p99 {:.1} ms: the host held many leaves at once",
             wake / 1e6,
