@@ -232,31 +232,37 @@ impl Sender<'_> {
             return true;
         };
         let mut prev = now_ns();
-        if prev >= t && self.held_n > 0 {
-            // Late, with requests held (capped mode): read what came back before going on, so
-            // that room frees and the held requests go out. Without this a sender behind its
-            // schedule only held request after request, its answers unread and its
-            // connections full, until the schedule ended (seconds at a rate far above the
-            // server's): the watcher then took the silence for a dead server.
-            let SendSide::Polling(p) = &mut self.io else { unreachable!() };
-            if p.poll(self.sh, self.wire, 0) && !self.release() {
-                return false;
-            }
+        // Late, with requests held (capped mode): read what came back before going on all the
+        // same, so that room frees and the held requests go out. Without this a sender behind
+        // its schedule only held request after request, its answers unread and its
+        // connections full, until the schedule ended (seconds at a rate far above the
+        // server's): the watcher then took the silence for a dead server.
+        if prev >= t && self.held_n > 0 && self.read_back(0).is_none() {
+            return false;
         }
         while prev < t {
             let sleep = if mode == WaitMode::Spin { 0 } else { (t - prev).saturating_sub(margin) };
-            let SendSide::Polling(p) = &mut self.io else { unreachable!() };
-            let got = p.poll(self.sh, self.wire, sleep);
+            let Some(got) = self.read_back(sleep) else { return false };
             let now = now_ns();
             if !got {
                 self.cost.idle_ns += now - prev;
                 std::hint::spin_loop();
-            } else if self.held_n > 0 && !self.release() {
-                return false;
             }
             prev = now;
         }
         true
+    }
+
+    /// Polls the sender's connections once, waiting up to `sleep_ns` for an answer, and
+    /// (capped) sends the held requests the answers made room for; whether anything came
+    /// back, `None` if the run is over. Only a sender that reads its own answers polls.
+    fn read_back(&mut self, sleep_ns: u64) -> Option<bool> {
+        let SendSide::Polling(p) = &mut self.io else { unreachable!() };
+        let got = p.poll(self.sh, self.wire, sleep_ns);
+        if got && self.held_n > 0 && !self.release() {
+            return None;
+        }
+        Some(got)
     }
 
     /// Waits until request `index`'s in-flight slot is free (RING requests in flight: the
