@@ -415,7 +415,7 @@ fn a_capped_client_far_above_its_servers_rate_keeps_reading_its_answers() {
     assert_eq!(s["transport"]["capped"]["max_in_flight"], 64);
     let measured = s["requests"]["measured"].as_f64().unwrap();
     let achieved = s["achieved_qps"].as_f64().unwrap();
-    // Two vCPUs carry 1-2 M null requests a second this way (docs/protocol.md): anything
+    // Two vCPUs carry 1-2 M null requests a second this way (docs/transport-cost.md): anything
     // above 100 k/s is a run whose sender kept its connections busy.
     assert!(
         measured > 100_000.0 && achieved > 100_000.0,

@@ -7,7 +7,7 @@
 //! recorded, resolved, in `summary.json` (`transport.choice`, and the
 //! server's own in `server`).
 //!
-//! Why these rules (measured in bench/transport, docs/protocol.md):
+//! Why these rules (measured in bench/transport, docs/transport-cost.md):
 //! - **receive = sender.** One thread per client that reads its connections
 //!   whenever it would otherwise wait. A receiver thread must be woken for
 //!   each response; on a small host it then competes with the spinning
